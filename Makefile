@@ -1,0 +1,29 @@
+# Everything a fresh Debian machine with Python 3.11 and Java 17 needs: `make run`, `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# The exact versions we develop and test with (pyproject.toml carries the supported ranges).
+PINS := "pyspark==4.1.1" "pyarrow==22.0.0" "deltalake==1.6.6" "numpy==2.4.6"
+
+.PHONY: run test bench setup clean
+
+$(VENV)/.installed: pyproject.toml Makefile
+	@java -version >/dev/null 2>&1 || { echo "Java 17 is required (apt-get install -y openjdk-17-jre-headless)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(PINS) -e '.[test]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(VENV)/bin/use demo
+
+test: $(VENV)/.installed
+	$(VENV)/bin/pytest -q tests
+
+bench: $(VENV)/.installed
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info python/*.egg-info

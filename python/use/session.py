@@ -1,0 +1,40 @@
+"""Building the SparkSession USE runs on.
+
+One place decides the settings every USE process needs: Python workers must run the interpreter
+that has this package and pyarrow installed (`PYSPARK_PYTHON`), Arrow must be on for the
+executor-side Arrow batches, and a local session should not start a UI or print progress bars.
+Anything the caller passes wins over these defaults, so the same code runs on a cluster by
+passing another master URL.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Mapping
+
+DEFAULT_CONF: Mapping[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.driver.memory": "4g",
+}
+
+
+def spark_session(app_name: str = "use", master: str | None = None, conf: Mapping[str, str] | None = None):
+    """Return the active SparkSession, creating a local one with USE's defaults if there is none."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("USE_SPARK_MASTER", "local[*]"))
+    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

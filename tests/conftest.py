@@ -1,0 +1,24 @@
+"""Shared fixtures: one local SparkSession for the whole test run, and fresh table directories."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from use.session import spark_session
+
+    session = spark_session(
+        "use-tests",
+        master="local[2]",
+        conf={"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4", "spark.driver.memory": "2g"},
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def table_path(tmp_path):
+    """A path where a test may create one table (the directory does not exist yet)."""
+    return str(tmp_path / "table")
