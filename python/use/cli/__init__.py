@@ -1,0 +1,49 @@
+"""The `use` command line.
+
+Each subcommand lives in its own module under `use.cli` and exposes `add_parser(subparsers)`,
+which registers its arguments and sets `func(args) -> int` as the handler; this module only
+dispatches. Typed USE errors become one clear line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from use.errors import UseError
+
+# Subcommand modules, in the order `use --help` lists them.
+SUBCOMMANDS: tuple[str, ...] = ("demo", "optimize", "vacuum", "history")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="use", description="USE, the Universal Storage Engine.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"use.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"use.cli.{name}":
+                continue  # subcommand not built yet
+            raise
+        module.add_parser(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except UseError as exc:
+        print(f"use {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
