@@ -1,0 +1,197 @@
+"""What the planner hands to the executor: merge tasks and the plan that orders them.
+
+A `MergeTask` is Relyt's MERGE task / Delta's bin: one bounded unit of rewrite work that the executor
+commits in one transaction. A `Plan` is one iteration's worth of tasks, best first. Both are plain
+frozen values so a plan can be printed for a dry run, shipped to the CLI, or compared in tests without
+touching a table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import pyarrow as pa
+
+from use.errors import InvalidArgumentError
+
+#: Task kinds. "index": staging rows are indexed into the latest revision (a new revision may appear);
+#: "compact": files of one indexed revision are rewritten with that revision's existing cube weights;
+#: "binpack": files are rewritten as plain Delta files (optionally sorted by `sort_columns`).
+KIND_INDEX = "index"
+KIND_COMPACT = "compact"
+KIND_BINPACK = "binpack"
+KINDS = (KIND_INDEX, KIND_COMPACT, KIND_BINPACK)
+
+#: `revision_id` of tasks on a plain Delta table (no Qbeast revisions at all).
+PLAIN_DELTA_REVISION = -1
+
+
+def _freeze_partition(values: Mapping[str, str | None] | Iterable[tuple[str, str | None]] | None) -> tuple[tuple[str, str | None], ...]:
+    if values is None:
+        return ()
+    items = values.items() if isinstance(values, Mapping) else values
+    return tuple(sorted((str(k), None if v is None else str(v)) for k, v in items))
+
+
+@dataclass(frozen=True)
+class MergeTask:
+    """One rewrite: these files, of this revision, rewritten together in one commit.
+
+    `score` is the estimated read cost saved per byte rewritten (dimensionless: bytes of read
+    work saved per byte of rewrite IO; see `use.optimize.strategies` for each strategy's formula). It
+    lets a scheduler run the most valuable task first across strategies and tables (Relyt's
+    scheduling weight). `partition_values` is a sorted tuple of (column, value) pairs so the task stays
+    hashable; `partition_dict` gives the mapping. `sort_columns` asks a "binpack" rewrite to sort the
+    output by those columns (the cluster-key strategy: merged files must not overlap again).
+    """
+
+    strategy: str
+    revision_id: int
+    paths: tuple[str, ...]
+    bytes: int
+    num_files: int
+    score: float
+    reason: str
+    kind: str
+    partition_values: tuple[tuple[str, str | None], ...] = ()
+    sort_columns: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise InvalidArgumentError(f"MergeTask.kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        object.__setattr__(self, "paths", tuple(self.paths))
+        object.__setattr__(self, "partition_values", _freeze_partition(self.partition_values))  # type: ignore[arg-type]
+        object.__setattr__(self, "sort_columns", tuple(self.sort_columns))
+        if self.num_files != len(self.paths):
+            raise InvalidArgumentError(
+                f"MergeTask.num_files ({self.num_files}) must equal the number of paths ({len(self.paths)})"
+            )
+        if not self.paths:
+            raise InvalidArgumentError("a MergeTask needs at least one file path")
+
+    @property
+    def partition_dict(self) -> dict[str, str | None]:
+        return dict(self.partition_values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "revision_id": self.revision_id,
+            "kind": self.kind,
+            "num_files": self.num_files,
+            "bytes": self.bytes,
+            "score": self.score,
+            "reason": self.reason,
+            "partition_values": self.partition_dict,
+            "sort_columns": list(self.sort_columns),
+            "paths": list(self.paths),
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One iteration's tasks, ordered by score descending (ties keep the strategy's order).
+
+    An empty plan means "nothing to do": the optimize loop stops on it. `one_shot` marks plans that
+    must run once and not be re-planned in a loop: an explicit file list, or a whole-revision rewrite
+    (`use.optimization.revision-rewrite`), whose selection would otherwise repeat forever.
+    """
+
+    tasks: tuple[MergeTask, ...]
+    strategy: str
+    snapshot_version: int
+    one_shot: bool = False
+
+    def __post_init__(self) -> None:
+        ordered = sorted(self.tasks, key=lambda t: -t.score)  # stable: ties keep insertion order
+        object.__setattr__(self, "tasks", tuple(ordered))
+
+    @classmethod
+    def empty(cls, strategy: str, snapshot_version: int) -> "Plan":
+        return cls((), strategy, snapshot_version)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.tasks
+
+    def __bool__(self) -> bool:
+        return bool(self.tasks)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.bytes for t in self.tasks)
+
+    @property
+    def num_files(self) -> int:
+        return sum(t.num_files for t in self.tasks)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(p for t in self.tasks for p in t.paths)
+
+    def to_table(self) -> pa.Table:
+        """One row per task (no paths): the dry-run result of `CALL ... optimize(dry_run => true)`."""
+        return pa.table(
+            {
+                "task": pa.array(range(len(self.tasks)), pa.int64()),
+                "strategy": pa.array([t.strategy for t in self.tasks], pa.string()),
+                "kind": pa.array([t.kind for t in self.tasks], pa.string()),
+                "revision_id": pa.array([t.revision_id for t in self.tasks], pa.int64()),
+                "num_files": pa.array([t.num_files for t in self.tasks], pa.int64()),
+                "bytes": pa.array([t.bytes for t in self.tasks], pa.int64()),
+                "score": pa.array([t.score for t in self.tasks], pa.float64()),
+                "partition_values": pa.array(
+                    [list(t.partition_values) for t in self.tasks], pa.map_(pa.string(), pa.string())
+                ),
+                "reason": pa.array([t.reason for t in self.tasks], pa.string()),
+            }
+        )
+
+    def render(self, max_reason: int = 72) -> str:
+        """A fixed-width table for dry runs and the CLI."""
+        head = f"plan: strategy={self.strategy} snapshot_version={self.snapshot_version}"
+        if self.is_empty:
+            return head + "\nnothing to optimize"
+        cols = ("#", "kind", "revision", "files", "bytes", "score", "partition", "reason")
+        rows = [
+            (
+                str(i),
+                t.kind,
+                str(t.revision_id),
+                str(t.num_files),
+                _human_bytes(t.bytes),
+                f"{t.score:.4g}",
+                ",".join(f"{k}={v}" for k, v in t.partition_values) or "-",
+                t.reason if len(t.reason) <= max_reason else t.reason[: max_reason - 3] + "...",
+            )
+            for i, t in enumerate(self.tasks)
+        ]
+        widths = [max(len(c), *(len(r[j]) for r in rows)) for j, c in enumerate(cols)]
+        right = {0, 2, 3, 4, 5}
+
+        def line(cells: tuple[str, ...]) -> str:
+            return "  ".join(c.rjust(w) if j in right else c.ljust(w) for j, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+        out = [head, line(cols), line(tuple("-" * w for w in widths))]
+        out += [line(r) for r in rows]
+        out.append(
+            f"total: {len(self.tasks)} task(s), {self.num_files} file(s), {_human_bytes(self.bytes)}"
+            + (" (one-shot)" if self.one_shot else "")
+        )
+        return "\n".join(out)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+def _human_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
