@@ -1,0 +1,198 @@
+"""The optimize() loop core: termination, ordering, stop requests and re-planning after conflicts.
+
+These drive `run_loop` with small in-memory plan/execute steps (the loop's contract is about control
+flow, not Spark); the end-to-end runs on real tables are in test_optimize_executor.py and below.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import pytest
+
+from use.errors import InvalidArgumentError
+from use.optimize.executor import ABANDONED, COMMITTED, IterationMetrics
+from use.optimize.loop import (
+    CONFLICTS,
+    CONVERGED,
+    DONE,
+    DRY_RUN,
+    MAX_ITERATIONS,
+    NO_PROGRESS,
+    STOPPED,
+    StopToken,
+    format_metrics_table,
+    run_loop,
+)
+
+
+@dataclass(frozen=True)
+class _Task:
+    name: str
+    score: float
+    kind: str = "compact"
+
+
+@dataclass(frozen=True)
+class _Plan:
+    tasks: tuple[_Task, ...]
+
+
+@dataclass
+class _Table:
+    """A toy table: a queue of pending tasks, which an executed task consumes."""
+
+    pending: list[_Task]
+    version: int = 0
+    ran: list[str] = field(default_factory=list)
+
+
+def _metrics(task: _Task, status: str = COMMITTED, version: int | None = 1, shrink: bool = True) -> IterationMetrics:
+    return IterationMetrics(
+        strategy="toy",
+        kind=task.kind,
+        reason=task.name,
+        revision_id=1,
+        status=status,
+        read_version=0,
+        version=version if status == COMMITTED else None,
+        files_in=4,
+        bytes_in=400,
+        min_file_size_in=100,
+        max_file_size_in=100,
+        avg_file_size_in=100.0,
+        files_out=1 if shrink else 4,
+        bytes_out=390,
+        min_file_size_out=390,
+        max_file_size_out=390,
+        avg_file_size_out=390.0,
+        cubes_in=2,
+        cubes_out=2,
+        blocks_in=8,
+        blocks_out=2 if shrink else 8,
+        rows=10,
+        time_ms=5,
+        score=task.score,
+    )
+
+
+def _steps(table: _Table, *, abandon: set[str] | None = None, shrink: bool = True):
+    abandon = abandon if abandon is not None else set()
+
+    def snapshot_fn() -> int:
+        return table.version
+
+    def plan_fn(version: int) -> _Plan:
+        return _Plan(tuple(table.pending))
+
+    def execute_fn(task: _Task, version: int) -> IterationMetrics:
+        table.ran.append(task.name)
+        if task.name in abandon:
+            abandon.discard(task.name)  # lose once, then succeed on re-plan
+            return _metrics(task, ABANDONED)
+        table.pending.remove(task)
+        table.version += 1
+        return _metrics(task, version=table.version, shrink=shrink)
+
+    return dict(snapshot_fn=snapshot_fn, plan_fn=plan_fn, execute_fn=execute_fn)
+
+
+def test_runs_best_task_each_iteration_until_nothing_selected() -> None:
+    table = _Table([_Task("a", 1.0), _Task("b", 3.0), _Task("c", 2.0)])
+    result = run_loop(**_steps(table))
+    assert result.outcome == CONVERGED
+    assert table.ran == ["b", "c", "a"]
+    assert [m.iteration for m in result] == [1, 2, 3]
+    assert result.versions == (1, 2, 3)
+    assert result.totals()["committed"] == 3
+
+
+def test_all_tasks_mode_runs_a_whole_plan_in_score_order() -> None:
+    table = _Table([_Task("a", 1.0), _Task("b", 3.0)])
+    result = run_loop(**_steps(table), all_tasks=True)
+    assert table.ran == ["b", "a"] and result.outcome == CONVERGED
+
+
+def test_max_iterations_bounds_the_run() -> None:
+    table = _Table([_Task(str(i), float(i)) for i in range(5)])
+    result = run_loop(**_steps(table), max_iterations=2)
+    assert result.outcome == MAX_ITERATIONS and len(result) == 2 and len(table.pending) == 3
+
+
+def test_stop_requested_between_tasks_finishes_the_running_one() -> None:
+    table = _Table([_Task(str(i), float(i)) for i in range(5)])
+    stop = StopToken()
+    steps = _steps(table)
+    inner = steps["execute_fn"]
+
+    def execute_then_stop(task: _Task, version: int) -> IterationMetrics:
+        metrics = inner(task, version)
+        stop.request_stop()  # arrives while the task is running
+        return metrics
+
+    steps["execute_fn"] = execute_then_stop
+    result = run_loop(**steps, stop=stop)
+    assert result.outcome == STOPPED and len(result) == 1 and result.iterations[0].committed
+
+
+def test_a_bare_threading_event_is_a_stop_and_a_pre_set_stop_runs_nothing() -> None:
+    table = _Table([_Task("a", 1.0)])
+    event = threading.Event()
+    event.set()
+    result = run_loop(**_steps(table), stop=event)
+    assert result.outcome == STOPPED and table.ran == []
+
+
+def test_an_abandoned_task_re_plans_from_a_fresh_snapshot() -> None:
+    table = _Table([_Task("a", 1.0), _Task("b", 3.0)])
+    result = run_loop(**_steps(table, abandon={"b"}), all_tasks=True)
+    # b lost once; the rest of that plan was dropped and b was planned again.
+    assert table.ran == ["b", "b", "a"]
+    assert [m.status for m in result] == [ABANDONED, COMMITTED, COMMITTED]
+    assert result.outcome == CONVERGED
+
+
+def test_endless_conflicts_give_up_without_raising() -> None:
+    table = _Table([_Task("a", 1.0)])
+    steps = _steps(table)
+    steps["execute_fn"] = lambda task, version: _metrics(task, ABANDONED)
+    result = run_loop(**steps, max_consecutive_abandoned=3)
+    assert result.outcome == CONFLICTS and len(result) == 3 and not result.committed
+
+
+def test_a_rewrite_without_progress_ends_the_run() -> None:
+    table = _Table([_Task("a", 1.0), _Task("b", 0.5)])
+    result = run_loop(**_steps(table, shrink=False))
+    assert result.outcome == NO_PROGRESS and len(result) == 1
+
+
+def test_single_pass_runs_one_plan() -> None:
+    table = _Table([_Task("a", 1.0), _Task("b", 2.0)])
+    steps = _steps(table)
+    result = run_loop(**steps, single_pass=True)
+    assert result.outcome == DONE and table.ran == ["b", "a"]
+
+
+def test_dry_run_returns_the_plan_and_executes_nothing() -> None:
+    table = _Table([_Task("a", 1.0)])
+    result = run_loop(**_steps(table), dry_run=True)
+    assert result.outcome == DRY_RUN and result.dry_run and table.ran == []
+    assert [t.name for t in result.plan.tasks] == ["a"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "3", True])
+def test_bad_max_iterations_is_a_typed_error(bad: object) -> None:
+    with pytest.raises(InvalidArgumentError, match="max_iterations"):
+        run_loop(**_steps(_Table([])), max_iterations=bad)  # type: ignore[arg-type]
+
+
+def test_bad_stop_is_a_typed_error() -> None:
+    with pytest.raises(InvalidArgumentError, match="stop"):
+        run_loop(**_steps(_Table([])), stop="now")  # type: ignore[arg-type]
+
+
+def test_metrics_table_has_one_row_per_iteration() -> None:
+    table = _Table([_Task("a", 1.0), _Task("b", 2.0)])
+    text = format_metrics_table(run_loop(**_steps(table)).iterations)
+    assert len(text.splitlines()) == 4 and "blocks out" in text
