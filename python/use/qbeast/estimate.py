@@ -1,0 +1,121 @@
+"""Driver-side cube weight estimation (qbeast-format spec §3.3).
+
+The partitions report `(cube, domain)` pairs (`use.qbeast.domains`); here they are summed, merged
+with the domains of the index being appended to, and turned top-down into one maxWeight per cube:
+a cube whose domain holds more rows than `desiredCubeSize` keeps the fraction
+`desiredCubeSize / domain` of its region on top of what its parent keeps, everything else is a leaf.
+The estimated block sizes feed the rollup (`use.qbeast.rollup`).
+
+Cubes are few (about rows / desiredCubeSize), so plain dicts keyed by cube string are the right
+shape; no per-row work happens here.
+
+Deliberate difference from upstream: cubes that are *inner* in the existing index keep their
+maxWeight. The domain builder already treats them as fixed (they accept only lighter rows), the
+index status takes the minimum maxWeight over a cube's blocks, and keeping them fixed means an
+append never changes what the existing files of those cubes mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from use.errors import InvalidArgumentError
+from use.qbeast.cube import symbols_per_level
+from use.qbeast.weight import MAX_WEIGHT, MIN_WEIGHT, fraction, normalized_weight_to_weight
+
+
+def parent_string(cube: str, spl: int) -> str | None:
+    """Parent of a cube string (`None` for the root), given the symbols per level."""
+    return cube[:-spl] if cube else None
+
+
+@dataclass(frozen=True)
+class WeightEstimate:
+    """Result of the driver merge: estimated maxWeight per cube and estimated rows per new block."""
+
+    cube_weights: Mapping[str, int] = field(default_factory=dict)
+    block_sizes: Mapping[str, int] = field(default_factory=dict)
+
+
+def merge_domains(input_domains: Mapping[str, float], existing_domains: Mapping[str, float] | None) -> dict[str, float]:
+    """`existingDomain + inputDomain` per cube (a new revision or an empty index passes `None`)."""
+    merged = {c: float(d) for c, d in (existing_domains or {}).items()}
+    for c, d in input_domains.items():
+        merged[c] = merged.get(c, 0.0) + float(d)
+    return merged
+
+
+def estimate_cube_weights(
+    domains: Mapping[str, float],
+    desired_cube_size: int,
+    dimensions: int,
+    fixed_weights: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    """Top-down maxWeight per cube: `nw = nw(parent) + desired / domain`, or a leaf when the domain
+    fits in one cube. Children of leaves and of cubes without a weight get no weight (rows stop
+    above them). `fixed_weights` are the existing inner cubes, which keep theirs.
+    """
+    if desired_cube_size < 1:
+        raise InvalidArgumentError(f"desired_cube_size must be a positive int, got {desired_cube_size}")
+    spl = symbols_per_level(dimensions)
+    fixed = {c: int(w) for c, w in (fixed_weights or {}).items() if int(w) < MAX_WEIGHT}
+    by_depth: dict[int, list[str]] = {}
+    for c in set(domains) | set(fixed):
+        by_depth.setdefault(len(c) // spl, []).append(c)
+    nws: dict[str, float] = {}
+    for depth in sorted(by_depth):
+        for cube in sorted(by_depth[depth]):
+            if cube in fixed:
+                nws[cube] = fraction(fixed[cube])
+                continue
+            parent = parent_string(cube, spl)
+            if parent is None:
+                pw = 0.0
+            else:
+                if parent not in nws or nws[parent] >= 1.0:
+                    continue
+                pw = nws[parent]
+            domain = float(domains[cube])
+            # Upstream computes treeSize = domain * max(1 - pw, 1), which is always the domain.
+            if domain <= desired_cube_size:
+                nws[cube] = 1.0
+            else:
+                nws[cube] = pw + desired_cube_size / float(int(domain))
+    return {c: (fixed[c] if c in fixed else normalized_weight_to_weight(nw)) for c, nw in nws.items()}
+
+
+def estimate_block_sizes(
+    input_domains: Mapping[str, float], cube_weights: Mapping[str, int], dimensions: int
+) -> dict[str, int]:
+    """Rows each cube is expected to receive from this write: its weight slice times its domain.
+
+    `int((fraction(w(c)) - fraction(w(parent))) * inputDomain(c))`, with `MIN_WEIGHT` above the root
+    and `MAX_WEIGHT` for a cube without an estimate; clamped at 0.
+    """
+    spl = symbols_per_level(dimensions)
+    out: dict[str, int] = {}
+    for cube, domain in input_domains.items():
+        parent = parent_string(cube, spl)
+        lo = MIN_WEIGHT if parent is None else cube_weights.get(parent, MAX_WEIGHT)
+        hi = cube_weights.get(cube, MAX_WEIGHT)
+        out[cube] = max(0, int((fraction(hi) - fraction(lo)) * float(domain)))
+    return out
+
+
+def estimate(
+    input_domains: Mapping[str, float],
+    desired_cube_size: int,
+    dimensions: int,
+    *,
+    existing_weights: Mapping[str, int] | None = None,
+    existing_domains: Mapping[str, float] | None = None,
+) -> WeightEstimate:
+    """The whole driver step: merge, estimate weights, estimate block sizes.
+
+    For a new revision, an overwrite or an empty index pass neither `existing_*` argument: the
+    index starts from scratch.
+    """
+    merged = merge_domains(input_domains, existing_domains)
+    weights = estimate_cube_weights(merged, desired_cube_size, dimensions, existing_weights)
+    return WeightEstimate(weights, estimate_block_sizes(input_domains, weights, dimensions))

@@ -1,0 +1,85 @@
+"""Rollup of cubes into files (qbeast-format spec §3.5).
+
+A cube's block is often much smaller than a good file (leaves, appends), so blocks are grouped:
+deepest cubes first, a group still below the limit is merged into its parent's group. Each
+surviving group becomes one file, named after the group's (shallowest) cube. The limit is the
+revision's `desiredCubeSize`, as upstream.
+
+The result is deterministic (ties are broken by cube order) so a retried Spark task puts every row
+in the same file.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from use.errors import InvalidArgumentError
+from use.qbeast.cube import cube_sort_key, symbols_per_level
+
+
+@dataclass(frozen=True)
+class RollupPlan:
+    """`group_of[cube]` = the cube whose file holds it; `file_of_group[group cube]` = file index.
+
+    File indexes are dense (0..num_files-1) in cube order of the group cubes.
+    """
+
+    group_of: Mapping[str, str]
+    file_of_group: Mapping[str, int]
+
+    @property
+    def num_files(self) -> int:
+        return len(self.file_of_group)
+
+    def file_of(self, cube: str, dimensions: int) -> int:
+        """File index for a cube: its own group's, or its nearest ancestor's that is in the plan."""
+        spl = symbols_per_level(dimensions)
+        c: str | None = cube
+        while c is not None:
+            g = self.group_of.get(c)
+            if g is not None:
+                return self.file_of_group[g]
+            c = c[:-spl] if c else None
+        raise InvalidArgumentError(f"cube {cube!r} has no ancestor in the rollup plan (the root is missing)")
+
+    def lookup_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(sorted `S` array of cubes, int32 file index per cube) for vectorized row lookups."""
+        keys = sorted(self.group_of)
+        width = max([1] + [len(k) for k in keys])
+        cubes = np.array([k.encode("ascii") for k in keys], dtype=f"S{width}")
+        files = np.array([self.file_of_group[self.group_of[k]] for k in keys], dtype=np.int32)
+        return cubes, files
+
+
+def rollup(sizes: Mapping[str, int], limit: int, dimensions: int) -> RollupPlan:
+    """Group cubes bottom-up until each group holds at least `limit` rows or reaches the root."""
+    if limit < 1:
+        raise InvalidArgumentError(f"rollup limit must be a positive int, got {limit}")
+    spl = symbols_per_level(dimensions)
+    members: dict[str, list[str]] = {c: [c] for c in sizes}
+    totals: dict[str, int] = {c: int(s) for c, s in sizes.items()}
+    heap = [(-(len(c) // spl), cube_sort_key(c), c) for c in sizes]
+    heapq.heapify(heap)
+    while heap:
+        _, _, cube = heapq.heappop(heap)
+        if totals[cube] >= limit or not cube:
+            continue
+        parent = cube[:-spl]
+        if parent in members:
+            members[parent].extend(members.pop(cube))
+            totals[parent] += totals.pop(cube)
+        else:
+            members[parent] = members.pop(cube)
+            totals[parent] = totals.pop(cube)
+            heapq.heappush(heap, (-(len(parent) // spl), cube_sort_key(parent), parent))
+    groups = sorted(members, key=cube_sort_key)
+    file_of_group = {g: i for i, g in enumerate(groups)}
+    group_of = {c: g for g in groups for c in members[g]}
+    # A group named after a cube that had no size of its own still owns that cube's rows.
+    for g in groups:
+        group_of.setdefault(g, g)
+    return RollupPlan(group_of, file_of_group)

@@ -1,0 +1,48 @@
+"""Rollup of blocks into files (§3.5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from use.errors import InvalidArgumentError
+from use.qbeast.rollup import rollup
+
+
+def test_small_leaves_roll_into_parent() -> None:
+    plan = rollup({"": 100, "A": 10, "Q": 10, "AA": 5, "g": 200}, limit=100, dimensions=2)
+    assert plan.group_of["AA"] == ""  # AA -> A (15 < 100) -> root
+    assert plan.group_of["A"] == ""
+    assert plan.group_of["Q"] == ""
+    assert plan.group_of["g"] == "g"  # big enough on its own
+    assert plan.num_files == 2
+    assert plan.file_of_group == {"": 0, "g": 1}
+
+
+def test_group_key_without_own_block_owns_its_rows() -> None:
+    plan = rollup({"": 1000, "AA": 60, "AQ": 60}, limit=100, dimensions=2)
+    # AA and AQ merge into "A" (a cube with no block), which is then big enough.
+    assert plan.group_of["AA"] == "A" and plan.group_of["AQ"] == "A"
+    assert plan.file_of("A", 2) == plan.file_of("AA", 2)
+    assert plan.file_of("AAw", 2) == plan.file_of("AA", 2)  # nearest ancestor in the plan
+    assert plan.file_of("gg", 2) == plan.file_of("", 2)
+
+
+def test_deterministic_and_dense_file_ids() -> None:
+    sizes = {c: 50 for c in ["", "A", "Q", "g", "w", "AA", "wQ", "gg"]}
+    a = rollup(sizes, limit=60, dimensions=2)
+    b = rollup(dict(reversed(list(sizes.items()))), limit=60, dimensions=2)
+    assert a == b
+    assert sorted(a.file_of_group.values()) == list(range(a.num_files))
+    cubes, files = a.lookup_arrays()
+    assert [c.decode() for c in cubes] == sorted(a.group_of)
+    assert len(files) == len(cubes)
+
+
+def test_root_alone_is_kept_even_when_small() -> None:
+    plan = rollup({"": 1}, limit=100, dimensions=3)
+    assert plan.group_of == {"": ""}
+
+
+def test_bad_limit() -> None:
+    with pytest.raises(InvalidArgumentError):
+        rollup({"": 1}, limit=0, dimensions=2)
