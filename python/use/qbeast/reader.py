@@ -1,0 +1,378 @@
+"""Reading a Qbeast (or plain Delta) table on Spark with file pruning (qbeast-format spec §2.4, §5).
+
+The driver does all the planning on metadata: the filter is translated into the typed predicate
+language (`use.delta.predicates`), Delta min/max statistics prune every file, and for indexed
+files the OTree prunes by the filter's cube space and the sample's weight range (`use.qbeast.query`).
+Only the surviving files reach Spark's own parquet reader; the filter and, for a sample, the
+row-level weight filter `hash(indexed columns) < Weight(f)` are then applied to their rows, so a
+pruned read returns exactly what the same filter over a full read returns.
+
+The filter is translated from the *analyzed* Catalyst expression (resolved against the table schema)
+rather than the raw parsed one: the analyzer has already attached types and inserted the casts
+Spark itself will evaluate (`d >= '2024-01-01'` on a date column becomes a date literal), so the
+literals we prune with are the ones Spark compares with. Anything we do not understand becomes
+`Unknown`, which prunes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal as _decimal
+import urllib.parse
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from use.delta.predicates import (
+    And,
+    Comparison,
+    InList,
+    IsNotNull,
+    IsNull,
+    Not,
+    Or,
+    Predicate,
+    Unknown,
+)
+from use.errors import InvalidArgumentError, NotAQbeastTableError, TableNotFoundError
+from use.qbeast.query import select_files
+from use.qbeast.weight import MIN_WEIGHT, weight_from_fraction
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from use.qbeast.snapshot import QbeastSnapshot
+
+FilterArg = Union["Column", str, None]
+
+_EPOCH_DATE = _dt.date(1970, 1, 1)
+_EPOCH_TS = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH_NTZ = _dt.datetime(1970, 1, 1)
+# Casts of a column that keep its order and every value (so a bound on the cast is a bound on the column).
+_WIDENING: dict[str, frozenset[str]] = {
+    "tinyint": frozenset({"tinyint", "smallint", "int", "bigint", "double", "float"}),
+    "smallint": frozenset({"smallint", "int", "bigint", "double", "float"}),
+    "int": frozenset({"int", "bigint", "double"}),
+    "bigint": frozenset({"bigint"}),
+    "float": frozenset({"float", "double"}),
+    "double": frozenset({"double"}),
+    "date": frozenset({"date"}),
+    "string": frozenset({"string"}),
+}
+_COMPARISONS: dict[str, str] = {
+    "EqualTo": "=",
+    "LessThan": "<",
+    "LessThanOrEqual": "<=",
+    "GreaterThan": ">",
+    "GreaterThanOrEqual": ">=",
+}
+
+
+# --- arguments and snapshots ------------------------------------------------------------------
+
+
+def check_sample(sample: Any) -> float | None:
+    """The sample fraction as a float in (0, 1], or None; anything else is a typed error."""
+    if sample is None:
+        return None
+    if isinstance(sample, bool) or not isinstance(sample, (int, float)):
+        raise InvalidArgumentError(f"sample must be a fraction in (0, 1] (e.g. 0.1), got {sample!r}")
+    f = float(sample)
+    if not (0.0 < f <= 1.0):
+        raise InvalidArgumentError(f"sample must be a fraction in (0, 1] (e.g. 0.1), got {sample!r}")
+    return f
+
+
+def load_snapshot(path: str) -> "QbeastSnapshot":
+    """The latest snapshot of the table at `path`, seen as Qbeast (which may have no revisions)."""
+    import os
+
+    from use.delta import DeltaLog
+    from use.qbeast.snapshot import QbeastSnapshot
+
+    if not isinstance(path, str) or not path:
+        raise InvalidArgumentError(f"a table path must be a non-empty string, got {path!r}")
+    log = DeltaLog.for_path(path)
+    if not log.exists():
+        what = "does not exist" if not os.path.exists(path) else "has no Delta log (_delta_log with commits)"
+        raise TableNotFoundError(
+            f"no table at {path!r}: the path {what}; write one with QbeastTable.write(df, path, columns_to_index) "
+            f"or convert an existing parquet/Delta table with QbeastTable.convert(...)"
+        )
+    return QbeastSnapshot.from_delta(log.snapshot())
+
+
+def spark_schema(qsnap: "QbeastSnapshot") -> "StructType":
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(qsnap.schema, prefer_timestamp_ntz=True)
+
+
+def indexed_columns(qsnap: "QbeastSnapshot") -> list[str]:
+    """The columns a sample hashes: the latest revision's (§2.4), staging included for converted tables."""
+    if not qsnap.revisions:
+        raise NotAQbeastTableError(
+            f"the table at {qsnap.table_root!r} is a Delta table without Qbeast metadata, so it has no indexed "
+            f"columns to sample on; convert it with QbeastTable.convert(spark, path, columns_to_index)"
+        )
+    latest = max(qsnap.revisions)
+    return list(qsnap.revisions[latest].columns)
+
+
+# --- Catalyst expression -> typed predicate ----------------------------------------------------
+
+
+def _seq(jseq: Any) -> list[Any]:
+    return [jseq.apply(i) for i in range(jseq.size())]
+
+
+class _NoValue(Exception):
+    """The expression is not a constant we can bring to Python."""
+
+
+def _python_value(value: Any, type_name: str) -> Any:
+    if value is None:
+        return None
+    if type_name in ("int", "bigint", "smallint", "tinyint"):
+        return int(value)
+    if type_name in ("double", "float"):
+        return float(value)
+    if type_name == "boolean":
+        return bool(value)
+    if type_name == "string":
+        return str(value.toString())
+    if type_name == "date":
+        return _EPOCH_DATE + _dt.timedelta(days=int(value))
+    if type_name == "timestamp":
+        return _EPOCH_TS + _dt.timedelta(microseconds=int(value))
+    if type_name == "timestamp_ntz":
+        return _EPOCH_NTZ + _dt.timedelta(microseconds=int(value))
+    if type_name.startswith("decimal"):
+        big = value.toJavaBigDecimal()  # py4j hands java.math.BigDecimal over as decimal.Decimal
+        return big if isinstance(big, _decimal.Decimal) else _decimal.Decimal(str(big.toPlainString()))
+    if type_name == "binary":
+        return bytes(value)
+    raise _NoValue(type_name)
+
+
+def _constant(expr: Any) -> Any:
+    if not expr.foldable():
+        raise _NoValue(expr.toString())
+    try:
+        value = expr.eval(None)
+    except Exception as exc:  # e.g. a cast that fails at run time: Spark will raise, we just do not prune
+        raise _NoValue(expr.toString()) from exc
+    return _python_value(value, expr.dataType().simpleString())
+
+
+def _column(expr: Any) -> str | None:
+    name = expr.getClass().getSimpleName()
+    if name == "AttributeReference":
+        return str(expr.name())
+    if name == "Cast":
+        child = expr.child()
+        if child.getClass().getSimpleName() == "AttributeReference":
+            source = child.dataType().simpleString()
+            target = expr.dataType().simpleString()
+            if target in _WIDENING.get(source, frozenset()):
+                return str(child.name())
+    return None
+
+
+def expression_to_predicate(expr: Any) -> Predicate:
+    """Translate a resolved Catalyst expression (a py4j object) into the typed predicate language."""
+    name = expr.getClass().getSimpleName()
+    try:
+        if name == "And":
+            return And(expression_to_predicate(expr.left()), expression_to_predicate(expr.right()))
+        if name == "Or":
+            return Or(expression_to_predicate(expr.left()), expression_to_predicate(expr.right()))
+        if name == "Not":
+            return Not(expression_to_predicate(expr.child()))
+        if name in ("IsNull", "IsNotNull"):
+            col = _column(expr.child())
+            if col is not None:
+                return IsNull(col) if name == "IsNull" else IsNotNull(col)
+        if name in _COMPARISONS or name == "EqualNullSafe":
+            op = _COMPARISONS.get(name, "=")
+            left, right = expr.left(), expr.right()
+            col, other, flipped = _column(left), right, False
+            if col is None:
+                col, other, flipped = _column(right), left, True
+            if col is not None:
+                value = _constant(other)
+                if value is None:
+                    return IsNull(col) if name == "EqualNullSafe" else Unknown(str(expr.toString()))
+                return Comparison.flipped(value, op, col) if flipped else Comparison(col, op, value)  # type: ignore[arg-type]
+        if name == "In":
+            col = _column(expr.value())
+            if col is not None:
+                values = tuple(v for v in (_constant(e) for e in _seq(expr.list())) if v is not None)
+                return InList(col, values)
+    except _NoValue:
+        pass
+    return Unknown(str(expr.toString()))
+
+
+def filter_column(filter: FilterArg) -> "Column | None":
+    """The filter as a pyspark Column (SQL strings are parsed by Spark)."""
+    from pyspark.sql import Column
+    from pyspark.sql import functions as F
+
+    if filter is None:
+        return None
+    if isinstance(filter, str):
+        if not filter.strip():
+            raise InvalidArgumentError("filter must be a non-empty SQL boolean expression or a pyspark Column")
+        try:
+            return F.expr(filter)
+        except Exception as exc:
+            raise InvalidArgumentError(f"filter {filter!r} is not a valid SQL expression: {_first_line(exc)}") from None
+    if isinstance(filter, Column):
+        return filter
+    raise InvalidArgumentError(f"filter must be a SQL string or a pyspark Column, got {type(filter).__name__}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def translate_filter(spark: "SparkSession", schema: "StructType", filter: FilterArg) -> Predicate | None:
+    """Resolve a filter against the table schema and translate it; a bad filter is a typed error."""
+    col = filter_column(filter)
+    if col is None:
+        return None
+    empty = spark.createDataFrame([], schema)
+    try:
+        analyzed = empty.filter(col)._jdf.queryExecution().analyzed()
+    except Exception as exc:
+        raise InvalidArgumentError(
+            f"filter {filter!r} cannot be applied to the table (columns: {', '.join(schema.fieldNames())}): "
+            f"{_first_line(exc)}"
+        ) from None
+    if analyzed.getClass().getSimpleName() != "Filter":
+        return None
+    return expression_to_predicate(analyzed.condition())
+
+
+# --- planning ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What a read will scan: the surviving files and the filters Spark applies to their rows."""
+
+    files: pa.Table  # the selected rows of `QbeastSnapshot.files`
+    paths: tuple[str, ...]  # absolute local paths of `files`
+    predicate: Predicate | None
+    weight_range: tuple[int, int] | None
+    indexed_columns: tuple[str, ...]  # hashed for the sample filter (empty without a sample)
+    total_files: int
+    total_bytes: int
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_rows
+
+    @property
+    def bytes(self) -> int:
+        return int(pc.sum(self.files.column("size")).as_py() or 0) if self.files.num_rows else 0
+
+
+def absolute_path(table_root: str, path: str) -> str:
+    """A log path (URL-encoded, relative to the root or an absolute URI) as a local path."""
+    if "://" in path or path.startswith("file:"):
+        parsed = urllib.parse.urlparse(path)
+        return urllib.parse.unquote(parsed.path)
+    return table_root.rstrip("/") + "/" + urllib.parse.unquote(path)
+
+
+def plan_read(
+    spark: "SparkSession | None",
+    qsnap: "QbeastSnapshot",
+    sample: float | None = None,
+    filter: FilterArg = None,
+    predicate: Predicate | None = None,
+) -> ReadPlan:
+    """Prune the table's files for a filter and sample. `predicate` may be given instead of
+    translating `filter` (then `spark` may be None)."""
+    fraction = check_sample(sample)
+    if predicate is None and filter is not None:
+        if spark is None:
+            raise InvalidArgumentError("translating a filter needs a SparkSession")
+        predicate = translate_filter(spark, spark_schema(qsnap), filter)
+    weight_range: tuple[int, int] | None = None
+    columns: tuple[str, ...] = ()
+    if fraction is not None and fraction < 1.0:
+        columns = tuple(indexed_columns(qsnap))
+        weight_range = (MIN_WEIGHT, int(weight_from_fraction(fraction)))
+    mask = select_files(qsnap, predicate, weight_range)
+    files: pa.Table = qsnap.files
+    selected = files.filter(mask)
+    paths = tuple(absolute_path(qsnap.table_root, p) for p in selected.column("path").to_pylist())
+    sizes = files.column("size").to_numpy() if files.num_rows else np.zeros(0)
+    return ReadPlan(
+        files=selected,
+        paths=paths,
+        predicate=predicate,
+        weight_range=weight_range,
+        indexed_columns=columns,
+        total_files=files.num_rows,
+        total_bytes=int(sizes.sum()),
+    )
+
+
+# --- the read ---------------------------------------------------------------------------------
+
+
+def _glob_escape(path: str) -> str:
+    """Spark globs its input paths; escape glob characters so a file name is taken literally."""
+    out = []
+    for ch in path:
+        if ch in "\\[]{}*?":
+            out.append("\\")
+        out.append(ch)
+    return "".join(out)
+
+
+def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", paths: tuple[str, ...] | list[str]) -> "DataFrame":
+    """Spark's parquet reader over exactly these files, with the table schema."""
+    schema = spark_schema(qsnap)
+    if not paths:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*[_glob_escape(p) for p in paths])
+
+
+def apply_filters(df: "DataFrame", plan: ReadPlan, filter: FilterArg) -> "DataFrame":
+    from pyspark.sql import functions as F
+
+    col = filter_column(filter)
+    if col is not None:
+        df = df.filter(col)
+    if plan.weight_range is not None:
+        lo, hi = plan.weight_range
+        weight = F.hash(*[F.col(c) for c in plan.indexed_columns])
+        df = df.filter(weight < F.lit(hi)) if lo <= MIN_WEIGHT else df.filter((weight >= F.lit(lo)) & (weight < F.lit(hi)))
+    return df
+
+
+def read(
+    spark: "SparkSession",
+    table: "str | QbeastSnapshot",
+    sample: float | None = None,
+    filter: FilterArg = None,
+) -> "DataFrame":
+    """Read a table, pruning files by Delta stats, cube space and sample weight range.
+
+    `sample=f` returns exactly the rows with `hash(indexed columns) < Weight(f)` (qbeast's
+    deterministic sample; `f=1.0` is the whole table). `filter` is a SQL string or a pyspark Column.
+    """
+    check_sample(sample)
+    qsnap = load_snapshot(table) if isinstance(table, str) else table
+    plan = plan_read(spark, qsnap, sample=sample, filter=filter)
+    return apply_filters(scan(spark, qsnap, plan.paths), plan, filter)
