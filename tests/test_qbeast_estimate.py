@@ -70,3 +70,34 @@ def test_estimate_end_to_end_uniform() -> None:
 def test_bad_cube_size() -> None:
     with pytest.raises(InvalidArgumentError):
         estimate_cube_weights({"": 1.0}, 0, 2)
+
+
+def test_assign_cubes_matches_scalar_walk() -> None:
+    import numpy as np
+
+    from use.qbeast.cube import CubeId
+    from use.qbeast.domains import CubeLookup, estimate_domains
+    from use.qbeast.estimate import assign_cubes
+    from use.qbeast.rollup import rollup
+
+    rng = np.random.default_rng(11)
+    n = 5000
+    points = rng.random((n, 2))
+    points[:3] = 1.0
+    weights = rng.integers(-(2**31), 2**31, n).astype(np.int32)
+    domains = estimate_domains(points, weights, group_cube_size=100).to_dict()
+    est = estimate(domains, 300, 2)
+    plan = rollup(est.block_sizes, 300, 2)
+    got = assign_cubes(points, weights, CubeLookup(est.cube_weights), plan.file_lookup())
+    cubes = got.cubes.to_pylist()
+    for i in range(0, n, 7):
+        for cube in CubeId.containers(points[i]):
+            s = cube.to_string()
+            if s not in est.cube_weights or weights[i] <= est.cube_weights[s]:
+                break
+        assert cubes[i] == s
+        assert got.max_weights[i] == est.cube_weights.get(s, MAX_WEIGHT)
+        assert got.files[i] == plan.file_of(s, 2)
+    # Every row sits in a cube whose weight range holds it.
+    assert np.all(weights <= got.max_weights)
+

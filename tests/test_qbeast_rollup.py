@@ -33,9 +33,11 @@ def test_deterministic_and_dense_file_ids() -> None:
     b = rollup(dict(reversed(list(sizes.items()))), limit=60, dimensions=2)
     assert a == b
     assert sorted(a.file_of_group.values()) == list(range(a.num_files))
-    cubes, files = a.lookup_arrays()
-    assert [c.decode() for c in cubes] == sorted(a.group_of)
-    assert len(files) == len(cubes)
+    import numpy as np
+
+    values, found = a.file_lookup().lookup(np.array([b"", b"wQ", b"zz"]), -1)
+    assert found.tolist() == [True, True, False]
+    assert values[0] == a.file_of("", 2) and values[1] == a.file_of("wQ", 2)
 
 
 def test_root_alone_is_kept_even_when_small() -> None:

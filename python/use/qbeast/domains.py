@@ -100,36 +100,54 @@ class CubeDomains:
         return {c.decode("ascii"): float(d) for c, d in zip(agg.cubes.tolist(), agg.domains.tolist())}
 
 
+class CubeLookup:
+    """A small cube-string -> int64 table that numpy can probe for many rows at once.
+
+    Cubes are few (the index's), rows are many: one `np.searchsorted` over a sorted `S` array
+    answers a whole batch without a Python dict lookup per row.
+    """
+
+    def __init__(self, values: Mapping[str, int] | None = None) -> None:
+        items = sorted((values or {}).items())
+        width = max([1] + [len(k) for k, _ in items])
+        self._cubes = np.array([k.encode("ascii") for k, _ in items], dtype=f"S{width}")
+        self._values = np.array([int(v) for _, v in items], dtype=np.int64)
+        self.max_depth_symbols = max([0] + [len(k) for k, _ in items])
+
+    def __len__(self) -> int:
+        return int(self._cubes.shape[0])
+
+    def lookup(self, cubes: np.ndarray, default: int) -> tuple[np.ndarray, np.ndarray]:
+        """`(values, found)` per probed cube string; `default` where the cube is absent."""
+        out = np.full(cubes.shape[0], default, dtype=np.int64)
+        found = np.zeros(cubes.shape[0], dtype=bool)
+        if not len(self) or not cubes.shape[0]:
+            return out, found
+        width = max(self._cubes.dtype.itemsize, cubes.dtype.itemsize, 1)
+        table = self._cubes.astype(f"S{width}")
+        probe = cubes.astype(f"S{width}")
+        pos = np.minimum(np.searchsorted(table, probe), table.shape[0] - 1)
+        found = table[pos] == probe
+        out[found] = self._values[pos[found]]
+        return out, found
+
+
 class ExistingInnerCubes:
-    """The existing inner cubes of the revision being appended to, as a sorted lookup table.
+    """The existing inner cubes of the revision being appended to.
 
     Only inner cubes are kept: an existing leaf (maxWeight == MAX_WEIGHT) accepts rows like a cube
     that is not in the index at all.
     """
 
     def __init__(self, cube_weights: Mapping[str, int] | None = None) -> None:
-        inner = {c: int(w) for c, w in (cube_weights or {}).items() if int(w) < MAX_WEIGHT}
-        keys = sorted(inner)
-        width = max([1] + [len(k) for k in keys])
-        self._cubes = np.array([k.encode("ascii") for k in keys], dtype=f"S{width}")
-        self._weights = np.array([inner[k] for k in keys], dtype=np.int64)
+        self._table = CubeLookup({c: int(w) for c, w in (cube_weights or {}).items() if int(w) < MAX_WEIGHT})
 
     def __len__(self) -> int:
-        return int(self._cubes.shape[0])
+        return len(self._table)
 
     def lookup(self, cubes: np.ndarray) -> np.ndarray:
         """Existing maxWeight per cube string (int64), `MAX_WEIGHT + 1` where the cube is not inner."""
-        out = np.full(cubes.shape[0], MAX_WEIGHT + 1, dtype=np.int64)
-        if not len(self) or not cubes.shape[0]:
-            return out
-        width = max(self._cubes.dtype.itemsize, cubes.dtype.itemsize, 1)
-        table = self._cubes.astype(f"S{width}")
-        probe = cubes.astype(f"S{width}")
-        pos = np.searchsorted(table, probe)
-        pos_c = np.minimum(pos, table.shape[0] - 1)
-        hit = table[pos_c] == probe
-        out[hit] = self._weights[pos_c[hit]]
-        return out
+        return self._table.lookup(cubes, MAX_WEIGHT + 1)[0]
 
 
 @dataclass(frozen=True)

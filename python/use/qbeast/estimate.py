@@ -4,7 +4,8 @@ The partitions report `(cube, domain)` pairs (`use.qbeast.domains`); here they a
 with the domains of the index being appended to, and turned top-down into one maxWeight per cube:
 a cube whose domain holds more rows than `desiredCubeSize` keeps the fraction
 `desiredCubeSize / domain` of its region on top of what its parent keeps, everything else is a leaf.
-The estimated block sizes feed the rollup (`use.qbeast.rollup`).
+The estimated block sizes feed the rollup (`use.qbeast.rollup`), and `assign_cubes` places every
+row in its cube with the estimated weights (§3.4), vectorized over a batch.
 
 Cubes are few (about rows / desiredCubeSize), so plain dicts keyed by cube string are the right
 shape; no per-row work happens here.
@@ -20,8 +21,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+import pyarrow as pa
+
 from use.errors import InvalidArgumentError
-from use.qbeast.cube import symbols_per_level
+from use.qbeast.cube import container_symbols, cube_strings_at_depth, symbols_per_level
+from use.qbeast.domains import CubeLookup
 from use.qbeast.weight import MAX_WEIGHT, MIN_WEIGHT, fraction, normalized_weight_to_weight
 
 
@@ -119,3 +124,73 @@ def estimate(
     merged = merge_domains(input_domains, existing_domains)
     weights = estimate_cube_weights(merged, desired_cube_size, dimensions, existing_weights)
     return WeightEstimate(weights, estimate_block_sizes(input_domains, weights, dimensions))
+
+
+# --- pass 2: rows -> cubes (§3.4) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Per row: its cube (Arrow string array), the cube's maxWeight and the file index (int32)."""
+
+    cubes: pa.Array
+    max_weights: np.ndarray
+    files: np.ndarray
+
+
+def _strings_from_symbols(symbols: np.ndarray, depths: np.ndarray, spl: int) -> pa.Array:
+    """Arrow strings of each row's cube prefix (`depths[r] * spl` symbols), built from buffers."""
+    n = symbols.shape[0]
+    lengths = depths.astype(np.int64) * spl
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    if symbols.shape[1]:
+        keep = np.arange(symbols.shape[1])[None, :] < lengths[:, None]
+        data = np.ascontiguousarray(np.asarray(symbols, dtype=np.uint8)[keep])
+    else:
+        data = np.zeros(0, dtype=np.uint8)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets.tobytes()), pa.py_buffer(data.tobytes()))
+
+
+def assign_cubes(
+    points: np.ndarray,
+    weights: np.ndarray,
+    cube_weights: CubeLookup,
+    files: CubeLookup,
+) -> Assignment:
+    """Walk each row down its containers and stop at the first cube whose maxWeight is at least the
+    row's weight, or at the first cube with no weight (its block maxWeight is then `MAX_WEIGHT`).
+
+    The row's file is the file of its cube or of the nearest ancestor present in `files` (the
+    rollup plan, which always holds the root).
+    """
+    pts = np.asarray(points, dtype=np.float64)
+    w = np.asarray(weights).astype(np.int64)
+    n, d = pts.shape
+    spl = symbols_per_level(d)
+    # The walk ends at most one level below the deepest weighted cube.
+    max_depth = cube_weights.max_depth_symbols // spl + 1
+    symbols = container_symbols(pts, max_depth)
+    depth_of = np.zeros(n, dtype=np.int32)
+    weight_of = np.full(n, MAX_WEIGHT, dtype=np.int64)
+    file_of = np.full(n, -1, dtype=np.int64)
+    active = np.arange(n)
+    for depth in range(max_depth + 1):
+        if not active.shape[0]:
+            break
+        strings = cube_strings_at_depth(symbols[active], depth)
+        cw, has_weight = cube_weights.lookup(strings, MAX_WEIGHT)
+        fid, has_file = files.lookup(strings, -1)
+        file_of[active[has_file]] = fid[has_file]
+        stop = ~has_weight | (w[active] <= cw) | (depth == max_depth)
+        stopped = active[stop]
+        depth_of[stopped] = depth
+        weight_of[stopped] = cw[stop]
+        active = active[~stop]
+    if n and np.any(file_of < 0):
+        raise InvalidArgumentError("the rollup plan has no file for some rows (it must hold the root cube)")
+    return Assignment(
+        _strings_from_symbols(symbols, depth_of, spl),
+        weight_of.astype(np.int32),
+        file_of.astype(np.int32),
+    )

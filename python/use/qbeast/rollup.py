@@ -15,10 +15,9 @@ import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import numpy as np
-
 from use.errors import InvalidArgumentError
 from use.qbeast.cube import cube_sort_key, symbols_per_level
+from use.qbeast.domains import CubeLookup
 
 
 @dataclass(frozen=True)
@@ -46,13 +45,9 @@ class RollupPlan:
             c = c[:-spl] if c else None
         raise InvalidArgumentError(f"cube {cube!r} has no ancestor in the rollup plan (the root is missing)")
 
-    def lookup_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """(sorted `S` array of cubes, int32 file index per cube) for vectorized row lookups."""
-        keys = sorted(self.group_of)
-        width = max([1] + [len(k) for k in keys])
-        cubes = np.array([k.encode("ascii") for k in keys], dtype=f"S{width}")
-        files = np.array([self.file_of_group[self.group_of[k]] for k in keys], dtype=np.int32)
-        return cubes, files
+    def file_lookup(self) -> CubeLookup:
+        """Cube -> file index as a vectorized lookup table (for `use.qbeast.estimate.assign_cubes`)."""
+        return CubeLookup({c: self.file_of_group[g] for c, g in self.group_of.items()})
 
 
 def rollup(sizes: Mapping[str, int], limit: int, dimensions: int) -> RollupPlan:
