@@ -122,3 +122,7 @@ class UnknownStrategyError(ConfigError):
 
 class OptimizationStoppedError(UseError):
     """An optimization was asked to stop before it could finish its current step."""
+
+
+class TableConstraintError(UseError, ValueError):
+    """A commit would break a rule the table declares (e.g. `delta.appendOnly=true` forbids removing data)."""

@@ -1,0 +1,459 @@
+"""DeltaLog: the entry point to one table's transaction log (create, snapshots, history, transactions,
+checkpoints and expired-log cleanup).
+
+A `DeltaLog` caches the newest snapshot it built and moves it forward by replaying only the commits
+that appeared since, so the usual read-commit-read cycle does not re-read checkpoints.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from use.delta.actions import CommitInfo, Metadata, Protocol, action_json_line
+from use.delta.checkpoint import checkpoint_name, write_checkpoint
+from use.delta.replay import (
+    LOG_DIR_NAME,
+    LogListing,
+    LogState,
+    advance,
+    commit_name,
+    list_log,
+    replay,
+)
+from use.delta.schema import is_primitive, schema_to_json, uses_timestamp_ntz
+from use.delta.snapshot import Snapshot, TableConfig, check_read_support
+from use.delta.storage import LocalLogStore, resolve_table_root
+from use.delta.transaction import Transaction, engine_info
+from use.errors import (
+    ConfigError,
+    CorruptLogError,
+    InvalidArgumentError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+    VersionNotFoundError,
+)
+
+_log = logging.getLogger(__name__)
+
+DAY_MS = 86_400_000
+
+# Table properties accepted at create time. Anything else under `delta.` is refused (as Spark does),
+# because a misspelt property silently does nothing.
+KNOWN_DELTA_PROPERTIES = frozenset(
+    {
+        "delta.appendOnly",
+        "delta.checkpointInterval",
+        "delta.logRetentionDuration",
+        "delta.deletedFileRetentionDuration",
+        "delta.enableExpiredLogCleanup",
+        "delta.dataSkippingNumIndexedCols",
+        "delta.dataSkippingStatsColumns",
+        "delta.checkpoint.writeStatsAsJson",
+        "delta.checkpoint.writeStatsAsStruct",
+        "delta.targetFileSize",
+        "delta.tuneFileSizesForRewrites",
+        "delta.autoOptimize.autoCompact",
+        "delta.autoOptimize.optimizeWrite",
+        "delta.enableChangeDataFeed",
+        "delta.columnMapping.mode",
+        "delta.enableDeletionVectors",
+        "delta.enableRowTracking",
+        "delta.enableInCommitTimestamps",
+        "delta.isolationLevel",
+        "delta.randomizeFilePrefixes",
+        "delta.randomPrefixLength",
+        "delta.setTransactionRetentionDuration",
+        "delta.compatibility.symlinkFormatManifest.enabled",
+        "delta.parquet.compression.codec",
+        "delta.minReaderVersion",
+        "delta.minWriterVersion",
+    }
+)
+
+_UNSUPPORTED_WHEN_TRUE = {
+    "delta.enableDeletionVectors": "deletionVectors",
+    "delta.enableRowTracking": "rowTracking",
+    "delta.enableInCommitTimestamps": "inCommitTimestamp",
+    "delta.checkpoint.writeStatsAsStruct": "checkpoint stats as struct",
+}
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One commit as `DESCRIBE HISTORY` shows it."""
+
+    version: int
+    timestamp: int
+    operation: str
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    commit_info: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _to_ms(timestamp: int | _dt.datetime | _dt.date | str) -> int:
+    if isinstance(timestamp, bool):
+        raise InvalidArgumentError(f"timestamp must be ms since epoch, a datetime or an ISO string, got {timestamp!r}")
+    if isinstance(timestamp, int):
+        return timestamp
+    if isinstance(timestamp, str):
+        try:
+            parsed = _dt.datetime.fromisoformat(timestamp.strip().replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise InvalidArgumentError(
+                f"timestamp {timestamp!r} is not ISO 8601 (e.g. '2024-05-01T12:00:00Z' or '2024-05-01')"
+            ) from exc
+        return _to_ms(parsed)
+    if isinstance(timestamp, _dt.datetime):
+        if timestamp.tzinfo is None:
+            timestamp = timestamp.replace(tzinfo=_dt.timezone.utc)  # naive times are read as UTC
+        return int(timestamp.timestamp() * 1000)
+    if isinstance(timestamp, _dt.date):
+        return _to_ms(_dt.datetime(timestamp.year, timestamp.month, timestamp.day, tzinfo=_dt.timezone.utc))
+    raise InvalidArgumentError(f"timestamp must be ms since epoch, a datetime or an ISO string, got {timestamp!r}")
+
+
+def _fmt_ms(ms: int) -> str:
+    return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def validate_configuration(configuration: Mapping[str, str]) -> dict[str, str]:
+    conf: dict[str, str] = {}
+    for k, v in (configuration or {}).items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise ConfigError(f"table properties must map str -> str, got {k!r}: {v!r}")
+        conf[k] = v
+    for k, v in conf.items():
+        if k.startswith("delta.constraints."):
+            raise UnsupportedFeatureError(f"table property {k}: CHECK constraints (feature 'checkConstraints') cannot be enforced by USE")
+        if k.startswith("delta.") and k not in KNOWN_DELTA_PROPERTIES:
+            raise ConfigError(f"unknown Delta table property {k!r}; check its spelling (known: {', '.join(sorted(KNOWN_DELTA_PROPERTIES))})")
+        if k in _UNSUPPORTED_WHEN_TRUE and v.strip().lower() == "true":
+            raise UnsupportedFeatureError(f"table property {k}=true needs the feature {_UNSUPPORTED_WHEN_TRUE[k]!r}, which USE does not support")
+    mode = conf.get("delta.columnMapping.mode", "none").lower()
+    if mode != "none":
+        raise UnsupportedFeatureError(f"delta.columnMapping.mode={mode!r}: column mapping is not supported (only 'none')")
+    for k in ("delta.minReaderVersion", "delta.minWriterVersion"):
+        if k in conf:
+            raise ConfigError(f"table property {k} is not settable here; USE chooses the protocol from the features used")
+    TableConfig.from_configuration(conf)
+    return conf
+
+
+class DeltaLog:
+    """The transaction log of the table at `table_root` (which may not exist yet)."""
+
+    def __init__(self, table_root: str, store: LocalLogStore | None = None) -> None:
+        self.table_root = table_root
+        self.log_dir = os.path.join(table_root, LOG_DIR_NAME)
+        self.store = store or LocalLogStore()
+        self._lock = threading.Lock()
+        self._cached: Snapshot | None = None
+
+    @classmethod
+    def for_path(cls, path: str | os.PathLike[str]) -> DeltaLog:
+        return cls(resolve_table_root(path))
+
+    def __repr__(self) -> str:
+        return f"DeltaLog({self.table_root!r})"
+
+    # --- existence and listing ------------------------------------------------------------------------
+
+    def _listing(self) -> LogListing:
+        return list_log(self.store, self.log_dir)
+
+    def exists(self) -> bool:
+        return not self._listing().is_empty
+
+    def _not_found(self) -> TableNotFoundError:
+        return TableNotFoundError(
+            f"no Delta table at {self.table_root}: {self.log_dir} holds no commits; create it with "
+            "DeltaLog.for_path(path).create(schema) or check the path"
+        )
+
+    # --- create --------------------------------------------------------------------------------------
+
+    def create(
+        self,
+        schema: pa.Schema,
+        partition_columns: tuple[str, ...] | list[str] = (),
+        configuration: Mapping[str, str] | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> Snapshot:
+        """Create the table (version 0: protocol, metaData, commitInfo 'CREATE TABLE')."""
+        if not isinstance(schema, pa.Schema):
+            raise InvalidArgumentError(f"create needs a pyarrow.Schema, got {type(schema).__name__}")
+        if len(schema) == 0:
+            raise InvalidArgumentError("a table needs at least one column")
+        if isinstance(partition_columns, str):
+            raise InvalidArgumentError(f"partition_columns must be a sequence of column names, got the string {partition_columns!r}")
+        parts = tuple(partition_columns)
+        if len(set(parts)) != len(parts):
+            raise InvalidArgumentError(f"partition columns {list(parts)} contain duplicates")
+        for c in parts:
+            if c not in schema.names:
+                raise InvalidArgumentError(f"partition column {c!r} is not in the schema (columns: {schema.names})")
+            if not is_primitive(schema.field(c).type):
+                raise InvalidArgumentError(f"partition column {c!r} has nested type {schema.field(c).type}; partition by a primitive column")
+        if len(parts) == len(schema):
+            raise InvalidArgumentError("at least one column must not be a partition column")
+        conf = validate_configuration(dict(configuration or {}))
+        schema_string = schema_to_json(schema)
+        for label, value in (("name", name), ("description", description)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidArgumentError(f"table {label} must be a string")
+        listing = self._listing()
+        if not listing.is_empty:
+            raise TableAlreadyExistsError(
+                f"a Delta table already exists at {self.table_root} (latest version {listing.latest_version}); "
+                "open it with DeltaLog.for_path(path).snapshot() or choose another path"
+            )
+        protocol = self._protocol_for(schema, conf)
+        metadata = Metadata.new(schema_string, parts, conf, name=name, description=description)
+        info = CommitInfo(
+            timestamp=int(time.time() * 1000),
+            operation="CREATE TABLE",
+            operation_parameters={
+                "isManaged": "false",
+                "description": description,
+                "partitionBy": json.dumps(list(parts)),
+                "properties": json.dumps(conf),
+            },
+            operation_metrics={},
+            engine_info=engine_info(),
+            is_blind_append=True,
+            read_version=None,
+            txn_id=metadata.id,
+            isolation_level="Serializable",
+            tags={},
+        )
+        data = ("\n".join(action_json_line(a) for a in (info, protocol, metadata)) + "\n").encode()
+        path = os.path.join(self.log_dir, commit_name(0))
+        if not self.store.put_if_absent(path, data):
+            raise TableAlreadyExistsError(f"a Delta table was created concurrently at {self.table_root}")
+        state = LogState(0, protocol, metadata, _empty_files(), _empty_tombstones(), {}, {}, None, info.to_action()["commitInfo"])
+        snap = Snapshot(self.table_root, 0, self.store.modification_time(path), state)
+        with self._lock:
+            self._cached = snap
+        return snap
+
+    @staticmethod
+    def _protocol_for(schema: pa.Schema, conf: Mapping[str, str]) -> Protocol:
+        cdf = conf.get("delta.enableChangeDataFeed", "false").lower() == "true"
+        if uses_timestamp_ntz(schema):
+            writer = ["appendOnly", "invariants", "timestampNtz"] + (["changeDataFeed"] if cdf else [])
+            return Protocol(3, 7, ("timestampNtz",), tuple(writer))
+        return Protocol(1, 4 if cdf else 2)
+
+    # --- snapshots --------------------------------------------------------------------------------------
+
+    def snapshot(
+        self,
+        version: int | None = None,
+        timestamp: int | _dt.datetime | _dt.date | str | None = None,
+    ) -> Snapshot:
+        """The latest snapshot, or the one at `version`, or the latest one committed at or before `timestamp`."""
+        if version is not None and timestamp is not None:
+            raise InvalidArgumentError("give either version or timestamp, not both")
+        listing = self._listing()
+        if listing.is_empty:
+            raise self._not_found()
+        latest = listing.latest_version
+        if timestamp is not None:
+            target = self._version_at(listing, _to_ms(timestamp))
+        elif version is not None:
+            if isinstance(version, bool) or not isinstance(version, int):
+                raise InvalidArgumentError(f"version must be an int, got {version!r}")
+            if version < 0 or version > latest:
+                raise VersionNotFoundError(
+                    f"version {version} of {self.table_root} does not exist; {listing.available_versions_text()}"
+                )
+            target = version
+        else:
+            target = latest
+        return self._snapshot_at(listing, target)
+
+    def _snapshot_at(self, listing: LogListing, target: int) -> Snapshot:
+        with self._lock:
+            cached = self._cached
+        state: LogState | None = None
+        if cached is not None and cached.version == target:
+            return cached
+        if cached is not None and cached.version < target and all(
+            v in listing.commits for v in range(cached.version + 1, target + 1)
+        ):
+            # Moving forward from the cache only needs the new commits, unless a newer checkpoint
+            # makes a fresh replay cheaper (it never is for a handful of commits).
+            state = advance(self.store, listing, cached.state, target)
+        if state is None:
+            state = replay(self.store, listing, target)
+        check_read_support(state.protocol, state.metadata, self.table_root)
+        ts = listing.commit_timestamps().get(target)
+        if ts is None:
+            cp = listing.checkpoints.get(target)
+            ts = self.store.modification_time(cp.paths[0]) if cp else 0
+        snap = Snapshot(self.table_root, target, ts, state)
+        with self._lock:
+            if self._cached is None or self._cached.version <= target:
+                self._cached = snap
+        return snap
+
+    def _version_at(self, listing: LogListing, ts: int) -> int:
+        stamps = listing.commit_timestamps()
+        if not stamps:
+            raise VersionNotFoundError(f"{self.table_root} has no commit files to resolve a timestamp against")
+        earliest_v = min(stamps)
+        try:
+            reconstructable = listing.earliest_reconstructable_version()
+        except CorruptLogError:
+            reconstructable = earliest_v
+        candidates = [v for v, t in stamps.items() if t <= ts and v >= reconstructable]
+        if not candidates:
+            first = max(reconstructable, earliest_v)
+            raise VersionNotFoundError(
+                f"no version of {self.table_root} was committed at or before {_fmt_ms(ts)}; the earliest available is "
+                f"version {first} committed at {_fmt_ms(stamps.get(first, stamps[earliest_v]))} "
+                f"({listing.available_versions_text()})"
+            )
+        return max(candidates)
+
+    # --- history -----------------------------------------------------------------------------------------
+
+    def history(self, limit: int | None = None) -> list[HistoryEntry]:
+        """Commits, newest first (only those whose commit files are still in the log)."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise InvalidArgumentError(f"limit must be a non-negative int or None, got {limit!r}")
+        listing = self._listing()
+        if listing.is_empty:
+            raise self._not_found()
+        stamps = listing.commit_timestamps()
+        out: list[HistoryEntry] = []
+        for v in sorted(listing.commits, reverse=True):
+            if limit is not None and len(out) >= limit:
+                break
+            cf = listing.commits[v]
+            info = _read_commit_info(self.store.read(cf.path), cf.path)
+            out.append(
+                HistoryEntry(
+                    version=v,
+                    timestamp=stamps[v],
+                    operation=str(info.get("operation", "UNKNOWN")),
+                    parameters=dict(info.get("operationParameters") or {}),
+                    metrics=dict(info.get("operationMetrics") or {}),
+                    commit_info=info,
+                )
+            )
+        return out
+
+    # --- transactions ------------------------------------------------------------------------------------
+
+    def start_transaction(self, *, max_retries: int | None = None) -> Transaction:
+        """A transaction reading the latest snapshot (the table must exist: use `create` first)."""
+        snap = self.snapshot()
+        if max_retries is None:
+            return Transaction(self, snap)
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise InvalidArgumentError(f"max_retries must be a non-negative int, got {max_retries!r}")
+        return Transaction(self, snap, max_retries=max_retries)
+
+    def _post_commit(self, version: int, read_snapshot: Snapshot) -> None:
+        """Checkpoint every `delta.checkpointInterval` commits, then clean up expired log files.
+
+        The commit is already durable; a failure here must not look like a failed commit, so it is
+        logged and the next interval tries again.
+        """
+        try:
+            config = TableConfig.from_configuration(read_snapshot.metadata.configuration)
+            if version > 0 and version % config.checkpoint_interval == 0:
+                snap = self.snapshot(version=version)
+                self.checkpoint(snap)
+                if snap.config.enable_expired_log_cleanup:
+                    self.cleanup_expired_logs(snap.config.log_retention_ms)
+        except Exception as exc:  # noqa: BLE001 - see docstring
+            _log.warning("post-commit checkpoint/cleanup of %s at version %d failed: %s", self.table_root, version, exc)
+
+    # --- checkpoints and cleanup ----------------------------------------------------------------------------
+
+    def checkpoint(self, snapshot: Snapshot | None = None) -> int:
+        """Write a classic checkpoint for `snapshot` (default: latest) and point `_last_checkpoint` at it."""
+        snap = snapshot or self.snapshot()
+        write_checkpoint(self.store, self.log_dir, snap.state, snap.tombstones)
+        return snap.version
+
+    def cleanup_expired_logs(self, retention_ms: int | None = None, *, now_ms: int | None = None) -> list[str]:
+        """Delete commits and checkpoints older than the newest checkpoint at or before the cutoff.
+
+        The cutoff is midnight UTC of (now - retention), as the protocol's Metadata Cleanup says;
+        everything from the cutoff checkpoint on is kept, so every version newer than the cutoff
+        (and the latest checkpoint's chain) stays reconstructable. Returns the deleted file names.
+        """
+        if retention_ms is None:
+            retention_ms = self.snapshot().config.log_retention_ms
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        cutoff_ts = ((now - retention_ms) // DAY_MS) * DAY_MS
+        listing = self._listing()
+        stamps = listing.commit_timestamps()
+        old = [v for v, t in stamps.items() if t <= cutoff_ts]
+        if not old:
+            return []
+        cutoff_commit = max(old)
+        cps = [v for v, c in listing.checkpoints.items() if c.complete and v <= cutoff_commit]
+        if not cps:
+            return []
+        keep_from = max(cps)
+        deleted: list[str] = []
+        for v, cf in listing.commits.items():
+            if v < keep_from:
+                self.store.delete(cf.path)
+                deleted.append(os.path.basename(cf.path))
+        for v, cp in listing.checkpoints.items():
+            if v < keep_from:
+                for p in cp.paths:
+                    if p not in cp.missing:
+                        self.store.delete(p)
+                        deleted.append(os.path.basename(p))
+        for info in self.store.list_dir(self.log_dir):
+            if info.name.endswith(".crc") and info.name[:20].isdigit() and int(info.name[:20]) < keep_from:
+                self.store.delete(os.path.join(self.log_dir, info.name))
+                deleted.append(info.name)
+        return sorted(deleted)
+
+
+def _read_commit_info(data: bytes, path: str) -> dict[str, Any]:
+    for lineno, raw in enumerate(data.split(b"\n"), 1):
+        if b'"commitInfo"' not in raw:
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError as exc:
+            raise CorruptLogError(f"{path} line {lineno} is not valid JSON ({exc}); the commit file is corrupted") from exc
+        if isinstance(obj, dict) and isinstance(obj.get("commitInfo"), dict):
+            return obj["commitInfo"]
+    return {}
+
+
+def _empty_files() -> pa.Table:
+    from use.delta.actions import empty_files
+
+    return empty_files()
+
+
+def _empty_tombstones() -> pa.Table:
+    from use.delta.actions import empty_tombstones
+
+    return empty_tombstones()
+
+
+__all__ = ["DeltaLog", "HistoryEntry", "checkpoint_name"]

@@ -1,0 +1,307 @@
+"""Snapshot: the table as of one version (protocol, metadata, live files, tombstones), plus the rules
+for which protocols and table properties this implementation can read and write.
+
+Refusing is part of correctness: a reader that ignores a feature it does not implement (deletion
+vectors, column mapping) returns wrong rows silently, and a writer that ignores one corrupts the
+table for everyone. So every feature is checked by name, and unknown ones are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from use.delta.actions import Metadata, Protocol
+from use.delta.replay import LogState
+from use.delta.schema import schema_from_json
+from use.errors import ConfigError, UnsupportedFeatureError
+
+# --- features ---------------------------------------------------------------------------------------
+
+READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck", "columnMapping"})
+"""Reader features we can read (columnMapping only with mode `none`)."""
+
+WRITER_FEATURES_READABLE = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+        "allowColumnDefaults",
+        "identityColumns",
+        "timestampNtz",
+        "domainMetadata",
+        "vacuumProtocolCheck",
+        "columnMapping",
+        "clustering",
+    }
+)
+"""Writer features that do not change how a table is read (and whose data we can read)."""
+
+WRITER_FEATURES_WRITABLE = frozenset(
+    {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "allowColumnDefaults",
+     "identityColumns", "timestampNtz", "domainMetadata", "vacuumProtocolCheck", "columnMapping"}
+)
+"""Writer features we can honour when writing, provided they are not *active* in a way we cannot
+enforce (declared invariants, constraints, generated or identity columns: see `check_write_support`)."""
+
+
+def _column_mapping_mode(metadata: Metadata) -> str:
+    return metadata.configuration.get("delta.columnMapping.mode", "none").lower()
+
+
+def check_read_support(protocol: Protocol, metadata: Metadata, table: str) -> None:
+    """UnsupportedFeatureError naming the feature if this table cannot be read correctly."""
+    if protocol.min_reader_version > 3:
+        raise UnsupportedFeatureError(
+            f"table {table} needs Delta reader version {protocol.min_reader_version}; USE reads up to 3"
+        )
+    if protocol.min_reader_version >= 2:
+        mode = _column_mapping_mode(metadata)
+        if mode != "none":
+            raise UnsupportedFeatureError(
+                f"table {table} uses column mapping (delta.columnMapping.mode={mode}), which USE does not support"
+            )
+    if protocol.min_reader_version == 3:
+        for f in protocol.reader_features or ():
+            if f not in READER_FEATURES_SUPPORTED:
+                raise UnsupportedFeatureError(f"table {table} uses the Delta reader feature {f!r}, which USE does not support")
+    if protocol.min_writer_version == 7:
+        for f in protocol.writer_features or ():
+            if f not in WRITER_FEATURES_READABLE:
+                raise UnsupportedFeatureError(
+                    f"table {table} uses the Delta table feature {f!r}, which USE does not support"
+                )
+    if metadata.configuration.get("delta.enableDeletionVectors", "false").lower() == "true" and protocol.min_writer_version < 7:
+        raise UnsupportedFeatureError(f"table {table} enables deletion vectors, which USE does not support")
+
+
+def _schema_metadata_keys(schema_string: str) -> set[str]:
+    keys: set[str] = set()
+
+    def walk(t: Any) -> None:
+        if isinstance(t, dict):
+            if t.get("type") == "struct":
+                for f in t.get("fields", []):
+                    keys.update((f.get("metadata") or {}).keys())
+                    walk(f.get("type"))
+            elif t.get("type") == "array":
+                walk(t.get("elementType"))
+            elif t.get("type") == "map":
+                walk(t.get("keyType"))
+                walk(t.get("valueType"))
+
+    try:
+        walk(json.loads(schema_string))
+    except ValueError:
+        pass
+    return keys
+
+
+def check_write_support(protocol: Protocol, metadata: Metadata, table: str) -> None:
+    """UnsupportedFeatureError naming the feature if we cannot honour it when writing to this table."""
+    check_read_support(protocol, metadata, table)
+    if protocol.min_writer_version > 7:
+        raise UnsupportedFeatureError(f"table {table} needs Delta writer version {protocol.min_writer_version}; USE writes up to 7")
+    if protocol.min_writer_version == 7:
+        for f in protocol.writer_features or ():
+            if f not in WRITER_FEATURES_WRITABLE:
+                raise UnsupportedFeatureError(f"table {table} uses the Delta writer feature {f!r}, which USE cannot write")
+    wf = set(protocol.writer_features or ()) if protocol.min_writer_version == 7 else None
+
+    def supported(feature: str, legacy_version: int) -> bool:
+        return feature in wf if wf is not None else protocol.min_writer_version >= legacy_version
+
+    keys = _schema_metadata_keys(metadata.schema_string)
+    if supported("invariants", 2) and "delta.invariants" in keys:
+        raise UnsupportedFeatureError(f"table {table} declares column invariants (feature 'invariants'), which USE cannot enforce")
+    constraints = sorted(k for k in metadata.configuration if k.startswith("delta.constraints."))
+    if supported("checkConstraints", 3) and constraints:
+        raise UnsupportedFeatureError(
+            f"table {table} declares CHECK constraints ({', '.join(constraints)}; feature 'checkConstraints'), which USE "
+            "can read but not enforce on write"
+        )
+    if supported("generatedColumns", 4) and "delta.generationExpression" in keys:
+        raise UnsupportedFeatureError(f"table {table} has generated columns (feature 'generatedColumns'), which USE cannot write")
+    if supported("identityColumns", 6) and any(k.startswith("delta.identity.") for k in keys):
+        raise UnsupportedFeatureError(f"table {table} has identity columns (feature 'identityColumns'), which USE cannot write")
+    if wf is not None and "allowColumnDefaults" in wf and "CURRENT_DEFAULT" in keys:
+        raise UnsupportedFeatureError(f"table {table} has column defaults (feature 'allowColumnDefaults'), which USE cannot write")
+    if metadata.configuration.get("delta.checkpoint.writeStatsAsStruct", "false").lower() == "true":
+        raise UnsupportedFeatureError(
+            f"table {table} sets delta.checkpoint.writeStatsAsStruct=true, which USE's checkpoint writer does not honour"
+        )
+
+
+# --- table properties -------------------------------------------------------------------------------
+
+_INTERVAL_UNITS_MS = {
+    "millisecond": 1,
+    "second": 1000,
+    "minute": 60_000,
+    "hour": 3_600_000,
+    "day": 86_400_000,
+    "week": 7 * 86_400_000,
+}
+_INTERVAL_RE = re.compile(r"^\s*(?:interval\s+)?(\d+)\s+([a-z]+?)s?\s*$", re.IGNORECASE)
+
+
+def parse_interval_ms(key: str, value: str) -> int:
+    """`interval 30 days` (Delta's CalendarInterval syntax, one unit) -> milliseconds."""
+    m = _INTERVAL_RE.match(value or "")
+    unit = m.group(2).lower() if m else ""
+    if not m or unit not in _INTERVAL_UNITS_MS:
+        raise ConfigError(
+            f"table property {key}={value!r} is not an interval; use e.g. 'interval 30 days' "
+            f"(units: {', '.join(_INTERVAL_UNITS_MS)})"
+        )
+    return int(m.group(1)) * _INTERVAL_UNITS_MS[unit]
+
+
+def _bool_prop(key: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v not in ("true", "false"):
+        raise ConfigError(f"table property {key}={value!r} must be 'true' or 'false'")
+    return v == "true"
+
+
+def _positive_int_prop(key: str, value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise ConfigError(f"table property {key}={value!r} must be a positive integer")
+    return n
+
+
+DEFAULT_CHECKPOINT_INTERVAL = 10
+DEFAULT_LOG_RETENTION_MS = 30 * 86_400_000
+DEFAULT_DELETED_FILE_RETENTION_MS = 7 * 86_400_000
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """The Delta table properties this implementation acts on, parsed once."""
+
+    checkpoint_interval: int = DEFAULT_CHECKPOINT_INTERVAL
+    log_retention_ms: int = DEFAULT_LOG_RETENTION_MS
+    deleted_file_retention_ms: int = DEFAULT_DELETED_FILE_RETENTION_MS
+    enable_expired_log_cleanup: bool = True
+    append_only: bool = False
+
+    @classmethod
+    def from_configuration(cls, conf: Mapping[str, str]) -> TableConfig:
+        kw: dict[str, Any] = {}
+        if "delta.checkpointInterval" in conf:
+            kw["checkpoint_interval"] = _positive_int_prop("delta.checkpointInterval", conf["delta.checkpointInterval"])
+        if "delta.logRetentionDuration" in conf:
+            kw["log_retention_ms"] = parse_interval_ms("delta.logRetentionDuration", conf["delta.logRetentionDuration"])
+        if "delta.deletedFileRetentionDuration" in conf:
+            kw["deleted_file_retention_ms"] = parse_interval_ms(
+                "delta.deletedFileRetentionDuration", conf["delta.deletedFileRetentionDuration"]
+            )
+        if "delta.enableExpiredLogCleanup" in conf:
+            kw["enable_expired_log_cleanup"] = _bool_prop("delta.enableExpiredLogCleanup", conf["delta.enableExpiredLogCleanup"])
+        if "delta.appendOnly" in conf:
+            kw["append_only"] = _bool_prop("delta.appendOnly", conf["delta.appendOnly"])
+        return cls(**kw)
+
+
+# --- snapshot -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Snapshot:
+    """An immutable view of the table at `version`.
+
+    `files` is an Arrow table with one row per live file (`FILES_SCHEMA`); `tombstones` holds the
+    removes still inside `delta.deletedFileRetentionDuration` as of when the snapshot was built.
+    """
+
+    table_root: str
+    version: int
+    timestamp: int
+    _state: LogState = field(repr=False)
+    _built_at: int = field(default_factory=lambda: int(time.time() * 1000), repr=False)
+
+    @property
+    def protocol(self) -> Protocol:
+        return self._state.protocol
+
+    @property
+    def metadata(self) -> Metadata:
+        return self._state.metadata
+
+    @property
+    def files(self) -> pa.Table:
+        return self._state.files
+
+    @property
+    def schema(self) -> pa.Schema:
+        cached = self.__dict__.get("_schema_cache")
+        if cached is None:
+            cached = schema_from_json(self.metadata.schema_string)
+            object.__setattr__(self, "_schema_cache", cached)
+        return cached
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        return self.metadata.partition_columns
+
+    @property
+    def configuration(self) -> Mapping[str, str]:
+        return self.metadata.configuration
+
+    @property
+    def config(self) -> TableConfig:
+        return TableConfig.from_configuration(self.metadata.configuration)
+
+    @property
+    def num_files(self) -> int:
+        return self._state.files.num_rows
+
+    @property
+    def all_tombstones(self) -> pa.Table:
+        """Every remove still recorded in the state, expired or not."""
+        return self._state.tombstones
+
+    @property
+    def min_file_retention_timestamp(self) -> int:
+        return self._built_at - self.config.deleted_file_retention_ms
+
+    @property
+    def tombstones(self) -> pa.Table:
+        t = self._state.tombstones
+        if t.num_rows == 0:
+            return t
+        ts = t.column("deletion_timestamp")
+        return t.filter(pc.fill_null(pc.greater(ts, self.min_file_retention_timestamp), False))
+
+    def app_transaction_version(self, app_id: str) -> int | None:
+        entry = self._state.txns.get(app_id)
+        return None if entry is None else entry[0]
+
+    @property
+    def app_transactions(self) -> Mapping[str, int]:
+        return {k: v[0] for k, v in self._state.txns.items()}
+
+    @property
+    def domain_metadata(self) -> Mapping[str, str]:
+        return {k: str(v.get("configuration", "")) for k, v in self._state.domains.items()}
+
+    @property
+    def state(self) -> LogState:
+        """The replayed log state (for the log and checkpoint machinery)."""
+        return self._state
+
+    def __repr__(self) -> str:
+        return f"Snapshot(table_root={self.table_root!r}, version={self.version}, files={self.num_files})"

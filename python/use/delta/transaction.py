@@ -1,0 +1,349 @@
+"""Optimistic transactions: validate, write `<version>.json` with put-if-absent, and on losing the race
+check the winning commits against Delta's conflict rules (delta-io/delta `ConflictChecker`) before
+retrying at the next version.
+
+Isolation: a transaction whose file actions are all `dataChange=false` (compaction, re-clustering)
+runs at SnapshotIsolation and is simply rebased on concurrent appends; any other runs at
+WriteSerializable. The checks, in Delta's order, against each winning commit:
+protocol change -> ProtocolChangedError; metadata change -> MetadataChangedError; data added by a
+non-blind-append commit while we read the whole table -> ConcurrentAppendError; a file we read (or any
+file, when we read the whole table) removed -> ConcurrentDeleteReadError; a file we remove removed ->
+ConcurrentDeleteDeleteError; the same application transaction id committed -> ConcurrentTransactionError.
+Our commit's actions never change on a rebase, so nothing needs rewriting.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from use.delta.actions import (
+    AddFile,
+    CommitInfo,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    SetTransaction,
+    action_json_line,
+)
+from use.delta.replay import CommitActions, commit_name, list_log, parse_commit
+from use.delta.schema import schema_from_json
+from use.delta.snapshot import Snapshot, TableConfig, check_write_support
+from use.errors import (
+    CommitRetriesExceededError,
+    ConcurrentAppendError,
+    ConcurrentDeleteDeleteError,
+    ConcurrentDeleteReadError,
+    ConcurrentTransactionError,
+    InvalidArgumentError,
+    MetadataChangedError,
+    ProtocolChangedError,
+    TableConstraintError,
+    UseError,
+)
+
+if TYPE_CHECKING:
+    from use.delta.log import DeltaLog
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_MAX_RETRIES = 100
+
+
+def engine_info() -> str:
+    try:
+        from importlib.metadata import version
+
+        return f"USE/{version('use-engine')}"
+    except Exception:  # noqa: BLE001 - not installed as a distribution (source checkout)
+        return "USE/0.1.0"
+
+
+def _jsonable(value: Any, what: str) -> Any:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"{what} must be JSON-serializable ({exc})") from exc
+    return value
+
+
+class Transaction:
+    """One optimistic transaction pinned to the snapshot it read (`snapshot`, `read_version`)."""
+
+    def __init__(self, log: DeltaLog, snapshot: Snapshot, *, max_retries: int = DEFAULT_MAX_RETRIES) -> None:
+        self._log = log
+        self.snapshot = snapshot
+        self.read_version = snapshot.version
+        self.txn_id = str(uuid.uuid4())
+        self.max_retries = max_retries
+        self._adds: list[AddFile] = []
+        self._removes: list[RemoveFile] = []
+        self._metadata: Metadata | None = None
+        self._protocol: Protocol | None = None
+        self._txns: dict[str, SetTransaction] = {}
+        self._read_whole_table = False
+        self._read_paths: set[str] = set()
+        self._committed: int | None = None
+        self.attempts = 0
+
+    # --- building -----------------------------------------------------------------------------------
+
+    def add(self, *actions: AddFile | RemoveFile | Metadata | Protocol | SetTransaction) -> Transaction:
+        self._check_open()
+        for a in actions:
+            if isinstance(a, AddFile):
+                self._adds.append(a)
+            elif isinstance(a, RemoveFile):
+                self._removes.append(a)
+            elif isinstance(a, Metadata):
+                if self._metadata is not None:
+                    raise InvalidArgumentError("a transaction may change the metadata only once (one metaData action per commit)")
+                self._metadata = a
+            elif isinstance(a, Protocol):
+                if self._protocol is not None:
+                    raise InvalidArgumentError("a transaction may change the protocol only once (one protocol action per commit)")
+                self._protocol = a
+            elif isinstance(a, SetTransaction):
+                if a.app_id in self._txns:
+                    raise InvalidArgumentError(f"application transaction {a.app_id!r} set twice in one transaction")
+                self._txns[a.app_id] = a
+            else:
+                raise InvalidArgumentError(
+                    f"cannot add {type(a).__name__} to a transaction; expected AddFile, RemoveFile, Metadata, Protocol "
+                    "or SetTransaction"
+                )
+        return self
+
+    def set_app_transaction(self, app_id: str, version: int) -> Transaction:
+        return self.add(SetTransaction(app_id, version, int(time.time() * 1000)))
+
+    def read_whole_table(self) -> Transaction:
+        """Declare that this transaction's outcome depends on all current data (overwrite, rewrite)."""
+        self._check_open()
+        self._read_whole_table = True
+        return self
+
+    def read_files(self, paths: list[str] | pa.Array | pa.ChunkedArray) -> Transaction:
+        """Declare files this transaction read (a concurrent remove of one is a conflict)."""
+        self._check_open()
+        values = paths.to_pylist() if isinstance(paths, (pa.Array, pa.ChunkedArray)) else list(paths)
+        self._read_paths.update(values)
+        return self
+
+    def _check_open(self) -> None:
+        if self._committed is not None:
+            raise InvalidArgumentError(f"this transaction already committed version {self._committed}; start a new one")
+
+    # --- derived facts ------------------------------------------------------------------------------
+
+    @property
+    def is_blind_append(self) -> bool:
+        return not self._removes and all(a.data_change for a in self._adds) and not self._read_whole_table and not self._read_paths
+
+    @property
+    def isolation_level(self) -> str:
+        file_actions = [*self._adds, *self._removes]
+        if file_actions and not any(a.data_change for a in file_actions) and self._metadata is None and self._protocol is None:
+            return "SnapshotIsolation"
+        return "WriteSerializable"
+
+    # --- validation ---------------------------------------------------------------------------------
+
+    def _validate(self, operation: str) -> tuple[Protocol, Metadata]:
+        snap = self.snapshot
+        table = snap.table_root
+        if not isinstance(operation, str) or not operation.strip():
+            raise InvalidArgumentError("commit needs a non-empty operation name, e.g. 'WRITE' or 'OPTIMIZE'")
+        protocol = self._protocol or snap.protocol
+        metadata = self._metadata or snap.metadata
+        if self._protocol is not None and (
+            self._protocol.min_reader_version < snap.protocol.min_reader_version
+            or self._protocol.min_writer_version < snap.protocol.min_writer_version
+        ):
+            raise InvalidArgumentError(
+                f"protocol downgrade from ({snap.protocol.min_reader_version},{snap.protocol.min_writer_version}) to "
+                f"({self._protocol.min_reader_version},{self._protocol.min_writer_version}) is not allowed"
+            )
+        check_write_support(snap.protocol, snap.metadata, table)
+        if self._protocol is not None or self._metadata is not None:
+            check_write_support(protocol, metadata, table)
+        if self._metadata is not None:
+            schema = schema_from_json(metadata.schema_string)
+            missing = [c for c in metadata.partition_columns if c not in schema.names]
+            if missing:
+                raise InvalidArgumentError(f"partition columns {missing} are not in the new schema {schema.names}")
+            TableConfig.from_configuration(metadata.configuration)
+        config = TableConfig.from_configuration(metadata.configuration)
+        add_paths = [a.path for a in self._adds]
+        rem_paths = [r.path for r in self._removes]
+        if len(set(add_paths)) != len(add_paths):
+            dup = next(p for p in add_paths if add_paths.count(p) > 1)
+            raise InvalidArgumentError(f"file {dup} is added twice in one commit")
+        if len(set(rem_paths)) != len(rem_paths):
+            dup = next(p for p in rem_paths if rem_paths.count(p) > 1)
+            raise InvalidArgumentError(f"file {dup} is removed twice in one commit")
+        both = set(add_paths) & set(rem_paths)
+        if both:
+            raise InvalidArgumentError(
+                f"file {sorted(both)[0]} is both added and removed in one commit; the protocol forbids that"
+            )
+        part_cols = set(metadata.partition_columns)
+        for a in self._adds:
+            if set(a.partition_values) != part_cols:
+                raise InvalidArgumentError(
+                    f"file {a.path} has partition values for {sorted(a.partition_values)} but the table is partitioned "
+                    f"by {sorted(part_cols)}"
+                )
+        if rem_paths:
+            live = pc.is_in(pa.array(rem_paths, pa.string()), value_set=snap.files.column("path").combine_chunks())
+            if not pc.all(live).as_py():
+                gone = [p for p, ok in zip(rem_paths, live.to_pylist()) if not ok]
+                raise InvalidArgumentError(
+                    f"cannot remove {gone[0]}{f' (and {len(gone) - 1} more)' if len(gone) > 1 else ''}: not a live file "
+                    f"of {table} at version {snap.version}"
+                )
+        if config.append_only and any(r.data_change for r in self._removes):
+            raise TableConstraintError(
+                f"table {table} is append-only (delta.appendOnly=true): removing data (remove with dataChange=true) is "
+                "not allowed; rewrite with dataChange=false or unset delta.appendOnly"
+            )
+        return protocol, metadata
+
+    # --- commit ---------------------------------------------------------------------------------------
+
+    def _commit_bytes(
+        self,
+        operation: str,
+        parameters: Mapping[str, Any],
+        metrics: Mapping[str, Any],
+        tags: Mapping[str, str],
+        user_metadata: str | None,
+    ) -> bytes:
+        info = CommitInfo(
+            timestamp=int(time.time() * 1000),
+            operation=operation,
+            operation_parameters=parameters,
+            operation_metrics=metrics,
+            engine_info=engine_info(),
+            is_blind_append=self.is_blind_append,
+            read_version=self.read_version,
+            txn_id=self.txn_id,
+            isolation_level=self.isolation_level,
+            tags=tags,
+            user_metadata=user_metadata,
+        )
+        lines = [action_json_line(info)]
+        if self._protocol is not None:
+            lines.append(action_json_line(self._protocol))
+        if self._metadata is not None:
+            lines.append(action_json_line(self._metadata))
+        lines.extend(action_json_line(t) for t in self._txns.values())
+        lines.extend(action_json_line(r) for r in self._removes)
+        lines.extend(action_json_line(a) for a in self._adds)
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+    def commit(
+        self,
+        operation: str,
+        parameters: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        tags: Mapping[str, str] | None = None,
+        user_metadata: str | None = None,
+    ) -> int:
+        """Commit and return the new version; typed ConcurrentModificationError subclasses on conflicts."""
+        self._check_open()
+        params = dict(_jsonable(dict(parameters or {}), "commit parameters"))
+        mets = dict(_jsonable(dict(metrics or {}), "commit metrics"))
+        tag_map = dict(tags or {})
+        for k, v in tag_map.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise InvalidArgumentError(f"commit tags must map str -> str, got {k!r}: {v!r}")
+        if user_metadata is not None and not isinstance(user_metadata, str):
+            raise InvalidArgumentError("user_metadata must be a string")
+        self._validate(operation)
+        data = self._commit_bytes(operation, params, mets, tag_map, user_metadata)
+        store = self._log.store
+        version = self.read_version + 1
+        checked = self.read_version
+        attempts = 0
+        while True:
+            attempts += 1
+            self.attempts = attempts
+            path = f"{self._log.log_dir}/{commit_name(version)}"
+            if store.put_if_absent(path, data):
+                break
+            if attempts > self.max_retries:
+                raise CommitRetriesExceededError(
+                    f"commit to {self._log.table_root} gave up after {attempts} attempts (last tried version {version}); "
+                    "the table is unchanged by this transaction; retry the operation"
+                )
+            listing = list_log(store, self._log.log_dir)
+            latest = max(listing.commits) if listing.commits else version
+            for v in range(checked + 1, latest + 1):
+                cf = listing.commits.get(v)
+                if cf is None:
+                    continue  # cleaned up concurrently: it is older than anything we must check
+                self._check_conflicts(parse_commit(v, cf.path, store.read(cf.path)))
+            checked = latest
+            version = latest + 1
+        self._committed = version
+        self._log._post_commit(version, self.snapshot)
+        return version
+
+    def _check_conflicts(self, winner: CommitActions) -> None:
+        op = (winner.commit_info or {}).get("operation", "unknown operation")
+        who = f"version {winner.version} ({op})"
+        table = self._log.table_root
+        advice = "; the table is unchanged by this transaction: re-read the table and retry"
+        if winner.protocol is not None:
+            raise ProtocolChangedError(f"the protocol of {table} changed concurrently in {who}{advice}")
+        if winner.metadata is not None:
+            raise MetadataChangedError(f"the metadata (schema or properties) of {table} changed concurrently in {who}{advice}")
+        snapshot_isolation = self.isolation_level == "SnapshotIsolation"
+        if not snapshot_isolation and self._read_whole_table and winner.adds.num_rows:
+            blind = bool((winner.commit_info or {}).get("isBlindAppend", False))
+            if not blind or self._metadata is not None:
+                changed = winner.adds.filter(pc.fill_null(winner.adds.column("data_change"), True))
+                if changed.num_rows:
+                    raise ConcurrentAppendError(
+                        f"files were added to {table} concurrently by {who} (e.g. {changed.column('path')[0].as_py()}) "
+                        f"that this transaction should have read{advice}"
+                    )
+        if winner.removes.num_rows:
+            removed = winner.removes.column("path")
+            if self._read_whole_table:
+                raise ConcurrentDeleteReadError(
+                    f"file {removed[0].as_py()} of {table}, read by this transaction, was removed concurrently by {who}{advice}"
+                )
+            if self._read_paths:
+                hit = pc.is_in(removed, value_set=pa.array(sorted(self._read_paths), pa.string()))
+                if pc.any(hit).as_py():
+                    path = removed.filter(hit)[0].as_py()
+                    raise ConcurrentDeleteReadError(
+                        f"file {path} of {table}, read by this transaction, was removed concurrently by {who}{advice}"
+                    )
+            if self._removes:
+                ours = pa.array([r.path for r in self._removes], pa.string())
+                hit = pc.is_in(removed, value_set=ours)
+                if pc.any(hit).as_py():
+                    path = removed.filter(hit)[0].as_py()
+                    raise ConcurrentDeleteDeleteError(
+                        f"file {path} of {table}, removed by this transaction, was already removed concurrently by {who}{advice}"
+                    )
+        common = set(self._txns) & set(winner.txns)
+        if common:
+            app = sorted(common)[0]
+            raise ConcurrentTransactionError(
+                f"application transaction {app!r} was committed concurrently to {table} by {who}; check "
+                f"Snapshot.app_transaction_version({app!r}) before retrying"
+            )
+
+
+__all__ = ["Transaction", "UseError"]

@@ -1,0 +1,363 @@
+"""DeltaLog: create, append, snapshots at versions and timestamps, history, delta-rs in both directions."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+import uuid
+
+import deltalake
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from use.delta import AddFile, DeltaLog, Metadata, Protocol, RemoveFile, SetTransaction, Snapshot
+from use.delta.actions import FILES_SCHEMA, remove_actions
+from use.errors import (
+    ConfigError,
+    InvalidArgumentError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    TableConstraintError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+    VersionNotFoundError,
+)
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("part", pa.string())])
+
+
+def write_file(root: str, rows: pa.Table, part: str | None = None) -> AddFile:
+    """Write one parquet data file with pyarrow and describe it as an AddFile."""
+    rel = (f"part={part}/" if part is not None else "") + f"part-{uuid.uuid4().hex}.parquet"
+    full = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    data = rows.drop_columns(["part"]) if part is not None and "part" in rows.column_names else rows
+    pq.write_table(data, full)
+    pv = {"part": part} if part is not None else {}
+    stats = '{"numRecords":%d}' % rows.num_rows
+    return AddFile(rel, os.path.getsize(full), int(time.time() * 1000), True, pv, stats)
+
+
+def rows(ids: list[int], part: str = "a") -> pa.Table:
+    return pa.table({"id": ids, "name": [f"n{i}" for i in ids], "part": [part] * len(ids)}, schema=SCHEMA)
+
+
+def append(log: DeltaLog, ids: list[int], part: str = "a", partitioned: bool = True) -> int:
+    txn = log.start_transaction()
+    txn.add(write_file(log.table_root, rows(ids, part) if partitioned else rows(ids, part).drop_columns(["part"]), part if partitioned else None))
+    return txn.commit("WRITE", {"mode": "Append"}, {"numFiles": 1})
+
+
+def delta_rs_ids(path: str, version: int | None = None) -> list[int]:
+    t = deltalake.DeltaTable(path, version=version)
+    return sorted(t.to_pyarrow_table().column("id").to_pylist())
+
+
+def our_files(snap: Snapshot) -> set[str]:
+    return set(snap.files.column("path").to_pylist())
+
+
+def delta_rs_files(path: str, version: int | None = None) -> set[str]:
+    t = deltalake.DeltaTable(path, version=version)
+    actions = t.get_add_actions(flatten=True)
+    return set(pa.table(actions).column("path").to_pylist())
+
+
+# --- create ---------------------------------------------------------------------------------------------
+
+
+def test_for_path_without_table(table_path):
+    log = DeltaLog.for_path(table_path)
+    assert not log.exists()
+    assert log.table_root == os.path.abspath(table_path)
+    with pytest.raises(TableNotFoundError, match="no Delta table"):
+        log.snapshot()
+    with pytest.raises(TableNotFoundError):
+        log.history()
+    assert not os.path.exists(table_path)
+
+
+def test_file_uri(table_path):
+    log = DeltaLog.for_path("file://" + os.path.abspath(table_path))
+    assert log.table_root == os.path.abspath(table_path)
+    with pytest.raises(InvalidArgumentError, match="only local paths"):
+        DeltaLog.for_path("s3://bucket/table")
+
+
+def test_create_and_read(table_path):
+    log = DeltaLog.for_path(table_path)
+    snap = log.create(SCHEMA, ["part"], {"delta.checkpointInterval": "5", "foo": "bar"}, name="t", description="d")
+    assert snap.version == 0 and log.exists()
+    again = DeltaLog.for_path(table_path).snapshot()
+    for s in (snap, again):
+        assert s.version == 0
+        assert s.schema == SCHEMA
+        assert s.metadata.partition_columns == ("part",)
+        assert s.metadata.configuration == {"delta.checkpointInterval": "5", "foo": "bar"}
+        assert s.metadata.name == "t" and s.metadata.description == "d"
+        assert s.metadata.format_provider == "parquet"
+        assert s.protocol == Protocol(1, 2)
+        assert s.files.num_rows == 0 and s.files.schema == FILES_SCHEMA
+        assert s.table_root == os.path.abspath(table_path)
+    (h,) = log.history()
+    assert h.version == 0 and h.operation == "CREATE TABLE"
+    assert h.commit_info["engineInfo"].startswith("USE/")
+    dt_ = deltalake.DeltaTable(table_path)
+    assert dt_.version() == 0
+    assert dt_.metadata().partition_columns == ["part"]
+
+
+def test_create_twice_refused(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA)
+    before = sorted(os.listdir(log.log_dir))
+    with pytest.raises(TableAlreadyExistsError, match="already exists"):
+        log.create(SCHEMA)
+    assert sorted(os.listdir(log.log_dir)) == before
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"partition_columns": ["nope"]}, InvalidArgumentError, "not in the schema"),
+        ({"partition_columns": "part"}, InvalidArgumentError, "sequence of column names"),
+        ({"partition_columns": ["part", "part"]}, InvalidArgumentError, "duplicates"),
+        ({"configuration": {"delta.checkpointInterval": "zero"}}, ConfigError, "positive integer"),
+        ({"configuration": {"delta.logRetentionDuration": "forever"}}, ConfigError, "interval"),
+        ({"configuration": {"delta.chekpointInterval": "3"}}, ConfigError, "unknown Delta table property"),
+        ({"configuration": {"delta.columnMapping.mode": "name"}}, UnsupportedFeatureError, "column mapping"),
+        ({"configuration": {"delta.enableDeletionVectors": "true"}}, UnsupportedFeatureError, "deletionVectors"),
+        ({"configuration": {"delta.constraints.x": "id > 0"}}, UnsupportedFeatureError, "checkConstraints"),
+        ({"configuration": {"a": 1}}, ConfigError, "str -> str"),
+    ],
+)
+def test_create_bad_input(table_path, kwargs, error, match):
+    log = DeltaLog.for_path(table_path)
+    with pytest.raises(error, match=match):
+        log.create(SCHEMA, **kwargs)
+    assert not log.exists() and not os.path.exists(log.log_dir)
+
+
+def test_create_bad_schema(table_path):
+    log = DeltaLog.for_path(table_path)
+    with pytest.raises(SchemaMismatchError, match="uint32"):
+        log.create(pa.schema([("x", pa.uint32())]))
+    with pytest.raises(SchemaMismatchError, match="duplicate"):
+        log.create(pa.schema([("x", pa.int32()), ("X", pa.int32())]))
+    with pytest.raises(InvalidArgumentError, match="pyarrow.Schema"):
+        log.create({"x": "int"})  # type: ignore[arg-type]
+    assert not log.exists()
+
+
+def test_schema_roundtrip_all_types(table_path):
+    schema = pa.schema(
+        [
+            pa.field("b", pa.bool_(), nullable=False),
+            ("i8", pa.int8()),
+            ("i16", pa.int16()),
+            ("i32", pa.int32()),
+            ("i64", pa.int64()),
+            ("f32", pa.float32()),
+            ("f64", pa.float64()),
+            ("s", pa.string()),
+            ("bin", pa.binary()),
+            ("d", pa.date32()),
+            ("ts", pa.timestamp("us", tz="UTC")),
+            ("dec", pa.decimal128(10, 2)),
+            ("arr", pa.list_(pa.int32())),
+            ("m", pa.map_(pa.string(), pa.int64())),
+            ("st", pa.struct([("x", pa.int32()), ("y", pa.list_(pa.string()))])),
+        ]
+    )
+    log = DeltaLog.for_path(table_path)
+    snap = log.create(schema)
+    assert DeltaLog.for_path(table_path).snapshot().schema == snap.schema
+    assert snap.schema.field("b").nullable is False
+    assert snap.schema.field("st").type == schema.field("st").type
+    assert deltalake.DeltaTable(table_path).version() == 0
+
+
+def test_timestamp_ntz_needs_feature(table_path):
+    log = DeltaLog.for_path(table_path)
+    snap = log.create(pa.schema([("t", pa.timestamp("us"))]))
+    assert snap.protocol.min_reader_version == 3 and "timestampNtz" in snap.protocol.reader_features
+    assert "timestampNtz" in snap.protocol.writer_features
+    assert deltalake.DeltaTable(table_path).version() == 0
+
+
+# --- appends and reads ------------------------------------------------------------------------------
+
+
+def test_appends_read_by_us_and_delta_rs(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, ["part"])
+    assert append(log, [1, 2]) == 1
+    assert append(log, [3], "b") == 2
+    snap = log.snapshot()
+    assert snap.version == 2 and snap.files.num_rows == 2
+    assert sorted(snap.files.column("partition_values").to_pylist()) == [[("part", "a")], [("part", "b")]]
+    assert delta_rs_ids(table_path) == [1, 2, 3]
+    assert delta_rs_files(table_path) == our_files(snap)
+    assert delta_rs_ids(table_path, 1) == [1, 2]
+    h = log.history()
+    assert [e.version for e in h] == [2, 1, 0]
+    assert h[0].operation == "WRITE" and h[0].parameters == {"mode": "Append"} and h[0].metrics == {"numFiles": 1}
+    ci = h[0].commit_info
+    assert ci["isBlindAppend"] is True and ci["readVersion"] == 1 and ci["isolationLevel"] == "WriteSerializable"
+    assert ci["txnId"] and ci["tags"] == {} and "timestamp" in ci
+    assert [e.version for e in log.history(limit=1)] == [2]
+
+
+def test_remove_and_time_travel(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, ["part"])
+    append(log, [1])
+    append(log, [2])
+    snap = log.snapshot()
+    gone = snap.files.filter(pa.compute.equal(snap.files.column("path"), snap.files.column("path")[0]))
+    txn = log.start_transaction()
+    txn.add(*remove_actions(gone, data_change=True))
+    v = txn.commit("DELETE", {"predicate": "id = 1"})
+    assert v == 3
+    s3 = log.snapshot()
+    assert s3.files.num_rows == 1
+    assert s3.tombstones.num_rows == 1
+    assert s3.tombstones.column("path").to_pylist() == gone.column("path").to_pylist()
+    assert log.snapshot(version=2).files.num_rows == 2
+    assert delta_rs_files(table_path) == our_files(s3)
+    assert len(delta_rs_ids(table_path)) == 1
+    for version in range(4):
+        assert our_files(DeltaLog.for_path(table_path).snapshot(version=version)) == delta_rs_files(table_path, version)
+
+
+def test_version_not_found(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA)
+    with pytest.raises(VersionNotFoundError, match="available versions are 0 to 0"):
+        log.snapshot(version=5)
+    with pytest.raises(VersionNotFoundError):
+        log.snapshot(version=-1)
+    with pytest.raises(InvalidArgumentError):
+        log.snapshot(version="1")  # type: ignore[arg-type]
+
+
+def test_snapshot_by_timestamp(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA)
+    append(log, [1], partitioned=False)
+    append(log, [2], partitioned=False)
+    # Pin commit times so the test does not depend on the clock's resolution.
+    base = 1_700_000_000_000
+    for v in range(3):
+        p = os.path.join(log.log_dir, f"{v:020d}.json")
+        os.utime(p, ns=((base + v * 60_000) * 1_000_000,) * 2)
+    fresh = DeltaLog.for_path(table_path)
+    assert fresh.snapshot(timestamp=base).version == 0
+    assert fresh.snapshot(timestamp=base + 60_000).version == 1
+    assert fresh.snapshot(timestamp=base + 90_000).version == 1
+    assert fresh.snapshot(timestamp=base + 10**9).version == 2
+    when = dt.datetime.fromtimestamp((base + 61_000) / 1000, dt.timezone.utc)
+    assert fresh.snapshot(timestamp=when).version == 1
+    assert fresh.snapshot(timestamp=when.isoformat()).version == 1
+    assert fresh.snapshot(timestamp=when.replace(tzinfo=None)).version == 1
+    assert fresh.snapshot(version=1).timestamp == base + 60_000
+    assert [h.timestamp for h in fresh.history()] == [base + 120_000, base + 60_000, base]
+    with pytest.raises(VersionNotFoundError, match="earliest available is version 0"):
+        fresh.snapshot(timestamp=base - 1)
+    with pytest.raises(InvalidArgumentError, match="ISO"):
+        fresh.snapshot(timestamp="yesterday")
+
+
+def test_app_transaction(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA)
+    assert log.snapshot().app_transaction_version("app") is None
+    txn = log.start_transaction()
+    txn.set_app_transaction("app", 7)
+    txn.add(write_file(table_path, rows([1]).drop_columns(["part"])))
+    txn.commit("WRITE")
+    assert log.snapshot().app_transaction_version("app") == 7
+    assert deltalake.DeltaTable(table_path).transaction_version("app") == 7
+
+
+def test_commit_tags_and_user_metadata(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA)
+    txn = log.start_transaction()
+    txn.commit("OPTIMIZE", {"zOrderBy": ["a"]}, {"n": 3}, tags={"use.optimization.event": '{"x":1}'}, user_metadata="hi")
+    (h, *_) = log.history()
+    assert h.commit_info["tags"] == {"use.optimization.event": '{"x":1}'}
+    assert h.commit_info["userMetadata"] == "hi"
+    assert h.parameters == {"zOrderBy": ["a"]}
+
+
+@pytest.mark.parametrize(
+    "build, error, match",
+    [
+        (lambda f: [f, f], InvalidArgumentError, "added twice"),
+        (lambda f: [f, f.remove()], InvalidArgumentError, "both added and removed"),
+        (lambda f: [AddFile("x.parquet", 1, 1, partition_values={"other": "1"})], InvalidArgumentError, "partition values"),
+        (lambda f: [RemoveFile("nope.parquet", 1)], InvalidArgumentError, "not a live file"),
+        (lambda f: [SetTransaction("a", 1), SetTransaction("a", 2)], InvalidArgumentError, "set twice"),
+    ],
+)
+def test_commit_bad_actions(table_path, build, error, match):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, ["part"])
+    f = AddFile("part=a/f.parquet", 10, 1, partition_values={"part": "a"})
+    before = sorted(os.listdir(log.log_dir))
+    with pytest.raises(error, match=match):
+        txn = log.start_transaction()
+        txn.add(*build(f))
+        txn.commit("WRITE")
+    assert sorted(os.listdir(log.log_dir)) == before
+
+
+def test_bad_commit_arguments(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA)
+    before = sorted(os.listdir(log.log_dir))
+    for kwargs in ({"operation": ""}, {"operation": "W", "tags": {"a": 1}}, {"operation": "W", "parameters": {"x": object()}}):
+        with pytest.raises(InvalidArgumentError):
+            log.start_transaction().commit(**kwargs)
+    with pytest.raises(InvalidArgumentError):
+        log.start_transaction().add("add")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError):
+        AddFile("", 1, 1)
+    with pytest.raises(InvalidArgumentError):
+        AddFile("a", -1, 1)
+    txn = log.start_transaction()
+    txn.commit("W")
+    with pytest.raises(InvalidArgumentError, match="already committed"):
+        txn.commit("W")
+    assert len(os.listdir(log.log_dir)) == len(before) + 1
+
+
+def test_append_only(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, configuration={"delta.appendOnly": "true"})
+    append(log, [1], partitioned=False)
+    snap = log.snapshot()
+    txn = log.start_transaction()
+    txn.add(*remove_actions(snap.files, data_change=True))
+    with pytest.raises(TableConstraintError, match="append-only"):
+        txn.commit("DELETE")
+    assert log.snapshot().version == 1
+    # Rearranging data (dataChange=false) stays allowed.
+    txn = log.start_transaction()
+    new = write_file(table_path, rows([1]).drop_columns(["part"]))
+    txn.add(*remove_actions(snap.files, data_change=False), AddFile(new.path, new.size, new.modification_time, False, {}, new.stats))
+    assert txn.commit("OPTIMIZE") == 2
+
+
+def test_metadata_change(table_path):
+    log = DeltaLog.for_path(table_path)
+    snap = log.create(SCHEMA)
+    m = snap.metadata
+    txn = log.start_transaction()
+    txn.add(Metadata(m.id, m.schema_string, m.partition_columns, {"qbeast.revision.1": "{}"}, m.name, m.description, created_time=m.created_time))
+    txn.commit("SET TBLPROPERTIES")
+    assert log.snapshot().metadata.configuration == {"qbeast.revision.1": "{}"}
+    assert deltalake.DeltaTable(table_path).metadata().configuration == {"qbeast.revision.1": "{}"}
