@@ -399,8 +399,9 @@ def select_blocks(blocks: pa.Table, revisions: Any, predicate: Predicate | None,
         revision = revisions[rid_i]
         rows = np.nonzero(rev_ids == rid)[0]
         spaces = query_space(predicate, revision)
-        cubes_rev = pc.take(cube_col, pa.array(rows))
-        uniq, inverse = np.unique(_as_bytes_array(cubes_rev), return_inverse=True)
+        encoded = pc.take(cube_col, pa.array(rows)).combine_chunks().dictionary_encode()
+        uniq = _as_bytes_array(encoded.dictionary)  # Python strings only for the distinct cubes
+        inverse = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         status = np.full(uniq.shape[0], np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(status, inverse, max_w[rows])
         cube_ok = select_cubes(uniq, status, len(list(revision.columns)), spaces, weight_to)

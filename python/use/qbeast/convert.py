@@ -1,0 +1,202 @@
+"""Turning a parquet directory or a Delta table into a Qbeast table in place (qbeast-format spec §6.4).
+
+No data file is read or rewritten. A parquet directory first becomes a Delta table: one `add` per
+parquet file, its stats taken from the file's footer (the `CONVERT TO DELTA` step). Then one
+metadata-only commit adds the *staging* revision 0 for the requested columns (EmptyTransformers,
+the desired cube size) and `qbeast.lastRevisionID = "0"`. Every existing file is then an unindexed
+staging file: reads see all rows, and the next indexed write (or an optimization of revision 0)
+creates revision 1 with real transformations.
+
+Everything that can be wrong with the input (missing path, partitioned layout, unknown columns,
+bad cube size, schemas that do not unify) is checked before the first byte is written, so a failed
+conversion leaves the directory exactly as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from use.errors import (
+    IndexColumnError,
+    InvalidArgumentError,
+    SchemaMismatchError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+)
+
+DEFAULT_CUBE_SIZE: int = 5_000_000
+
+
+@dataclass(frozen=True)
+class ConvertResult:
+    """What a conversion did. `version` is the table version after it (unchanged for a no-op)."""
+
+    path: str
+    version: int
+    source_format: str  # "parquet", "delta" or "qbeast" (already converted: nothing done)
+    num_files: int
+    columns_to_index: tuple[str, ...]
+    converted: bool
+
+
+def _check_cube_size(cube_size: Any) -> int:
+    if isinstance(cube_size, bool) or not isinstance(cube_size, int) or cube_size < 1:
+        raise InvalidArgumentError(f"cube_size must be a positive int (rows per cube, e.g. 5000000), got {cube_size!r}")
+    return cube_size
+
+
+def _spec_names(columns_to_index: Any) -> tuple[Any, list[str]]:
+    """Parse the column specs; returns (parsed specs, plain column names)."""
+    from use.qbeast.revision import parse_column_specs
+
+    if isinstance(columns_to_index, str):
+        text = columns_to_index
+    elif isinstance(columns_to_index, (list, tuple)) and all(isinstance(c, str) for c in columns_to_index):
+        text = ",".join(columns_to_index)
+    else:
+        raise IndexColumnError(
+            f"columns_to_index must be a list of column names (or 'a,b:hashing' specs), got {columns_to_index!r}"
+        )
+    if not text.strip():
+        raise IndexColumnError("columns_to_index is empty: name at least one column to index")
+    specs = parse_column_specs(text)
+    names = [s.name if hasattr(s, "name") else s.column for s in specs]  # type: ignore[union-attr]
+    return specs, names
+
+
+def _check_columns(names: Sequence[str], schema: pa.Schema, where: str) -> None:
+    missing = [n for n in names if n not in schema.names]
+    if missing:
+        raise IndexColumnError(
+            f"cannot index {missing} of {where}: no such column; the table's columns are {schema.names}"
+        )
+
+
+def _holds_data(path: str) -> bool:
+    return any(not f.startswith((".", "_")) for _, _, files in os.walk(path) for f in files)
+
+
+def _list_parquet_dir(path: str) -> list[str]:
+    """Relative paths of the data files of an unpartitioned parquet directory (hidden files skipped)."""
+    out: list[str] = []
+    for entry in sorted(os.scandir(path), key=lambda e: e.name):
+        if entry.name.startswith((".", "_")):
+            continue
+        if entry.is_dir():
+            if "=" in entry.name or _holds_data(entry.path):
+                raise UnsupportedFeatureError(
+                    f"{path!r} has the subdirectory {entry.name!r}: partitioned (or nested) parquet directories cannot "
+                    f"be converted to Qbeast; rewrite the data unpartitioned (e.g. QbeastTable.write) instead"
+                )
+            continue
+        if entry.is_file():
+            out.append(entry.name)
+    return out
+
+
+def _parquet_adds(path: str, names: list[str]) -> tuple[pa.Schema, list[Any]]:
+    """Schema and `AddFile`s (with footer stats) of a parquet directory's files."""
+    from use.delta.actions import AddFile
+    from use.delta.stats import file_stats_json
+
+    metas = []
+    for name in names:
+        full = os.path.join(path, name)
+        try:
+            metas.append((name, pq.read_metadata(full), os.stat(full)))
+        except Exception as exc:
+            raise SchemaMismatchError(f"{full!r} is not a readable parquet file ({exc}); move it out of the directory") from None
+    try:
+        schema = pa.unify_schemas([m.schema.to_arrow_schema() for _, m, _ in metas])
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise SchemaMismatchError(f"the parquet files in {path!r} have incompatible schemas: {exc}") from None
+    schema = pa.schema([pa.field(f.name, f.type, True) for f in schema])  # Delta columns are nullable
+    # Parquet min/max ignore NaN, while Spark orders NaN above everything: never claim a float max.
+    floats = [f.name for f in schema if pa.types.is_floating(f.type)]
+    adds = []
+    for name, meta, st in metas:
+        adds.append(
+            AddFile(
+                path=urllib.parse.quote(name),
+                size=int(st.st_size),
+                modification_time=int(st.st_mtime * 1000),
+                data_change=True,
+                stats=file_stats_json(meta, schema, nan_columns=floats),
+            )
+        )
+    return schema, adds
+
+
+def convert_to_qbeast(path: str, columns_to_index: Sequence[str] | str, cube_size: int = DEFAULT_CUBE_SIZE) -> ConvertResult:
+    """Convert the parquet directory or Delta table at `path` into a Qbeast table (staging revision 0)."""
+    from use.delta import DeltaLog
+    from use.qbeast.revision import configuration_with_revision, staging_revision
+    from use.qbeast.snapshot import QbeastSnapshot
+
+    if not isinstance(path, str) or not path:
+        raise InvalidArgumentError(f"path must be a non-empty string, got {path!r}")
+    cube_size = _check_cube_size(cube_size)
+    if not os.path.isdir(path):
+        raise TableNotFoundError(f"cannot convert {path!r}: no such directory (expected a parquet directory or a Delta table)")
+    path = os.path.abspath(path)
+    specs, names = _spec_names(columns_to_index)
+    log = DeltaLog.for_path(path)
+
+    if log.exists():
+        snap = log.snapshot()
+        qsnap = QbeastSnapshot.from_delta(snap)
+        if qsnap.is_qbeast:
+            return ConvertResult(path, snap.version, "qbeast", snap.num_files, tuple(names), False)
+        if snap.partition_columns:
+            raise UnsupportedFeatureError(
+                f"the Delta table at {path!r} is partitioned by {list(snap.partition_columns)}; partitioned tables cannot "
+                f"be converted to Qbeast (rewrite it unpartitioned with QbeastTable.write)"
+            )
+        _check_columns(names, snap.schema, f"the Delta table at {path!r}")
+        revision = staging_revision(path, specs, cube_size, snap.schema)
+        txn = log.start_transaction()
+        meta = snap.metadata
+        txn.add(_with_configuration(meta, configuration_with_revision(meta.configuration, revision)))
+        version = txn.commit("SET TBLPROPERTIES", {"properties": _props(revision)})
+        return ConvertResult(path, version, "delta", snap.num_files, tuple(names), True)
+
+    files = _list_parquet_dir(path)
+    if not files:
+        raise TableNotFoundError(
+            f"cannot convert {path!r}: it has neither a Delta log nor parquet files; write the table with QbeastTable.write"
+        )
+    schema, adds = _parquet_adds(path, files)
+    _check_columns(names, schema, f"the parquet directory {path!r}")
+    revision = staging_revision(path, specs, cube_size, schema)
+    # Step 1 (CONVERT TO DELTA): the log over the existing files, exactly as they are.
+    log.create(schema)
+    txn = log.start_transaction()
+    txn.add(*adds)
+    txn.commit("CONVERT", {"numFiles": len(adds), "partitionedBy": [], "collectStats": True, "sourceFormat": "parquet"})
+    # Step 2: the metadata-only commit that makes it a Qbeast table.
+    snap = log.snapshot()
+    txn = log.start_transaction()
+    txn.add(_with_configuration(snap.metadata, configuration_with_revision(snap.metadata.configuration, revision)))
+    version = txn.commit("SET TBLPROPERTIES", {"properties": _props(revision)})
+    return ConvertResult(path, version, "parquet", len(adds), tuple(names), True)
+
+
+def _props(revision: Any) -> dict[str, str]:
+    return {"qbeast.lastRevisionID": "0", "qbeast.revision.0": revision.to_json()}
+
+
+def _with_configuration(meta: Any, configuration: dict[str, str]) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(meta, configuration=dict(configuration))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

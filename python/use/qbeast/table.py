@@ -1,0 +1,160 @@
+"""`QbeastTable`, the public Python entry point to a Qbeast table (exported as `use.QbeastTable`).
+
+A thin facade: each method delegates to the module that owns the work (writer, reader, convert,
+metrics). A `QbeastTable` holds only its path and session; every call reads the latest snapshot, so
+an object kept around never serves stale metadata after other writers commit.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from use.errors import InvalidArgumentError, NotAQbeastTableError, VersionNotFoundError
+from use.qbeast.convert import DEFAULT_CUBE_SIZE, ConvertResult, convert_to_qbeast
+from use.qbeast.reader import FilterArg, load_snapshot
+from use.qbeast.reader import read as _read
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from use.qbeast.metrics import IndexMetrics
+    from use.qbeast.revision import Revision
+    from use.qbeast.snapshot import QbeastSnapshot
+    from use.qbeast.writer import WriteResult
+
+
+class QbeastTable:
+    """A Qbeast table at a path: write, read/sample, revisions, index metrics."""
+
+    def __init__(self, spark: "SparkSession", path: str) -> None:
+        self._spark = spark
+        self._path = os.path.abspath(path)
+
+    # --- construction -----------------------------------------------------------------------
+
+    @classmethod
+    def for_path(cls, spark: "SparkSession", path: str) -> "QbeastTable":
+        """The Qbeast table at `path`; TableNotFoundError if there is no table, NotAQbeastTableError
+        for a Delta table without Qbeast metadata (convert it first)."""
+        qsnap = load_snapshot(os.path.abspath(path) if isinstance(path, str) and path else path)
+        if not qsnap.is_qbeast:
+            raise NotAQbeastTableError(
+                f"{path!r} is a Delta table without Qbeast metadata (no qbeast.revision.* properties); convert it "
+                f"with QbeastTable.convert(spark, {path!r}, columns_to_index=[...]) or write it with QbeastTable.write"
+            )
+        return cls(spark, path)
+
+    @staticmethod
+    def write(
+        df: "DataFrame",
+        path: str,
+        columns_to_index: Sequence[str] | str,
+        cube_size: int = DEFAULT_CUBE_SIZE,
+        mode: str = "append",
+        column_stats: Mapping[str, Any] | str | None = None,
+    ) -> "WriteResult":
+        """Index `df` into the table at `path` (created if missing) with the OTree writer."""
+        from use.qbeast.writer import write as _write
+
+        return _write(
+            df.sparkSession, df, path, columns_to_index, cube_size=cube_size, mode=mode, column_stats=column_stats
+        )
+
+    @staticmethod
+    def convert(
+        spark: "SparkSession", path: str, columns_to_index: Sequence[str] | str, cube_size: int = DEFAULT_CUBE_SIZE
+    ) -> ConvertResult:
+        """Make the parquet directory or Delta table at `path` a Qbeast table (staging revision 0)."""
+        return convert_to_qbeast(path, columns_to_index, cube_size)
+
+    # --- reading ----------------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def snapshot(self) -> "QbeastSnapshot":
+        """The latest snapshot (read now, never cached)."""
+        return load_snapshot(self._path)
+
+    def read(self, sample: float | None = None, filter: FilterArg = None) -> "DataFrame":
+        """The table's rows, optionally a deterministic sample (fraction in (0,1]) and/or filtered."""
+        return _read(self._spark, self.snapshot(), sample=sample, filter=filter)
+
+    # --- revisions and metrics ----------------------------------------------------------------
+
+    def revision_ids(self) -> list[int]:
+        """All revision ids, ascending (0 is the staging revision)."""
+        return sorted(self.snapshot().revisions)
+
+    @property
+    def latest_revision_id(self) -> int:
+        return int(self.snapshot().latest_revision_id)
+
+    def revision(self, revision_id: int | None = None) -> "Revision":
+        """One revision (the latest when `revision_id` is None)."""
+        qsnap = self.snapshot()
+        rid = qsnap.latest_revision_id if revision_id is None else revision_id
+        if isinstance(rid, bool) or not isinstance(rid, int):
+            raise InvalidArgumentError(f"revision_id must be an int, got {revision_id!r}")
+        if rid not in qsnap.revisions:
+            raise VersionNotFoundError(
+                f"revision {rid} does not exist in the table at {self._path!r}; its revisions are "
+                f"{sorted(qsnap.revisions)}"
+            )
+        return qsnap.revisions[rid]
+
+    def indexed_columns(self) -> list[str]:
+        return list(self.revision().columns)
+
+    def cube_size(self) -> int:
+        return int(self.revision().desired_cube_size)
+
+    def revisions_metadata(self) -> list[dict[str, Any]]:
+        """Every revision as plain data (the JSON qbeast-spark stores, parsed), plus file/row counts."""
+        import json
+
+        import numpy as np
+
+        qsnap = self.snapshot()
+        files = qsnap.files
+        rev_col = files.column("revision_id").to_numpy() if files.num_rows else np.zeros(0, dtype=np.int64)
+        sizes = files.column("size").to_numpy() if files.num_rows else np.zeros(0, dtype=np.int64)
+        blocks = qsnap.blocks
+        b_rev = blocks.column("revision_id").to_numpy() if blocks.num_rows else np.zeros(0, dtype=np.int64)
+        b_cnt = blocks.column("element_count").to_numpy() if blocks.num_rows else np.zeros(0, dtype=np.int64)
+        out = []
+        for rid in sorted(qsnap.revisions):
+            rev = qsnap.revisions[rid]
+            entry = json.loads(rev.to_json())
+            entry.update(
+                {
+                    "revision_id": int(rid),
+                    "is_staging": rid == 0,
+                    "indexed_columns": list(rev.columns),
+                    "num_files": int((rev_col == rid).sum()),
+                    "num_bytes": int(sizes[rev_col == rid].sum()),
+                    "num_rows": int(b_cnt[b_rev == rid].sum()),
+                }
+            )
+            out.append(entry)
+        return out
+
+    def index_metrics(self, revision_id: int | None = None) -> "dict[int, IndexMetrics] | IndexMetrics":
+        """OTree metrics per revision; with `revision_id`, that revision's metrics only."""
+        from use.qbeast.metrics import index_metrics
+
+        metrics = index_metrics(self.snapshot())
+        if revision_id is None:
+            return metrics
+        if revision_id not in metrics:
+            raise VersionNotFoundError(
+                f"revision {revision_id} has no index in the table at {self._path!r}; revisions with data: {sorted(metrics)}"
+            )
+        return metrics[revision_id]
+
+    # --- optimization (delegated to use.optimize, added by the optimizer) ----------------------
+
+    def __repr__(self) -> str:
+        return f"QbeastTable({self._path!r})"
