@@ -1,0 +1,250 @@
+"""Writing one parquet data file of a Delta table and describing it as an `AddFile`.
+
+This runs inside Spark executors (from `mapInArrow` tasks) as well as on the driver, so it imports
+nothing but pyarrow and this package's lowest modules, and it never re-reads data: stats come from
+the footer the writer just produced. The file is written under a hidden temporary name in its final
+directory and then linked/renamed into place, so a reader listing the table never sees a partial
+file and an existing file is never overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from use.delta.actions import AddFile
+from use.delta.stats import DEFAULT_NUM_INDEXED_COLS, file_stats_json, iter_leaf_arrays, stats_leaves
+from use.errors import InvalidArgumentError, SchemaMismatchError, StorageError
+
+__all__ = ["write_data_file", "partition_directory", "escape_partition_value", "local_root"]
+
+HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+# The characters Spark/Hive escape in partition directory names (ExternalCatalogUtils).
+_ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
+# Characters kept as they are when a relative path is written into the log as a URI path.
+_URI_SAFE = "/=:@!$&'()*+,;-._~"
+
+
+def escape_partition_value(value: str | None) -> str:
+    """A partition value as a directory-name fragment (Hive escaping; null -> default partition)."""
+    if value is None or value == "":
+        return HIVE_DEFAULT_PARTITION
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in value)
+
+
+def partition_directory(partition_values: Mapping[str, str | None]) -> str:
+    """`a=1/b=x%3Ay`: the relative directory Spark would use for these partition values."""
+    return "/".join(f"{escape_partition_value(k)}={escape_partition_value(v)}" for k, v in partition_values.items())
+
+
+def local_root(table_root: str) -> str:
+    """The table root as a local directory path (`file:` URIs accepted)."""
+    if table_root.startswith("file:"):
+        parsed = urllib.parse.urlparse(table_root)
+        return urllib.parse.unquote(parsed.path)
+    if "://" in table_root:
+        raise InvalidArgumentError(
+            f"table root {table_root!r} is not a local path; write_data_file writes to local (or mounted) file systems"
+        )
+    return table_root
+
+
+def _check_relative(name: str) -> str:
+    rel = name.replace("\\", "/")
+    parts = rel.split("/")
+    if (
+        not rel
+        or rel.startswith("/")
+        or any(p in ("", ".", "..") for p in parts)
+        or any(p.startswith(("_", ".")) for p in parts)
+    ):
+        raise InvalidArgumentError(
+            f"file_name {name!r} must be a relative path inside the table root with no '..', empty, "
+            "hidden ('.') or underscore-prefixed parts (those are reserved for the log and temporary files)"
+        )
+    return rel
+
+
+def _batches(
+    data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch], schema: pa.Schema | None
+) -> tuple[pa.Schema, Iterable[pa.RecordBatch]]:
+    if isinstance(data, pa.Table):
+        return data.schema, data.to_batches()
+    if isinstance(data, pa.RecordBatch):
+        return data.schema, [data]
+    it = iter(data)
+    first: pa.RecordBatch | None = None
+    for b in it:
+        first = b
+        break
+    if first is None:
+        if schema is None:
+            raise InvalidArgumentError("write_data_file got no batches and no schema; pass schema= to write an empty file")
+        return schema, []
+
+    def chain() -> Iterable[pa.RecordBatch]:
+        assert first is not None
+        yield first
+        yield from it
+
+    if isinstance(first, pa.Table):
+        raise InvalidArgumentError("write_data_file takes a pyarrow.Table or an iterable of RecordBatches, not of Tables")
+    return first.schema, chain()
+
+
+def _conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+    """Select and cast the batch's columns to the target schema (by name), or say what differs."""
+    if batch.schema.equals(target, check_metadata=False):
+        return batch
+    missing = [f.name for f in target if batch.schema.get_field_index(f.name) < 0]
+    if missing:
+        raise SchemaMismatchError(
+            f"data has no column(s) {missing} of the table schema {target.names}; data columns: {batch.schema.names}"
+        )
+    cols = []
+    for f in target:
+        col = batch.column(batch.schema.get_field_index(f.name))
+        if col.type != f.type:
+            try:
+                col = col.cast(f.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+                raise SchemaMismatchError(
+                    f"column {f.name!r} has type {col.type} in the data but {f.type} in the table schema and does not "
+                    f"convert safely ({e}); cast the data to the table schema first"
+                ) from e
+        cols.append(col)
+    return pa.RecordBatch.from_arrays(cols, schema=target)
+
+
+def write_data_file(
+    table_root: str,
+    data: pa.Table | Iterable[pa.RecordBatch],
+    *,
+    schema: pa.Schema | None = None,
+    file_name: str | None = None,
+    data_change: bool = True,
+    tags: Mapping[str, str] | None = None,
+    partition_values: Mapping[str, str | None] | None = None,
+    stats_columns: int = DEFAULT_NUM_INDEXED_COLS,
+    stats_column_names: Sequence[str] | None = None,
+    row_group_size: int | None = None,
+) -> AddFile:
+    """Write `data` as one snappy parquet file under `table_root` and return its `AddFile`.
+
+    `schema` is the file's schema (data columns only; columns are selected and safely cast to it);
+    partition columns named in `partition_values` are dropped from the data and the file goes to
+    the Hive-style partition directory. `stats_columns` / `stats_column_names` are
+    `delta.dataSkippingNumIndexedCols` / `delta.dataSkippingStatsColumns`. The returned path is
+    relative to the table root and URL-encoded as the log stores it.
+    """
+    root = local_root(table_root)
+    if not os.path.isdir(root):
+        raise InvalidArgumentError(f"table root {table_root!r} is not an existing directory; create the table first")
+    if isinstance(stats_columns, bool) or not isinstance(stats_columns, int) or stats_columns < -1:
+        raise InvalidArgumentError(f"stats_columns must be -1 (all) or a non-negative int, got {stats_columns!r}")
+    pvals = dict(partition_values or {})
+    data_schema, batches = _batches(data, schema)
+    target = schema if schema is not None else data_schema
+    if pvals:
+        target = pa.schema([f for f in target if f.name not in pvals], metadata=target.metadata)
+    if target.metadata:
+        target = target.remove_metadata()
+    if len(target) == 0:
+        raise InvalidArgumentError("write_data_file needs at least one data column besides the partition columns")
+    leaves = stats_leaves(target, num_indexed_cols=stats_columns, columns=stats_column_names)
+    float_leaves = [l for l in leaves if pa.types.is_floating(l.type)]
+
+    if file_name is None:
+        rel = f"{uuid.uuid4()}.parquet"
+        if pvals:
+            rel = f"{partition_directory(pvals)}/{rel}"
+    else:
+        rel = _check_relative(file_name)
+    final = os.path.join(root, *rel.split("/"))
+    directory = os.path.dirname(final)
+    if os.path.lexists(final):
+        raise InvalidArgumentError(f"data file {rel!r} already exists under {table_root!r}; choose another file_name")
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{os.path.basename(final)}.{uuid.uuid4().hex}.tmp")
+    nan_columns: set[str] = set()
+    try:
+        with pq.ParquetWriter(
+            tmp,
+            target,
+            compression="snappy",
+            write_statistics=True,
+            use_compliant_nested_type=True,
+            coerce_timestamps="us",
+            allow_truncated_timestamps=False,
+        ) as writer:
+            for batch in batches:
+                batch = _conform(batch, target)
+                if batch.num_rows == 0:
+                    continue
+                for leaf, values in iter_leaf_arrays(batch, float_leaves):
+                    if leaf.name not in nan_columns and pc.any(pc.is_nan(values)).as_py():
+                        nan_columns.add(leaf.name)
+                try:
+                    writer.write_batch(batch, row_group_size=row_group_size)
+                except pa.ArrowInvalid as e:
+                    raise SchemaMismatchError(
+                        f"data for {rel!r} cannot be stored as Delta parquet ({e}); e.g. round nanosecond "
+                        "timestamps to microseconds first"
+                    ) from e
+        metadata = pq.read_metadata(tmp)
+        _publish(tmp, final, rel, table_root)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
+    st = os.stat(final)
+    stats = file_stats_json(
+        metadata, target, num_indexed_cols=stats_columns, columns=stats_column_names, nan_columns=nan_columns
+    )
+    return AddFile(
+        path=urllib.parse.quote(rel, safe=_URI_SAFE),
+        size=int(st.st_size),
+        modification_time=int(st.st_mtime_ns // 1_000_000),
+        data_change=data_change,
+        partition_values=pvals,
+        stats=stats,
+        tags=dict(tags) if tags is not None else None,
+    )
+
+
+def _publish(tmp: str, final: str, rel: str, table_root: str) -> None:
+    """Move the finished file into place without ever replacing an existing one."""
+    try:
+        os.link(tmp, final)
+    except FileExistsError as e:
+        raise InvalidArgumentError(f"data file {rel!r} already exists under {table_root!r}; choose another file_name") from e
+    except OSError:
+        # File systems without hard links: the existence check above is the best we can do.
+        if os.path.lexists(final):
+            raise InvalidArgumentError(f"data file {rel!r} already exists under {table_root!r}; choose another file_name")
+        try:
+            os.rename(tmp, final)
+        except OSError as e:
+            raise StorageError(f"could not move the new data file into place at {final}: {e}") from e
+        return
+    os.unlink(tmp)
+
+
+def add_file_row(add: AddFile) -> dict[str, Any]:
+    """An AddFile as a dict in the `Snapshot.files` column layout (handy for tests and tools)."""
+    return {
+        "path": add.path,
+        "size": add.size,
+        "modification_time": add.modification_time,
+        "data_change": add.data_change,
+        "stats": add.stats,
+        "tags": None if add.tags is None else list(add.tags.items()),
+        "partition_values": list(add.partition_values.items()),
+    }

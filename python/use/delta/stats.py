@@ -1,0 +1,772 @@
+"""Delta per-file statistics: written from parquet footers, parsed for whole snapshots at once.
+
+Writing: a data file's stats are the `add.stats` JSON Delta readers use for data skipping
+(`numRecords`, `minValues`, `maxValues`, `nullCount`, nested structs as nested objects). They are
+taken from the parquet footer (row-group statistics merged), never by re-reading the data, so they
+cost nothing on executors. Values are rendered the way Delta on Spark renders them, so that Spark,
+delta-rs and this project skip the same files:
+
+- only the first `delta.dataSkippingNumIndexedCols` leaf columns (default 32; a struct counts as
+  its leaves, an array or map as one), or exactly `delta.dataSkippingStatsColumns` when set;
+- min/max only for numbers, decimals, dates, timestamps and strings (Delta's skipping-eligible
+  types); booleans, binary and nested collections get a null count only (or nothing);
+- dates as `YYYY-MM-DD`; timestamps as ISO-8601 in UTC with millisecond precision and `Z` (the min
+  rounded down, the max rounded up, so both stay true bounds; timestamp_ntz as microseconds without
+  a zone);
+- strings longer than 32 UTF-16 units (Java's `String.length`) truncated: the min to its prefix,
+  the max to a prefix plus a tie-breaker character (U+007F or U+10FFFF) that keeps it an upper
+  bound, exactly as Delta's `truncateMaxStringAgg`;
+- a float column holding NaN gets no max: Spark orders NaN above every number, the parquet footer
+  ignores NaN, and a missing max is the only value every reader treats as "no bound".
+
+Parsing (`parse_stats`): the `stats` column of a snapshot is parsed in one `pyarrow.json` call with
+an explicit schema derived from the table schema, so a million files never become a million Python
+dicts. Only if that fast path fails (a writer put something odd in one file's stats) does a slow,
+per-file path run, and it turns what it cannot read into nulls (= "no stats": keep the file).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal as _decimal
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from use.errors import ConfigError, InvalidArgumentError
+
+__all__ = [
+    "DEFAULT_NUM_INDEXED_COLS",
+    "STRING_PREFIX_LENGTH",
+    "StatsConfig",
+    "LeafColumn",
+    "leaf_columns",
+    "stats_leaves",
+    "collect_stats",
+    "stats_to_json",
+    "file_stats_json",
+    "parse_stats",
+    "stat_column",
+    "truncate_min_string",
+    "truncate_max_string",
+    "parse_column_list",
+    "is_skipping_eligible",
+]
+
+DEFAULT_NUM_INDEXED_COLS = 32
+STRING_PREFIX_LENGTH = 32
+NUM_INDEXED_COLS_KEY = "delta.dataSkippingNumIndexedCols"
+STATS_COLUMNS_KEY = "delta.dataSkippingStatsColumns"
+
+_ASCII_MAX = "\u007f"
+_UTF8_MAX = chr(0x10FFFF)
+_EPOCH_DATE = _dt.date(1970, 1, 1)
+
+
+# --- configuration -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StatsConfig:
+    """Which columns get stats: `columns` (when set) wins over `num_indexed_cols` (-1 = all)."""
+
+    num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS
+    columns: tuple[str, ...] | None = None
+
+    @classmethod
+    def from_configuration(cls, configuration: Mapping[str, str] | None) -> "StatsConfig":
+        """Read the two Delta table properties, with a clear error for a bad value."""
+        conf = configuration or {}
+        raw_n = conf.get(NUM_INDEXED_COLS_KEY)
+        n = DEFAULT_NUM_INDEXED_COLS
+        if raw_n is not None:
+            try:
+                n = int(str(raw_n).strip())
+            except ValueError:
+                n = -2
+            if n < -1:
+                raise ConfigError(
+                    f"table property {NUM_INDEXED_COLS_KEY}={raw_n!r} is not valid: use -1 (all "
+                    f"columns) or a non-negative number of leaf columns (default {DEFAULT_NUM_INDEXED_COLS})"
+                )
+        raw_cols = conf.get(STATS_COLUMNS_KEY)
+        cols = parse_column_list(raw_cols, key=STATS_COLUMNS_KEY) if raw_cols is not None else None
+        return cls(num_indexed_cols=n, columns=cols)
+
+
+def parse_column_list(text: str, *, key: str = STATS_COLUMNS_KEY) -> tuple[str, ...]:
+    """`a, b.c, \\`odd.name\\`` -> ("a", "b.c", "odd.name") (backticks quote a name with dots)."""
+    names: list[str] = []
+    current: list[str] = []
+    in_quote = False
+    for ch in text:
+        if ch == "`":
+            in_quote = not in_quote
+            continue
+        if ch == "," and not in_quote:
+            names.append("".join(current).strip())
+            current = []
+            continue
+        current.append(ch)
+    if in_quote:
+        raise ConfigError(f"table property {key}={text!r} has an unclosed backtick; quote names as `name`")
+    names.append("".join(current).strip())
+    names = [n for n in names if n]
+    return tuple(names)
+
+
+# --- schema walking ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeafColumn:
+    """One leaf of a schema as Delta stats see it (structs expanded; arrays/maps are leaves)."""
+
+    path: tuple[str, ...]
+    type: pa.DataType
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.path)
+
+
+def _storage_type(t: pa.DataType) -> pa.DataType:
+    if isinstance(t, pa.ExtensionType):
+        return t.storage_type
+    if pa.types.is_dictionary(t):
+        return t.value_type
+    return t
+
+
+def leaf_columns(schema: pa.Schema | pa.StructType | Sequence[pa.Field], prefix: tuple[str, ...] = ()) -> list[LeafColumn]:
+    """The schema's leaves in order, expanding structs (Delta's order for `numIndexedCols`)."""
+    out: list[LeafColumn] = []
+    fields = list(schema) if not isinstance(schema, pa.StructType) else [schema.field(i) for i in range(schema.num_fields)]
+    for f in fields:
+        t = _storage_type(f.type)
+        if pa.types.is_struct(t):
+            out.extend(leaf_columns(t, prefix + (f.name,)))
+        else:
+            out.append(LeafColumn(prefix + (f.name,), t))
+    return out
+
+
+def is_skipping_eligible(t: pa.DataType) -> bool:
+    """Delta collects min/max only for these types (not booleans, binary or collections)."""
+    t = _storage_type(t)
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_date(t)
+        or pa.types.is_timestamp(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or (hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t))
+    )
+
+
+def _resolve_names(schema: pa.Schema, names: Iterable[str], what: str) -> list[LeafColumn]:
+    """Leaves selected by names (a struct name selects all its leaves); unknown names are errors."""
+    leaves = leaf_columns(schema)
+    selected: list[LeafColumn] = []
+    seen: set[tuple[str, ...]] = set()
+    for name in names:
+        path = resolve_path(schema, name)
+        if path is None:
+            available = ", ".join(l.name for l in leaves)
+            raise ConfigError(f"{what} names column {name!r}, which is not in the table schema (columns: {available})")
+        for leaf in leaves:
+            if leaf.path[: len(path)] == path and leaf.path not in seen:
+                seen.add(leaf.path)
+                selected.append(leaf)
+    return selected
+
+
+def resolve_path(schema: pa.Schema | pa.StructType, name: str) -> tuple[str, ...] | None:
+    """A column name (dotted for nested fields) -> its field path, exact first, then case-insensitive."""
+    for exact in (True, False):
+        path = _resolve(schema, name, exact)
+        if path is not None:
+            return path
+    return None
+
+
+def _resolve(struct: pa.Schema | pa.StructType, name: str, exact: bool) -> tuple[str, ...] | None:
+    fields = list(struct) if isinstance(struct, pa.Schema) else [struct.field(i) for i in range(struct.num_fields)]
+    # Longest matching field name first, so a top-level name containing a dot wins over nesting.
+    for f in sorted(fields, key=lambda f: -len(f.name)):
+        fname = f.name if exact else f.name.lower()
+        key = name if exact else name.lower()
+        if key == fname:
+            return (f.name,)
+        if key.startswith(fname + "."):
+            t = _storage_type(f.type)
+            if pa.types.is_struct(t):
+                rest = _resolve(t, name[len(f.name) + 1 :], exact)
+                if rest is not None:
+                    return (f.name,) + rest
+    return None
+
+
+def stats_leaves(
+    schema: pa.Schema,
+    *,
+    num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
+    columns: Sequence[str] | None = None,
+    partition_columns: Sequence[str] = (),
+) -> list[LeafColumn]:
+    """The leaf columns that get stats, in schema order (partition columns never do)."""
+    parts = set(partition_columns)
+    data_schema = pa.schema([f for f in schema if f.name not in parts])
+    if columns is not None:
+        return _resolve_names(data_schema, columns, STATS_COLUMNS_KEY)
+    leaves = leaf_columns(data_schema)
+    if num_indexed_cols < 0:
+        return leaves
+    return leaves[:num_indexed_cols]
+
+
+# --- string truncation (Delta's rules, in UTF-16 units like Java) --------------------------------
+
+
+def _units(ch: str) -> int:
+    return 2 if ord(ch) > 0xFFFF else 1
+
+
+def _utf16_len(s: str) -> int:
+    return len(s) + sum(1 for ch in s if ord(ch) > 0xFFFF)
+
+
+def truncate_min_string(s: str, prefix_len: int = STRING_PREFIX_LENGTH) -> str | None:
+    """A prefix of at most `prefix_len` UTF-16 units (one more to keep a surrogate pair whole)."""
+    if _utf16_len(s) <= prefix_len:
+        return s
+    if prefix_len <= 0:
+        return None
+    units = 0
+    end = 0
+    for ch in s:
+        if units >= prefix_len:
+            break
+        units += _units(ch)
+        end += 1
+    return s[:end]
+
+
+def truncate_max_string(s: str, prefix_len: int = STRING_PREFIX_LENGTH) -> str | None:
+    """A short string that is still >= `s` in UTF-8 order, or None when none exists within 2x the prefix."""
+    if _utf16_len(s) <= prefix_len:
+        return s
+    if prefix_len <= 0:
+        return None
+    prefix = truncate_min_string(s, prefix_len) or ""
+    pos = len(prefix)  # in code points
+    units = _utf16_len(prefix)
+    max_units = 2 * prefix_len
+    while units <= max_units:
+        if pos >= len(s):
+            return s
+        ch = s[pos]
+        if ch == _UTF8_MAX:
+            pos += 1
+            units += 2
+            continue
+        if ch < _ASCII_MAX:
+            return s[:pos] + _ASCII_MAX
+        return s[:pos] + _UTF8_MAX
+    return None
+
+
+# --- writing stats from a parquet footer ---------------------------------------------------------
+
+
+def _parquet_leaf_index(file_schema: pa.Schema) -> dict[tuple[str, ...], int]:
+    """Map each struct-only path to its parquet leaf column index (lists/maps just advance it)."""
+    index: dict[tuple[str, ...], int] = {}
+    counter = 0
+
+    def count_leaves(t: pa.DataType) -> int:
+        t = _storage_type(t)
+        if pa.types.is_struct(t):
+            return sum(count_leaves(t.field(i).type) for i in range(t.num_fields))
+        if pa.types.is_map(t):
+            return count_leaves(t.key_type) + count_leaves(t.item_type)
+        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or (
+            hasattr(pa.types, "is_list_view") and (pa.types.is_list_view(t) or pa.types.is_large_list_view(t))
+        ):
+            return count_leaves(t.value_type)
+        return 1
+
+    def walk(fields: Sequence[pa.Field], prefix: tuple[str, ...]) -> None:
+        nonlocal counter
+        for f in fields:
+            t = _storage_type(f.type)
+            if pa.types.is_struct(t):
+                walk([t.field(i) for i in range(t.num_fields)], prefix + (f.name,))
+            else:
+                n = count_leaves(t)
+                if n == 1 and not (pa.types.is_map(t) or pa.types.is_list(t) or pa.types.is_large_list(t)):
+                    index[prefix + (f.name,)] = counter
+                counter += n
+
+    walk(list(file_schema), ())
+    return index
+
+
+def _ts_unit_factor(t: pa.TimestampType) -> int:
+    """Raw parquet/arrow ticks per microsecond (ns -> 1000) or the inverse as a negative number."""
+    return {"s": -1_000_000, "ms": -1_000, "us": 1, "ns": 1_000}[t.unit]
+
+
+def _raw_to_micros(raw: int, t: pa.TimestampType, *, round_up: bool) -> int:
+    f = _ts_unit_factor(t)
+    if f < 0:
+        return raw * (-f)
+    if f == 1:
+        return raw
+    return -((-raw) // f) if round_up else raw // f
+
+
+def _render_timestamp(micros: int, t: pa.TimestampType, *, is_max: bool) -> str:
+    if t.tz is None:
+        value = _dt.datetime(1970, 1, 1) + _dt.timedelta(microseconds=micros)
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%f")
+    # Millisecond precision like Delta on Spark; rounding outwards keeps the bounds true bounds.
+    millis = -((-micros) // 1000) if is_max else micros // 1000
+    value = _dt.datetime(1970, 1, 1) + _dt.timedelta(milliseconds=millis)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+class _RawJson(str):
+    """A value already rendered as a JSON token (decimals, so they keep every digit)."""
+
+
+def _render_value(value: Any, t: pa.DataType, *, is_max: bool) -> Any:
+    """Footer value -> JSON-ready value as Delta writes it, or None to leave the stat out."""
+    if pa.types.is_integer(t):
+        return int(value)
+    if pa.types.is_floating(t):
+        v = float(value)
+        if math.isnan(v) or math.isinf(v):
+            return None
+        return v
+    if pa.types.is_decimal(t):
+        d = value if isinstance(value, _decimal.Decimal) else _decimal.Decimal(str(value))
+        if not d.is_finite():
+            return None
+        return _RawJson(format(d, "f"))
+    if pa.types.is_date(t):
+        if isinstance(value, _dt.datetime):
+            value = value.date()
+        if isinstance(value, int):
+            value = _EPOCH_DATE + _dt.timedelta(days=value)
+        return value.isoformat()
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or (
+        hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t)
+    ):
+        s = value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else str(value)
+        return truncate_max_string(s) if is_max else truncate_min_string(s)
+    return None
+
+
+def _merge(values: list[Any], is_max: bool) -> Any:
+    return max(values) if is_max else min(values)
+
+
+def collect_stats(
+    metadata: pq.FileMetaData,
+    schema: pa.Schema | None = None,
+    *,
+    num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
+    columns: Sequence[str] | None = None,
+    partition_columns: Sequence[str] = (),
+    nan_columns: Iterable[str] = (),
+) -> dict[str, Any]:
+    """The stats of one parquet file, from its footer, as a JSON-ready nested dict.
+
+    `schema` is the table schema (its leaf order decides `num_indexed_cols`; defaults to the file's);
+    `nan_columns` names float columns known to hold NaN (their max is left out, see module doc).
+    """
+    file_schema = metadata.schema.to_arrow_schema()
+    table_schema = schema if schema is not None else file_schema
+    leaves = stats_leaves(
+        table_schema, num_indexed_cols=num_indexed_cols, columns=columns, partition_columns=partition_columns
+    )
+    leaf_index = _parquet_leaf_index(file_schema)
+    file_types = {l.path: l.type for l in leaf_columns(file_schema)}
+    nan_set = set(nan_columns)
+    num_rows = int(metadata.num_rows)
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, Any] = {}
+    row_groups = [metadata.row_group(i) for i in range(metadata.num_row_groups)]
+
+    def put(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+        node = target
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+
+    for leaf in leaves:
+        idx = leaf_index.get(leaf.path)
+        t = file_types.get(leaf.path)
+        if idx is None or t is None:
+            continue
+        eligible = is_skipping_eligible(t)
+        null_total: int | None = 0
+        lo: list[Any] = []
+        hi: list[Any] = []
+        minmax_ok = eligible
+        for rg in row_groups:
+            col = rg.column(idx)
+            st = col.statistics
+            if st is None or not st.has_null_count:
+                null_total = None
+                minmax_ok = False
+                continue
+            if null_total is not None:
+                null_total += int(st.null_count)
+            if not minmax_ok:
+                continue
+            if col.physical_type == "INT96":
+                minmax_ok = False
+                continue
+            if st.has_min_max:
+                if pa.types.is_timestamp(t):
+                    lo.append(_raw_to_micros(int(st.min_raw), t, round_up=False))
+                    hi.append(_raw_to_micros(int(st.max_raw), t, round_up=True))
+                else:
+                    lo.append(st.min)
+                    hi.append(st.max)
+            elif int(st.null_count) < int(rg.num_rows):
+                minmax_ok = False  # values present but no min/max written (e.g. a too-long string)
+        if null_total is not None:
+            put(nulls, leaf.path, null_total)
+        if not minmax_ok or not lo:
+            continue
+        if pa.types.is_floating(t):
+            lo = [v for v in lo if not math.isnan(v)]
+            hi = [v for v in hi if not math.isnan(v)]
+            if not lo or not hi:
+                continue
+        low, high = _merge(lo, False), _merge(hi, True)
+        if pa.types.is_timestamp(t):
+            put(mins, leaf.path, _render_timestamp(low, t, is_max=False))
+            put(maxs, leaf.path, _render_timestamp(high, t, is_max=True))
+            continue
+        rlo = _render_value(low, t, is_max=False)
+        rhi = _render_value(high, t, is_max=True)
+        if rlo is not None:
+            put(mins, leaf.path, rlo)
+        if rhi is not None and not (pa.types.is_floating(t) and leaf.name in nan_set):
+            put(maxs, leaf.path, rhi)
+    return {"numRecords": num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+
+
+def _dump(obj: Any) -> str:
+    if isinstance(obj, dict):
+        return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_dump(v)}" for k, v in obj.items()) + "}"
+    if isinstance(obj, _RawJson):
+        return str(obj)
+    if isinstance(obj, float):
+        return repr(obj)
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def stats_to_json(stats: Mapping[str, Any]) -> str:
+    """Compact JSON (decimals keep every digit; non-ASCII written as UTF-8, like Spark)."""
+    return _dump(dict(stats))
+
+
+def file_stats_json(
+    metadata: pq.FileMetaData,
+    schema: pa.Schema | None = None,
+    *,
+    num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
+    columns: Sequence[str] | None = None,
+    partition_columns: Sequence[str] = (),
+    nan_columns: Iterable[str] = (),
+) -> str:
+    """`collect_stats` rendered as the `add.stats` string."""
+    return stats_to_json(
+        collect_stats(
+            metadata,
+            schema,
+            num_indexed_cols=num_indexed_cols,
+            columns=columns,
+            partition_columns=partition_columns,
+            nan_columns=nan_columns,
+        )
+    )
+
+
+# --- parsing the stats of a whole snapshot -------------------------------------------------------
+
+
+def stat_column(kind: str, column: str | tuple[str, ...]) -> str:
+    """Name of a `parse_stats` output column: kind is "min", "max" or "null_count"."""
+    if kind not in ("min", "max", "null_count"):
+        raise InvalidArgumentError(f"stat kind {kind!r} is not one of 'min', 'max', 'null_count'")
+    name = column if isinstance(column, str) else ".".join(column)
+    return f"{kind}.{name}"
+
+
+def _json_type(t: pa.DataType) -> pa.DataType | None:
+    """How a min/max value of this column type is read from JSON (None: not read)."""
+    if pa.types.is_integer(t):
+        return pa.int64() if pa.types.is_signed_integer(t) or t.bit_width < 64 else pa.uint64()
+    if pa.types.is_floating(t):
+        return pa.float64()
+    if pa.types.is_decimal(t):
+        return t
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or (
+        hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t)
+    ):
+        return pa.string()
+    if pa.types.is_date(t) or pa.types.is_timestamp(t):
+        return pa.string()
+    if pa.types.is_boolean(t):
+        return pa.bool_()
+    return None
+
+
+def _nested_struct(entries: list[tuple[tuple[str, ...], pa.DataType]]) -> pa.StructType:
+    tree: dict[str, Any] = {}
+    for path, t in entries:
+        node = tree
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = t
+
+    def build(node: dict[str, Any]) -> pa.StructType:
+        return pa.struct([pa.field(k, build(v) if isinstance(v, dict) else v) for k, v in node.items()])
+
+    return build(tree)
+
+
+def _wanted_leaves(schema: pa.Schema, columns: Iterable[str] | None) -> list[LeafColumn]:
+    if columns is None:
+        return leaf_columns(schema)
+    leaves = leaf_columns(schema)
+    out: list[LeafColumn] = []
+    seen: set[tuple[str, ...]] = set()
+    for name in columns:
+        path = resolve_path(schema, name)
+        if path is None:
+            raise InvalidArgumentError(
+                f"column {name!r} is not in the table schema (columns: {', '.join(l.name for l in leaves)})"
+            )
+        for leaf in leaves:
+            if leaf.path[: len(path)] == path and leaf.path not in seen:
+                seen.add(leaf.path)
+                out.append(leaf)
+    return out
+
+
+def _stats_schema(leaves: list[LeafColumn]) -> pa.Schema:
+    minmax = [(l.path, jt) for l in leaves if (jt := _json_type(l.type)) is not None]
+    counts = [(l.path, pa.int64()) for l in leaves]
+    fields = [pa.field("numRecords", pa.int64())]
+    if minmax:
+        fields.append(pa.field("minValues", _nested_struct(minmax)))
+        fields.append(pa.field("maxValues", _nested_struct(minmax)))
+    if counts:
+        fields.append(pa.field("nullCount", _nested_struct(counts)))
+    return pa.schema(fields)
+
+
+def _newline_joined(stats: pa.ChunkedArray | pa.Array) -> pa.Buffer:
+    """All stats strings, one per line, as one buffer (no Python string per file)."""
+    arr = stats.combine_chunks() if isinstance(stats, pa.ChunkedArray) else stats
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = arr.cast(pa.large_string())
+    arr = pc.fill_null(arr, "{}")
+    # Empty strings are not JSON objects; a stray newline inside a stats string would split a row.
+    arr = pc.if_else(pc.equal(pc.utf8_length(arr), 0), pa.scalar("{}", arr.type), arr)
+    if pc.any(pc.match_substring(arr, "\n")).as_py():
+        arr = pc.replace_substring(arr, "\n", " ")
+    # Spark writes non-finite doubles as quoted strings; as "no bound" they are read as null.
+    for token in ('"NaN"', '"Infinity"', '"-Infinity"'):
+        if pc.any(pc.match_substring(arr, token)).as_py():
+            arr = pc.replace_substring(arr, token, "null")
+    joined = pc.binary_join_element_wise(arr, pa.scalar("\n", arr.type), pa.scalar("", arr.type))
+    width = np.int64 if pa.types.is_large_string(joined.type) else np.int32
+    offsets = np.frombuffer(joined.buffers()[1], dtype=width)[joined.offset : joined.offset + len(joined) + 1]
+    start, end = int(offsets[0]), int(offsets[-1])
+    data_buf = joined.buffers()[2]
+    if data_buf is None or end == start:
+        return pa.py_buffer(b"")
+    return data_buf.slice(start, end - start)
+
+
+def _field_path(arr: pa.ChunkedArray | pa.Array, path: Sequence[str]) -> pa.ChunkedArray | pa.Array:
+    out = arr
+    for part in path:
+        t = out.type
+        out = pc.struct_field(out, [t.get_field_index(part)])
+    return out
+
+
+def _convert(values: pa.ChunkedArray | pa.Array, target: pa.DataType) -> pa.ChunkedArray | pa.Array:
+    """JSON-read stat values -> the column's type; values that do not convert become null."""
+    if values.type == target:
+        return values
+    try:
+        if pa.types.is_timestamp(target):
+            return _to_timestamp(values, target)
+        return pc.cast(values, target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return _convert_slow(values, target)
+
+
+def _to_timestamp(values: pa.ChunkedArray | pa.Array, target: pa.TimestampType) -> pa.ChunkedArray | pa.Array:
+    utc = pa.timestamp("us", "UTC")
+    try:
+        parsed = pc.cast(values, utc if target.tz is not None else pa.timestamp("us"))
+    except pa.ArrowInvalid:
+        # Delta writes timestamp_ntz without a zone, other writers may add one (or leave it out).
+        parsed = pc.cast(values, pa.timestamp("us") if target.tz is not None else utc)
+        parsed = pc.cast(parsed.cast(pa.int64()), pa.timestamp("us", target.tz))
+    if target.tz is not None and parsed.type.tz != target.tz:
+        parsed = parsed.cast(pa.timestamp("us", target.tz))
+    return pc.cast(parsed, target) if parsed.type != target else parsed
+
+
+def _parse_scalar(v: Any, target: pa.DataType) -> Any:
+    if v is None:
+        return None
+    if pa.types.is_timestamp(target):
+        s = str(v).replace("Z", "+00:00")
+        d = _dt.datetime.fromisoformat(s)
+        if target.tz is not None and d.tzinfo is None:
+            d = d.replace(tzinfo=_dt.timezone.utc)
+        if target.tz is None and d.tzinfo is not None:
+            d = d.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+        return d
+    if pa.types.is_date(target):
+        return _dt.date.fromisoformat(str(v)[:10])
+    if pa.types.is_decimal(target):
+        return _decimal.Decimal(str(v))
+    return v
+
+
+def _convert_slow(values: pa.ChunkedArray | pa.Array, target: pa.DataType) -> pa.Array:
+    out: list[Any] = []
+    for v in values.to_pylist():
+        try:
+            out.append(pa.scalar(_parse_scalar(v, target), type=target).as_py())
+        except (ValueError, TypeError, ArithmeticError, pa.ArrowException):
+            out.append(None)
+    return pa.array(out, type=target)
+
+
+def _read_json_fast(buf: pa.Buffer, schema: pa.Schema, n: int) -> pa.Table | None:
+    if n == 0:
+        return pa.table({f.name: pa.array([], f.type) for f in schema})
+    block = max(1 << 20, min(1 << 28, (buf.size // max(n, 1)) * 64 + (1 << 20)))
+    try:
+        table = pajson.read_json(
+            pa.BufferReader(buf),
+            read_options=pajson.ReadOptions(use_threads=True, block_size=int(block)),
+            parse_options=pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    if table.num_rows != n:
+        return None
+    return table
+
+
+def _coerce_json_value(v: Any, t: pa.DataType) -> Any:
+    """One value of a slow-path parse, checked against the explicit JSON type (bad -> None)."""
+    if v is None:
+        return None
+    if pa.types.is_struct(t):
+        if not isinstance(v, dict):
+            return None
+        return {t.field(i).name: _coerce_json_value(v.get(t.field(i).name), t.field(i).type) for i in range(t.num_fields)}
+    if pa.types.is_boolean(t):
+        return v if isinstance(v, bool) else None
+    if pa.types.is_integer(t):
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+    if pa.types.is_floating(t):
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    if pa.types.is_decimal(t):
+        if isinstance(v, (int, float, _decimal.Decimal)) and not isinstance(v, bool):
+            d = _decimal.Decimal(str(v))
+            try:
+                return pa.scalar(d, type=t).as_py()
+            except (pa.ArrowException, ValueError, ArithmeticError):
+                return None
+        return None
+    if pa.types.is_string(t):
+        return v if isinstance(v, str) else None
+    return None
+
+
+def _read_json_slow(stats: pa.ChunkedArray | pa.Array, schema: pa.Schema) -> pa.Table:
+    """Per-file parse for a snapshot whose stats the fast path rejected; bad parts become null."""
+    struct_type = pa.struct(list(schema))
+    rows: list[Any] = []
+    for s in stats.to_pylist():
+        try:
+            obj = json.loads(s, parse_float=_decimal.Decimal, parse_constant=lambda _: None) if s else None
+        except (ValueError, TypeError):
+            obj = None
+        rows.append(_coerce_json_value(obj, struct_type) if isinstance(obj, dict) else None)
+    arr = pa.array(rows, type=struct_type)
+    return pa.Table.from_arrays([pc.struct_field(arr, [i]) for i in range(struct_type.num_fields)], schema=schema)
+
+
+def parse_stats(files: pa.Table, schema: pa.Schema, columns: Iterable[str] | None = None) -> pa.Table:
+    """Parse the `stats` column of a snapshot's files into typed columns, one row per file.
+
+    Output: `num_records` (int64) and, for every leaf column selected by `columns` (default: every
+    leaf of `schema`; a struct name selects its leaves), `min.<col>` / `max.<col>` typed as the
+    column (booleans included, binary and collections left out) and `null_count.<col>` (int64).
+    Nested columns are named with dots (`min.s.x`); see `stat_column`. Null means "unknown".
+    """
+    if "stats" not in files.column_names:
+        raise InvalidArgumentError(f"files table has no 'stats' column (columns: {files.column_names})")
+    leaves = _wanted_leaves(schema, columns)
+    json_schema = _stats_schema(leaves)
+    stats = files.column("stats")
+    n = files.num_rows
+    table = _read_json_fast(_newline_joined(stats), json_schema, n) if n else None
+    if table is None:
+        table = _read_json_slow(stats, json_schema) if n else pa.table({f.name: pa.array([], f.type) for f in json_schema})
+    out_names: list[str] = ["num_records"]
+    out_cols: list[Any] = [table.column("numRecords")]
+    names = set(json_schema.names)
+    for leaf in leaves:
+        jt = _json_type(leaf.type)
+        if jt is not None and "minValues" in names:
+            for kind, top in (("min", "minValues"), ("max", "maxValues")):
+                raw = _field_path(table.column(top), leaf.path)
+                out_names.append(stat_column(kind, leaf.path))
+                out_cols.append(_convert(raw, leaf.type))
+        if "nullCount" in names:
+            out_names.append(stat_column("null_count", leaf.path))
+            out_cols.append(_field_path(table.column("nullCount"), leaf.path))
+    return pa.table(dict(zip(out_names, out_cols)))
+
+
+def iter_leaf_arrays(batch: pa.RecordBatch | pa.Table, leaves: Iterable[LeafColumn]) -> Iterator[tuple[LeafColumn, Any]]:
+    """(leaf, values) for struct-nested leaves of a batch; used to find NaN before writing."""
+    for leaf in leaves:
+        try:
+            arr: Any = batch.column(leaf.path[0])
+        except KeyError:
+            continue
+        for part in leaf.path[1:]:
+            arr = pc.struct_field(arr, [arr.type.get_field_index(part)])
+        yield leaf, arr
