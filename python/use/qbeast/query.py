@@ -36,6 +36,7 @@ from use.delta.predicates import (
 )
 from use.errors import InvalidArgumentError
 from use.qbeast.cube import CubeId, intersects, string_bounds, symbols_per_level
+from use.qbeast.transform import EmptyTransformation, HashTransformation
 from use.qbeast.weight import MAX_WEIGHT, MIN_WEIGHT
 
 # The spec's epsilon turning `x <= t` into the half-open `x < t + eps` (§1.7).
@@ -110,11 +111,11 @@ def space_intersects_many(spaces: Sequence[QuerySpace], cube_from: np.ndarray, c
 
 def _is_hash(transformation: Any) -> bool:
     """Hash transformations only support point searches (their order is meaningless)."""
-    return "Hash" in type(transformation).__name__
+    return isinstance(transformation, HashTransformation)
 
 
 def _is_empty_transformation(transformation: Any) -> bool:
-    return "Empty" in type(transformation).__name__
+    return isinstance(transformation, EmptyTransformation)
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,8 @@ class _SpaceBuilder:
         if value is None:
             return None
         try:
-            x = float(self.transformations[dim].transform_value(value))
+            # Unclamped, so a bound beyond the revision's range is seen as such (an empty space).
+            x = float(self.transformations[dim].transform_value(value, clamp=False))
         except Exception:  # a literal of another type than the column: no pruning on it
             return None
         return x if math.isfinite(x) else None
