@@ -58,9 +58,15 @@ class LocalLogStore:
             entries = []
             with os.scandir(directory) as it:
                 for entry in it:
-                    if entry.is_file():
+                    if entry.name.startswith("."):
+                        continue  # in-flight temporary files of concurrent writers
+                    try:
+                        if not entry.is_file():
+                            continue
                         st = entry.stat()
-                        entries.append(FileInfo(entry.name, st.st_size, st.st_mtime_ns // 1_000_000))
+                    except FileNotFoundError:
+                        continue  # deleted while listing (cleanup, a writer's temp file)
+                    entries.append(FileInfo(entry.name, st.st_size, st.st_mtime_ns // 1_000_000))
         except FileNotFoundError:
             return []
         except OSError as exc:

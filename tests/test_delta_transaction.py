@@ -1,0 +1,320 @@
+"""Optimistic concurrency: Delta's conflict rules, rebasing, retries, and real threads racing."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from use.delta import AddFile, DeltaLog, Protocol, Transaction
+from use.delta.actions import remove_actions
+from use.errors import (
+    CommitRetriesExceededError,
+    ConcurrentAppendError,
+    ConcurrentDeleteDeleteError,
+    ConcurrentDeleteReadError,
+    ConcurrentModificationError,
+    ConcurrentTransactionError,
+    MetadataChangedError,
+    ProtocolChangedError,
+)
+
+SCHEMA = pa.schema([("id", pa.int64())])
+
+
+def new_file(root: str, ids: list[int], data_change: bool = True) -> AddFile:
+    rel = f"part-{uuid.uuid4().hex}.parquet"
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), os.path.join(root, rel))
+    return AddFile(rel, os.path.getsize(os.path.join(root, rel)), int(time.time() * 1000), data_change, {}, '{"numRecords":%d}' % len(ids))
+
+
+def live_ids(log: DeltaLog) -> list[int]:
+    snap = log.snapshot()
+    out: list[int] = []
+    for p in snap.files.column("path").to_pylist():
+        out.extend(pq.read_table(os.path.join(snap.table_root, p)).column("id").to_pylist())
+    return sorted(out)
+
+
+@pytest.fixture
+def log(table_path) -> DeltaLog:
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA)
+    for ids in ([1, 2], [3, 4], [5, 6]):
+        txn = log.start_transaction()
+        txn.add(new_file(table_path, ids))
+        txn.commit("WRITE")
+    return log
+
+
+def file_rows(log: DeltaLog, *indices: int) -> pa.Table:
+    files = log.snapshot().files.sort_by("path")
+    return files.take(pa.array(indices))
+
+
+def rewrite(txn: Transaction, files: pa.Table) -> None:
+    """A compaction: the same rows in one new file, all actions dataChange=false."""
+    ids: list[int] = []
+    for p in files.column("path").to_pylist():
+        ids.extend(pq.read_table(os.path.join(txn.snapshot.table_root, p)).column("id").to_pylist())
+    txn.add(*remove_actions(files, data_change=False), new_file(txn.snapshot.table_root, ids, data_change=False))
+
+
+def blind_append(log: DeltaLog, ids: list[int]) -> int:
+    txn = log.start_transaction()
+    txn.add(new_file(log.table_root, ids))
+    return txn.commit("WRITE", {"mode": "Append"})
+
+
+def delete_files(log: DeltaLog, files: pa.Table) -> int:
+    txn = log.start_transaction()
+    txn.add(*remove_actions(files, data_change=True))
+    return txn.commit("DELETE")
+
+
+def listing(log: DeltaLog) -> list[str]:
+    return sorted(os.listdir(log.log_dir))
+
+
+# --- rules, one winning commit at a time --------------------------------------------------------------
+
+
+def test_rewrite_rebases_over_blind_append(log):
+    txn = log.start_transaction()
+    rewrite(txn, file_rows(log, 0, 1))
+    assert txn.isolation_level == "SnapshotIsolation"
+    assert blind_append(log, [7]) == 4
+    assert txn.commit("OPTIMIZE") == 5
+    assert txn.attempts == 2
+    assert live_ids(log) == [1, 2, 3, 4, 5, 6, 7]
+    assert log.history(1)[0].commit_info["readVersion"] == 3
+
+
+def test_blind_appends_never_conflict(log):
+    a, b = log.start_transaction(), log.start_transaction()
+    a.add(new_file(log.table_root, [10]))
+    b.add(new_file(log.table_root, [11]))
+    assert a.commit("WRITE") == 4
+    assert b.commit("WRITE") == 5
+    assert live_ids(log)[-2:] == [10, 11]
+
+
+def test_rewrite_vs_concurrent_delete_is_delete_delete(log):
+    victim = file_rows(log, 0)
+    txn = log.start_transaction()
+    rewrite(txn, victim)
+    delete_files(log, victim)
+    before = listing(log)
+    with pytest.raises(ConcurrentDeleteDeleteError, match=victim.column("path")[0].as_py()):
+        txn.commit("OPTIMIZE")
+    assert listing(log) == before
+
+
+def test_rewrite_vs_concurrent_rewrite_of_other_files(log):
+    a, b = log.start_transaction(), log.start_transaction()
+    rewrite(a, file_rows(log, 0))
+    rewrite(b, file_rows(log, 1))
+    a.commit("OPTIMIZE")
+    b.commit("OPTIMIZE")
+    assert live_ids(log) == [1, 2, 3, 4, 5, 6]
+
+
+def test_read_files_vs_concurrent_remove(log):
+    f = file_rows(log, 2)
+    txn = log.start_transaction()
+    txn.read_files(f.column("path"))
+    txn.add(new_file(log.table_root, [99]))
+    delete_files(log, f)
+    with pytest.raises(ConcurrentDeleteReadError, match="read by this transaction"):
+        txn.commit("MERGE")
+
+
+def test_overwrite_vs_blind_append_commits(log):
+    snap = log.snapshot()
+    txn = log.start_transaction()
+    txn.read_whole_table()
+    txn.add(*remove_actions(snap.files, data_change=True), new_file(log.table_root, [0]))
+    blind_append(log, [8])
+    assert txn.commit("WRITE", {"mode": "Overwrite"}) == 5
+    assert live_ids(log) == [0, 8]
+
+
+def test_read_whole_table_vs_non_blind_add(log):
+    txn = log.start_transaction()
+    txn.read_whole_table()
+    txn.add(new_file(log.table_root, [0]))
+    other = log.start_transaction()
+    other.read_whole_table()  # not a blind append: its adds depend on what it read
+    other.add(new_file(log.table_root, [8]))
+    other.commit("MERGE")
+    with pytest.raises(ConcurrentAppendError, match="should have read"):
+        txn.commit("MERGE")
+
+
+def test_read_whole_table_vs_delta_rs_append(log):
+    # delta-rs does not write isBlindAppend, so its appends count as non-blind data adds.
+    txn = log.start_transaction()
+    txn.read_whole_table()
+    txn.add(new_file(log.table_root, [0]))
+    write_deltalake(log.table_root, pa.table({"id": pa.array([42], pa.int64())}), mode="append")
+    with pytest.raises(ConcurrentAppendError):
+        txn.commit("MERGE")
+    # ... while a blind append of ours is rebased over it.
+    txn = log.start_transaction()
+    txn.add(new_file(log.table_root, [43]))
+    write_deltalake(log.table_root, pa.table({"id": pa.array([44], pa.int64())}), mode="append")
+    v = txn.commit("WRITE")
+    assert v == DeltaTable(log.table_root).version()
+    assert 43 in live_ids(log) and 44 in live_ids(log)
+
+
+def test_read_whole_table_vs_rewrite(log):
+    txn = log.start_transaction()
+    txn.read_whole_table()
+    txn.add(new_file(log.table_root, [0]))
+    other = log.start_transaction()
+    rewrite(other, file_rows(log, 0))
+    other.commit("OPTIMIZE")
+    with pytest.raises(ConcurrentDeleteReadError):
+        txn.commit("UPDATE")
+
+
+def test_metadata_and_protocol_changes_conflict(log):
+    txn = log.start_transaction()
+    txn.add(new_file(log.table_root, [0]))
+    m = log.snapshot().metadata
+    other = log.start_transaction()
+    other.add(type(m)(m.id, m.schema_string, m.partition_columns, {"k": "v"}, created_time=m.created_time))
+    other.commit("SET TBLPROPERTIES")
+    with pytest.raises(MetadataChangedError):
+        txn.commit("WRITE")
+    txn = log.start_transaction()
+    txn.add(new_file(log.table_root, [0]))
+    other = log.start_transaction()
+    other.add(Protocol(1, 3))
+    other.commit("UPGRADE PROTOCOL")
+    with pytest.raises(ProtocolChangedError):
+        txn.commit("WRITE")
+    assert log.snapshot().protocol == Protocol(1, 3)
+
+
+def test_same_app_id_conflicts(log):
+    a, b = log.start_transaction(), log.start_transaction()
+    for t, v in ((a, 1), (b, 2)):
+        t.set_app_transaction("stream", v)
+        t.add(new_file(log.table_root, [v]))
+    b.commit("STREAMING UPDATE")
+    with pytest.raises(ConcurrentTransactionError, match="stream"):
+        a.commit("STREAMING UPDATE")
+    assert log.snapshot().app_transaction_version("stream") == 2
+
+
+def test_retries_exhausted(log):
+    txn = log.start_transaction(max_retries=0)
+    txn.add(new_file(log.table_root, [0]))
+    blind_append(log, [1])
+    before = listing(log)
+    with pytest.raises(CommitRetriesExceededError, match="gave up"):
+        txn.commit("WRITE")
+    assert listing(log) == before
+
+
+def test_errors_are_concurrent_modification_errors():
+    for cls in (ConcurrentAppendError, ConcurrentDeleteReadError, ConcurrentDeleteDeleteError, MetadataChangedError,
+                ProtocolChangedError, ConcurrentTransactionError, CommitRetriesExceededError):
+        assert issubclass(cls, ConcurrentModificationError)
+
+
+# --- threads ---------------------------------------------------------------------------------------------
+
+
+def test_threads_appending_while_compacting(table_path):
+    setup = DeltaLog.for_path(table_path)
+    setup.create(SCHEMA, configuration={"delta.checkpointInterval": "7"})
+    seed = list(range(1000, 1008))
+    for i in range(0, len(seed), 2):
+        blind_append(setup, seed[i : i + 2])
+    n_threads, per_thread = 4, 8
+    barrier = threading.Barrier(n_threads + 1)
+    errors: list[BaseException] = []
+    compactions: Counter[str] = Counter()
+
+    def appender(t: int) -> None:
+        log = DeltaLog.for_path(table_path)  # each writer its own log object, like separate processes
+        barrier.wait()
+        try:
+            for k in range(per_thread):
+                blind_append(log, [t * 100 + k])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def compactor() -> None:
+        log = DeltaLog.for_path(table_path)
+        barrier.wait()
+        for _ in range(4):
+            txn = log.start_transaction()
+            files = txn.snapshot.files.sort_by("path")
+            if files.num_rows < 2:
+                continue
+            rewrite(txn, files.slice(0, 2))
+            try:
+                txn.commit("OPTIMIZE")
+                compactions["ok"] += 1
+            except ConcurrentModificationError as exc:
+                compactions[type(exc).__name__] += 1
+
+    threads = [threading.Thread(target=appender, args=(t,)) for t in range(n_threads)]
+    threads.append(threading.Thread(target=compactor))
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert not errors, errors
+    # Blind appends never make a compaction fail; the only writer of removes is the compactor itself.
+    assert compactions["ok"] == 4, compactions
+    log = DeltaLog.for_path(table_path)
+    expected = sorted(seed + [t * 100 + k for t in range(n_threads) for k in range(per_thread)])
+    assert live_ids(log) == expected
+    snap = log.snapshot()
+    assert snap.version == 4 + n_threads * per_thread + 4  # create + 4 seeds = v0..v4
+    # The concurrent history still replays the same through our checkpoints and through delta-rs.
+    assert sorted(DeltaTable(table_path).to_pyarrow_table().column("id").to_pylist()) == expected
+    assert any(n.endswith(".checkpoint.parquet") for n in os.listdir(log.log_dir))
+    versions = sorted(int(n[:20]) for n in os.listdir(log.log_dir) if n.endswith(".json"))
+    assert versions == list(range(snap.version + 1))
+    blind = [h for h in log.history() if h.operation == "WRITE"]
+    assert all(h.commit_info["isBlindAppend"] for h in blind)
+
+
+def test_threads_racing_deletes_of_the_same_file(log):
+    victim = file_rows(log, 0)
+    results: list[str] = []
+    barrier = threading.Barrier(3)
+
+    def deleter() -> None:
+        mine = DeltaLog.for_path(log.table_root)
+        txn = mine.start_transaction()
+        txn.add(*remove_actions(victim, data_change=True))
+        barrier.wait()
+        try:
+            txn.commit("DELETE")
+            results.append("ok")
+        except ConcurrentDeleteDeleteError:
+            results.append("conflict")
+
+    threads = [threading.Thread(target=deleter) for _ in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    assert sorted(results) == ["conflict", "conflict", "ok"]
+    assert log.snapshot().version == 4
+    assert pc.sum(pc.equal(log.snapshot().files.column("path"), victim.column("path")[0])).as_py() in (None, 0)
