@@ -1,0 +1,457 @@
+"""The one place where optimization configuration becomes typed values.
+
+The table-property keys of the seeds (`use.optimization.*`, see continuous-optimization.txt and
+optimizing-tables-guide.txt) are the public interface; this module adds keys for the extra strategies
+under the same prefix and the Spark-conf spellings (`spark.qbeast.use.*`). Everything that reads
+optimization settings (planner, loop, service, CLI, SQL procedure) goes through
+`OptimizationConfig.from_properties` / `ServiceConfig.from_spark_conf`, so a bad value always fails the
+same way: a `ConfigError` naming the key, the value and the accepted form, before any file is touched.
+
+Precedence (highest first): `overrides` (CLI flags, procedure arguments, Python keyword arguments),
+table properties, session Spark conf `spark.qbeast.use.optimization.<key>`, the defaults below.
+Table properties outside `use.optimization.*` are ignored (they belong to Delta or Qbeast); an unknown
+key *inside* the prefix is an error, because a typo there would otherwise silently do nothing.
+
+Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_KEYS`):
+
+| key | accepted values | default | meaning |
+|---|---|---|---|
+| `use.optimization.type` | a strategy name | unset | strategy for indexed revisions (`CubeDefragmentation`, `LeveledCompaction`, ...) |
+| `use.optimization.strategies` | comma-separated strategy names | unset | the whole ordered chain (replaces the default chain) |
+| `use.optimization.bytes-per-iter` | integer bytes > 0 | 1000000000 | bytes rewritten per iteration (one plan) |
+| `use.optimization.revision-rewrite` | true/false | false | rewrite every file of the revision, once |
+| `use.optimization.revision-id` | integer >= 0 | latest | revision to optimize |
+| `use.optimization.task-max-bytes` | integer bytes > 0 | bytes-per-iter | IO limit of one merge task |
+| `use.optimization.sampling-fraction` | number in (0, 1) | unset | fraction f for SamplingOverheadReduction |
+| `use.optimization.max-file-size` | integer bytes > 0 | 1073741824 | bin-packing target size (Delta optimize.maxFileSize) |
+| `use.optimization.min-file-size` | integer bytes > 0 | max-file-size | bin-packing candidates are smaller (Delta optimize.minFileSize) |
+| `use.optimization.small-files.max-size` | integer bytes > 0 | 67108864 | a file smaller than this is small (SmallFiles) |
+| `use.optimization.small-files.count-threshold` | integer >= 2 | 50 | SmallFiles acts when this many small files exist |
+| `use.optimization.overlap.cluster-key` | column name | unset | key column of ClusterKeyOverlap |
+| `use.optimization.overlap.depth-threshold` | integer >= 1 | 2 | ClusterKeyOverlap acts when the overlap depth exceeds this |
+| `use.optimization.open-file-cost` | integer bytes >= 0 | 4194304 | read cost of opening one file, in bytes (task scores) |
+| `use.optimization.autoOptimize.enabled` | true/false | unset | continuous optimization of this table by the service |
+| `use.optimization.autoOptimize.revisionId` | integer >= 0 | latest | revision for leveled compaction (revision-id wins if both set) |
+| `use.optimization.autoOptimize.optimizeUnindexedFiles.enabled` | true/false | true | index staging (revision 0) files |
+| `use.optimization.autoOptimize.optimizeUnindexedFiles.prioritize` | true/false | true | staging files before indexed revisions |
+| `use.optimization.autoOptimize.optimizeUnindexedFiles.batchBytes` | integer bytes > 0 | 10000000000 | bytes of staging files indexed per task |
+| `use.optimization.autoOptimize.optimizeUnindexedFiles.fromTimestamp` | epoch ms, or `YYYY-MM-DD HH:MM:SS` / `YYYY-MM-DD` (UTC) | 0 | staging files modified earlier are ignored |
+| `spark.qbeast.use.optimization-interval` | duration, e.g. `10 minutes`, `30s`, `1h` | 10 minutes | period of the service's optimization runs |
+| `spark.qbeast.use.optimization.<key>` | as `use.optimization.<key>` | | session default of a table key |
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Mapping
+
+from use.errors import ConfigError, UnknownStrategyError
+
+PREFIX = "use.optimization."
+SPARK_PREFIX = "spark.qbeast.use."
+SPARK_OPT_PREFIX = SPARK_PREFIX + "optimization."
+INTERVAL_KEY = SPARK_PREFIX + "optimization-interval"
+
+DEFAULT_BYTES_PER_ITER = 1_000_000_000
+DEFAULT_BATCH_BYTES = 10_000_000_000
+DEFAULT_MAX_FILE_SIZE = 1024**3  # Delta spark.databricks.delta.optimize.maxFileSize
+DEFAULT_SMALL_FILE_SIZE = 64 * 1024**2  # Delta autoCompact.minFileSize (maxFileSize / 2)
+DEFAULT_SMALL_FILE_COUNT = 50  # Delta autoCompact.minNumFiles
+DEFAULT_OVERLAP_DEPTH = 2  # Relyt's example table (max depth 3) is optimized with the defaults
+DEFAULT_OPEN_FILE_COST = 4 * 1024**2  # Spark spark.sql.files.openCostInBytes
+DEFAULT_INTERVAL_SECONDS = 600.0
+
+
+# --- value parsers: each returns the typed value or raises ValueError(accepted form) ------------
+
+
+class _Bad(ValueError):
+    """A value does not have the accepted form; the caller adds key and value to the message."""
+
+
+def _int_text(value: Any, form: str) -> int:
+    if isinstance(value, bool):
+        raise _Bad(form)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    text = str(value).strip()
+    if not re.fullmatch(r"[+-]?\d+", text):
+        raise _Bad(form)
+    return int(text)
+
+
+def _positive_bytes(value: Any) -> int:
+    form = "a positive integer number of bytes, e.g. 5000000"
+    n = _int_text(value, form)
+    if n <= 0:
+        raise _Bad(form)
+    return n
+
+
+def _non_negative_bytes(value: Any) -> int:
+    form = "a non-negative integer number of bytes, e.g. 4194304"
+    n = _int_text(value, form)
+    if n < 0:
+        raise _Bad(form)
+    return n
+
+
+def _revision_id(value: Any) -> int:
+    form = "a revision id: an integer >= 0 (0 is the staging revision)"
+    n = _int_text(value, form)
+    if n < 0:
+        raise _Bad(form)
+    return n
+
+
+def _count_threshold(value: Any) -> int:
+    form = "an integer >= 2 (the number of small files that triggers a merge)"
+    n = _int_text(value, form)
+    if n < 2:
+        raise _Bad(form)
+    return n
+
+
+def _depth_threshold(value: Any) -> int:
+    form = "an integer >= 1 (the overlap depth above which files are merged)"
+    n = _int_text(value, form)
+    if n < 1:
+        raise _Bad(form)
+    return n
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    raise _Bad("true or false")
+
+
+def _fraction(value: Any) -> float:
+    form = "a number strictly between 0 and 1, e.g. 0.1"
+    if isinstance(value, bool):
+        raise _Bad(form)
+    try:
+        f = float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
+    except ValueError:
+        raise _Bad(form) from None
+    if not 0.0 < f < 1.0:
+        raise _Bad(form)
+    return f
+
+
+def _column(value: Any) -> str:
+    text = str(value).strip()
+    if not text or "," in text:
+        raise _Bad("one column name, e.g. event_time (nested fields as a.b)")
+    return text
+
+
+def _strategy(value: Any) -> str:
+    from use.optimize.strategies import registry
+
+    return registry.canonical_name(str(value).strip())
+
+
+def _strategy_list(value: Any) -> tuple[str, ...]:
+    from use.optimize.strategies import registry
+
+    items = [str(v).strip() for v in (value.split(",") if isinstance(value, str) else value)]
+    if not items or any(not s for s in items):
+        raise _Bad("a comma-separated list of strategy names, e.g. UnindexedFilesSelection,LeveledCompaction")
+    names = tuple(registry.canonical_name(s) for s in items)
+    if len(set(names)) != len(names):
+        raise _Bad("a comma-separated list of distinct strategy names")
+    return names
+
+
+_TS_FORM = "epoch milliseconds (integer >= 0) or a UTC time 'YYYY-MM-DD HH:MM:SS' (or 'YYYY-MM-DD')"
+
+
+def _timestamp_ms(value: Any) -> int:
+    if isinstance(value, _dt.datetime):
+        dt = value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
+        return int(dt.timestamp() * 1000)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        n = _int_text(value, _TS_FORM)
+        if n < 0:
+            raise _Bad(_TS_FORM)
+        return n
+    text = str(value).strip()
+    if re.fullmatch(r"\d+", text):
+        return int(text)
+    for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d"):
+        try:
+            dt = _dt.datetime.strptime(text, fmt).replace(tzinfo=_dt.timezone.utc)
+        except ValueError:
+            continue
+        return int(dt.timestamp() * 1000)
+    raise _Bad(_TS_FORM)
+
+
+_DURATION_UNITS = {
+    "ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
+    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
+    "h": 3600.0, "hour": 3600.0, "hours": 3600.0,
+    "d": 86400.0, "day": 86400.0, "days": 86400.0,
+}  # fmt: skip
+
+
+def parse_duration(value: Any) -> float:
+    """A Spark-style duration ("10 minutes", "30s", "1h", "500ms") in seconds; must be > 0."""
+    form = "a positive duration with a unit, e.g. '10 minutes', '30s', '1h', '500ms'"
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*", str(value))
+    if not m or m.group(2).lower() not in _DURATION_UNITS:
+        raise _Bad(form)
+    seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2).lower()]
+    if seconds <= 0:
+        raise _Bad(form)
+    return seconds
+
+
+# --- the key table ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """One documented key: its table-property name, config field, parser and documentation."""
+
+    key: str  # without the `use.optimization.` prefix
+    field: str
+    parse: Callable[[Any], Any]
+    accepted: str
+    default: str
+    meaning: str
+
+    @property
+    def full_key(self) -> str:
+        return PREFIX + self.key
+
+
+_U = "autoOptimize.optimizeUnindexedFiles."
+CONFIG_KEYS: tuple[KeySpec, ...] = (
+    KeySpec("type", "type", _strategy, "a strategy name", "unset",
+            "strategy for indexed revisions (CubeDefragmentation, LeveledCompaction, ...); plain Delta tables use it when it applies to them"),
+    KeySpec("strategies", "strategies", _strategy_list, "comma-separated strategy names", "unset",
+            "the whole ordered strategy chain; the first strategy that selects work wins"),
+    KeySpec("bytes-per-iter", "bytes_per_iter", _positive_bytes, "integer bytes > 0", str(DEFAULT_BYTES_PER_ITER),
+            "bytes rewritten per iteration (one plan)"),
+    KeySpec("revision-rewrite", "revision_rewrite", _bool, "true/false", "false",
+            "rewrite every file of the revision, as a one-shot plan"),
+    KeySpec("revision-id", "revision_id", _revision_id, "integer >= 0", "latest",
+            "revision to optimize (0 = only the staging files)"),
+    KeySpec("task-max-bytes", "task_max_bytes", _positive_bytes, "integer bytes > 0", "bytes-per-iter",
+            "IO limit of one merge task (Relyt's task IO limitation)"),
+    KeySpec("sampling-fraction", "sampling_fraction", _fraction, "number in (0, 1)", "unset",
+            "sample fraction f whose overhead SamplingOverheadReduction removes (required by it)"),
+    KeySpec("max-file-size", "max_file_size", _positive_bytes, "integer bytes > 0", str(DEFAULT_MAX_FILE_SIZE),
+            "bin-packing target file size (Delta optimize.maxFileSize)"),
+    KeySpec("min-file-size", "min_file_size", _positive_bytes, "integer bytes > 0", "max-file-size",
+            "files smaller than this are bin-packing candidates (Delta optimize.minFileSize)"),
+    KeySpec("small-files.max-size", "small_files_max_size", _positive_bytes, "integer bytes > 0", str(DEFAULT_SMALL_FILE_SIZE),
+            "a file smaller than this counts as small (SmallFiles)"),
+    KeySpec("small-files.count-threshold", "small_files_count_threshold", _count_threshold, "integer >= 2", str(DEFAULT_SMALL_FILE_COUNT),
+            "SmallFiles acts when the table has at least this many small files"),
+    KeySpec("overlap.cluster-key", "overlap_cluster_key", _column, "a column name", "unset",
+            "key column whose min/max overlap ClusterKeyOverlap reduces (required by it)"),
+    KeySpec("overlap.depth-threshold", "overlap_depth_threshold", _depth_threshold, "integer >= 1", str(DEFAULT_OVERLAP_DEPTH),
+            "ClusterKeyOverlap acts when the overlap depth exceeds this"),
+    KeySpec("open-file-cost", "open_file_cost", _non_negative_bytes, "integer bytes >= 0", str(DEFAULT_OPEN_FILE_COST),
+            "read cost of opening one file, in bytes, used by the task scores (Spark's openCostInBytes)"),
+    KeySpec("autoOptimize.enabled", "auto_optimize_enabled", _bool, "true/false", "unset",
+            "continuous optimization of this table by the service"),
+    KeySpec("autoOptimize.revisionId", "auto_optimize_revision_id", _revision_id, "integer >= 0", "latest",
+            "revision for leveled compaction; revision-id wins when both are set"),
+    KeySpec(_U + "enabled", "optimize_unindexed_enabled", _bool, "true/false", "true",
+            "index the staging (revision 0) files into the latest revision"),
+    KeySpec(_U + "prioritize", "optimize_unindexed_prioritize", _bool, "true/false", "true",
+            "select staging files before optimizing indexed revisions"),
+    KeySpec(_U + "batchBytes", "unindexed_batch_bytes", _positive_bytes, "integer bytes > 0", str(DEFAULT_BATCH_BYTES),
+            "bytes of staging files indexed per iteration"),
+    KeySpec(_U + "fromTimestamp", "unindexed_from_timestamp", _timestamp_ms, "epoch ms or 'YYYY-MM-DD HH:MM:SS' (UTC)", "0",
+            "staging files modified before this time are not indexed"),
+)  # fmt: skip
+
+_BY_KEY = {spec.key.lower(): spec for spec in CONFIG_KEYS}
+_BY_FIELD = {spec.field: spec for spec in CONFIG_KEYS}
+
+
+def _markdown() -> str:
+    rows = ["| key | accepted values | default | meaning |", "|---|---|---|---|"]
+    rows += [f"| `{s.full_key}` | {s.accepted} | {s.default} | {s.meaning} |" for s in CONFIG_KEYS]
+    rows.append(f"| `{INTERVAL_KEY}` | duration, e.g. `10 minutes`, `30s`, `1h` | 10 minutes | period of the service's optimization runs |")
+    rows.append(f"| `{SPARK_OPT_PREFIX}<key>` | as `{PREFIX}<key>` | | session default of a table key |")
+    return "\n".join(rows)
+
+
+#: The key reference as a markdown table (the README copies it).
+CONFIG_KEYS_MARKDOWN: str = _markdown()
+
+
+def _error(key: str, value: Any, accepted: str) -> ConfigError:
+    return ConfigError(f"bad value {str(value)!r} for {key}: expected {accepted}")
+
+
+def _unknown_key(key: str, prefix: str) -> ConfigError:
+    known = ", ".join(prefix + s.key for s in CONFIG_KEYS)
+    return ConfigError(f"unknown optimization key {key!r}; known keys: {known}")
+
+
+@dataclass(frozen=True)
+class OptimizationConfig:
+    """Typed optimization settings of one table (see the module docstring for every key).
+
+    Fields left `None` mean "unset" and resolve through the properties below, so that a
+    `dataclasses.replace` of one field never leaves a stale derived value behind.
+    """
+
+    type: str | None = None
+    strategies: tuple[str, ...] | None = None
+    bytes_per_iter: int = DEFAULT_BYTES_PER_ITER
+    revision_rewrite: bool = False
+    revision_id: int | None = None
+    task_max_bytes: int | None = None
+    sampling_fraction: float | None = None
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    min_file_size: int | None = None
+    small_files_max_size: int = DEFAULT_SMALL_FILE_SIZE
+    small_files_count_threshold: int = DEFAULT_SMALL_FILE_COUNT
+    overlap_cluster_key: str | None = None
+    overlap_depth_threshold: int = DEFAULT_OVERLAP_DEPTH
+    open_file_cost: int = DEFAULT_OPEN_FILE_COST
+    auto_optimize_enabled: bool | None = None
+    auto_optimize_revision_id: int | None = None
+    optimize_unindexed_enabled: bool = True
+    optimize_unindexed_prioritize: bool = True
+    unindexed_batch_bytes: int = DEFAULT_BATCH_BYTES
+    unindexed_from_timestamp: int = 0
+
+    # --- resolved values ------------------------------------------------------------------------
+
+    @property
+    def target_revision_id(self) -> int | None:
+        """The revision to optimize: revision-id, else autoOptimize.revisionId, else None (latest)."""
+        return self.revision_id if self.revision_id is not None else self.auto_optimize_revision_id
+
+    @property
+    def task_limit(self) -> int:
+        """The IO limit of one merge task (task-max-bytes, defaulting to bytes-per-iter)."""
+        return self.task_max_bytes if self.task_max_bytes is not None else self.bytes_per_iter
+
+    @property
+    def min_file_size_limit(self) -> int:
+        """Bin-packing candidate threshold (min-file-size, defaulting to max-file-size like Delta)."""
+        return self.min_file_size if self.min_file_size is not None else self.max_file_size
+
+    # --- parsing --------------------------------------------------------------------------------
+
+    @classmethod
+    def from_properties(
+        cls,
+        props: Mapping[str, str] | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        spark_conf: Mapping[str, str] | None = None,
+    ) -> "OptimizationConfig":
+        """Parse table properties (+ session Spark conf defaults + explicit overrides).
+
+        `overrides` keys may be full keys (`use.optimization.bytes-per-iter`), keys without the
+        prefix (`bytes-per-iter`) or field names (`bytes_per_iter`); values may be strings or already
+        typed (int, bool, float). A `None` override value means "not given" and is skipped.
+        """
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}  # field -> the key spelling the value came from (for messages)
+
+        def put(spec: KeySpec, key: str, raw: Any) -> None:
+            try:
+                values[spec.field] = spec.parse(raw)
+            except UnknownStrategyError as e:
+                raise UnknownStrategyError(f"bad value {str(raw)!r} for {key}: {e}") from None
+            except _Bad as e:
+                raise _error(key, raw, str(e)) from None
+            sources[spec.field] = key
+
+        for key, raw in (spark_conf or {}).items():
+            if key.startswith(SPARK_OPT_PREFIX):
+                spec = _BY_KEY.get(key[len(SPARK_OPT_PREFIX):].lower())
+                if spec is None:
+                    raise _unknown_key(key, SPARK_OPT_PREFIX)
+                put(spec, key, raw)
+        for key, raw in (props or {}).items():
+            if key.startswith(PREFIX):
+                spec = _BY_KEY.get(key[len(PREFIX):].lower())
+                if spec is None:
+                    raise _unknown_key(key, PREFIX)
+                put(spec, key, raw)
+        for key, raw in (overrides or {}).items():
+            if raw is None:
+                continue
+            short = key[len(PREFIX):] if key.startswith(PREFIX) else key
+            spec = _BY_KEY.get(short.lower()) or _BY_FIELD.get(short)
+            if spec is None:
+                raise _unknown_key(key, PREFIX)
+            put(spec, key, raw)
+
+        config = cls(**values)
+        chain = set(config.strategies or ()) | ({config.type} if config.type else set())
+        if "SamplingOverheadReduction" in chain and config.sampling_fraction is None:
+            src = sources.get("type") if config.type == "SamplingOverheadReduction" else sources.get("strategies")
+            raise ConfigError(
+                f"{src or PREFIX + 'type'} selects SamplingOverheadReduction, which needs "
+                f"{PREFIX}sampling-fraction: set it to a number strictly between 0 and 1, e.g. 0.1"
+            )
+        if "ClusterKeyOverlap" in chain and config.overlap_cluster_key is None:
+            src = sources.get("type") if config.type == "ClusterKeyOverlap" else sources.get("strategies")
+            raise ConfigError(
+                f"{src or PREFIX + 'type'} selects ClusterKeyOverlap, which needs "
+                f"{PREFIX}overlap.cluster-key: set it to the column whose overlap to reduce"
+            )
+        return config
+
+    def to_properties(self) -> dict[str, str]:
+        """The explicitly set values as table properties (round-trips through from_properties)."""
+        out: dict[str, str] = {}
+        defaults = OptimizationConfig()
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value == getattr(defaults, f.name):
+                continue
+            spec = _BY_FIELD[f.name]
+            if isinstance(value, bool):
+                text = "true" if value else "false"
+            elif isinstance(value, tuple):
+                text = ",".join(value)
+            else:
+                text = str(value)
+            out[spec.full_key] = text
+        return out
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Session-level (Spark conf) settings of the continuous-optimization service."""
+
+    optimization_interval_s: float = DEFAULT_INTERVAL_SECONDS
+
+    @classmethod
+    def from_spark_conf(cls, conf: Mapping[str, str] | None) -> "ServiceConfig":
+        """Parse `spark.qbeast.use.optimization-interval`; `spark.qbeast.use.optimization.*` keys
+        are validated too (they are table-key defaults, see `OptimizationConfig.from_properties`)."""
+        conf = conf or {}
+        OptimizationConfig.from_properties({}, spark_conf=conf)  # validates the session defaults
+        interval = DEFAULT_INTERVAL_SECONDS
+        if INTERVAL_KEY in conf:
+            try:
+                interval = parse_duration(conf[INTERVAL_KEY])
+            except _Bad as e:
+                raise _error(INTERVAL_KEY, conf[INTERVAL_KEY], str(e)) from None
+        return cls(optimization_interval_s=interval)

@@ -1,0 +1,281 @@
+"""Vectorized helpers shared by the strategies (numpy/pyarrow over the snapshot tables).
+
+Scores. Every task carries `score` = estimated read cost saved per byte rewritten, in a common unit
+(bytes of read work saved per byte of rewrite IO), so tasks of different strategies can be ranked
+together (Relyt's scheduling weight). The read-cost model is Amoro's/Spark's: reading a set of files
+costs its bytes plus `open_file_cost` (default 4 MiB, Spark's `openCostInBytes`) per file.
+
+* merging n_in files into n_out = ceil(bytes / max_file_size) files (compact, binpack, small files):
+  `open_file_cost * (n_in - n_out) / bytes`: the open cost of the files that disappear, per byte;
+* indexing staging files: `1 + open_file_cost * (n_in - n_out) / bytes`: staging files are read in
+  full by every query (no cube or sample pruning), so each indexed byte is assumed to save about one
+  byte of reading per query, plus the merge term; index tasks therefore outrank pure compaction;
+* sampling overhead: `overhead_bytes / bytes`, the bytes a `sample(f)` reads needlessly (see
+  sampling.py) per byte rewritten;
+* cluster-key overlap: `(depth - 1) * (open_file_cost + bytes / n_in) / bytes`: a lookup inside the
+  overlapped key range reads `depth` files before and one after the merge.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from use.optimize.config import OptimizationConfig
+from use.optimize.plan import KIND_BINPACK, KIND_COMPACT, KIND_INDEX, PLAIN_DELTA_REVISION, MergeTask, Plan
+
+# 10^0 .. 10^18: file levels by exact integer comparison (no float log10 rounding at 10^15+).
+_POW10 = np.array([10**i for i in range(19)], dtype=np.int64)
+
+
+def levels_of(counts: np.ndarray) -> np.ndarray:
+    """floor(log10(count)) for counts >= 1, computed exactly; -1 for counts <= 0."""
+    return np.searchsorted(_POW10, np.asarray(counts, dtype=np.int64), side="right").astype(np.int64) - 1
+
+
+def sizes_of(snapshot: Any) -> np.ndarray:
+    return np.asarray(snapshot.files.column("size").to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def revision_ids_of(snapshot: Any) -> np.ndarray:
+    files: pa.Table = snapshot.files
+    if "revision_id" not in files.column_names:
+        return np.zeros(files.num_rows, dtype=np.int64)
+    return np.asarray(files.column("revision_id").fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def target_revision(snapshot: Any, config: OptimizationConfig) -> int:
+    """The revision an indexed-revision strategy works on: the configured one, else the latest."""
+    rid = config.target_revision_id
+    return int(snapshot.latest_revision_id) if rid is None else int(rid)
+
+
+def file_max_block_counts(blocks: pa.Table, num_files: int, mask: np.ndarray | None = None) -> np.ndarray:
+    """Per file: the largest block elementCount (0 for files without blocks)."""
+    fi = np.asarray(blocks.column("file_index").to_numpy(zero_copy_only=False), dtype=np.int64)
+    ec = np.asarray(blocks.column("element_count").to_numpy(zero_copy_only=False), dtype=np.int64)
+    if mask is not None:
+        fi, ec = fi[mask], ec[mask]
+    out = np.zeros(num_files, dtype=np.int64)
+    if fi.size:
+        np.maximum.at(out, fi, ec)
+    return out
+
+
+def take_prefix(sizes: np.ndarray, budget: int, min_files: int = 1) -> int:
+    """How many leading files fit in `budget` bytes (cumulative), but at least `min_files` (if any)."""
+    if sizes.size == 0:
+        return 0
+    k = int(np.searchsorted(np.cumsum(sizes), budget, side="right"))
+    return min(sizes.size, max(k, min_files))
+
+
+def chunks(sizes: np.ndarray, cap: int, min_files: int = 1) -> list[tuple[int, int]]:
+    """Consecutive greedy chunks of at most `cap` bytes (a chunk has at least `min_files` files).
+
+    One Python step per chunk, not per file: the end of each chunk is a binary search in the
+    cumulative sizes.
+    """
+    n = sizes.size
+    out: list[tuple[int, int]] = []
+    if n == 0:
+        return out
+    cs = np.cumsum(sizes)
+    i = 0
+    while i < n:
+        base = int(cs[i - 1]) if i else 0
+        j = int(np.searchsorted(cs, base + cap, side="right"))
+        j = min(n, max(j, i + min_files))
+        out.append((i, j))
+        i = j
+    return out
+
+
+def output_files(nbytes: int, max_file_size: int) -> int:
+    return max(1, -(-int(nbytes) // max(1, int(max_file_size))))
+
+
+def merge_score(nbytes: int, n_in: int, config: OptimizationConfig) -> float:
+    n_out = output_files(nbytes, config.max_file_size)
+    return config.open_file_cost * max(0, n_in - n_out) / max(1, nbytes)
+
+
+def index_score(nbytes: int, n_in: int, config: OptimizationConfig) -> float:
+    return 1.0 + merge_score(nbytes, n_in, config)
+
+
+def paths_of(snapshot: Any, idx: np.ndarray) -> tuple[str, ...]:
+    return tuple(snapshot.files.column("path").take(pa.array(idx, pa.int64())).to_pylist())
+
+
+def sort_files(snapshot: Any, idx: np.ndarray, keys: Sequence[tuple[str, str]]) -> np.ndarray:
+    """`idx` (file row indices) reordered by the given (files column, "ascending"/"descending") keys,
+    then by path, so every selection is deterministic."""
+    if idx.size <= 1:
+        return idx
+    files: pa.Table = snapshot.files
+    cols = {name: files.column(name).take(pa.array(idx, pa.int64())) for name, _ in keys}
+    cols["path"] = files.column("path").take(pa.array(idx, pa.int64()))
+    t = pa.table({**{f"k{i}": cols[name] for i, (name, _) in enumerate(keys)}, "p": cols["path"]})
+    sort_keys = [(f"k{i}", order) for i, (_, order) in enumerate(keys)] + [("p", "ascending")]
+    order = pc.sort_indices(t, sort_keys=sort_keys).to_numpy()
+    return idx[order]
+
+
+def partition_groups(snapshot: Any, idx: np.ndarray) -> tuple[np.ndarray, list[dict[str, str | None]]]:
+    """Group files `idx` by partition values: (group id per file, partition values per group).
+
+    The map column is turned into one canonical string per file (entries sorted by key, nulls kept
+    distinct from empty strings) in a few Arrow kernels, then dictionary-encoded.
+    """
+    files: pa.Table = snapshot.files
+    n = idx.size
+    if n == 0 or "partition_values" not in files.column_names:
+        return np.zeros(n, dtype=np.int64), [{}]
+    pv = files.column("partition_values").take(pa.array(idx, pa.int64())).combine_chunks()
+    if isinstance(pv, pa.ChunkedArray):  # pragma: no cover - combine_chunks of a ChunkedArray
+        pv = pv.combine_chunks()
+    pv = pv.fill_null(pa.scalar([], pv.type)) if pv.null_count else pv
+    offsets = np.asarray(pv.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    offsets = offsets - offsets[0]
+    if offsets[-1] == 0:
+        return np.zeros(n, dtype=np.int64), [{}]
+    keys = pv.keys
+    items = pv.items
+    row = np.repeat(np.arange(n), np.diff(offsets))
+    key_codes = pc.dictionary_encode(keys).combine_chunks() if isinstance(keys, pa.ChunkedArray) else pc.dictionary_encode(keys)
+    key_rank = np.argsort(np.argsort(np.asarray(key_codes.dictionary.to_pylist(), dtype=object)))
+    order = np.lexsort((key_rank[key_codes.indices.to_numpy(zero_copy_only=False)], row))
+    entries = pc.binary_join_element_wise(keys, pc.fill_null(items, "\x00<null>"), "\x1f").take(pa.array(order))
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), entries), "\x1e")
+    enc = pc.dictionary_encode(joined)
+    gids = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    groups: list[dict[str, str | None]] = []
+    for text in enc.dictionary.to_pylist():
+        d: dict[str, str | None] = {}
+        for entry in (text.split("\x1e") if text else []):
+            k, _, v = entry.partition("\x1f")
+            d[k] = None if v == "\x00<null>" else v
+        groups.append(d)
+    return gids, groups
+
+
+def budget(tasks: list[MergeTask], bytes_per_iter: int) -> list[MergeTask]:
+    """The best tasks (by score, stable) whose total stays within one iteration's bytes (>= 1 task)."""
+    ranked = sorted(tasks, key=lambda t: -t.score)
+    out: list[MergeTask] = []
+    total = 0
+    for t in ranked:
+        if out and total + t.bytes > bytes_per_iter:
+            break
+        out.append(t)
+        total += t.bytes
+    return out
+
+
+def pack_bins(
+    snapshot: Any,
+    idx: np.ndarray,
+    cap: int,
+    *,
+    strategy: str,
+    revision_id: int,
+    config: OptimizationConfig,
+    reason: str,
+) -> list[MergeTask]:
+    """Delta OPTIMIZE's groupFilesIntoBins over files `idx`: per partition, files sorted by size
+    (then path), packed greedily into bins of at most `cap` bytes; single-file bins are dropped."""
+    if idx.size < 2:
+        return []
+    sizes_all = sizes_of(snapshot)
+    gids, groups = partition_groups(snapshot, idx)
+    # Partitions with one candidate cannot form a bin of two: drop them before any per-bin work.
+    counts = np.bincount(gids, minlength=len(groups))
+    keep = counts[gids] >= 2
+    idx, gids = idx[keep], gids[keep]
+    if idx.size == 0:
+        return []
+    paths = pc.sort_indices(
+        pa.table({"g": gids, "s": sizes_all[idx], "p": snapshot.files.column("path").take(pa.array(idx, pa.int64()))}),
+        sort_keys=[("g", "ascending"), ("s", "ascending"), ("p", "ascending")],
+    ).to_numpy()
+    idx, gids = idx[paths], gids[paths]
+    sizes = sizes_all[idx]
+    bounds = np.flatnonzero(np.r_[True, gids[1:] != gids[:-1], True])
+    tasks: list[MergeTask] = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        for i, j in chunks(sizes[a:b], cap):
+            if j - i < 2:
+                continue
+            sel = idx[a + i : a + j]
+            nbytes = int(sizes[a + i : a + j].sum())
+            tasks.append(
+                MergeTask(
+                    strategy=strategy,
+                    revision_id=revision_id,
+                    paths=paths_of(snapshot, sel),
+                    bytes=nbytes,
+                    num_files=int(sel.size),
+                    score=merge_score(nbytes, int(sel.size), config),
+                    reason=reason.format(n=int(sel.size)),
+                    kind=KIND_BINPACK,
+                    partition_values=groups[int(gids[a])],
+                )
+            )
+    return tasks
+
+
+def plain_revision(snapshot: Any) -> int:
+    """The revision id binpack tasks carry: -1 on plain Delta tables, 0 (staging) on Qbeast tables."""
+    return 0 if snapshot.is_qbeast else PLAIN_DELTA_REVISION
+
+
+def revision_rewrite_plan(snapshot: Any, config: OptimizationConfig, strategy: str, revision_id: int) -> Plan:
+    """use.optimization.revision-rewrite: every file of the revision, in task-sized chunks, once."""
+    rids = revision_ids_of(snapshot)
+    if not snapshot.is_qbeast:
+        idx = np.arange(snapshot.files.num_rows, dtype=np.int64)
+        tasks = pack_bins_all(snapshot, idx, config, strategy=strategy)
+        return Plan(tuple(tasks), strategy, snapshot.version, one_shot=True)
+    idx = np.flatnonzero(rids == revision_id).astype(np.int64)
+    idx = sort_files(snapshot, idx, [("modification_time", "ascending")])
+    sizes = sizes_of(snapshot)[idx]
+    kind = KIND_INDEX if revision_id == 0 else KIND_COMPACT
+    tasks = []
+    for i, j in chunks(sizes, config.task_limit):
+        nbytes = int(sizes[i:j].sum())
+        n = j - i
+        score = index_score(nbytes, n, config) if kind == KIND_INDEX else merge_score(nbytes, n, config)
+        tasks.append(
+            MergeTask(strategy, revision_id, paths_of(snapshot, idx[i:j]), nbytes, n, score,
+                      f"revision-rewrite: every file of revision {revision_id} ({n} files)", kind)
+        )  # fmt: skip
+    return Plan(tuple(tasks), strategy, snapshot.version, one_shot=True)
+
+
+def pack_bins_all(snapshot: Any, idx: np.ndarray, config: OptimizationConfig, *, strategy: str) -> list[MergeTask]:
+    """Every file of `idx` in per-partition chunks of at most task_limit bytes (single files kept)."""
+    sizes_all = sizes_of(snapshot)
+    gids, groups = partition_groups(snapshot, idx)
+    order = np.lexsort((idx, gids))
+    idx, gids = idx[order], gids[order]
+    bounds = np.flatnonzero(np.r_[True, gids[1:] != gids[:-1], True]) if idx.size else np.array([0])
+    rid = plain_revision(snapshot)
+    tasks = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        sizes = sizes_all[idx[a:b]]
+        for i, j in chunks(sizes, config.task_limit):
+            nbytes = int(sizes[i:j].sum())
+            tasks.append(
+                MergeTask(strategy, rid, paths_of(snapshot, idx[a + i : a + j]), nbytes, j - i,
+                          merge_score(nbytes, j - i, config), f"rewrite of {j - i} files", KIND_BINPACK,
+                          groups[int(gids[a])])
+            )  # fmt: skip
+    return tasks
+
+
+def as_array(values: Iterable[int]) -> np.ndarray:
+    return np.fromiter(values, dtype=np.int64)

@@ -1,0 +1,216 @@
+"""Leveled compaction (the guide) and level-wise cube defragmentation (continuous optimization).
+
+Both classify the files of one indexed revision into levels and group blocks per cube:
+
+* file level = floor(log10(largest block elementCount of the file)): level 0 = [1, 9] elements,
+  1 = [10, 99], 2 = [100, 999], ... (exact integer arithmetic; files whose blocks are all empty
+  have no level and are left alone);
+* per level, the blocks of that level's files are grouped by cube and their elementCounts summed;
+  a group whose total is below 10^(level+1) is discarded, so merging a group always creates at least
+  one file of a higher level (the guarantee that makes the process converge level by level).
+
+`LeveledCompactionSelection` orders the remaining groups by (level, cube depth, number of blocks)
+ascending and selects the files of the first group only. `CubeDefragmentation` keeps the groups of
+the lowest level that has any, orders them by (cube depth, number of blocks) and takes their files,
+group after group, until `bytes-per-iter`. Ties are broken by the cube id string, so a selection is
+deterministic.
+
+Both obey the per-task IO limit (`task-max-bytes`): within a group, files are taken smallest first
+(most files eliminated per byte) while they fit, but at least two, since merging one file with
+itself removes no fragmentation. Score: `open_file_cost * (files_in - files_out) / bytes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from use.optimize.config import OptimizationConfig
+from use.optimize.plan import KIND_COMPACT, MergeTask, Plan
+from use.optimize.strategies._common import (
+    chunks,
+    file_max_block_counts,
+    levels_of,
+    merge_score,
+    paths_of,
+    revision_rewrite_plan,
+    sizes_of,
+    sort_files,
+    take_prefix,
+    target_revision,
+)
+from use.optimize.strategies.registry import register
+
+
+@dataclass(frozen=True)
+class BlockGroups:
+    """Qualifying (level, cube) block groups of one revision, as parallel numpy arrays.
+
+    Per group: `level`, `depth`, `total` (summed elementCount), `nblocks`, `cube_rank` (rank of the cube
+    id string among the revision's cubes, for tie-breaking) and `cube_code` (index into `cubes`).
+    Per block of the revision: `block_group` (group index, -1 if the block's group was discarded or
+    its file has no level) and `block_file` (row in `snapshot.files`).
+    """
+
+    level: np.ndarray
+    depth: np.ndarray
+    total: np.ndarray
+    nblocks: np.ndarray
+    cube_rank: np.ndarray
+    cube_code: np.ndarray
+    cubes: pa.Array
+    block_group: np.ndarray
+    block_file: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.level.size)
+
+    def cube(self, g: int) -> str:
+        return str(self.cubes[int(self.cube_code[g])].as_py())
+
+    def files_of(self, g: int) -> np.ndarray:
+        return np.unique(self.block_file[self.block_group == g])
+
+
+def block_groups(snapshot: Any, revision_id: int) -> BlockGroups:
+    """Level every file of the revision, group its blocks by (level, cube), keep the qualifying groups."""
+    blocks: pa.Table = snapshot.blocks
+    rid = np.asarray(blocks.column("revision_id").to_numpy(zero_copy_only=False), dtype=np.int64)
+    bmask = rid == revision_id
+    fi = np.asarray(blocks.column("file_index").to_numpy(zero_copy_only=False), dtype=np.int64)[bmask]
+    ec = np.asarray(blocks.column("element_count").to_numpy(zero_copy_only=False), dtype=np.int64)[bmask]
+    depth = np.asarray(blocks.column("depth").to_numpy(zero_copy_only=False), dtype=np.int64)[bmask]
+    cube_col = blocks.column("cube_id")
+    cube_col = cube_col.filter(pa.array(bmask)) if not bmask.all() else cube_col
+    enc = pc.dictionary_encode(cube_col.combine_chunks() if isinstance(cube_col, pa.ChunkedArray) else cube_col)
+    codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    cubes: pa.Array = enc.dictionary
+    ncubes = max(1, len(cubes))
+
+    file_level = levels_of(file_max_block_counts(blocks, snapshot.files.num_rows, bmask))
+    level = file_level[fi]
+    ok = level >= 0
+    key = level * ncubes + codes
+    key = np.where(ok, key, -1)
+    uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    total = np.bincount(inv, weights=ec, minlength=uniq.size)
+    nblocks = np.bincount(inv, minlength=uniq.size)
+    g_level = uniq // ncubes
+    g_code = uniq % ncubes
+    thresholds = np.power(10.0, g_level + 1)
+    qualifies = (uniq >= 0) & (total >= thresholds)
+    new_id = np.full(uniq.size, -1, dtype=np.int64)
+    new_id[qualifies] = np.arange(int(qualifies.sum()))
+    cube_rank_of_code = np.empty(len(cubes), dtype=np.int64)
+    if len(cubes):
+        cube_rank_of_code[pc.sort_indices(cubes).to_numpy()] = np.arange(len(cubes))
+    q_code = g_code[qualifies]
+    return BlockGroups(
+        level=g_level[qualifies],
+        depth=depth[first][qualifies],
+        total=total[qualifies].astype(np.int64),
+        nblocks=nblocks[qualifies].astype(np.int64),
+        cube_rank=cube_rank_of_code[q_code] if len(cubes) else q_code,
+        cube_code=q_code,
+        cubes=cubes,
+        block_group=new_id[inv],
+        block_file=fi,
+    )
+
+
+def _indexed_revision(snapshot: Any, config: OptimizationConfig) -> int | None:
+    if not snapshot.is_qbeast:
+        return None
+    rid = target_revision(snapshot, config)
+    return rid if rid > 0 else None
+
+
+def _group_reason(groups: BlockGroups, g: int, prefix: str) -> str:
+    lvl = int(groups.level[g])
+    return (
+        f"{prefix}level {lvl} cube {groups.cube(g)!r} (depth {int(groups.depth[g])}): "
+        f"{int(groups.nblocks[g])} blocks, {int(groups.total[g])} elements >= 10^{lvl + 1}"
+    )
+
+
+@register("LeveledCompactionSelection", "LeveledCompaction")
+class LeveledCompactionSelection:
+    name: ClassVar[str]
+    applies_to_qbeast: ClassVar[bool] = True
+    applies_to_delta: ClassVar[bool] = False
+
+    def select(self, snapshot: Any, config: OptimizationConfig) -> Plan | None:
+        rid = _indexed_revision(snapshot, config)
+        if rid is None:
+            return None
+        if config.revision_rewrite:
+            return revision_rewrite_plan(snapshot, config, self.name, rid)
+        groups = block_groups(snapshot, rid)
+        if groups.size == 0:
+            return None
+        order = np.lexsort((groups.cube_rank, groups.nblocks, groups.depth, groups.level))
+        g = int(order[0])
+        idx = sort_files(snapshot, groups.files_of(g), [("size", "ascending")])
+        sizes = sizes_of(snapshot)[idx]
+        k = take_prefix(sizes, config.task_limit, min_files=2)
+        nbytes = int(sizes[:k].sum())
+        reason = _group_reason(groups, g, "")
+        if k < idx.size:
+            reason += f"; {k} of {idx.size} files within task-max-bytes={config.task_limit}"
+        task = MergeTask(self.name, rid, paths_of(snapshot, idx[:k]), nbytes, k, merge_score(nbytes, k, config), reason, KIND_COMPACT)
+        return Plan((task,), self.name, snapshot.version)
+
+
+@register("CubeDefragmentation")
+class CubeDefragmentation:
+    name: ClassVar[str]
+    applies_to_qbeast: ClassVar[bool] = True
+    applies_to_delta: ClassVar[bool] = False
+
+    def select(self, snapshot: Any, config: OptimizationConfig) -> Plan | None:
+        rid = _indexed_revision(snapshot, config)
+        if rid is None:
+            return None
+        if config.revision_rewrite:
+            return revision_rewrite_plan(snapshot, config, self.name, rid)
+        groups = block_groups(snapshot, rid)
+        if groups.size == 0:
+            return None
+        lowest = int(groups.level.min())
+        in_level = groups.level == lowest
+        order = np.lexsort((groups.cube_rank, groups.nblocks, groups.depth, ~in_level))
+        order = order[: int(in_level.sum())]
+        rank = np.full(groups.size, -1, dtype=np.int64)
+        rank[order] = np.arange(order.size)
+        # Blocks of the chosen groups, in group order, smallest file first within a group; a file
+        # holding blocks of several chosen cubes goes with the first group that reaches it.
+        brank = np.where(groups.block_group >= 0, rank[np.maximum(groups.block_group, 0)], -1)
+        sel = brank >= 0
+        bfile, brank = groups.block_file[sel], brank[sel]
+        sizes_all = sizes_of(snapshot)
+        o = np.lexsort((bfile, sizes_all[bfile], brank))
+        bfile, brank = bfile[o], brank[o]
+        _, first = np.unique(bfile, return_index=True)
+        first.sort()
+        files, file_group = bfile[first], brank[first]
+        sizes = sizes_all[files]
+        k = take_prefix(sizes, config.bytes_per_iter)
+        files, file_group, sizes = files[:k], file_group[:k], sizes[:k]
+        tasks = []
+        for i, j in chunks(sizes, config.task_limit):
+            nbytes = int(sizes[i:j].sum())
+            gs = np.unique(file_group[i:j])
+            g0 = int(order[int(gs[0])])
+            reason = _group_reason(groups, g0, f"lowest level {lowest}: ")
+            if gs.size > 1:
+                reason += f" and {gs.size - 1} more cube(s) of the level"
+            tasks.append(
+                MergeTask(self.name, rid, paths_of(snapshot, files[i:j]), nbytes, j - i,
+                          merge_score(nbytes, j - i, config), reason, KIND_COMPACT)
+            )  # fmt: skip
+        return Plan(tuple(tasks), self.name, snapshot.version)
