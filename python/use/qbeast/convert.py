@@ -52,31 +52,33 @@ def _check_cube_size(cube_size: Any) -> int:
     return cube_size
 
 
-def _spec_names(columns_to_index: Any) -> tuple[Any, list[str]]:
-    """Parse the column specs; returns (parsed specs, plain column names)."""
-    from use.qbeast.revision import parse_column_specs
+def _check_spec_syntax(columns_to_index: Any) -> None:
+    from use.qbeast.revision import split_column_specs
 
-    if isinstance(columns_to_index, str):
-        text = columns_to_index
-    elif isinstance(columns_to_index, (list, tuple)) and all(isinstance(c, str) for c in columns_to_index):
-        text = ",".join(columns_to_index)
-    else:
+    if not (
+        isinstance(columns_to_index, str)
+        or (isinstance(columns_to_index, (list, tuple)) and all(isinstance(c, str) for c in columns_to_index))
+    ):
         raise IndexColumnError(
             f"columns_to_index must be a list of column names (or 'a,b:hashing' specs), got {columns_to_index!r}"
         )
-    if not text.strip():
-        raise IndexColumnError("columns_to_index is empty: name at least one column to index")
-    specs = parse_column_specs(text)
-    names = [s.name if hasattr(s, "name") else s.column for s in specs]  # type: ignore[union-attr]
-    return specs, names
+    split_column_specs(columns_to_index)
 
 
-def _check_columns(names: Sequence[str], schema: pa.Schema, where: str) -> None:
-    missing = [n for n in names if n not in schema.names]
-    if missing:
-        raise IndexColumnError(
-            f"cannot index {missing} of {where}: no such column; the table's columns are {schema.names}"
-        )
+def index_column_names(columns_to_index: Any, schema: pa.Schema, where: str) -> list[str]:
+    """Validate the column specs against the schema (names exist, types indexable) -> plain names.
+
+    A converted table's staging revision keeps only names (EmptyTransformers); an explicit type such
+    as `name:hashing` is still checked here so a bad spec fails now, not at the first write.
+    """
+    from use.qbeast.revision import parse_column_specs
+
+    _check_spec_syntax(columns_to_index)
+    try:
+        transformers = parse_column_specs(columns_to_index, schema)
+    except IndexColumnError as exc:
+        raise IndexColumnError(f"cannot index {where}: {exc}") from None
+    return [t.column_name for t in transformers]
 
 
 def _holds_data(path: str) -> bool:
@@ -146,21 +148,21 @@ def convert_to_qbeast(path: str, columns_to_index: Sequence[str] | str, cube_siz
     if not os.path.isdir(path):
         raise TableNotFoundError(f"cannot convert {path!r}: no such directory (expected a parquet directory or a Delta table)")
     path = os.path.abspath(path)
-    specs, names = _spec_names(columns_to_index)
+    _check_spec_syntax(columns_to_index)
     log = DeltaLog.for_path(path)
 
     if log.exists():
         snap = log.snapshot()
         qsnap = QbeastSnapshot.from_delta(snap)
         if qsnap.is_qbeast:
-            return ConvertResult(path, snap.version, "qbeast", snap.num_files, tuple(names), False)
+            return ConvertResult(path, snap.version, "qbeast", snap.num_files, tuple(qsnap.revisions[qsnap.latest_revision_id].columns), False)
         if snap.partition_columns:
             raise UnsupportedFeatureError(
                 f"the Delta table at {path!r} is partitioned by {list(snap.partition_columns)}; partitioned tables cannot "
                 f"be converted to Qbeast (rewrite it unpartitioned with QbeastTable.write)"
             )
-        _check_columns(names, snap.schema, f"the Delta table at {path!r}")
-        revision = staging_revision(path, specs, cube_size, snap.schema)
+        names = index_column_names(columns_to_index, snap.schema, f"the Delta table at {path!r}")
+        revision = staging_revision(path, names, cube_size, _now_ms())
         txn = log.start_transaction()
         meta = snap.metadata
         txn.add(_with_configuration(meta, configuration_with_revision(meta.configuration, revision)))
@@ -173,8 +175,8 @@ def convert_to_qbeast(path: str, columns_to_index: Sequence[str] | str, cube_siz
             f"cannot convert {path!r}: it has neither a Delta log nor parquet files; write the table with QbeastTable.write"
         )
     schema, adds = _parquet_adds(path, files)
-    _check_columns(names, schema, f"the parquet directory {path!r}")
-    revision = staging_revision(path, specs, cube_size, schema)
+    names = index_column_names(columns_to_index, schema, f"the parquet directory {path!r}")
+    revision = staging_revision(path, names, cube_size, _now_ms())
     # Step 1 (CONVERT TO DELTA): the log over the existing files, exactly as they are.
     log.create(schema)
     txn = log.start_transaction()

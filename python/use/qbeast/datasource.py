@@ -218,13 +218,15 @@ def _create_table(log: Any, path: str, schema: pa.Schema, options: dict[str, str
     configuration: dict[str, str] = {}
     columns = options.get("columnsToIndex")
     if columns:
-        from use.qbeast.convert import DEFAULT_CUBE_SIZE, _check_columns, _spec_names
+        import time
+
+        from use.qbeast.convert import DEFAULT_CUBE_SIZE, index_column_names
         from use.qbeast.revision import configuration_with_revision, staging_revision
 
-        specs, names = _spec_names(columns)
-        _check_columns(names, schema, f"the data written to {path!r}")
+        names = index_column_names(columns, schema, f"the data written to {path!r}")
         cube_size = _cube_size_option(options.get("cubeSize"), DEFAULT_CUBE_SIZE)
-        configuration = configuration_with_revision({}, staging_revision(path, specs, cube_size, schema))
+        revision = staging_revision(path, names, cube_size, int(time.time() * 1000))
+        configuration = configuration_with_revision({}, revision)
     try:
         log.create(schema, configuration=configuration)
     except TableAlreadyExistsError:
@@ -281,8 +283,8 @@ class QbeastDataSource(DataSource):
                 )
             arrow_schema = table_schema
         elif self.options.get("columnsToIndex"):
-            from use.qbeast.convert import _check_columns, _spec_names
+            from use.qbeast.convert import index_column_names
 
-            _check_columns(_spec_names(self.options["columnsToIndex"])[1], arrow_schema, f"the data written to {path!r}")
+            index_column_names(self.options["columnsToIndex"], arrow_schema, f"the data written to {path!r}")
             _cube_size_option(self.options.get("cubeSize"), 1)
         return QbeastStagingWriter(path, arrow_schema, dict(self.options))
