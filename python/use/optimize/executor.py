@@ -2,26 +2,60 @@
 
 A merge task is the unit of optimization work (Relyt's MERGE task, Delta's bin). Its whole life is:
 read the task's input files with Spark's own parquet reader, rewrite the rows (index them into the
-latest revision, compact them with the revision's existing weights, or bin-pack them for a plain Delta
-table), then commit `remove`s of the inputs and `add`s of the outputs, all `dataChange=false`, in ONE
+latest revision, compact them with the revision's existing weights, or bin-pack them as plain Delta
+files), then commit `remove`s of the inputs and `add`s of the outputs, all `dataChange=false`, in ONE
 Delta transaction started from the snapshot the task was planned on. The OptimizationEvent goes into
 that same commit's `commitInfo.tags`, so an event exists if and only if the rewrite does.
 
 Failure discipline: files written by a task are deleted again whenever the task does not commit
-(conflict, error, interrupted run), so an abandoned task leaves no stray files. A conflict that means
-the input is gone (a file being rewritten was removed concurrently) abandons the task; the loop then
-re-plans from a fresh snapshot. Concurrent blind appends never conflict with the rewrite because
-`dataChange=false` actions are rebased over them by the transaction.
+(conflict, error, interrupted run), so an abandoned task leaves no stray files. A conflict (a file
+being rewritten was removed concurrently, or the table's metadata changed under it) abandons the
+task; the loop then re-plans from a fresh snapshot. Concurrent blind appends never conflict with the
+rewrite, because `dataChange=false` actions are rebased over them by the transaction. Before
+committing, the row count of the outputs is checked against the inputs' Delta stats: a rewrite that
+would lose or duplicate rows is never committed.
 """
 
 from __future__ import annotations
 
+import glob
+import logging
+import os
+import time
+import uuid
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from use.delta.actions import AddFile, Metadata, add_files_table, paths_in, remove_actions
+from use.errors import ConcurrentModificationError, InvalidArgumentError, UseError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+    from use.delta.log import DeltaLog
+    from use.delta.snapshot import Snapshot
+    from use.optimize.config import OptimizationConfig
+    from use.optimize.plan import MergeTask
+    from use.qbeast.snapshot import QbeastSnapshot
+
+_log = logging.getLogger(__name__)
 
 # Status of a task after `run_task`.
 COMMITTED = "committed"
 ABANDONED = "abandoned"
+
+#: Delta's operation name for rewrites that do not change data.
+OPERATION = "OPTIMIZE"
+#: Prefix of the files a bin-packing task writes, so an interrupted task's files can be found again.
+BINPACK_PREFIX = "part-useopt-"
+
+
+class RowCountMismatchError(UseError):
+    """A rewrite produced a different number of rows than it read; it is never committed."""
 
 
 @dataclass(frozen=True)
@@ -70,3 +104,352 @@ class IterationMetrics:
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
+
+
+# --- helpers over metadata (Arrow, no per-file Python objects beyond one commit's worth) ----------------
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def task_file_rows(qsnap: QbeastSnapshot, task: MergeTask) -> np.ndarray:
+    """Row indices of the task's files in the planned snapshot; every one must be live there."""
+    files = qsnap.files
+    if files.num_rows == 0:
+        idx = np.zeros(0, np.int64)
+    else:
+        mask = paths_in(files, list(task.paths))
+        idx = np.flatnonzero(mask.to_numpy(zero_copy_only=False)).astype(np.int64)
+    if idx.size != len(set(task.paths)):
+        live = set(files.column("path").take(pa.array(idx, pa.int64())).to_pylist()) if idx.size else set()
+        gone = [p for p in task.paths if p not in live]
+        raise InvalidArgumentError(
+            f"merge task files {gone[:3]}{' ...' if len(gone) > 3 else ''} are not live files of {qsnap.table_root} "
+            f"at version {qsnap.version}; plan the task from the snapshot it runs against"
+        )
+    return idx
+
+
+def blocks_of_rows(qsnap: QbeastSnapshot, idx: np.ndarray) -> pa.Table:
+    """The block-table rows of the files at `idx`."""
+    blocks = qsnap.blocks
+    if blocks.num_rows == 0 or idx.size == 0:
+        return blocks.slice(0, 0)
+    return blocks.filter(pc.is_in(blocks.column("file_index"), value_set=pa.array(idx, pa.int64())))
+
+
+def _reindexed(blocks: pa.Table, idx: np.ndarray) -> pa.Table:
+    """`blocks` of the files at snapshot rows `idx`, with file_index remapped to positions in `idx`."""
+    if blocks.num_rows == 0:
+        return blocks
+    fi = blocks.column("file_index").to_numpy(zero_copy_only=False).astype(np.int64)
+    pos = np.searchsorted(idx, fi)  # idx is sorted (flatnonzero)
+    return blocks.set_column(blocks.schema.get_field_index("file_index"), "file_index", pa.array(pos, pa.int64()))
+
+
+def num_records(files: pa.Table, schema: pa.Schema) -> int | None:
+    """Rows in `files` by their Delta stats; None if any file has no row count."""
+    if files.num_rows == 0:
+        return 0
+    from use.delta.stats import parse_stats
+
+    counts = parse_stats(files, schema, columns=()).column("num_records")
+    if counts.null_count:
+        return None
+    return int(pc.sum(counts).as_py() or 0)
+
+
+def _size_stats(sizes: np.ndarray) -> tuple[int, int, float]:
+    if sizes.size == 0:
+        return 0, 0, 0.0
+    return int(sizes.min()), int(sizes.max()), float(sizes.mean())
+
+
+def _sizes(files: pa.Table) -> np.ndarray:
+    if files.num_rows == 0:
+        return np.zeros(0, np.int64)
+    return files.column("size").to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _cubes_and_blocks(blocks: pa.Table) -> tuple[int, int]:
+    if blocks.num_rows == 0:
+        return 0, 0
+    keys = pc.binary_join_element_wise(
+        pc.cast(blocks.column("revision_id"), pa.string()), blocks.column("cube_id"), "/"
+    )
+    return len(pc.unique(keys)), blocks.num_rows
+
+
+def operation_metrics(removed_sizes: np.ndarray, added_sizes: np.ndarray, rows: int | None) -> dict[str, str]:
+    """Delta's OPTIMIZE `operationMetrics` (all values strings, as Delta writes them)."""
+    q = np.percentile(added_sizes, [25, 50, 75]) if added_sizes.size else np.zeros(3)
+    out = {
+        "numAddedFiles": str(int(added_sizes.size)),
+        "numRemovedFiles": str(int(removed_sizes.size)),
+        "numAddedBytes": str(int(added_sizes.sum())),
+        "numRemovedBytes": str(int(removed_sizes.sum())),
+        "minFileSize": str(int(added_sizes.min()) if added_sizes.size else 0),
+        "p25FileSize": str(int(q[0])),
+        "p50FileSize": str(int(q[1])),
+        "p75FileSize": str(int(q[2])),
+        "maxFileSize": str(int(added_sizes.max()) if added_sizes.size else 0),
+        "numDeletionVectorsRemoved": "0",
+    }
+    if rows is not None:
+        out["numOutputRows"] = str(rows)
+    return out
+
+
+def delete_written(table_root: str, adds: tuple[AddFile, ...] | list[AddFile]) -> None:
+    """Delete files a task wrote but did not commit (best effort; logs what it cannot delete)."""
+    from use.qbeast.reader import absolute_path
+
+    for a in adds:
+        try:
+            os.unlink(absolute_path(table_root, a.path))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # pragma: no cover - leave a trace, do not mask the original error
+            _log.warning("could not delete uncommitted file %s of %s: %s", a.path, table_root, exc)
+
+
+def _delete_prefixed(table_root: str, prefix: str, keep: set[str]) -> None:
+    """Delete files named `prefix*` anywhere under the table root except `keep` (absolute paths)."""
+    pattern = os.path.join(glob.escape(table_root), "**", glob.escape(prefix) + "*")
+    for path in glob.glob(pattern, recursive=True):
+        if os.path.abspath(path) not in keep:
+            try:
+                os.unlink(path)
+            except OSError:  # pragma: no cover
+                pass
+
+
+# --- the three rewrites --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """What a rewrite produced before it is committed."""
+
+    adds: tuple[AddFile, ...]
+    metadata: Metadata | None
+    revision_id: int
+
+
+def _binpack(
+    spark: SparkSession, df: DataFrame, qsnap: QbeastSnapshot, task: MergeTask, config: OptimizationConfig
+) -> Rewrite:
+    """Delta bin packing: repartition to the number of files the bin needs, write each partition with
+    `write_data_file` inside `mapInArrow` (plain Delta files, partition values kept)."""
+    from use.delta.datafile import write_data_file
+    from use.delta.stats import StatsConfig
+    from use.optimize.strategies._common import output_files
+    from use.qbeast.reader import absolute_path
+
+    part = task.partition_dict
+    schema = qsnap.schema
+    data_schema = pa.schema([f for f in schema if f.name not in part])
+    if part:
+        df = df.drop(*part)  # not stored in the files; the AddFile carries them
+    n = min(output_files(task.bytes, config.max_file_size), task.num_files)
+    out = df.coalesce(1) if n == 1 else df.repartition(n)
+    if task.sort_columns:
+        out = out.sortWithinPartitions(*task.sort_columns)
+    stats = StatsConfig.from_configuration(qsnap.configuration)
+    prefix = f"{BINPACK_PREFIX}{uuid.uuid4().hex}-"
+    root = qsnap.table_root
+    # Staging files of a Qbeast table stay staging files (no tags); plain Delta files have none.
+    pdir = None
+    if part:
+        from use.delta.datafile import partition_directory
+
+        pdir = partition_directory(part)
+
+    def write_partition(batches: Any) -> Any:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        pid = ctx.partitionId() if ctx else 0
+        attempt = ctx.attemptNumber() if ctx else 0
+        name = f"{prefix}{pid:05d}-{attempt}.snappy.parquet"
+        first = None
+        rest = iter(batches)
+        for b in rest:
+            if b.num_rows:
+                first = b
+                break
+        if first is None:
+            return
+
+        def chain() -> Any:
+            yield first
+            yield from rest
+
+        add = write_data_file(
+            root,
+            chain(),
+            schema=data_schema,
+            file_name=f"{pdir}/{name}" if pdir else name,
+            data_change=False,
+            partition_values=part or None,
+            stats_columns=stats.num_indexed_cols,
+            stats_column_names=stats.columns,
+        )
+        import json as _json
+
+        yield pa.RecordBatch.from_pydict({"add": [_json.dumps(add.to_action()["add"])]})
+
+    import json
+
+    try:
+        rows = out.mapInArrow(write_partition, "add string").collect()
+    except BaseException:
+        _delete_prefixed(root, prefix, set())
+        raise
+    adds = tuple(_add_from_json(json.loads(r["add"])) for r in rows)
+    # Retried/speculative attempts may have left a second copy of a partition: keep only the reported ones.
+    _delete_prefixed(root, prefix, {os.path.abspath(absolute_path(root, a.path)) for a in adds})
+    return Rewrite(adds, None, task.revision_id)
+
+
+def _add_from_json(d: dict[str, Any]) -> AddFile:
+    return AddFile(
+        path=d["path"],
+        size=int(d["size"]),
+        modification_time=int(d["modificationTime"]),
+        data_change=bool(d["dataChange"]),
+        partition_values=dict(d.get("partitionValues") or {}),
+        stats=d.get("stats"),
+        tags=d.get("tags"),
+    )
+
+
+def _rewrite(
+    spark: SparkSession, df: DataFrame, qsnap: QbeastSnapshot, task: MergeTask, config: OptimizationConfig
+) -> Rewrite:
+    if task.kind == "binpack":
+        return _binpack(spark, df, qsnap, task, config)
+    from use.qbeast import writer
+
+    if task.kind == "index":
+        res = writer.index_into_revision(spark, df, qsnap, data_change=False)
+        return Rewrite(tuple(res.adds), res.metadata, int(res.revision_id))
+    if task.kind == "compact":
+        adds = writer.rewrite_with_existing_weights(spark, df, qsnap, task.revision_id, data_change=False)
+        return Rewrite(tuple(adds), None, task.revision_id)
+    raise InvalidArgumentError(f"unknown merge task kind {task.kind!r}")  # MergeTask validates; defensive
+
+
+# --- one task, one commit ---------------------------------------------------------------------------------
+
+
+def _output_blocks(qsnap: QbeastSnapshot, out_files: pa.Table, metadata: Metadata | None) -> pa.Table:
+    """The block table of the new adds, as the next snapshot will see them (a new revision included)."""
+    from use.qbeast.blocks import block_table
+    from use.qbeast.revision import revisions_from_configuration
+
+    revisions = revisions_from_configuration(metadata.configuration) if metadata is not None else qsnap.revisions
+    return block_table(out_files, revisions)
+
+
+def run_task(
+    spark: SparkSession,
+    log: DeltaLog,
+    snapshot: Snapshot,
+    qsnap: QbeastSnapshot,
+    task: MergeTask,
+    config: OptimizationConfig,
+    *,
+    optimization_name: str | None = None,
+) -> IterationMetrics:
+    """Run one merge task planned on `snapshot` and commit it; ABANDONED metrics on a lost conflict.
+
+    Any exception other than a concurrent-modification conflict propagates after the task's written
+    files are deleted; the table is then exactly as before.
+    """
+    from use.delta.transaction import Transaction
+    from use.optimize import events
+    from use.qbeast.reader import absolute_path, scan
+
+    started = _now_ms()
+    t0 = time.monotonic()
+    idx = task_file_rows(qsnap, task)
+    in_files = qsnap.files.take(pa.array(idx, pa.int64()))
+    in_blocks = blocks_of_rows(qsnap, idx)
+    in_sizes = _sizes(in_files)
+    rows_in = num_records(in_files, qsnap.schema)
+    cubes_in, blocks_in = _cubes_and_blocks(in_blocks)
+    in_stats_blocks = _reindexed(in_blocks, idx)
+    root = qsnap.table_root
+    written: tuple[AddFile, ...] = ()
+
+    def metrics(status: str, *, version: int | None, out_files: pa.Table | None, out_blocks: pa.Table | None,
+                rows: int | None, error: str | None = None) -> IterationMetrics:  # fmt: skip
+        out_sizes = _sizes(out_files) if out_files is not None else np.zeros(0, np.int64)
+        cubes_out, blocks_out = _cubes_and_blocks(out_blocks) if out_blocks is not None else (0, 0)
+        mn_in, mx_in, avg_in = _size_stats(in_sizes)
+        mn_out, mx_out, avg_out = _size_stats(out_sizes)
+        return IterationMetrics(
+            strategy=task.strategy, kind=task.kind, reason=task.reason, revision_id=task.revision_id,
+            status=status, read_version=snapshot.version, version=version,
+            files_in=int(in_sizes.size), bytes_in=int(in_sizes.sum()), min_file_size_in=mn_in,
+            max_file_size_in=mx_in, avg_file_size_in=avg_in,
+            files_out=int(out_sizes.size), bytes_out=int(out_sizes.sum()), min_file_size_out=mn_out,
+            max_file_size_out=mx_out, avg_file_size_out=avg_out,
+            cubes_in=cubes_in, cubes_out=cubes_out, blocks_in=blocks_in, blocks_out=blocks_out,
+            rows=int(rows if rows is not None else (rows_in or 0)),
+            time_ms=int((time.monotonic() - t0) * 1000), score=float(task.score), error=error,
+        )  # fmt: skip
+
+    try:
+        df = scan(spark, qsnap, [absolute_path(root, p) for p in in_files.column("path").to_pylist()])
+        result = _rewrite(spark, df, qsnap, task, config)
+        written = result.adds
+        out_files = add_files_table(list(result.adds))
+        rows_out = num_records(out_files, qsnap.schema)
+        if rows_in is not None and rows_out is not None and rows_in != rows_out:
+            raise RowCountMismatchError(
+                f"the {task.kind} rewrite of {task.num_files} files of {root} produced {rows_out} rows from {rows_in}; "
+                "nothing was committed and the written files were deleted"
+            )
+        out_blocks = _output_blocks(qsnap, out_files, result.metadata)
+        finished = _now_ms()
+        event = events.OptimizationEvent(
+            optimization_name=optimization_name or task.strategy,
+            write_id=str(uuid.uuid4()),
+            table_id=root,
+            revision_id=int(result.revision_id if task.kind == "index" else task.revision_id),
+            started_at=started,
+            finished_at=finished,
+            process_time_ms=finished - started,
+            input_files_stats=events.FileStats.from_blocks(in_files, in_stats_blocks),
+            output_files_stats=events.FileStats.from_blocks(out_files, out_blocks),
+        )
+        txn = Transaction(log, snapshot)
+        txn.add(*remove_actions(in_files, data_change=False), *result.adds)
+        if result.metadata is not None:
+            txn.add(result.metadata)
+        parameters = {
+            "predicate": "[]",
+            "zOrderBy": "[]",
+            "auto": "false",
+            "strategy": task.strategy,
+            "kind": task.kind,
+            "revisionId": str(task.revision_id),
+            "reason": task.reason,
+        }
+        version = txn.commit(
+            OPERATION,
+            parameters,
+            operation_metrics(in_sizes, _sizes(out_files), rows_out),
+            tags={events.EVENT_TAG: event.to_json()},
+        )
+    except ConcurrentModificationError as exc:
+        delete_written(root, written)
+        _log.info("merge task on %s abandoned: %s", root, exc)
+        return metrics(ABANDONED, version=None, out_files=None, out_blocks=None, rows=0, error=type(exc).__name__)
+    except BaseException:
+        delete_written(root, written)
+        raise
+    return metrics(COMMITTED, version=version, out_files=out_files, out_blocks=out_blocks, rows=rows_out)

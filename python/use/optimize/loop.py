@@ -15,7 +15,7 @@ wires them to the real Delta log, planner and Spark executor.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,6 +31,10 @@ __all__ = [
     "OptimizeResult",
     "run_loop",
     "format_metrics_table",
+    "format_iteration",
+    "optimize_path",
+    "optimizations",
+    "optimizations_table",
     "CONVERGED",
     "MAX_ITERATIONS",
     "STOPPED",
@@ -165,7 +169,8 @@ def run_loop(
     `execute_fn(task, snapshot)` must run the task against the snapshot it was planned on and return
     its metrics, with status ABANDONED (and nothing changed) when it lost to a concurrent writer.
     An abandoned task ends the current plan: the next iteration re-plans from a fresh snapshot.
-    `single_pass` runs one plan and ends (explicit file lists: the files are gone afterwards).
+    `single_pass` (or a plan marked `one_shot`: explicit file lists, whole-revision rewrites) runs one
+    plan and ends, because re-planning would select the same kind of work forever.
     """
     _validate_max_iterations(max_iterations)
     is_stop_requested(stop)  # validates the type before any work
@@ -186,9 +191,10 @@ def run_loop(
             return OptimizeResult((), DRY_RUN, plan=plan, dry_run=True)
         # Highest score first; ties keep the planner's order (sorted is stable).
         tasks: Sequence[MergeTask] = sorted(plan.tasks, key=lambda t: -float(t.score or 0.0))
+        one_shot = single_pass or bool(getattr(plan, "one_shot", False))
         if not tasks:
-            return result(DONE if single_pass and done else CONVERGED)
-        if not all_tasks and not single_pass:
+            return result(DONE if one_shot and done else CONVERGED)
+        if not all_tasks and not one_shot:
             tasks = tasks[:1]
         for task in tasks:
             if is_stop_requested(stop):
@@ -208,7 +214,7 @@ def run_loop(
             if not _made_progress(metrics):
                 return result(NO_PROGRESS)
         else:
-            if single_pass:
+            if one_shot:
                 return result(DONE)
 
 
@@ -272,3 +278,129 @@ def format_iteration(m: IterationMetrics) -> str:
         f"{m.files_in} files ({m.bytes_in} B, {m.blocks_in} blocks) -> {m.files_out} files "
         f"({m.bytes_out} B, {m.blocks_out} blocks), {m.rows} rows, {m.time_ms} ms, version {m.version}"
     )
+
+
+# --- wiring to the real table -------------------------------------------------------------------------------
+
+
+def _session_defaults(spark: Any) -> dict[str, str]:
+    """`spark.qbeast.use.optimization.*` session settings (table-key defaults)."""
+    from use.optimize.config import SPARK_OPT_PREFIX
+
+    try:
+        conf = dict(spark.conf.getAll)  # pyspark >= 4.0: a dict of the runtime conf
+    except Exception:  # noqa: BLE001 - older or remote sessions: fall back to the context conf
+        conf = dict(spark.sparkContext.getConf().getAll())
+    return {k: str(v) for k, v in conf.items() if k.startswith(SPARK_OPT_PREFIX)}
+
+
+def optimize_path(
+    spark: Any,
+    location: str,
+    *,
+    revision_id: int | None = None,
+    files: Sequence[str] | None = None,
+    strategy: str | Sequence[str] | None = None,
+    bytes_per_iter: int | str | None = None,
+    revision_rewrite: bool | str | None = None,
+    dry_run: bool = False,
+    max_iterations: int | None = None,
+    stop: StopLike = None,
+    all_tasks: bool = False,
+    overrides: Mapping[str, Any] | None = None,
+    on_iteration: Callable[[IterationMetrics], None] | None = None,
+) -> OptimizeResult:
+    """Optimize the table at `location` until the planner selects nothing (the guide's optimize()).
+
+    Configuration comes from the table's `use.optimization.*` properties, the session's
+    `spark.qbeast.use.optimization.*` defaults and `overrides`, with the keyword arguments winning.
+    `strategy` replaces the strategy chain (one name or several); `files` rewrites exactly those
+    files once. Every argument is checked, and the first plan made, before anything is written, so
+    bad input raises a typed error and leaves the table as it was.
+    """
+    from use.delta import DeltaLog
+    from use.errors import TableNotFoundError
+    from use.optimize.config import OptimizationConfig
+    from use.optimize.executor import run_task
+    from use.optimize.plan import Plan
+    from use.optimize.planner import Planner
+    from use.qbeast.snapshot import QbeastSnapshot
+
+    if not isinstance(dry_run, bool):
+        raise InvalidArgumentError(f"dry_run must be True or False, got {dry_run!r}")
+    if not isinstance(all_tasks, bool):
+        raise InvalidArgumentError(f"all_tasks must be True or False, got {all_tasks!r}")
+    _validate_max_iterations(max_iterations)
+    is_stop_requested(stop)
+    if files is not None:
+        if isinstance(files, str) or not all(isinstance(f, str) for f in files):
+            raise InvalidArgumentError("files must be a list of data file paths (strings), not a single string")
+        files = list(files)
+    log = DeltaLog.for_path(location)
+    if not log.exists():
+        raise TableNotFoundError(
+            f"no table at {location!r}: there is no Delta log with commits; check the path or write the table first"
+        )
+    first = log.snapshot()
+    given: dict[str, Any] = dict(overrides or {})
+    if bytes_per_iter is not None:
+        given["bytes-per-iter"] = bytes_per_iter
+    if revision_rewrite is not None:
+        given["revision-rewrite"] = revision_rewrite
+    if strategy is not None:
+        given["strategies"] = strategy if isinstance(strategy, str) else ",".join(strategy)
+    config = OptimizationConfig.from_properties(first.configuration, given, spark_conf=_session_defaults(spark))
+    planner = Planner(None, config)
+    planned_once = [False]
+
+    def snapshot_fn() -> tuple[Any, Any]:
+        snap = log.snapshot()
+        return snap, QbeastSnapshot.from_delta(snap)
+
+    def plan_fn(state: tuple[Any, Any]) -> Plan:
+        _, qsnap = state
+        selection = files
+        if files is not None and planned_once[0]:
+            # Re-planning an explicit selection after a lost conflict: only what is still live.
+            live = set(qsnap.files.column("path").to_pylist())
+            selection = [f for f in files if f in live]
+            if not selection:
+                return Plan.empty("ExplicitFiles", qsnap.version)
+        planned_once[0] = True
+        return planner.plan(qsnap, files=selection, revision_id=revision_id)
+
+    def execute_fn(task: MergeTask, state: tuple[Any, Any]) -> IterationMetrics:
+        snap, qsnap = state
+        return run_task(spark, log, snap, qsnap, task, config)
+
+    return run_loop(
+        snapshot_fn=snapshot_fn,
+        plan_fn=plan_fn,
+        execute_fn=execute_fn,
+        max_iterations=max_iterations,
+        stop=stop,
+        all_tasks=all_tasks,
+        dry_run=dry_run,
+        on_iteration=on_iteration,
+    )
+
+
+def optimizations_table(location: str) -> Any:
+    """Every optimization event of the table at `location`, oldest first, as an Arrow table."""
+    from use.delta import DeltaLog
+    from use.optimize.events import events_from_history
+
+    history = DeltaLog.for_path(location).history()
+    return events_from_history(reversed(history))
+
+
+def optimizations(spark: Any, location: str) -> Any:
+    """The table's optimization events as a Spark DataFrame (the `<table>.optimizations` rows)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from use.optimize.events import EVENT_SCHEMA
+
+    table = optimizations_table(location)
+    if table.num_rows == 0:
+        return spark.createDataFrame([], from_arrow_schema(EVENT_SCHEMA))
+    return spark.createDataFrame(table)
