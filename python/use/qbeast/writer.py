@@ -1,0 +1,775 @@
+"""The OTree write on Spark (qbeast-format spec §3, §7): the only module, besides the optimizer's
+executor, that turns rows into Qbeast data files.
+
+Flow of `write` (every step a Spark job over the input, nothing collected but small metadata):
+1. validate everything that can be checked without touching the data (columns, cube size, mode,
+   schema and indexed columns against the existing table) so a bad call changes nothing;
+2. one aggregation for the revision statistics (min/max per linear column, count);
+3. the row weight is Spark's own `hash()` of the indexed columns, so reads can recompute it;
+4. `mapInArrow` estimates cube domains per partition (`use.qbeast.domains`), the driver merges them
+   with the existing index and estimates cube weights (`use.qbeast.estimate`) and rolls the cubes up
+   into files (`use.qbeast.rollup`);
+5. a second `mapInArrow` assigns each row its cube and file, the rows are repartitioned by file and
+   each task writes its files with `use.delta.datafile.write_data_file`, computing exact block
+   statistics on the way and returning the `AddFile`s as rows;
+6. the driver makes one Delta commit (after creating the table if it did not exist).
+
+File names are chosen on the driver before any task runs, so if anything fails before the commit
+every file this write could have produced is known and deleted: no stray files in the table root.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from use.delta.actions import AddFile, Metadata
+from use.errors import (
+    IndexColumnError,
+    InvalidArgumentError,
+    SchemaMismatchError,
+    UseError,
+)
+from use.qbeast.domains import (
+    DEFAULT_BUFFER_CAPACITY,
+    CubeDomains,
+    CubeLookup,
+    ExistingInnerCubes,
+    estimate_domains,
+    group_cube_size,
+)
+from use.qbeast.estimate import assign_cubes, estimate
+from use.qbeast.revision import (
+    COLUMN_STATS_KEY,
+    DEFAULT_CUBE_SIZE,
+    Revision,
+    compute_revision_change,
+    configuration_with_revision,
+    parse_column_specs,
+    stats_aggregations,
+)
+from use.qbeast.rollup import RollupPlan, rollup
+from use.qbeast.weight import MAX_WEIGHT
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from use.qbeast.snapshot import QbeastSnapshot
+
+__all__ = [
+    "WriteResult",
+    "IndexedWrite",
+    "write",
+    "index_into_revision",
+    "rewrite_with_existing_weights",
+    "WEIGHT_COLUMN",
+    "CUBE_COLUMN",
+    "FILE_COLUMN",
+]
+
+WEIGHT_COLUMN = "_qbeastWeight"
+CUBE_COLUMN = "_qbeastCube"
+FILE_COLUMN = "_qbeastFile"
+_MODES = {"append": "Append", "overwrite": "Overwrite"}
+_BUFFER_CAPACITY_CONF = "spark.qbeast.index.cubeDomainsBufferCapacity"
+
+_RESULT_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("size", pa.int64()),
+        ("modification_time", pa.int64()),
+        ("stats", pa.string()),
+        ("blocks", pa.string()),
+        ("num_rows", pa.int64()),
+    ]
+)
+_RESULT_DDL = "path string, size bigint, modification_time bigint, stats string, blocks string, num_rows bigint"
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What one `write` committed (`version` is the table version after it; `num_files == 0` for an
+    empty input or a skipped idempotent repeat)."""
+
+    version: int
+    revision_id: int
+    num_files: int
+    num_rows: int
+
+
+@dataclass(frozen=True)
+class IndexedWrite:
+    """Files written for rows indexed into a revision, not committed yet.
+
+    `metadata` is the new `metaData` action when the rows needed a new revision (else `None`); the
+    caller commits it together with `adds` (and its own removes).
+    """
+
+    adds: tuple[AddFile, ...]
+    metadata: Metadata | None
+    revision_id: int
+    num_rows: int
+
+
+# --- validation ------------------------------------------------------------------------------------
+
+
+def _check_mode(mode: Any) -> str:
+    if not isinstance(mode, str) or mode.lower() not in _MODES:
+        raise InvalidArgumentError(f"mode must be 'append' or 'overwrite', got {mode!r}")
+    return mode.lower()
+
+
+def _check_cube_size(cube_size: Any) -> int:
+    if isinstance(cube_size, bool) or not isinstance(cube_size, (int, np.integer)) or int(cube_size) <= 0:
+        raise InvalidArgumentError(
+            f"cube_size must be a positive integer (rows per cube, e.g. 5000000), got {cube_size!r}"
+        )
+    return int(cube_size)
+
+
+def _arrow_schema(df: DataFrame) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(df.schema, prefers_large_types=False)
+
+
+def _normalized(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_large_binary(t):
+        return pa.binary()
+    return t
+
+
+def _check_schema_compatible(data: pa.Schema, table: pa.Schema, path: str) -> None:
+    """Appends must bring exactly the table's columns with the same types (order may differ)."""
+    extra = [n for n in data.names if n not in table.names]
+    missing = [n for n in table.names if n not in data.names]
+    differing = [
+        f"{f.name} ({data.field(f.name).type} in the data, {f.type} in the table)"
+        for f in table
+        if f.name in data.names and _normalized(data.field(f.name).type) != _normalized(f.type)
+    ]
+    if extra or missing or differing:
+        parts = []
+        if extra:
+            parts.append(f"columns not in the table: {', '.join(extra)}")
+        if missing:
+            parts.append(f"table columns missing from the data: {', '.join(missing)}")
+        if differing:
+            parts.append(f"columns with another type: {', '.join(differing)}")
+        raise SchemaMismatchError(
+            f"the data does not match the schema of {path} ({'; '.join(parts)}); select and cast the data to the "
+            f"table's columns {table.names}, or write with mode='overwrite' to replace the table"
+        )
+
+
+def _check_txn(txn_app_id: Any, txn_version: Any) -> None:
+    if (txn_app_id is None) != (txn_version is None):
+        raise InvalidArgumentError("txn_app_id and txn_version go together: give both (idempotent write) or neither")
+    if txn_app_id is not None:
+        if not isinstance(txn_app_id, str) or not txn_app_id:
+            raise InvalidArgumentError(f"txn_app_id must be a non-empty string, got {txn_app_id!r}")
+        if isinstance(txn_version, bool) or not isinstance(txn_version, int) or txn_version < 0:
+            raise InvalidArgumentError(f"txn_version must be a non-negative int, got {txn_version!r}")
+
+
+# --- the Spark passes -------------------------------------------------------------------------------
+
+
+def _with_weight(df: DataFrame, revision: Revision) -> DataFrame:
+    """Add the row weight: Spark's own `hash()` of the indexed columns, in revision order."""
+    from pyspark.sql import functions as F
+
+    return df.withColumn(WEIGHT_COLUMN, F.hash(*[df[c] for c in revision.columns]))
+
+
+def _buffer_capacity(spark: SparkSession) -> int:
+    raw = spark.conf.get(_BUFFER_CAPACITY_CONF, str(DEFAULT_BUFFER_CAPACITY))
+    try:
+        value = int(str(raw))
+    except ValueError:
+        value = 0
+    if value < 1:
+        from use.errors import ConfigError
+
+        raise ConfigError(f"{_BUFFER_CAPACITY_CONF} must be a positive integer (rows), got {raw!r}")
+    return value
+
+
+def _domains_task(
+    revision: Revision, gcs: int, existing_weights: Mapping[str, int], buffer_capacity: int
+) -> Any:
+    """The per-partition domain estimation, as a `mapInArrow` function (runs on executors)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        existing = ExistingInnerCubes(existing_weights)
+        results: list[CubeDomains] = []
+        pending_points: list[np.ndarray] = []
+        pending_weights: list[np.ndarray] = []
+        pending = 0
+
+        def flush(final: bool) -> None:
+            nonlocal pending_points, pending_weights, pending
+            if not pending:
+                return
+            points = np.concatenate(pending_points)
+            weights = np.concatenate(pending_weights)
+            full = (pending // buffer_capacity) * buffer_capacity if not final else pending
+            results.append(
+                estimate_domains(
+                    points[:full], weights[:full], group_cube_size=gcs, existing=existing, buffer_capacity=buffer_capacity
+                )
+            )
+            pending_points, pending_weights = [points[full:]], [weights[full:]]
+            pending = pending - full
+
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            pending_points.append(revision.transform(batch))
+            pending_weights.append(batch.column(WEIGHT_COLUMN).to_numpy(zero_copy_only=False).astype(np.int32))
+            pending += batch.num_rows
+            if pending >= buffer_capacity:
+                flush(final=False)
+        flush(final=True)
+        merged = CubeDomains.concat(results).aggregate()
+        if len(merged):
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array([c.decode("ascii") for c in merged.cubes.tolist()], pa.string()),
+                    pa.array(merged.domains, pa.float64()),
+                ],
+                names=["cube", "domain"],
+            )
+
+    return run
+
+
+def _input_domains(
+    spark: SparkSession, weighted: DataFrame, revision: Revision, existing_weights: Mapping[str, int], num_rows: int
+) -> dict[str, float]:
+    buffer_capacity = _buffer_capacity(spark)
+    num_partitions = weighted.rdd.getNumPartitions()
+    gcs = group_cube_size(revision.desired_cube_size, num_partitions, num_rows, buffer_capacity)
+    selected = weighted.select(*[weighted[c] for c in revision.columns], weighted[WEIGHT_COLUMN])
+    task = _domains_task(revision, gcs, dict(existing_weights), buffer_capacity)
+    table = selected.mapInArrow(task, "cube string, domain double").toArrow()
+    domains = CubeDomains(
+        np.array([c.encode("ascii") for c in table.column("cube").to_pylist()], dtype="S"),
+        table.column("domain").to_numpy(),
+    ) if table.num_rows else CubeDomains.empty()
+    return domains.to_dict()
+
+
+def _assign_task(revision: Revision, cube_weights: Mapping[str, int], plan: RollupPlan) -> Any:
+    """Row -> cube and file, as a `mapInArrow` function (runs on executors)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        weights_lookup = CubeLookup(cube_weights)
+        files_lookup = plan.file_lookup()
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            weights = batch.column(WEIGHT_COLUMN).to_numpy(zero_copy_only=False).astype(np.int32)
+            assigned = assign_cubes(revision.transform(batch), weights, weights_lookup, files_lookup)
+            yield pa.RecordBatch.from_arrays(
+                [*batch.columns, assigned.cubes, pa.array(assigned.files, pa.int32())],
+                names=[*batch.schema.names, CUBE_COLUMN, FILE_COLUMN],
+            )
+
+    return run
+
+
+def _file_blocks(cubes: list[pa.Array], weights: list[pa.Array], cube_weights: Mapping[str, int]) -> tuple[str, int]:
+    """Exact block statistics of one file: per cube, row count and minimum row weight; the block
+    maxWeight is the cube's (estimated or existing) maxWeight, `MAX_WEIGHT` for a cube without one."""
+    from use.qbeast.blocks import Block, blocks_json
+    from use.qbeast.cube import cube_sort_key
+
+    table = pa.table({"cube": pa.chunked_array(cubes, pa.string()), "w": pa.chunked_array(weights, pa.int32())})
+    grouped = table.group_by("cube").aggregate([("w", "min"), ("w", "count")])
+    rows = sorted(
+        zip(grouped.column("cube").to_pylist(), grouped.column("w_min").to_pylist(), grouped.column("w_count").to_pylist()),
+        key=lambda r: cube_sort_key(r[0]),
+    )
+    blocks = [Block(c, int(lo), int(cube_weights.get(c, MAX_WEIGHT)), int(n)) for c, lo, n in rows]
+    return blocks_json(blocks), int(table.num_rows)
+
+
+def _write_task(
+    table_root: str,
+    names: Sequence[str],
+    data_schema: pa.Schema,
+    cube_weights: Mapping[str, int],
+    data_change: bool,
+) -> Any:
+    """One parquet file per file index of the (file-sorted) partition, as a `mapInArrow` function."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from use.delta.datafile import write_data_file
+
+        def pieces() -> Iterator[tuple[int, pa.RecordBatch]]:
+            for batch in batches:
+                n = batch.num_rows
+                if not n:
+                    continue
+                files = batch.column(FILE_COLUMN).to_numpy(zero_copy_only=False)
+                cuts = [0, *(np.flatnonzero(files[1:] != files[:-1]) + 1).tolist(), n]
+                for start, stop in zip(cuts[:-1], cuts[1:]):
+                    yield int(files[start]), batch.slice(start, stop - start)
+
+        out: dict[str, list[Any]] = {f.name: [] for f in _RESULT_SCHEMA}
+        for file_index, group in itertools.groupby(pieces(), key=lambda p: p[0]):
+            cubes: list[pa.Array] = []
+            weights: list[pa.Array] = []
+
+            def data(group: Iterable[tuple[int, pa.RecordBatch]] = group) -> Iterator[pa.RecordBatch]:
+                for _, piece in group:
+                    cubes.append(piece.column(CUBE_COLUMN))
+                    weights.append(piece.column(WEIGHT_COLUMN))
+                    yield piece.select(data_schema.names)
+
+            add = write_data_file(
+                table_root, data(), schema=data_schema, file_name=names[file_index], data_change=data_change
+            )
+            blocks, num_rows = _file_blocks(cubes, weights, cube_weights)
+            for key, value in (
+                ("path", add.path),
+                ("size", add.size),
+                ("modification_time", add.modification_time),
+                ("stats", add.stats),
+                ("blocks", blocks),
+                ("num_rows", num_rows),
+            ):
+                out[key].append(value)
+        if out["path"]:
+            yield pa.RecordBatch.from_pydict(out, schema=_RESULT_SCHEMA)
+
+    return run
+
+
+def _delete_files(table_root: str, names: Iterable[str]) -> None:
+    for name in names:
+        try:
+            os.unlink(os.path.join(table_root, name))
+        except FileNotFoundError:
+            pass
+
+
+def _write_files(
+    spark: SparkSession,
+    weighted: DataFrame,
+    revision: Revision,
+    cube_weights: Mapping[str, int],
+    plan: RollupPlan,
+    table_root: str,
+    data_schema: pa.Schema,
+    data_change: bool,
+    names: Sequence[str],
+) -> tuple[list[AddFile], int]:
+    """Assign, repartition by file, write; returns the AddFiles (tagged) and the rows written.
+
+    The caller owns `names` and deletes them if anything fails before its commit.
+    """
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+    assigned_schema = StructType(
+        [*weighted.schema.fields, StructField(CUBE_COLUMN, StringType(), False), StructField(FILE_COLUMN, IntegerType(), False)]
+    )
+    assigned = weighted.mapInArrow(_assign_task(revision, dict(cube_weights), plan), assigned_schema)
+    parallelism = max(spark.sparkContext.defaultParallelism, int(spark.conf.get("spark.sql.shuffle.partitions", "1")))
+    num_tasks = max(1, min(plan.num_files, parallelism))
+    shuffled = assigned.repartition(num_tasks, assigned[FILE_COLUMN]).sortWithinPartitions(FILE_COLUMN)
+    task = _write_task(table_root, list(names), data_schema, dict(cube_weights), data_change)
+    result = shuffled.mapInArrow(task, _RESULT_DDL).toArrow()
+    tags_revision = str(revision.revision_id)
+    adds = [
+        AddFile(
+            path=p,
+            size=int(s),
+            modification_time=int(m),
+            data_change=data_change,
+            stats=st,
+            tags={"revision": tags_revision, "blocks": b},
+        )
+        for p, s, m, st, b in zip(
+            result.column("path").to_pylist(),
+            result.column("size").to_pylist(),
+            result.column("modification_time").to_pylist(),
+            result.column("stats").to_pylist(),
+            result.column("blocks").to_pylist(),
+        )
+    ]
+    return adds, int(sum(result.column("num_rows").to_pylist()))
+
+
+def _file_names(count: int) -> list[str]:
+    return [f"{uuid.uuid4()}.parquet" for _ in range(count)]
+
+
+def _index(
+    spark: SparkSession,
+    df: DataFrame,
+    revision: Revision,
+    num_rows: int,
+    existing_weights: Mapping[str, int] | None,
+    existing_domains: Mapping[str, float] | None,
+    table_root: str,
+    data_schema: pa.Schema,
+    data_change: bool,
+    written: list[str],
+) -> tuple[list[AddFile], int]:
+    """The full write algorithm (§3.2-3.6) for rows of one revision; file names go to `written`
+    before any file exists, so the caller can clean up."""
+    weighted = _with_weight(df, revision)
+    d = revision.dimension_count
+    input_domains = _input_domains(spark, weighted, revision, existing_weights or {}, num_rows)
+    if not input_domains:
+        return [], 0
+    est = estimate(
+        input_domains,
+        revision.desired_cube_size,
+        d,
+        existing_weights=existing_weights,
+        existing_domains=existing_domains,
+    )
+    plan = rollup(est.block_sizes, revision.desired_cube_size, d)
+    names = _file_names(plan.num_files)
+    written.extend(names)
+    return _write_files(spark, weighted, revision, est.cube_weights, plan, table_root, data_schema, data_change, names)
+
+
+def _existing_index(qsnap: QbeastSnapshot, revision_id: int) -> tuple[dict[str, int], dict[str, float]]:
+    """Cube maxWeights and domains of one revision of the snapshot (empty when it has no files)."""
+    from use.qbeast.index_status import IndexStatus
+
+    status = IndexStatus.from_snapshot(qsnap, revision_id)
+    return dict(status.cube_weights()), dict(status.cube_domains())
+
+
+def _collect_stats(df: DataFrame, transformers: Sequence[Any]) -> dict[str, Any]:
+    """The one aggregation over the input for the revision statistics (and the row count)."""
+    from pyspark.sql import functions as F
+
+    exprs = []
+    for alias, func, column in stats_aggregations(transformers):
+        col = F.lit(1) if column == "*" else df[column]
+        exprs.append(getattr(F, func)(col).alias(alias))
+    row = df.agg(*exprs).collect()[0]
+    return row.asDict()
+
+
+def _qbeast_snapshot(snapshot: Any) -> QbeastSnapshot:
+    from use.qbeast.snapshot import QbeastSnapshot
+
+    return QbeastSnapshot.from_delta(snapshot)
+
+
+def _table_root(path: Any) -> str:
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise InvalidArgumentError(f"path must be a non-empty string naming the table directory, got {path!r}")
+    from use.delta.storage import resolve_table_root
+
+    return resolve_table_root(path)
+
+
+# --- public API -------------------------------------------------------------------------------------
+
+
+def write(
+    spark: SparkSession,
+    df: DataFrame,
+    path: str,
+    columns_to_index: Sequence[str] | str,
+    cube_size: int = DEFAULT_CUBE_SIZE,
+    mode: str = "append",
+    column_stats: Mapping[str, Any] | str | None = None,
+    *,
+    txn_app_id: str | None = None,
+    txn_version: int | None = None,
+) -> WriteResult:
+    """Index `df` into the Qbeast table at `path` (created when missing) and commit it.
+
+    `mode='append'` extends the latest revision's index (or starts a new revision when the data
+    leaves its space); `mode='overwrite'` replaces the table's data and revisions. With
+    `txn_app_id`/`txn_version` the write is idempotent: a version already committed for that
+    application id is skipped.
+    """
+    from use.delta.log import DeltaLog
+
+    mode = _check_mode(mode)
+    size = _check_cube_size(cube_size)
+    _check_txn(txn_app_id, txn_version)
+    root = _table_root(path)
+    data_schema = _arrow_schema(df)
+    log = DeltaLog.for_path(root)
+    snapshot = log.snapshot() if log.exists() else None
+    qsnap = _qbeast_snapshot(snapshot) if snapshot is not None else None
+
+    if snapshot is not None and txn_app_id is not None:
+        done = snapshot.app_transaction_version(txn_app_id)
+        if done is not None and done >= int(txn_version):  # type: ignore[arg-type]
+            return WriteResult(snapshot.version, qsnap.latest_revision_id if qsnap else 0, 0, 0)
+
+    existing_rev: Revision | None = None
+    if snapshot is not None and mode == "append":
+        _check_schema_compatible(data_schema, snapshot.schema, root)
+        df = df.select(*[df[c] for c in snapshot.schema.names])
+        data_schema = _arrow_schema(df)
+        if qsnap is not None and qsnap.revisions:
+            existing_rev = qsnap.revisions[qsnap.latest_revision_id]
+    transformers = parse_column_specs(columns_to_index, data_schema, existing=existing_rev)
+    if existing_rev is not None and existing_rev.columns != tuple(t.column_name for t in transformers):
+        raise IndexColumnError(
+            f"columns_to_index {', '.join(t.column_name for t in transformers)} differ from the indexed columns "
+            f"{', '.join(existing_rev.columns)} of {root}; append with the same columns, or overwrite the table to "
+            f"index other columns"
+        )
+    from use.qbeast.revision import parse_column_stats
+
+    parse_column_stats(column_stats, transformers)
+
+    stats = _collect_stats(df, transformers)
+    now_ms = int(time.time() * 1000)
+    revision, is_new = compute_revision_change(existing_rev, transformers, stats, size, column_stats, root, now_ms)
+    num_rows = int(stats.get("count") or 0)
+
+    written: list[str] = []
+    created_root = not os.path.isdir(root)
+    try:
+        adds: list[AddFile] = []
+        rows_written = 0
+        if num_rows:
+            os.makedirs(root, exist_ok=True)
+            existing_weights: dict[str, int] | None = None
+            existing_domains: dict[str, float] | None = None
+            if not is_new and mode == "append" and qsnap is not None:
+                existing_weights, existing_domains = _existing_index(qsnap, revision.revision_id)
+            adds, rows_written = _index(
+                spark, df, revision, num_rows, existing_weights, existing_domains, root, data_schema, True, written
+            )
+        version = _commit_write(
+            log, snapshot, revision, is_new, mode, adds, rows_written, data_schema, column_stats, txn_app_id, txn_version
+        )
+    except BaseException:
+        _delete_files(root, written)
+        if created_root:
+            _remove_if_empty(root)
+        raise
+    if num_rows:
+        rev_id = revision.revision_id
+    else:
+        rev_id = qsnap.latest_revision_id if qsnap is not None and mode == "append" else 0
+    return WriteResult(version, rev_id, len(adds), rows_written)
+
+
+def _remove_if_empty(root: str) -> None:
+    try:
+        os.rmdir(root)
+    except OSError:
+        pass
+
+
+def _commit_write(
+    log: Any,
+    snapshot: Any,
+    revision: Revision,
+    is_new: bool,
+    mode: str,
+    adds: list[AddFile],
+    num_rows: int,
+    data_schema: pa.Schema,
+    column_stats: Mapping[str, Any] | str | None,
+    txn_app_id: str | None,
+    txn_version: int | None,
+) -> int:
+    """One Delta commit for the write.
+
+    A new table is created first (version 0, holding the revision in its metadata, or only the
+    staging revision when nothing was written), then the files are committed. On an existing
+    table a `metaData` action is written only when the revision changes or on overwrite, and an
+    overwrite removes every live file of the snapshot the write was planned on (and declares it
+    read the whole table, so a concurrent append makes it fail rather than be silently dropped).
+    """
+    import json
+
+    from use.delta.actions import remove_actions
+    from use.delta.schema import schema_to_json
+    from use.delta.transaction import Transaction
+    from use.qbeast.revision import staging_revision
+
+    extra = {COLUMN_STATS_KEY: _column_stats_text(column_stats)}
+    wrote = bool(num_rows) and bool(revision.transformations)
+    metadata_action: Metadata | None = None
+    removes: list[Any] = []
+    if snapshot is None:
+        declared = revision if wrote else staging_revision(
+            revision.table_id, revision.columns, revision.desired_cube_size, int(time.time() * 1000)
+        )
+        conf = configuration_with_revision({}, declared, add_staging=True, overwrite=True, extra=extra)
+        snapshot = log.create(data_schema, configuration=conf)
+    else:
+        if wrote and (is_new or mode == "overwrite"):
+            overwrite = mode == "overwrite"
+            conf = configuration_with_revision(
+                snapshot.metadata.configuration, revision, add_staging=True, overwrite=overwrite, extra=extra
+            )
+            schema_string = schema_to_json(data_schema) if overwrite else snapshot.metadata.schema_string
+            metadata_action = replace(snapshot.metadata, configuration=conf, schema_string=schema_string)
+        if mode == "overwrite":
+            removes = remove_actions(snapshot.files, data_change=True)
+    if not (adds or removes or metadata_action is not None or txn_app_id is not None):
+        return int(snapshot.version)
+    # The transaction is based on the snapshot the write was planned on, so every commit since then
+    # goes through the conflict checks.
+    txn = Transaction(log, snapshot)
+    if metadata_action is not None:
+        txn.add(metadata_action)
+    if mode == "overwrite":
+        txn.read_whole_table()
+    if removes:
+        txn.add(*removes)
+    if adds:
+        txn.add(*adds)
+    if txn_app_id is not None:
+        txn.set_app_transaction(txn_app_id, int(txn_version))  # type: ignore[arg-type]
+    return txn.commit(
+        "WRITE",
+        {"mode": _MODES[mode], "partitionBy": json.dumps([])},
+        {"numFiles": str(len(adds)), "numOutputRows": str(num_rows), "numRemovedFiles": str(len(removes))},
+    )
+
+
+def _column_stats_text(column_stats: Mapping[str, Any] | str | None) -> str:
+    import json
+
+    if column_stats is None:
+        return ""
+    if isinstance(column_stats, str):
+        return column_stats
+    return json.dumps(dict(column_stats), separators=(",", ":"))
+
+
+def index_into_revision(
+    spark: SparkSession, df: DataFrame, qsnap: QbeastSnapshot, *, data_change: bool = False
+) -> IndexedWrite:
+    """Index rows (e.g. of staging files) into the table's latest revision with the full write
+    algorithm, writing files but not committing.
+
+    When the rows leave the latest revision's space (or the table has only the staging revision),
+    a new revision is made and its `metaData` action returned; otherwise the existing cube weights
+    are respected. On failure the files written so far are deleted.
+    """
+    if not qsnap.revisions:
+        from use.errors import NotAQbeastTableError
+
+        raise NotAQbeastTableError(
+            f"{qsnap.table_root} has no Qbeast revisions; convert it or write it with the Qbeast writer first"
+        )
+    root = qsnap.table_root
+    latest = qsnap.revisions[qsnap.latest_revision_id]
+    data_schema = _arrow_schema(df)
+    _check_schema_compatible(data_schema, qsnap.schema, root)
+    df = df.select(*[df[c] for c in qsnap.schema.names])
+    data_schema = _arrow_schema(df)
+    transformers = parse_column_specs(list(latest.columns), data_schema, existing=latest)
+    stats = _collect_stats(df, transformers)
+    revision, is_new = compute_revision_change(
+        latest, transformers, stats, latest.desired_cube_size, None, latest.table_id, int(time.time() * 1000)
+    )
+    num_rows = int(stats.get("count") or 0)
+    if not num_rows:
+        return IndexedWrite((), None, latest.revision_id, 0)
+    written: list[str] = []
+    try:
+        existing_weights = existing_domains = None
+        if not is_new:
+            existing_weights, existing_domains = _existing_index(qsnap, revision.revision_id)
+        adds, rows = _index(
+            spark, df, revision, num_rows, existing_weights, existing_domains, root, data_schema, data_change, written
+        )
+        metadata = None
+        if is_new:
+            conf = configuration_with_revision(qsnap.configuration, revision, add_staging=True, overwrite=False)
+            metadata = _replace_configuration(qsnap, conf)
+    except BaseException:
+        _delete_files(root, written)
+        raise
+    return IndexedWrite(tuple(adds), metadata, revision.revision_id, rows)
+
+
+def _replace_configuration(qsnap: QbeastSnapshot, conf: dict[str, str]) -> Metadata:
+    from use.delta.log import DeltaLog
+
+    current = DeltaLog.for_path(qsnap.table_root).snapshot(version=qsnap.version).metadata
+    return replace(current, configuration=conf)
+
+
+def rewrite_with_existing_weights(
+    spark: SparkSession, df: DataFrame, qsnap: QbeastSnapshot, revision_id: int, *, data_change: bool = False
+) -> list[AddFile]:
+    """Optimize path (§6.2): rewrite rows of one revision with the revision's existing cube
+    maxWeights, regrouping each cube's scattered blocks into few files. No weight estimation (the
+    tree keeps its shape); the rollup uses the actual row count per cube. Not committed; on failure
+    the files written so far are deleted.
+    """
+    if revision_id not in qsnap.revisions or revision_id == 0:
+        raise InvalidArgumentError(
+            f"revision {revision_id} is not an indexed revision of {qsnap.table_root} "
+            f"(indexed revisions: {sorted(r for r in qsnap.revisions if r > 0)})"
+        )
+    revision = qsnap.revisions[revision_id]
+    root = qsnap.table_root
+    data_schema = _arrow_schema(df)
+    _check_schema_compatible(data_schema, qsnap.schema, root)
+    df = df.select(*[df[c] for c in qsnap.schema.names])
+    data_schema = _arrow_schema(df)
+    cube_weights, _ = _existing_index(qsnap, revision_id)
+    weighted = _with_weight(df, revision)
+    counts = _cube_counts(weighted, revision, cube_weights)
+    if not counts:
+        return []
+    plan = rollup(counts, revision.desired_cube_size, revision.dimension_count)
+    names = _file_names(plan.num_files)
+    try:
+        adds, _ = _write_files(spark, weighted, revision, cube_weights, plan, root, data_schema, data_change, names)
+    except BaseException:
+        _delete_files(root, names)
+        raise
+    return adds
+
+
+def _cube_counts(weighted: DataFrame, revision: Revision, cube_weights: Mapping[str, int]) -> dict[str, int]:
+    """Actual rows per cube when the rows are placed with the given cube maxWeights."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        lookup = CubeLookup(cube_weights)
+        root_only = CubeLookup({"": 0})
+        parts = []
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            weights = batch.column(WEIGHT_COLUMN).to_numpy(zero_copy_only=False).astype(np.int32)
+            parts.append(assign_cubes(revision.transform(batch), weights, lookup, root_only).cubes)
+        if parts:
+            counts = pa.chunked_array(parts, pa.string()).value_counts()
+            yield pa.RecordBatch.from_arrays(
+                [counts.field("values"), counts.field("counts").cast(pa.int64())], names=["cube", "n"]
+            )
+
+    selected = weighted.select(*[weighted[c] for c in revision.columns], weighted[WEIGHT_COLUMN])
+    table = selected.mapInArrow(run, "cube string, n bigint").toArrow()
+    out: dict[str, int] = {}
+    for cube, n in zip(table.column("cube").to_pylist(), table.column("n").to_pylist()):
+        out[cube] = out.get(cube, 0) + int(n)
+    return out
