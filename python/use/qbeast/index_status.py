@@ -1,0 +1,189 @@
+"""Cube statuses of one revision, built from the block table (spec §3.0, §3.3).
+
+A cube's status folds all of its blocks across files: `max_weight` is the *minimum* of the blocks'
+maxWeight (blocks written before the cube filled up carry a larger, stale estimate), the element
+count is the sum, and the normalized weight says how full the cube is (< 1 inner cube, >= 1 leaf).
+Statuses are kept as numpy arrays sorted in cube (pre-order) order, one entry per cube, which is
+what the writer's weight estimation, the sampling reader and the strategies walk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from use.errors import InvalidArgumentError
+from use.qbeast.cube import cube_sort_keys, symbols_per_level
+from use.qbeast.revision import Revision
+from use.qbeast.weight import MAX_WEIGHT, fraction
+
+
+@dataclass(frozen=True, eq=False)
+class IndexStatus:
+    """Statuses of the cubes of `revision`; arrays are parallel and sorted by cube order."""
+
+    revision: Revision
+    cube_ids: np.ndarray  # object array of str, sorted in cube order
+    max_weights: np.ndarray  # int32
+    element_counts: np.ndarray  # int64
+    normalized_weights: np.ndarray  # float64
+    block_counts: np.ndarray  # int64, blocks (file parts) per cube
+
+    @classmethod
+    def empty(cls, revision: Revision) -> IndexStatus:
+        return cls(
+            revision,
+            np.empty(0, dtype=object),
+            np.empty(0, dtype=np.int32),
+            np.empty(0, dtype=np.int64),
+            np.empty(0, dtype=np.float64),
+            np.empty(0, dtype=np.int64),
+        )
+
+    @classmethod
+    def from_blocks(cls, revision: Revision, blocks: pa.Table) -> IndexStatus:
+        """Fold a block table (rows of other revisions are ignored) into cube statuses.
+
+        The staging revision has no tree: its status is the root alone, with MaxValue and count 0,
+        as qbeast-spark loads it.
+        """
+        if revision.is_staging:
+            return cls(
+                revision,
+                np.array([""], dtype=object),
+                np.array([MAX_WEIGHT], dtype=np.int32),
+                np.array([0], dtype=np.int64),
+                np.array([np.inf], dtype=np.float64),
+                np.array([0], dtype=np.int64),
+            )
+        if blocks.num_rows and "revision_id" in blocks.column_names:
+            blocks = blocks.filter(pc.equal(blocks.column("revision_id"), revision.revision_id))
+        if blocks.num_rows == 0:
+            return cls.empty(revision)
+        grouped = blocks.group_by("cube_id").aggregate(
+            [("max_weight", "min"), ("element_count", "sum"), ("cube_id", "count")]
+        )
+        cubes = np.asarray(grouped.column("cube_id").to_numpy(zero_copy_only=False), dtype=object)
+        keys = cube_sort_keys(np.char.encode(cubes.astype(str), "ascii") if cubes.size else np.array([], dtype="S1"))
+        order = np.argsort(keys, kind="stable")
+        max_w = grouped.column("max_weight_min").to_numpy(zero_copy_only=False).astype(np.int32)[order]
+        counts = grouped.column("element_count_sum").to_numpy(zero_copy_only=False).astype(np.int64)[order]
+        nblocks = grouped.column("cube_id_count").to_numpy(zero_copy_only=False).astype(np.int64)[order]
+        return cls(revision, cubes[order], max_w, counts, _normalized(max_w, counts, revision.desired_cube_size), nblocks)
+
+    # --- lookups --------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return int(self.cube_ids.shape[0])
+
+    @cached_property
+    def _position(self) -> dict[str, int]:
+        return {c: i for i, c in enumerate(self.cube_ids.tolist())}
+
+    def _index(self, cube: str) -> int:
+        i = self._position.get(str(cube))
+        if i is None:
+            raise InvalidArgumentError(f"cube {cube!r} is not in the index of revision {self.revision.revision_id}")
+        return i
+
+    def __contains__(self, cube: object) -> bool:
+        return str(cube) in self._position
+
+    @property
+    def cubes(self) -> list[str]:
+        return self.cube_ids.tolist()
+
+    def cube_weights(self) -> dict[str, int]:
+        """Cube -> maxWeight (what the writer seeds its domain estimation with)."""
+        return dict(zip(self.cube_ids.tolist(), self.max_weights.tolist()))
+
+    def cube_normalized_weights(self) -> dict[str, float]:
+        return dict(zip(self.cube_ids.tolist(), self.normalized_weights.tolist()))
+
+    def cube_element_counts(self) -> dict[str, int]:
+        return dict(zip(self.cube_ids.tolist(), self.element_counts.tolist()))
+
+    def max_weight_of(self, cube: str) -> int:
+        return int(self.max_weights[self._index(cube)])
+
+    def element_count_of(self, cube: str) -> int:
+        return int(self.element_counts[self._index(cube)])
+
+    def normalized_weight(self, cube: str) -> float:
+        return float(self.normalized_weights[self._index(cube)])
+
+    def is_leaf(self, cube: str) -> bool:
+        """A cube that still takes every weight (maxWeight == MaxValue, normalized weight >= 1)."""
+        return int(self.max_weights[self._index(cube)]) == MAX_WEIGHT
+
+    def leaf_mask(self) -> np.ndarray:
+        return self.max_weights == MAX_WEIGHT
+
+    def tree_leaf_mask(self) -> np.ndarray:
+        """Cubes with no descendant in the index (qbeast-spark's `DenormalizedBlock.isLeaf`): in
+        pre-order, a cube is a tree leaf unless the next cube starts with its string."""
+        n = len(self)
+        if n == 0:
+            return np.zeros(0, dtype=bool)
+        cubes = self.cube_ids.astype(str)
+        out = np.ones(n, dtype=bool)
+        if n > 1:
+            out[:-1] = ~np.char.startswith(cubes[1:].astype(str), cubes[:-1])
+        return out
+
+    def is_tree_leaf(self, cube: str) -> bool:
+        return bool(self.tree_leaf_mask()[self._index(cube)])
+
+    # --- domains (§3.3) -------------------------------------------------------------------------
+
+    def cube_domains(self) -> dict[str, float]:
+        """Estimated number of rows that fell into each cube's region, from the existing index:
+        tree sizes rolled up bottom-up, then split top-down in proportion to sibling tree sizes.
+
+        Follows qbeast-spark (`IndexStatus.cubeDomains`): a parent missing from the index receives
+        its children's tree size but passes nothing further up, and the children of a cube without
+        a domain get domain 0.
+        """
+        if len(self) == 0:
+            return {}
+        spl = symbols_per_level(self.revision.dimension_count)
+        cubes = self.cube_ids.tolist()
+        counts = self.element_counts.tolist()
+        tree: dict[str, float] = {c: float(n) for c, n in zip(cubes, counts)}
+        by_level: dict[int, list[str]] = {}
+        for c in cubes:
+            by_level.setdefault(len(c) // spl, []).append(c)
+        min_level, max_level = min(by_level), max(by_level)
+        for level in range(max_level, min_level, -1):
+            for c in by_level.get(level, []):
+                parent = c[:-spl]
+                tree[parent] = tree.get(parent, 0.0) + tree.get(c, 0.0)
+        domains: dict[str, float] = {}
+        for level in range(min_level, max_level + 1):
+            groups: dict[str | None, list[str]] = {}
+            for c in by_level.get(level, []):
+                groups.setdefault(c[:-spl] if c else None, []).append(c)
+            for parent, children in groups.items():
+                if parent is None:
+                    for c in children:
+                        domains[c] = tree.get(c, 0.0)
+                    continue
+                parent_domain = domains.get(parent, 0.0)
+                subtree = sum(tree.get(c, 0.0) for c in children)
+                for c in children:
+                    domains[c] = (tree.get(c, 0.0) / subtree * parent_domain) if subtree else 0.0
+        return domains
+
+    def __repr__(self) -> str:
+        return f"IndexStatus(revision={self.revision.revision_id}, cubes={len(self)})"
+
+
+def _normalized(max_w: np.ndarray, counts: np.ndarray, desired_cube_size: int) -> np.ndarray:
+    inner = max_w.astype(np.int64) < MAX_WEIGHT
+    with np.errstate(divide="ignore"):
+        leaf = np.where(counts > 0, desired_cube_size / np.maximum(counts, 1).astype(np.float64), np.inf)
+    return np.where(inner, fraction(max_w.astype(np.int64)), leaf)
