@@ -17,8 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pa_json
 
 from use.delta.actions import (
     DELETION_VECTOR_TYPE,
@@ -228,58 +230,287 @@ def _rows_to_tombstones(rows: list[dict[str, Any]], where: str) -> pa.Table:
         raise CorruptLogError(f"{where}: malformed remove action ({exc!r})") from exc
 
 
+def _parse_line(out: CommitActions, raw: bytes, where: str, adds: list[dict[str, Any]], removes: list[dict[str, Any]]) -> None:
+    """Parse one non-blank line into `out` (file actions are collected into `adds`/`removes`)."""
+    try:
+        obj = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CorruptLogError(f"{where} is not valid JSON ({exc}); the commit file is corrupted") from exc
+    if not isinstance(obj, dict) or len(obj) != 1:
+        raise CorruptLogError(f"{where} must be a JSON object with exactly one action key, got {raw[:200]!r}")
+    ((kind, body),) = obj.items()
+    if not isinstance(body, dict):
+        raise CorruptLogError(f"{where}: action {kind!r} must be a JSON object")
+    if kind == "add":
+        if not isinstance(body.get("path"), str):
+            raise CorruptLogError(f"{where}: add action without a string path")
+        adds.append(body)
+    elif kind == "remove":
+        if not isinstance(body.get("path"), str):
+            raise CorruptLogError(f"{where}: remove action without a string path")
+        removes.append(body)
+    elif kind == "metaData":
+        try:
+            out.metadata = Metadata.from_dict(body)
+        except CorruptLogError as exc:
+            raise CorruptLogError(f"{where}: {exc}") from exc
+    elif kind == "protocol":
+        try:
+            out.protocol = Protocol.from_dict(body)
+        except CorruptLogError as exc:
+            raise CorruptLogError(f"{where}: {exc}") from exc
+    elif kind == "txn":
+        try:
+            out.txns[str(body["appId"])] = (int(body["version"]), body.get("lastUpdated"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptLogError(f"{where}: malformed txn action ({exc!r})") from exc
+    elif kind == "commitInfo":
+        out.commit_info = body
+    elif kind == "domainMetadata":
+        if "domain" not in body:
+            raise CorruptLogError(f"{where}: domainMetadata action without a domain")
+        out.domains[str(body["domain"])] = body
+    else:
+        out.other_actions.add(kind)
+
+
 def parse_commit(version: int, path: str, data: bytes) -> CommitActions:
-    """Parse one commit file; CorruptLogError names the file and line of anything malformed."""
+    """Parse one commit file line by line; CorruptLogError names the file and line of anything malformed.
+
+    This is the exact reference path; `parse_commits` is the fast one and falls back to this.
+    """
     adds: list[dict[str, Any]] = []
     removes: list[dict[str, Any]] = []
     out = CommitActions(version, FILES_SCHEMA.empty_table(), TOMBSTONES_SCHEMA.empty_table())
     if not data.strip():
         raise CorruptLogError(f"commit file {path} is empty; a commit must hold at least one action")
     for lineno, raw in enumerate(data.split(b"\n"), 1):
-        if not raw.strip():
-            continue
-        where = f"{path} line {lineno}"
-        try:
-            obj = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise CorruptLogError(f"{where} is not valid JSON ({exc}); the commit file is corrupted") from exc
-        if not isinstance(obj, dict) or len(obj) != 1:
-            raise CorruptLogError(f"{where} must be a JSON object with exactly one action key, got {raw[:200]!r}")
-        (kind, body), = obj.items()
-        if not isinstance(body, dict):
-            raise CorruptLogError(f"{where}: action {kind!r} must be a JSON object")
-        if kind == "add":
-            adds.append(body)
-        elif kind == "remove":
-            removes.append(body)
-        elif kind == "metaData":
-            try:
-                out.metadata = Metadata.from_dict(body)
-            except CorruptLogError as exc:
-                raise CorruptLogError(f"{where}: {exc}") from exc
-        elif kind == "protocol":
-            try:
-                out.protocol = Protocol.from_dict(body)
-            except CorruptLogError as exc:
-                raise CorruptLogError(f"{where}: {exc}") from exc
-        elif kind == "txn":
-            try:
-                out.txns[str(body["appId"])] = (int(body["version"]), body.get("lastUpdated"))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise CorruptLogError(f"{where}: malformed txn action ({exc!r})") from exc
-        elif kind == "commitInfo":
-            out.commit_info = body
-        elif kind == "domainMetadata":
-            if "domain" not in body:
-                raise CorruptLogError(f"{where}: domainMetadata action without a domain")
-            out.domains[str(body["domain"])] = body
-        else:
-            out.other_actions.add(kind)
+        if raw.strip():
+            _parse_line(out, raw, f"{path} line {lineno}", adds, removes)
     if adds:
         out.adds = _rows_to_files(adds, path)
     if removes:
         out.removes = _rows_to_tombstones(removes, path)
     return out
+
+
+# --- fast path: file actions through pyarrow.json -----------------------------------------------------
+
+_ADD_PREFIX = b'{"add":'
+_REMOVE_PREFIX = b'{"remove":'
+_JSON_BLOCK = 16 << 20
+
+
+class _FastPathUnavailable(Exception):
+    """The batch has something the columnar reader cannot type safely; use the exact path."""
+
+
+def _is_stringish(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_null(t) or pa.types.is_large_string(t)
+
+
+def _struct_to_map(arr: pa.Array, *, keep_nulls: bool, null_as_empty: bool) -> pa.Array:
+    """A JSON object inferred as a struct (one child per key) -> map<string,string>, vectorized.
+
+    Keys of null values are dropped unless `keep_nulls` (partition values keep them: null is a
+    legal partition value). Rows whose object was null become null maps, or empty maps when
+    `null_as_empty`.
+    """
+    n = len(arr)
+    if pa.types.is_null(arr.type):
+        if null_as_empty:
+            return pa.MapArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string()),
+                                           pa.array([], pa.string()), type=STRING_MAP)
+        return pa.nulls(n, STRING_MAP)
+    if not pa.types.is_struct(arr.type) or not all(_is_stringish(arr.type.field(i).type) for i in range(arr.type.num_fields)):
+        raise _FastPathUnavailable(f"object inferred as {arr.type}")
+    k = arr.type.num_fields
+    row_valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    if k == 0:
+        keys = pa.array([], pa.string())
+        values = pa.array([], pa.string())
+        counts = np.zeros(n, dtype=np.int64)
+    else:
+        children = [arr.field(i).cast(pa.string()) for i in range(k)]
+        flat = pa.concat_arrays(children)  # field-major
+        order = (np.arange(n, dtype=np.int64)[:, None] + np.arange(k, dtype=np.int64)[None, :] * n).ravel()
+        values = flat.take(pa.array(order))
+        keys = pa.array([arr.type.field(i).name for i in range(k)], pa.string()).take(
+            pa.array(np.tile(np.arange(k, dtype=np.int64), n))
+        )
+        entry_ok = np.repeat(row_valid, k)
+        if not keep_nulls:
+            entry_ok &= np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        if not entry_ok.all():
+            mask = pa.array(entry_ok)
+            values = values.filter(mask)
+            keys = keys.filter(mask)
+        counts = entry_ok.reshape(n, k).sum(axis=1)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    mask = None if (null_as_empty or row_valid.all()) else pa.array(~row_valid)
+    return pa.MapArray.from_arrays(pa.array(offsets), keys, values, type=STRING_MAP, mask=mask)
+
+
+def _get(col: pa.StructArray, name: str, typ: pa.DataType) -> pa.Array:
+    t = col.type
+    for i in range(t.num_fields):
+        if t.field(i).name == name:
+            child = col.field(i)
+            if pa.types.is_null(child.type):
+                return pa.nulls(len(col), typ)
+            if child.type != typ:
+                if pa.types.is_struct(typ) and not pa.types.is_struct(child.type):
+                    raise _FastPathUnavailable(f"{name} inferred as {child.type}")
+                try:
+                    child = child.cast(typ)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                    raise _FastPathUnavailable(str(exc)) from exc
+            return child
+    return pa.nulls(len(col), typ)
+
+
+def _fast_files(col: pa.StructArray) -> pa.Table:
+    n = len(col)
+    if _get(col, "path", pa.string()).null_count:
+        raise _FastPathUnavailable("add without path")
+    data_change = _get(col, "dataChange", pa.bool_()).fill_null(True)
+    return pa.table(
+        {
+            "path": _get(col, "path", pa.string()),
+            "size": _get(col, "size", pa.int64()),
+            "modification_time": _get(col, "modificationTime", pa.int64()),
+            "data_change": data_change,
+            "stats": _get(col, "stats", pa.string()),
+            "tags": _struct_to_map(_get_raw(col, "tags", n), keep_nulls=False, null_as_empty=False),
+            "partition_values": _struct_to_map(_get_raw(col, "partitionValues", n), keep_nulls=True, null_as_empty=True),
+            "deletion_vector": _get(col, "deletionVector", DELETION_VECTOR_TYPE),
+        },
+        schema=FILES_SCHEMA,
+    )
+
+
+def _fast_tombstones(col: pa.StructArray) -> pa.Table:
+    n = len(col)
+    if _get(col, "path", pa.string()).null_count:
+        raise _FastPathUnavailable("remove without path")
+    pv = _get_raw(col, "partitionValues", n)
+    pv_valid = pv.is_valid() if not pa.types.is_null(pv.type) else None
+    pmap = _struct_to_map(pv, keep_nulls=True, null_as_empty=True)
+    if pv_valid is not None and pv_valid.false_count:
+        pmap = pc.if_else(pv_valid, pmap, pa.nulls(n, STRING_MAP))
+    elif pv_valid is None:
+        pmap = pa.nulls(n, STRING_MAP)
+    return pa.table(
+        {
+            "path": _get(col, "path", pa.string()),
+            "deletion_timestamp": _get(col, "deletionTimestamp", pa.int64()),
+            "size": _get(col, "size", pa.int64()),
+            "data_change": _get(col, "dataChange", pa.bool_()).fill_null(True),
+            "partition_values": pmap,
+            "extended_file_metadata": _get(col, "extendedFileMetadata", pa.bool_()),
+            "tags": _struct_to_map(_get_raw(col, "tags", n), keep_nulls=False, null_as_empty=False),
+            "deletion_vector": _get(col, "deletionVector", DELETION_VECTOR_TYPE),
+        },
+        schema=TOMBSTONES_SCHEMA,
+    )
+
+
+def _get_raw(col: pa.StructArray, name: str, n: int) -> pa.Array:
+    t = col.type
+    for i in range(t.num_fields):
+        if t.field(i).name == name:
+            return col.field(i)
+    return pa.nulls(n, pa.null())
+
+
+def _file_action_schema(partition_columns: Sequence[str]) -> pa.Schema:
+    """Explicit types for the fields whose JSON strings pyarrow would otherwise guess (timestamps)."""
+    pv = pa.struct([pa.field(c, pa.string()) for c in partition_columns])
+    common = [
+        pa.field("path", pa.string()),
+        pa.field("partitionValues", pv),
+        pa.field("size", pa.int64()),
+        pa.field("dataChange", pa.bool_()),
+        pa.field("deletionVector", DELETION_VECTOR_TYPE),
+    ]
+    add = pa.struct(common + [pa.field("modificationTime", pa.int64()), pa.field("stats", pa.string())])
+    remove = pa.struct(common + [pa.field("deletionTimestamp", pa.int64()), pa.field("extendedFileMetadata", pa.bool_())])
+    return pa.schema([pa.field("add", add), pa.field("remove", remove)])
+
+
+def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Sequence[str] = ()) -> list[CommitActions]:
+    """Parse a run of commit files (version order) with one columnar JSON read for all add/remove lines.
+
+    Only lines that start exactly like `{"add":` / `{"remove":` go through pyarrow.json (with the
+    partition-value and other guessable fields typed explicitly); everything else, and any batch the
+    columnar reader cannot type safely or that is malformed, goes through the exact line parser,
+    which names the file and line of the problem.
+    """
+    outs: list[CommitActions] = []
+    fast_lines: list[bytes] = []
+    counts: list[int] = []
+    slow_files: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
+    part_cols = list(dict.fromkeys(partition_columns))
+    for version, path, data in items:
+        if not data.strip():
+            raise CorruptLogError(f"commit file {path} is empty; a commit must hold at least one action")
+        out = CommitActions(version, FILES_SCHEMA.empty_table(), TOMBSTONES_SCHEMA.empty_table())
+        adds: list[dict[str, Any]] = []
+        removes: list[dict[str, Any]] = []
+        n_fast = 0
+        for lineno, raw in enumerate(data.split(b"\n"), 1):
+            if raw.startswith(_ADD_PREFIX) or raw.startswith(_REMOVE_PREFIX):
+                fast_lines.append(raw)
+                n_fast += 1
+            elif raw.strip():
+                _parse_line(out, raw, f"{path} line {lineno}", adds, removes)
+        if out.metadata is not None:
+            part_cols.extend(c for c in out.metadata.partition_columns if c not in part_cols)
+        outs.append(out)
+        counts.append(n_fast)
+        slow_files.append((adds, removes))
+    if fast_lines:
+        try:
+            _fill_fast(outs, counts, fast_lines, part_cols)
+        except (_FastPathUnavailable, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            return [parse_commit(v, p, d) for v, p, d in items]
+    for out, (adds, removes), (_, path, _) in zip(outs, slow_files, items):
+        if adds:
+            out.adds = pa.concat_tables([out.adds, _rows_to_files(adds, path)])
+        if removes:
+            out.removes = pa.concat_tables([out.removes, _rows_to_tombstones(removes, path)])
+    return outs
+
+
+def _fill_fast(outs: list[CommitActions], counts: list[int], lines: list[bytes], part_cols: list[str]) -> None:
+    buf = b"\n".join(lines)
+    table = pa_json.read_json(
+        io.BytesIO(buf),
+        read_options=pa_json.ReadOptions(block_size=_JSON_BLOCK),
+        parse_options=pa_json.ParseOptions(explicit_schema=_file_action_schema(part_cols), unexpected_field_behavior="infer"),
+    )
+    if table.num_rows != len(lines):
+        raise _FastPathUnavailable("row count mismatch")
+    row_version = np.repeat(np.arange(len(outs)), counts)
+    for kind in ("add", "remove"):
+        col = table.column(kind).combine_chunks() if kind in table.column_names else None
+        if col is None:
+            continue
+        valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        if not valid.any():
+            continue
+        col = col.filter(pa.array(valid))
+        built = _fast_files(col) if kind == "add" else _fast_tombstones(col)
+        owner = row_version[valid]
+        bounds = np.searchsorted(owner, np.arange(len(outs) + 1), side="left")
+        for i, out in enumerate(outs):
+            lo, hi = int(bounds[i]), int(bounds[i + 1])
+            if hi > lo:
+                if kind == "add":
+                    out.adds = built.slice(lo, hi - lo)
+                else:
+                    out.removes = built.slice(lo, hi - lo)
 
 
 # --- state ------------------------------------------------------------------------------------------
@@ -333,13 +564,13 @@ def reconcile(
     rem_parts: list[pa.Table] = []
     seq = 0
     for c in commits:
-        # removes before adds inside one commit never matter (a commit may not hold both for one
-        # path), but a stable order keeps the rule simple: actions of later commits win.
+        # A commit may not hold two actions for one path, so any order inside a commit is fine;
+        # what matters is that actions of later commits get larger sequence numbers.
         if c.adds.num_rows:
-            add_parts.append(c.adds.append_column("__seq", pa.array(range(seq, seq + c.adds.num_rows), pa.int64())))
+            add_parts.append(c.adds.append_column("__seq", pa.array(np.arange(seq, seq + c.adds.num_rows, dtype=np.int64))))
             seq += c.adds.num_rows
         if c.removes.num_rows:
-            rem_parts.append(c.removes.append_column("__seq", pa.array(range(seq, seq + c.removes.num_rows), pa.int64())))
+            rem_parts.append(c.removes.append_column("__seq", pa.array(np.arange(seq, seq + c.removes.num_rows, dtype=np.int64))))
             seq += c.removes.num_rows
     if not add_parts and not rem_parts:
         return base_files, base_tombstones
@@ -360,9 +591,11 @@ def reconcile(
     return files, tombstones
 
 
-def read_commits(store: LocalLogStore, listing: LogListing, start: int, end: int) -> list[CommitActions]:
+def read_commits(
+    store: LocalLogStore, listing: LogListing, start: int, end: int, partition_columns: Sequence[str] = ()
+) -> list[CommitActions]:
     """Parse commits start..end inclusive; CorruptLogError if one is missing."""
-    out = []
+    items: list[tuple[int, str, bytes]] = []
     for v in range(start, end + 1):
         cf = listing.commits.get(v)
         if cf is None:
@@ -371,11 +604,10 @@ def read_commits(store: LocalLogStore, listing: LogListing, start: int, end: int
                 f"and version {end} cannot be reconstructed ({listing.available_versions_text()})"
             )
         try:
-            data = store.read(cf.path)
+            items.append((v, cf.path, store.read(cf.path)))
         except FileNotFoundError as exc:
             raise CorruptLogError(f"commit file {cf.path} disappeared while reading (log cleanup running?)") from exc
-        out.append(parse_commit(v, cf.path, data))
-    return out
+    return parse_commits(items, partition_columns) if items else []
 
 
 def choose_start(listing: LogListing, version: int) -> CheckpointFiles | None:
@@ -398,6 +630,8 @@ def choose_start(listing: LogListing, version: int) -> CheckpointFiles | None:
     gap = [x for x in range(0, version + 1) if x not in listing.commits]
     if not gap:
         return None
+    if 0 in listing.commits:
+        problems.append(f"commit file {commit_name(gap[0])} is missing (the log has a gap)")
     if problems:
         raise CorruptLogError(f"cannot reconstruct version {version} of {listing.log_dir}: " + "; ".join(problems))
     raise VersionNotFoundError(
@@ -417,7 +651,7 @@ def replay(store: LocalLogStore, listing: LogListing, version: int) -> LogState:
     else:
         base = None
         start = 0
-    commits = read_commits(store, listing, start, version)
+    commits = read_commits(store, listing, start, version, base.metadata.partition_columns if base and base.metadata else ())
     protocol = base.protocol if base else None
     metadata = base.metadata if base else None
     txns = dict(base.txns) if base else {}
@@ -458,7 +692,7 @@ def replay(store: LocalLogStore, listing: LogListing, version: int) -> LogState:
 
 def advance(store: LocalLogStore, listing: LogListing, state: LogState, version: int) -> LogState:
     """State at a later `version`, replaying only the commits after `state.version`."""
-    commits = read_commits(store, listing, state.version + 1, version)
+    commits = read_commits(store, listing, state.version + 1, version, state.metadata.partition_columns)
     protocol, metadata = state.protocol, state.metadata
     txns, domains = dict(state.txns), dict(state.domains)
     for c in commits:
@@ -484,4 +718,3 @@ def advance(store: LocalLogStore, listing: LogListing, state: LogState, version:
     )
 
 
-_ = io  # reserved for the bulk JSON path

@@ -1,0 +1,213 @@
+"""Log replay: the fast columnar JSON path equals the exact one, corrupted logs get typed errors naming
+the file and line, and unsupported features are refused by name."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pytest
+
+from use.delta import AddFile, DeltaLog, Protocol
+from use.delta.replay import parse_commit, parse_commits
+from use.errors import CorruptLogError, TableNotFoundError, UnsupportedFeatureError, VersionNotFoundError
+
+SCHEMA = pa.schema([("id", pa.int64()), ("d", pa.string())])
+
+
+def line(kind: str, body: dict) -> str:
+    return json.dumps({kind: body})
+
+
+COMMIT_A = "\n".join(
+    [
+        line("commitInfo", {"operation": "WRITE", "operationParameters": {"mode": ["x"]}, "n": 1}),
+        line("add", {"path": "d=2024-01-01/a.parquet", "partitionValues": {"d": "2024-01-01"}, "size": 10,
+                     "modificationTime": 5, "dataChange": True, "stats": '{"numRecords":1}',
+                     "tags": {"revision": "1", "blocks": "[{\"cubeId\":\"\"}]", "when": "2024-01-01 10:00:00"}}),
+        line("add", {"path": "d=__HIVE_DEFAULT_PARTITION__/b.parquet", "partitionValues": {"d": None}, "size": 11,
+                     "modificationTime": 6, "dataChange": False, "stats": None, "tags": None, "baseRowId": None}),
+        line("add", {"path": "c%20x.parquet", "partitionValues": {"d": "x"}, "size": 12, "modificationTime": 7,
+                     "dataChange": True, "tags": {}}),
+        "",
+    ]
+)
+COMMIT_B = "\n".join(
+    [
+        line("commitInfo", {"operation": "DELETE", "operationParameters": {"mode": 3}, "n": "one"}),
+        line("remove", {"path": "d=2024-01-01/a.parquet", "deletionTimestamp": 9, "dataChange": True,
+                        "extendedFileMetadata": True, "partitionValues": {"d": "2024-01-01"}, "size": 10}),
+        line("remove", {"path": "old.parquet", "deletionTimestamp": 9, "dataChange": False}),
+        line("txn", {"appId": "app", "version": 3}),
+        # an oddly formatted action still parses (through the exact path)
+        '{ "add": {"path": "e.parquet", "partitionValues": {"d": "y"}, "size": 1, "modificationTime": 1, "dataChange": true}}',
+    ]
+)
+
+
+def test_fast_path_equals_exact_path():
+    items = [(1, "1.json", COMMIT_A.encode()), (2, "2.json", COMMIT_B.encode())]
+    fast = parse_commits(items, ["d"])
+    exact = [parse_commit(v, p, d) for v, p, d in items]
+    for f, e in zip(fast, exact):
+        assert f.adds.to_pylist() == e.adds.to_pylist()
+        assert f.removes.to_pylist() == e.removes.to_pylist()
+        assert f.txns == e.txns and f.commit_info == e.commit_info
+    a = fast[0].adds.to_pylist()
+    assert dict(a[0]["tags"])["when"] == "2024-01-01 10:00:00"  # not reinterpreted as a timestamp
+    assert dict(a[0]["partition_values"]) == {"d": "2024-01-01"}
+    assert dict(a[1]["partition_values"]) == {"d": None}
+    assert a[1]["tags"] is None and a[2]["tags"] == []
+    assert fast[1].removes.to_pylist()[1]["partition_values"] is None
+
+
+def test_fast_path_without_known_partition_columns():
+    # Partition columns learnt from the metaData in the same batch.
+    meta = line("metaData", {"id": "x", "format": {"provider": "parquet", "options": {}}, "schemaString": "{\"type\":\"struct\",\"fields\":[]}",
+                             "partitionColumns": ["d"], "configuration": {}})
+    items = [(0, "0.json", (meta + "\n" + COMMIT_A).encode())]
+    assert parse_commits(items)[0].adds.to_pylist() == parse_commit(*items[0]).adds.to_pylist()
+
+
+def make_table(path: str) -> DeltaLog:
+    log = DeltaLog.for_path(path)
+    log.create(SCHEMA)
+    txn = log.start_transaction()
+    txn.add(AddFile("a.parquet", 1, 1))
+    txn.commit("WRITE")
+    return log
+
+
+def write_commit(log: DeltaLog, version: int, lines: list[str]) -> None:
+    with open(os.path.join(log.log_dir, f"{version:020d}.json"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        ("", "is empty"),
+        ('{"commitInfo":{}}\n{"add":{"path":"b.parquet","size":1,', r"00000000000000000002\.json line 2 is not valid JSON"),
+        ('{"commitInfo":{}}\n\n{"add":{"path":"b.parquet"}}\n[1,2]\n', r"line 4 must be a JSON object"),
+        ('{"add":{"size":1}}\n', r"line 1: add action without a string path"),
+        ('{"protocol":{"minReaderVersion":"x"}}\n', "protocol action is malformed"),
+        ('{"add": 5}\n', "must be a JSON object"),
+    ],
+)
+def test_corrupted_commit(table_path, content, match):
+    log = make_table(table_path)
+    with open(os.path.join(log.log_dir, f"{2:020d}.json"), "w") as fh:
+        fh.write(content)
+    before = sorted(os.listdir(log.log_dir))
+    with pytest.raises(CorruptLogError, match=match):
+        DeltaLog.for_path(table_path).snapshot()
+    # Earlier versions stay readable, and nothing was touched.
+    assert DeltaLog.for_path(table_path).snapshot(version=1).files.num_rows == 1
+    assert sorted(os.listdir(log.log_dir)) == before
+
+
+def test_gap_in_log(table_path):
+    log = make_table(table_path)
+    write_commit(log, 3, [line("commitInfo", {})])
+    with pytest.raises(CorruptLogError, match=r"00000000000000000002\.json is missing"):
+        DeltaLog.for_path(table_path).snapshot()
+
+
+def test_log_without_version_zero_or_checkpoint(table_path):
+    log = make_table(table_path)
+    os.remove(os.path.join(log.log_dir, f"{0:020d}.json"))
+    with pytest.raises(VersionNotFoundError, match="cannot be reconstructed"):
+        DeltaLog.for_path(table_path).snapshot()
+
+
+def test_only_stray_files_is_no_table(table_path):
+    os.makedirs(os.path.join(table_path, "_delta_log"))
+    open(os.path.join(table_path, "_delta_log", "README"), "w").close()
+    with pytest.raises(TableNotFoundError):
+        DeltaLog.for_path(table_path).snapshot()
+
+
+def set_protocol(log: DeltaLog, protocol: dict, configuration: dict | None = None) -> None:
+    lines = [line("commitInfo", {"operation": "UPGRADE"}), line("protocol", protocol)]
+    if configuration is not None:
+        m = log.snapshot().metadata.to_action()["metaData"]
+        m["configuration"] = configuration
+        lines.append(line("metaData", m))
+    write_commit(log, 2, lines)
+
+
+@pytest.mark.parametrize(
+    "protocol, configuration, feature",
+    [
+        ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}, None, "deletionVectors"),
+        ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["v2Checkpoint"], "writerFeatures": ["v2Checkpoint"]}, None, "v2Checkpoint"),
+        ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["someFutureThing"], "writerFeatures": ["someFutureThing"]}, None, "someFutureThing"),
+        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "domainMetadata"]}, None, "rowTracking"),
+        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]}, None, "inCommitTimestamp"),
+        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["icebergCompatV2"]}, None, "icebergCompatV2"),
+        ({"minReaderVersion": 2, "minWriterVersion": 5}, {"delta.columnMapping.mode": "name"}, "column mapping"),
+        ({"minReaderVersion": 4, "minWriterVersion": 7}, None, "reader version 4"),
+    ],
+)
+def test_unsupported_features_refused(table_path, protocol, configuration, feature):
+    log = make_table(table_path)
+    set_protocol(log, protocol, configuration)
+    with pytest.raises(UnsupportedFeatureError, match=feature):
+        DeltaLog.for_path(table_path).snapshot()
+    assert DeltaLog.for_path(table_path).snapshot(version=1).version == 1
+
+
+@pytest.mark.parametrize(
+    "protocol, configuration",
+    [
+        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly", "invariants", "changeDataFeed", "domainMetadata", "checkConstraints"]}, None),
+        ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["timestampNtz"], "writerFeatures": ["timestampNtz"]}, None),
+        ({"minReaderVersion": 2, "minWriterVersion": 5}, {"delta.columnMapping.mode": "none"}),
+        ({"minReaderVersion": 1, "minWriterVersion": 4}, {"delta.enableChangeDataFeed": "true"}),
+    ],
+)
+def test_supported_features_read_and_written(table_path, protocol, configuration):
+    log = make_table(table_path)
+    set_protocol(log, protocol, configuration)
+    fresh = DeltaLog.for_path(table_path)
+    assert fresh.snapshot().version == 2
+    txn = fresh.start_transaction()
+    txn.add(AddFile("b.parquet", 1, 1))
+    assert txn.commit("WRITE") == 3
+
+
+def test_check_constraints_read_only(table_path):
+    log = make_table(table_path)
+    set_protocol(log, {"minReaderVersion": 1, "minWriterVersion": 3}, {"delta.constraints.positive": "id > 0"})
+    fresh = DeltaLog.for_path(table_path)
+    assert fresh.snapshot().files.num_rows == 1
+    before = sorted(os.listdir(log.log_dir))
+    txn = fresh.start_transaction()
+    txn.add(AddFile("b.parquet", 1, 1))
+    with pytest.raises(UnsupportedFeatureError, match="checkConstraints"):
+        txn.commit("WRITE")
+    assert sorted(os.listdir(log.log_dir)) == before
+
+
+def test_invariants_refused_on_write_only_when_declared(table_path):
+    log = make_table(table_path)
+    m = log.snapshot().metadata.to_action()["metaData"]
+    schema = json.loads(m["schemaString"])
+    schema["fields"][0]["metadata"] = {"delta.invariants": json.dumps({"expression": {"expression": "id > 3"}})}
+    m["schemaString"] = json.dumps(schema)
+    write_commit(log, 2, [line("commitInfo", {}), line("metaData", m)])
+    fresh = DeltaLog.for_path(table_path)
+    assert fresh.snapshot().version == 2
+    txn = fresh.start_transaction()
+    txn.add(AddFile("b.parquet", 1, 1))
+    with pytest.raises(UnsupportedFeatureError, match="invariants"):
+        txn.commit("WRITE")
+
+
+def test_protocol_downgrade_refused(table_path):
+    log = make_table(table_path)
+    txn = log.start_transaction()
+    txn.add(Protocol(1, 1))
+    with pytest.raises(Exception, match="downgrade"):
+        txn.commit("DOWNGRADE")
