@@ -1,0 +1,348 @@
+"""Each strategy on hand-built snapshots: the exact files the seeds' rules select."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from _optimize_snapshots import MAX_W, MIN_W, delta_snapshot, files_table, qbeast_snapshot, stats_json
+from use.errors import ConfigError
+from use.optimize.config import OptimizationConfig
+from use.optimize.plan import KIND_BINPACK, KIND_COMPACT, KIND_INDEX, PLAIN_DELTA_REVISION
+from use.optimize.strategies import (
+    BinPacking,
+    ClusterKeyOverlap,
+    CubeDefragmentation,
+    LeveledCompactionSelection,
+    SamplingOverheadReduction,
+    SmallFiles,
+    UnindexedFilesSelection,
+)
+from use.optimize.strategies._common import levels_of
+from use.optimize.strategies.overlap import max_overlap_depth
+from use.qbeast.weight import weight_from_fraction
+
+CFG = OptimizationConfig()
+
+
+def cfg(**kw: object) -> OptimizationConfig:
+    return dataclasses.replace(CFG, **kw)
+
+
+def selected(plan) -> list[list[str]]:
+    return [list(t.paths) for t in plan.tasks]
+
+
+# --- levels --------------------------------------------------------------------------------------
+
+
+def test_level_table_of_the_guide() -> None:
+    counts = np.array([1, 9, 10, 99, 100, 999, 1000, 9999, 10_000, 99_999, 10**15 - 1, 10**15, 0])
+    assert levels_of(counts).tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 14, 15, -1]
+
+
+# --- LeveledCompactionSelection --------------------------------------------------------------------
+
+
+def _leveled_snapshot():
+    # level 0 files: a (root 5), b (root 8), c (root 9 + cube A 3); level 1: d (root 50), e (root 60), f (A 40)
+    files = files_table(["a", "b", "c", "d", "e", "f"], [10, 20, 30, 40, 50, 60], revisions=[1] * 6)
+    blocks = [
+        (0, 1, "", 0, MIN_W, MAX_W, 5),
+        (1, 1, "", 0, MIN_W, MAX_W, 8),
+        (2, 1, "", 0, MIN_W, MAX_W, 9),
+        (2, 1, "A", 1, MIN_W, MAX_W, 3),
+        (3, 1, "", 0, MIN_W, MAX_W, 50),
+        (4, 1, "", 0, MIN_W, MAX_W, 60),
+        (5, 1, "A", 1, MIN_W, MAX_W, 40),
+    ]
+    return qbeast_snapshot(files, blocks)
+
+
+def test_leveled_selects_first_group_of_lowest_level() -> None:
+    plan = LeveledCompactionSelection().select(_leveled_snapshot(), CFG)
+    # level 0: cube "" totals 22 >= 10 (kept), cube A totals 3 (discarded) -> files a, b, c
+    assert selected(plan) == [["a", "b", "c"]]
+    t = plan.tasks[0]
+    assert (t.kind, t.revision_id, t.bytes, t.num_files, t.strategy) == (KIND_COMPACT, 1, 60, 3, "LeveledCompactionSelection")
+    assert t.score == pytest.approx(CFG.open_file_cost * 2 / 60)
+    assert plan.snapshot_version == 7
+
+
+def test_leveled_threshold_discards_groups_below_next_level() -> None:
+    # level 1 group of cube "" totals exactly 99 -> discarded; with 100 it qualifies
+    for total, expect in ((99, None), (100, [["p", "q"]])):
+        files = files_table(["p", "q"], [1, 1], revisions=[1, 1])
+        snap = qbeast_snapshot(files, [(0, 1, "", 0, MIN_W, MAX_W, 50), (1, 1, "", 0, MIN_W, MAX_W, total - 50)])
+        plan = LeveledCompactionSelection().select(snap, CFG)
+        assert (None if plan is None else selected(plan)) == expect
+
+
+def test_leveled_orders_by_level_then_depth_then_blocks_then_cube() -> None:
+    files = files_table(["l1a", "l1b", "d2a", "d2b", "bA1", "bA2", "bB1", "bB2", "bB3"], [1] * 9, revisions=[1] * 9)
+    blocks = [
+        # level 1, depth 0, qualifies (100): loses to any level-0 group
+        (0, 1, "", 0, MIN_W, MAX_W, 50), (1, 1, "", 0, MIN_W, MAX_W, 50),
+        # level 0, depth 2, 2 blocks: loses to the depth-1 groups
+        (2, 1, "AA", 2, MIN_W, MAX_W, 5), (3, 1, "AA", 2, MIN_W, MAX_W, 5),
+        # level 0, depth 1: cube B with 2 blocks beats cube C with 3 blocks
+        (4, 1, "C", 1, MIN_W, MAX_W, 5), (5, 1, "C", 1, MIN_W, MAX_W, 5), (6, 1, "C", 1, MIN_W, MAX_W, 5),
+        (7, 1, "B", 1, MIN_W, MAX_W, 5), (8, 1, "B", 1, MIN_W, MAX_W, 5),
+    ]  # fmt: skip
+    plan = LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), CFG)
+    assert selected(plan) == [["bB2", "bB3"]]
+
+
+def test_leveled_ties_broken_by_cube_id() -> None:
+    files = files_table(["x1", "x2", "y1", "y2"], [1] * 4, revisions=[1] * 4)
+    blocks = [(0, 1, "g", 1, MIN_W, MAX_W, 5), (1, 1, "g", 1, MIN_W, MAX_W, 5),
+              (2, 1, "Q", 1, MIN_W, MAX_W, 5), (3, 1, "Q", 1, MIN_W, MAX_W, 5)]  # fmt: skip
+    plan = LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), CFG)
+    assert selected(plan) == [["y1", "y2"]]  # "Q" < "g"
+
+
+def test_leveled_io_limit_caps_the_group_smallest_files_first() -> None:
+    files = files_table(["w", "x", "y", "z"], [100, 300, 200, 400], revisions=[1] * 4)
+    blocks = [(i, 1, "", 0, MIN_W, MAX_W, 3) for i in range(4)]
+    snap = qbeast_snapshot(files, blocks)
+    assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=350))) == [["w", "y"]]
+    assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=650))) == [["w", "y", "x"]]
+    # a limit below two files still merges two: one file alone removes no fragmentation
+    assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=50))) == [["w", "y"]]
+    # task-max-bytes defaults to bytes-per-iter
+    assert selected(LeveledCompactionSelection().select(snap, cfg(bytes_per_iter=350))) == [["w", "y"]]
+
+
+def test_leveled_targets_latest_or_configured_revision() -> None:
+    files = files_table(["r1a", "r1b", "r2a", "r2b"], [1] * 4, revisions=[1, 1, 2, 2])
+    blocks = [(i, r, "", 0, MIN_W, MAX_W, 5) for i, r in enumerate([1, 1, 2, 2])]
+    snap = qbeast_snapshot(files, blocks, revision_ids=(1, 2))
+    assert selected(LeveledCompactionSelection().select(snap, CFG)) == [["r2a", "r2b"]]
+    assert selected(LeveledCompactionSelection().select(snap, cfg(revision_id=1))) == [["r1a", "r1b"]]
+    assert selected(LeveledCompactionSelection().select(snap, cfg(auto_optimize_revision_id=1))) == [["r1a", "r1b"]]
+
+
+def test_leveled_nothing_to_do() -> None:
+    files = files_table(["a", "b"], [1, 1], revisions=[1, 1])
+    snap = qbeast_snapshot(files, [(0, 1, "", 0, MIN_W, MAX_W, 5), (1, 1, "A", 1, MIN_W, MAX_W, 5)])
+    assert LeveledCompactionSelection().select(snap, CFG) is None
+    assert LeveledCompactionSelection().select(delta_snapshot(files_table(["a"], [1])), CFG) is None
+
+
+def test_revision_rewrite_selects_every_file_of_the_revision() -> None:
+    files = files_table(["a", "b", "c", "s"], [40, 40, 40, 5], mtimes=[3, 1, 2, 0], revisions=[1, 1, 1, 0])
+    snap = qbeast_snapshot(files, [(i, 1, "", 0, MIN_W, MAX_W, 5) for i in range(3)])
+    plan = LeveledCompactionSelection().select(snap, cfg(revision_rewrite=True, task_max_bytes=80))
+    assert selected(plan) == [["b", "c"], ["a"]]  # oldest first, cut at task-max-bytes; staging s untouched
+    assert plan.one_shot and {t.kind for t in plan.tasks} == {KIND_COMPACT}
+
+
+# --- CubeDefragmentation -------------------------------------------------------------------------
+
+
+def _defrag_snapshot():
+    # level 0: cube "" in a,b,c (22 elements), cube A in c,g (3+9=12); level 1: cube "" in d,e (110)
+    files = files_table(["a", "b", "c", "g", "d", "e"], [10, 20, 30, 40, 50, 60], revisions=[1] * 6)
+    blocks = [
+        (0, 1, "", 0, MIN_W, MAX_W, 5),
+        (1, 1, "", 0, MIN_W, MAX_W, 8),
+        (2, 1, "", 0, MIN_W, MAX_W, 9),
+        (2, 1, "A", 1, MIN_W, MAX_W, 3),
+        (3, 1, "A", 1, MIN_W, MAX_W, 9),
+        (4, 1, "", 0, MIN_W, MAX_W, 50),
+        (5, 1, "", 0, MIN_W, MAX_W, 60),
+    ]
+    return qbeast_snapshot(files, blocks)
+
+
+def test_cube_defragmentation_takes_lowest_level_groups_by_depth_until_bytes_per_iter() -> None:
+    snap = _defrag_snapshot()
+    plan = CubeDefragmentation().select(snap, cfg(bytes_per_iter=100))
+    assert selected(plan) == [["a", "b", "c", "g"]]  # cube "" (depth 0) then A; c only once; level 1 never
+    plan = CubeDefragmentation().select(snap, cfg(bytes_per_iter=60))
+    assert selected(plan) == [["a", "b", "c"]]
+    plan = CubeDefragmentation().select(snap, cfg(bytes_per_iter=100, task_max_bytes=30))
+    assert sorted(selected(plan)) == sorted([["a", "b"], ["c"], ["g"]])
+    assert all(t.kind == KIND_COMPACT and t.revision_id == 1 for t in plan.tasks)
+
+
+# --- UnindexedFilesSelection ----------------------------------------------------------------------
+
+
+def _staging_snapshot():
+    files = files_table(
+        ["s0", "s1", "s2", "s3", "i0"], [4, 3, 5, 2, 100], mtimes=[300, 100, 200, 50, 10], revisions=[0, 0, 0, 0, 1]
+    )
+    blocks = [(i, 0, "", 0, MIN_W, MAX_W, 1) for i in range(4)] + [(4, 1, "", 0, MIN_W, MAX_W, 1)]
+    return qbeast_snapshot(files, blocks)
+
+
+def test_unindexed_oldest_first_up_to_batch_bytes() -> None:
+    snap = _staging_snapshot()
+    plan = UnindexedFilesSelection().select(snap, CFG)
+    assert selected(plan) == [["s3", "s1", "s2", "s0"]]
+    t = plan.tasks[0]
+    assert (t.kind, t.revision_id, t.bytes) == (KIND_INDEX, 0, 14)
+    assert t.score > 1.0  # index tasks outrank pure compaction
+    assert selected(UnindexedFilesSelection().select(snap, cfg(unindexed_batch_bytes=10))) == [["s3", "s1", "s2"]]
+    assert selected(UnindexedFilesSelection().select(snap, cfg(unindexed_batch_bytes=9))) == [["s3", "s1"]]
+    # a first file larger than the batch is taken alone
+    assert selected(UnindexedFilesSelection().select(snap, cfg(unindexed_batch_bytes=1))) == [["s3"]]
+
+
+def test_unindexed_from_timestamp() -> None:
+    snap = _staging_snapshot()
+    plan = UnindexedFilesSelection().select(snap, cfg(unindexed_from_timestamp=100, unindexed_batch_bytes=8))
+    assert selected(plan) == [["s1", "s2"]]  # s3 (50) is older than fromTimestamp
+    assert UnindexedFilesSelection().select(snap, cfg(unindexed_from_timestamp=301)) is None
+
+
+def test_unindexed_needs_a_qbeast_table() -> None:
+    assert UnindexedFilesSelection().select(delta_snapshot(files_table(["a", "b"], [1, 1])), CFG) is None
+
+
+# --- SamplingOverheadReduction -------------------------------------------------------------------
+
+
+def test_sampling_overhead_seed_examples() -> None:
+    w = lambda f: int(weight_from_fraction(f))  # noqa: E731
+    files = files_table(["offset", "mixed", "clean", "outside", "fullcube"], [100, 100, 100, 100, 100], revisions=[1] * 5)
+    blocks = [
+        # seed example 1: f=0.15, block [0.1, 0.2], cube maxWeight 0.15 (another block of the cube ends there)
+        (0, 1, "c0", 1, w(0.1), w(0.2), 100),
+        (4, 1, "c0", 1, w(0.05), w(0.15), 100),
+        # seed example 2: one file, c1 [0.1, 0.2] sampled, c2 [0.2, 0.3] not sampled
+        (1, 1, "c1", 1, w(0.1), w(0.2), 100),
+        (1, 1, "c2", 1, w(0.2), w(0.3), 100),
+        # straddles 0.15 but the cube maxWeight is the block end: nothing to remove
+        (2, 1, "c3", 1, w(0.1), w(0.2), 100),
+        # never sampled
+        (3, 1, "c4", 1, w(0.5), MAX_W, 100),
+    ]
+    snap = qbeast_snapshot(files, blocks)
+    plan = SamplingOverheadReduction().select(snap, cfg(sampling_fraction=0.15))
+    assert selected(plan) == [["mixed", "offset"]]  # mixed: ~75% overhead, offset: ~50%
+    t = plan.tasks[0]
+    assert t.kind == KIND_COMPACT and t.revision_id == 1
+    assert t.score == pytest.approx((0.75 * 100 + 0.5 * 100) / 200, rel=1e-6)
+    # bytes-per-iter per round: only the file with the most overhead
+    plan = SamplingOverheadReduction().select(snap, cfg(sampling_fraction=0.15, bytes_per_iter=100))
+    assert selected(plan) == [["mixed"]]
+
+
+def test_sampling_overhead_needs_fraction() -> None:
+    files = files_table(["a"], [1], revisions=[1])
+    snap = qbeast_snapshot(files, [(0, 1, "", 0, MIN_W, MAX_W, 1)])
+    with pytest.raises(ConfigError, match="sampling-fraction"):
+        SamplingOverheadReduction().select(snap, CFG)
+    assert SamplingOverheadReduction().select(snap, cfg(sampling_fraction=0.5)) is None
+
+
+# --- BinPacking / SmallFiles ---------------------------------------------------------------------
+
+
+def _partitioned_delta():
+    files = files_table(
+        ["p1/a", "p1/b", "p1/c", "p1/d", "p2/e", "p3/f", "p3/g", "p4/h", "p4/i", "pn/j", "pn/k"],
+        [10, 20, 30, 45, 5, 6, 5, 60, 1, 2, 3],
+        partitions=[{"p": "1"}] * 4 + [{"p": "2"}] + [{"p": "3"}] * 2 + [{"p": "4"}] * 2 + [{"p": None}, {"p": ""}],
+    )
+    return delta_snapshot(files)
+
+
+def test_delta_defaults() -> None:
+    assert CFG.max_file_size == 1024**3 and CFG.min_file_size_limit == 1024**3
+
+
+def test_bin_packing_per_partition_drops_single_file_bins() -> None:
+    snap = _partitioned_delta()
+    plan = BinPacking().select(snap, cfg(max_file_size=50))
+    # p1: sizes 10,20,30,45 -> bins [10,20] [30] [45] -> only [10,20]; p2 one file; p3 [5,6];
+    # p4: 60 is not below min-file-size (=max-file-size=50), 1 alone; null and "" partitions differ
+    assert selected(plan) == [["p3/g", "p3/f"], ["p1/a", "p1/b"]]
+    assert [t.partition_dict for t in plan.tasks] == [{"p": "3"}, {"p": "1"}]
+    assert all(t.kind == KIND_BINPACK and t.revision_id == PLAIN_DELTA_REVISION for t in plan.tasks)
+    assert plan.tasks[0].score == pytest.approx(CFG.open_file_cost / 11)
+    # bytes-per-iter keeps the best bins only
+    assert selected(BinPacking().select(snap, cfg(max_file_size=50, bytes_per_iter=30))) == [["p3/g", "p3/f"]]
+    # the per-task IO limit also bounds bins
+    assert selected(BinPacking().select(snap, cfg(max_file_size=50, task_max_bytes=11))) == [["p3/g", "p3/f"]]
+
+
+def test_bin_packing_min_file_size() -> None:
+    plan = BinPacking().select(_partitioned_delta(), cfg(max_file_size=50, min_file_size=7))
+    assert selected(plan) == [["p3/g", "p3/f"]]
+    assert BinPacking().select(_partitioned_delta(), cfg(min_file_size=2)) is None
+
+
+def test_bin_packing_on_qbeast_touches_only_staging_files() -> None:
+    files = files_table(["s1", "s2", "i1", "i2"], [1, 2, 1, 2], revisions=[0, 0, 1, 1])
+    snap = qbeast_snapshot(files, [(i, r, "", 0, MIN_W, MAX_W, 1) for i, r in enumerate([0, 0, 1, 1])])
+    plan = BinPacking().select(snap, CFG)
+    assert selected(plan) == [["s1", "s2"]] and plan.tasks[0].revision_id == 0
+
+
+def test_small_files_threshold() -> None:
+    files = files_table(["a", "b", "c", "big"], [1, 2, 3, 50])
+    snap = delta_snapshot(files)
+    plan = SmallFiles().select(snap, cfg(small_files_max_size=10, small_files_count_threshold=3))
+    assert selected(plan) == [["a", "b", "c"]]
+    assert SmallFiles().select(snap, cfg(small_files_max_size=10, small_files_count_threshold=4)) is None
+    plan = SmallFiles().select(snap, cfg(small_files_max_size=10, small_files_count_threshold=3, task_max_bytes=3))
+    assert selected(plan) == [["a", "b"]]  # [a,b] (3 bytes), then [c] alone is dropped
+
+
+# --- ClusterKeyOverlap ---------------------------------------------------------------------------
+
+
+def _overlap_snapshot(intervals, partitions=None, sizes=None):
+    n = len(intervals)
+    files = files_table(
+        [f"f{i}" for i in range(n)],
+        sizes or [10] * n,
+        partitions=partitions,
+        stats=[None if iv is None else stats_json("id", iv[0], iv[1]) for iv in intervals],
+    )
+    return delta_snapshot(files)
+
+
+def test_overlap_depth_relyt_example() -> None:
+    # files 0, 1, 2 overlap around id 8..10 (depth 3); file 3 is apart
+    snap = _overlap_snapshot([(1, 10), (5, 15), (8, 20), (25, 30)])
+    assert max_overlap_depth(snap, "id") == 3
+    plan = ClusterKeyOverlap().select(snap, cfg(overlap_cluster_key="id"))
+    assert selected(plan) == [["f0", "f1", "f2"]]
+    t = plan.tasks[0]
+    assert t.sort_columns == ("id",) and t.kind == KIND_BINPACK
+    assert t.score == pytest.approx(2 * (CFG.open_file_cost + 10) / 30)
+    assert ClusterKeyOverlap().select(snap, cfg(overlap_cluster_key="id", overlap_depth_threshold=3)) is None
+
+
+def test_overlap_closed_intervals_partitions_and_missing_stats() -> None:
+    assert max_overlap_depth(_overlap_snapshot([(1, 5), (5, 9)]), "id") == 2  # touching ranges overlap
+    assert max_overlap_depth(_overlap_snapshot([(1, 5), (6, 9)]), "id") == 1
+    parts = [{"d": "a"}, {"d": "b"}, {"d": "a"}]
+    assert max_overlap_depth(_overlap_snapshot([(1, 10), (1, 10), (20, 30)], parts), "id") == 1
+    assert max_overlap_depth(_overlap_snapshot([(1, 10), None, (2, 3)]), "id") == 2
+
+
+def test_overlap_several_sets_within_limits() -> None:
+    ivs = [(1, 10), (5, 15), (8, 20), (40, 50), (45, 55), (48, 60), (49, 49)]
+    snap = _overlap_snapshot(ivs, sizes=[10, 10, 10, 10, 10, 10, 5])
+    plan = ClusterKeyOverlap().select(snap, cfg(overlap_cluster_key="id"))
+    assert sorted(selected(plan)) == [["f0", "f1", "f2"], ["f6", "f3", "f4", "f5"]]
+    assert plan.tasks[0].paths == ("f6", "f3", "f4", "f5")  # depth 4: the higher score
+    plan = ClusterKeyOverlap().select(snap, cfg(overlap_cluster_key="id", bytes_per_iter=40))
+    assert selected(plan) == [["f6", "f3", "f4", "f5"]]
+    plan = ClusterKeyOverlap().select(snap, cfg(overlap_cluster_key="id", task_max_bytes=20))
+    assert selected(plan)[0] == ["f6", "f3"]  # within 20 bytes, smallest first
+
+
+def test_overlap_config_errors() -> None:
+    snap = _overlap_snapshot([(1, 10), (5, 15), (8, 20)])
+    with pytest.raises(ConfigError, match="overlap.cluster-key"):
+        ClusterKeyOverlap().select(snap, CFG)
+    with pytest.raises(ConfigError, match="'nope' is not a column"):
+        ClusterKeyOverlap().select(snap, cfg(overlap_cluster_key="nope"))
