@@ -395,5 +395,7 @@ def write_checkpoint(store: LocalLogStore, log_dir: str, state: LogState, tombst
         "sizeInBytes": len(data),
         "numOfAddFiles": state.files.num_rows,
     }
-    store.write(os.path.join(log_dir, LAST_CHECKPOINT), json.dumps(last).encode())
+    previous = read_last_checkpoint(store, log_dir)
+    if previous is None or not isinstance(previous.get("version"), int) or previous["version"] <= state.version:
+        store.write(os.path.join(log_dir, LAST_CHECKPOINT), json.dumps(last).encode())
     return last

@@ -1,0 +1,199 @@
+"""Checkpoints (ours read by delta-rs, multi-part, missing parts, _last_checkpoint) and log cleanup."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from use.delta import AddFile, DeltaLog
+from use.delta.actions import remove_actions
+from use.errors import CorruptLogError, VersionNotFoundError
+
+SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
+DAY_MS = 86_400_000
+
+
+def add(log: DeltaLog, i: int, tags: dict[str, str] | None = None) -> int:
+    rel = f"p={i % 3}/f{i}.parquet"
+    full = os.path.join(log.table_root, rel)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    pq.write_table(pa.table({"id": pa.array([i], pa.int64())}), full)
+    txn = log.start_transaction()
+    txn.add(AddFile(rel, os.path.getsize(full), int(time.time() * 1000), True, {"p": str(i % 3)}, '{"numRecords":1}', tags))
+    return txn.commit("WRITE")
+
+
+def files_of(snap) -> list[tuple]:
+    cols = ["path", "size", "partition_values", "tags", "stats"]
+    return sorted(tuple(str(r[c]) for c in cols) for r in snap.files.select(cols).to_pylist())
+
+
+def log_names(log: DeltaLog) -> list[str]:
+    return sorted(os.listdir(log.log_dir))
+
+
+def test_default_interval_and_last_checkpoint(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, ["p"])
+    for i in range(1, 11):
+        add(log, i, {"revision": "1"} if i % 2 else None)
+    assert f"{10:020d}.checkpoint.parquet" in log_names(log)
+    last = json.load(open(os.path.join(log.log_dir, "_last_checkpoint")))
+    assert last["version"] == 10 and last["numOfAddFiles"] == 10 and last["size"] == 12
+    fresh = DeltaLog.for_path(table_path).snapshot()
+    assert fresh.state.checkpoint_version == 10
+    dt = DeltaTable(table_path)
+    assert dt.version() == 10
+    assert sorted(dt.to_pyarrow_table().column("id").to_pylist()) == list(range(1, 11))
+    # The checkpoint holds exactly the JSON replay's state.
+    os.rename(os.path.join(log.log_dir, f"{10:020d}.checkpoint.parquet"), os.path.join(table_path, "cp.parquet"))
+    replayed = DeltaLog.for_path(table_path).snapshot()
+    assert replayed.state.checkpoint_version is None
+    assert files_of(replayed) == files_of(fresh)
+    assert replayed.metadata == fresh.metadata and replayed.protocol == fresh.protocol
+
+
+def test_checkpoint_keeps_tombstones_txns_and_domains(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, ["p"], {"delta.checkpointInterval": "100"})
+    for i in range(4):
+        add(log, i)
+    snap = log.snapshot()
+    txn = log.start_transaction()
+    txn.set_app_transaction("app", 42)
+    txn.add(*remove_actions(snap.files.slice(0, 2), data_change=True))
+    txn.commit("DELETE")
+    # An old tombstone, beyond the 7-day retention: dropped from the checkpoint.
+    txn = log.start_transaction()
+    txn.add(*remove_actions(log.snapshot().files.slice(0, 1), data_change=False, deletion_timestamp=int(time.time() * 1000) - 8 * DAY_MS))
+    txn.commit("OPTIMIZE")
+    with open(os.path.join(log.log_dir, f"{7:020d}.json"), "w") as fh:
+        fh.write(json.dumps({"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["domainMetadata", "appendOnly", "invariants"]}}) + "\n")
+        fh.write(json.dumps({"domainMetadata": {"domain": "delta.clustering", "configuration": "{}", "removed": False}}) + "\n")
+    before = DeltaLog.for_path(table_path).snapshot()
+    assert before.tombstones.num_rows == 2 and before.all_tombstones.num_rows == 3
+    assert before.domain_metadata == {"delta.clustering": "{}"}
+    assert log.checkpoint() == 7
+    after = DeltaLog.for_path(table_path).snapshot()
+    assert after.state.checkpoint_version == 7
+    assert files_of(after) == files_of(before)
+    assert after.app_transaction_version("app") == 42
+    assert after.domain_metadata == {"delta.clustering": "{}"}
+    assert after.all_tombstones.num_rows == 2
+    assert sorted(after.tombstones.column("path").to_pylist()) == sorted(before.tombstones.column("path").to_pylist())
+    assert after.protocol == before.protocol
+    dt = DeltaTable(table_path)
+    assert dt.version() == 7 and dt.transaction_version("app") == 42
+    assert len(dt.to_pyarrow_table()) == 1
+
+
+def split_into_parts(log: DeltaLog, version: int, parts: int) -> list[str]:
+    """Rewrite our classic checkpoint as a multi-part one (as Spark writes for large tables)."""
+    classic = os.path.join(log.log_dir, f"{version:020d}.checkpoint.parquet")
+    table = pq.read_table(classic)
+    os.remove(classic)
+    names = []
+    per = -(-table.num_rows // parts)
+    for i in range(parts):
+        name = f"{version:020d}.checkpoint.{i + 1:010d}.{parts:010d}.parquet"
+        pq.write_table(table.slice(i * per, per), os.path.join(log.log_dir, name))
+        names.append(name)
+    return names
+
+
+def test_multi_part_checkpoint(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, ["p"], {"delta.checkpointInterval": "5"})
+    for i in range(7):
+        add(log, i)
+    expected = files_of(log.snapshot())
+    names = split_into_parts(log, 5, 3)
+    for v in range(6):
+        os.remove(os.path.join(log.log_dir, f"{v:020d}.json"))
+    snap = DeltaLog.for_path(table_path).snapshot()
+    assert snap.state.checkpoint_version == 5
+    assert files_of(snap) == expected
+    assert DeltaLog.for_path(table_path).snapshot(version=5).files.num_rows == 5
+    # A missing part makes the checkpoint unusable; with the older commits gone that is an error.
+    os.remove(os.path.join(log.log_dir, names[1]))
+    before = log_names(log)
+    with pytest.raises(CorruptLogError, match=names[1].replace(".", r"\.")):
+        DeltaLog.for_path(table_path).snapshot()
+    assert log_names(log) == before
+
+
+def test_incomplete_checkpoint_ignored_when_commits_remain(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, ["p"], {"delta.checkpointInterval": "5"})
+    for i in range(6):
+        add(log, i)
+    expected = files_of(log.snapshot())
+    names = split_into_parts(log, 5, 2)
+    os.remove(os.path.join(log.log_dir, names[0]))
+    snap = DeltaLog.for_path(table_path).snapshot()
+    assert snap.state.checkpoint_version is None and files_of(snap) == expected
+
+
+def test_corrupt_checkpoint_file(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, ["p"], {"delta.checkpointInterval": "2"})
+    add(log, 1)
+    add(log, 2)
+    with open(os.path.join(log.log_dir, f"{2:020d}.checkpoint.parquet"), "wb") as fh:
+        fh.write(b"not parquet")
+    with pytest.raises(CorruptLogError, match="cannot be read as parquet"):
+        DeltaLog.for_path(table_path).snapshot()
+
+
+def age(log: DeltaLog, versions: range, days: int) -> None:
+    ts = time.time() - days * 86400
+    for v in versions:
+        for name in (f"{v:020d}.json", f"{v:020d}.checkpoint.parquet"):
+            p = os.path.join(log.log_dir, name)
+            if os.path.exists(p):
+                os.utime(p, (ts + v, ts + v))
+
+
+def test_expired_log_cleanup(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, ["p"], {"delta.checkpointInterval": "5", "delta.logRetentionDuration": "interval 2 days"})
+    for i in range(1, 13):
+        add(log, i)
+    age(log, range(0, 8), days=10)  # versions 0..7 are old; checkpoint 5 is the newest one before the cutoff
+    expected = files_of(log.snapshot())
+    for i in range(13, 16):
+        add(log, i)  # version 15 checkpoints and cleans up
+    names = log_names(log)
+    assert f"{15:020d}.checkpoint.parquet" in names
+    kept = sorted(int(n[:20]) for n in names if n.endswith(".json"))
+    assert kept == list(range(5, 16))
+    assert f"{5:020d}.checkpoint.parquet" in names
+    fresh = DeltaLog.for_path(table_path)
+    assert len(files_of(fresh.snapshot())) == len(expected) + 3
+    assert fresh.snapshot(version=5).files.num_rows == 5
+    with pytest.raises(VersionNotFoundError, match="available versions are 5 to 15"):
+        fresh.snapshot(version=4)
+    assert [h.version for h in fresh.history()][-1] == 5
+    assert DeltaTable(table_path).version() == 15
+    assert DeltaTable(table_path, version=6).version() == 6
+
+
+def test_cleanup_disabled_and_explicit(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, ["p"], {"delta.checkpointInterval": "3", "delta.enableExpiredLogCleanup": "false"})
+    for i in range(1, 4):
+        add(log, i)
+    age(log, range(0, 4), days=60)
+    for i in range(4, 7):
+        add(log, i)  # checkpoint at 6, but cleanup is disabled
+    assert f"{0:020d}.json" in log_names(log)
+    assert log.cleanup_expired_logs(retention_ms=90 * DAY_MS) == []  # nothing that old
+    assert log.cleanup_expired_logs() == [f"{v:020d}.json" for v in range(0, 3)]
+    assert DeltaLog.for_path(table_path).snapshot().files.num_rows == 6
+    assert DeltaLog.for_path(table_path).snapshot(version=3).files.num_rows == 3
