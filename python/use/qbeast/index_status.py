@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +21,9 @@ from use.errors import InvalidArgumentError
 from use.qbeast.cube import cube_sort_keys, symbols_per_level
 from use.qbeast.revision import Revision
 from use.qbeast.weight import MAX_WEIGHT, fraction
+
+if TYPE_CHECKING:
+    from use.qbeast.snapshot import QbeastSnapshot
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,6 +78,12 @@ class IndexStatus:
         counts = grouped.column("element_count_sum").to_numpy(zero_copy_only=False).astype(np.int64)[order]
         nblocks = grouped.column("cube_id_count").to_numpy(zero_copy_only=False).astype(np.int64)[order]
         return cls(revision, cubes[order], max_w, counts, _normalized(max_w, counts, revision.desired_cube_size), nblocks)
+
+    @classmethod
+    def from_snapshot(cls, snapshot: "QbeastSnapshot", revision_id: int | None = None) -> IndexStatus:
+        """Statuses of one revision of a QbeastSnapshot (its latest by default)."""
+        rid = snapshot.latest_revision_id if revision_id is None else revision_id
+        return cls.from_blocks(snapshot.revision(rid), snapshot.blocks_of_revision(rid))
 
     # --- lookups --------------------------------------------------------------------------------
 
