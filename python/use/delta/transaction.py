@@ -33,7 +33,7 @@ from use.delta.actions import (
     SetTransaction,
     action_json_line,
 )
-from use.delta.replay import CommitActions, commit_name, list_log, parse_commit
+from use.delta.replay import CommitActions, commit_name, list_log, parse_commits
 from use.delta.schema import schema_from_json
 from use.delta.snapshot import Snapshot, TableConfig, check_write_support
 from use.errors import (
@@ -286,11 +286,13 @@ class Transaction:
                 )
             listing = list_log(store, self._log.log_dir)
             latest = max(listing.commits) if listing.commits else version
-            for v in range(checked + 1, latest + 1):
-                cf = listing.commits.get(v)
-                if cf is None:
-                    continue  # cleaned up concurrently: it is older than anything we must check
-                self._check_conflicts(parse_commit(v, cf.path, store.read(cf.path)))
+            winners = [
+                (v, cf.path, store.read(cf.path))
+                for v in range(checked + 1, latest + 1)
+                if (cf := listing.commits.get(v)) is not None  # a missing one was cleaned up: older than us
+            ]
+            for winner in parse_commits(winners, self.snapshot.metadata.partition_columns):
+                self._check_conflicts(winner)
             checked = latest
             version = latest + 1
         self._committed = version
