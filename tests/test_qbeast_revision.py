@@ -1,0 +1,218 @@
+"""Revision JSON (§7.1), column specs (§4), revision changes (§3.1) and table properties."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from qbeast_fixtures import REVISION_JSON
+from use.errors import CorruptIndexMetadataError, IndexColumnError, InvalidArgumentError, UnsupportedTypeError
+from use.qbeast.revision import (
+    Revision,
+    compute_revision_change,
+    configuration_with_revision,
+    parse_column_specs,
+    revisions_from_configuration,
+    staging_revision,
+    stats_aggregations,
+)
+from use.qbeast.transform import (
+    CDFNumericQuantilesTransformation,
+    EmptyTransformer,
+    HashTransformation,
+    HashTransformer,
+    IdentityTransformation,
+    LinearTransformation,
+    LinearTransformer,
+)
+
+SCHEMA = pa.schema([("id", pa.int32()), ("name", pa.string()), ("x", pa.float64()), ("b", pa.bool_())])
+
+
+def test_real_revision_round_trips_byte_for_byte():
+    rev = Revision.from_json(REVISION_JSON)
+    assert rev.to_json() == REVISION_JSON
+    assert rev.revision_id == 1 and rev.columns == ("id", "name") and rev.dimension_count == 2
+    assert not rev.is_staging and rev.desired_cube_size == 500000
+    assert rev.transformations[0] == LinearTransformation(1, 4000000, 2836883, "IntegerDataType")
+    assert rev.transformations[1] == HashTransformation(-1628776639)
+
+
+def test_staging_revision_json():
+    st = staging_revision("/t", ["a", "b"], 100, 41)
+    assert st.is_staging
+    assert st.to_json() == (
+        '{"revisionID":0,"timestamp":41,"tableID":"/t","desiredCubeSize":100,"columnTransformers":['
+        '{"className":"io.qbeast.core.transform.EmptyTransformer","columnName":"a"},'
+        '{"className":"io.qbeast.core.transform.EmptyTransformer","columnName":"b"}],"transformations":['
+        '{"className":"io.qbeast.core.transform.EmptyTransformation"},{"className":"io.qbeast.core.transform.EmptyTransformation"}]}'
+    )
+    assert Revision.from_json(st.to_json()) == st
+
+
+@pytest.mark.parametrize(
+    "mutate,fragment",
+    [
+        (lambda o: o.pop("tableID"), "'tableID'"),
+        (lambda o: o.update(revisionID="1"), "'revisionID'"),
+        (lambda o: o.update(columnTransformers=[]), "no columnTransformers"),
+        (lambda o: o["transformations"].pop(), "2 columnTransformers but 1"),
+        (lambda o: o.update(desiredCubeSize=0), "desiredCubeSize"),
+        (lambda o: o["transformations"][0].pop("orderedDataType"), "orderedDataType"),
+    ],
+)
+def test_bad_revision_json(mutate, fragment):
+    obj = json.loads(REVISION_JSON)
+    mutate(obj)
+    with pytest.raises(CorruptIndexMetadataError, match=fragment):
+        Revision.from_json(json.dumps(obj), key="qbeast.revision.1")
+    with pytest.raises(CorruptIndexMetadataError, match="qbeast.revision.1 is not valid JSON"):
+        Revision.from_json("{nope", key="qbeast.revision.1")
+
+
+def test_transform_batch():
+    rev = Revision.from_json(REVISION_JSON)
+    batch = pa.record_batch([pa.array([1, 4000000, None], pa.int32()), pa.array(["a", "b", None])], names=["id", "name"])
+    pts = rev.transform(batch)
+    assert pts.shape == (3, 2) and pts.dtype == np.float64
+    assert pts[:, 0].tolist() == [0.0, 1.0, (2836883 - 1) / 3999999]
+    assert np.all((pts >= 0) & (pts <= 1))
+    with pytest.raises(IndexColumnError, match="'name'"):
+        rev.transform(pa.table({"id": pa.array([1], pa.int32())}))
+
+
+def test_column_specs():
+    ts = parse_column_specs("id, name:hashing,x:quantiles", SCHEMA)
+    assert [t.spec for t in ts] == ["id:linear", "name:hashing", "x:quantiles"]
+    assert parse_column_specs(["x", "name"], SCHEMA) == (LinearTransformer("x", "DoubleDataType"), HashTransformer("name", "StringDataType"))
+    assert [t.spec for t in parse_column_specs(["id:hashing"], SCHEMA)] == ["id:hashing"]
+
+
+@pytest.mark.parametrize(
+    "specs,error,fragment",
+    [
+        ("nope", IndexColumnError, "available columns: id, name, x, b"),
+        ("id,id", IndexColumnError, "twice"),
+        ("id:", IndexColumnError, "malformed"),
+        ("id:lin:ear", IndexColumnError, "malformed"),
+        (":linear", IndexColumnError, "malformed"),
+        ("id,,x", IndexColumnError, "empty column spec"),
+        ("", IndexColumnError, "no columns"),
+        ([], IndexColumnError, "no columns"),
+        ("id:zorder", IndexColumnError, "linear, hashing, quantiles"),
+        ("name:linear", UnsupportedTypeError, "name:hashing"),
+        ("b", UnsupportedTypeError, "'b'"),
+    ],
+)
+def test_bad_column_specs(specs, error, fragment):
+    with pytest.raises(error, match=fragment):
+        parse_column_specs(specs, SCHEMA)
+
+
+def test_stats_aggregations():
+    ts = parse_column_specs("id,name,x:quantiles", SCHEMA)
+    assert stats_aggregations(ts) == [("id_min", "min", "id"), ("id_max", "max", "id"), ("count", "count", "*")]
+
+
+def _first(stats=None, cube_size=100, column_stats=None, specs="id,name"):
+    ts = parse_column_specs(specs, SCHEMA)
+    return compute_revision_change(None, ts, stats or {"id_min": 1, "id_max": 10, "count": 5}, cube_size, column_stats, "/t", 1000)
+
+
+def test_first_write_makes_revision_1():
+    rev, new = _first()
+    assert new and rev.revision_id == 1 and rev.timestamp == 1000 and rev.table_id == "/t"
+    lin, h = rev.transformations
+    assert (lin.min_number, lin.max_number) == (1, 10) and isinstance(h, HashTransformation)
+
+
+def test_append_inside_space_is_not_a_change_and_outside_is():
+    rev, _ = _first()
+    ts = parse_column_specs("id,name", SCHEMA, existing=rev)
+    same, new = compute_revision_change(rev, ts, {"id_min": 2, "id_max": 9, "count": 3}, 100, None, "/t", 2000)
+    assert not new and same is rev
+    wider, new = compute_revision_change(rev, ts, {"id_min": 0, "id_max": 9, "count": 3}, 100, None, "/t", 2000)
+    assert new and wider.revision_id == 2 and wider.transformations[0].min_number == 0
+    assert wider.transformations[0].max_number == 10 and wider.transformations[1] is rev.transformations[1]
+    resized, new = compute_revision_change(rev, ts, {"id_min": 2, "id_max": 9, "count": 3}, 50, None, "/t", 2000)
+    assert new and resized.desired_cube_size == 50 and resized.transformations == rev.transformations
+
+
+def test_empty_write_changes_nothing():
+    rev, new = _first({"id_min": None, "id_max": None, "count": 0})
+    assert not new and rev.revision_id == 0 and rev.transformations == ()
+
+
+def test_identity_when_one_value():
+    rev, _ = _first({"id_min": 7, "id_max": 7, "count": 2})
+    assert rev.transformations[0] == IdentityTransformation(7, "IntegerDataType")
+
+
+def test_column_stats_widen_the_space():
+    rev, _ = _first(column_stats='{"id_min": -100, "id_max": 500}')
+    assert (rev.transformations[0].min_number, rev.transformations[0].max_number) == (-100, 500)
+    rev, _ = _first(column_stats={"x_quantiles": [0.0, 1.0, 2.0]}, specs="id,x:quantiles")
+    assert rev.transformations[1] == CDFNumericQuantilesTransformation((0.0, 1.0, 2.0), "DoubleDataType")
+
+
+def test_bad_revision_change_inputs():
+    with pytest.raises(InvalidArgumentError, match="x_quantiles"):
+        _first(specs="id,x:quantiles")
+    with pytest.raises(InvalidArgumentError, match="cubeSize"):
+        _first(cube_size=0)
+    with pytest.raises(InvalidArgumentError, match="cubeSize"):
+        _first(cube_size="10")
+    with pytest.raises(InvalidArgumentError, match="not valid JSON"):
+        _first(column_stats="{oops")
+    with pytest.raises(InvalidArgumentError, match=r"\['idd_min'\]"):
+        _first(column_stats={"idd_min": 1})
+    rev, _ = _first()
+    with pytest.raises(IndexColumnError, match="cannot change"):
+        compute_revision_change(rev, parse_column_specs("x,name", SCHEMA), {"x_min": 0.0, "x_max": 1.0, "count": 1}, 100, None, "/t", 1)
+
+
+def test_staging_table_gets_revision_1_with_real_transformers():
+    st = staging_revision("/t", ["id", "name"], 100, 5)
+    ts = parse_column_specs("id,name", SCHEMA, existing=st)
+    assert ts == (LinearTransformer("id", "IntegerDataType"), HashTransformer("name", "StringDataType"))
+    rev, new = compute_revision_change(st, ts, {"id_min": 1, "id_max": 3, "count": 3}, 100, None, "/t", 9)
+    assert new and rev.revision_id == 1 and not any(isinstance(t, EmptyTransformer) for t in rev.column_transformers)
+
+
+def test_explicit_type_change_makes_a_new_revision_but_default_keeps_it():
+    rev, _ = _first()
+    kept = parse_column_specs("id,name", SCHEMA, existing=rev)
+    assert kept == rev.column_transformers
+    switched = parse_column_specs("id,name:quantiles", SCHEMA, existing=rev)
+    new_rev, new = compute_revision_change(rev, switched, {"id_min": 2, "id_max": 3, "count": 1}, 100, {"name_quantiles": ["a", "m"]}, "/t", 7)
+    assert new and new_rev.column_transformers[1].type_name == "quantiles"
+
+
+def test_configuration_helpers():
+    rev = Revision.from_json(REVISION_JSON)
+    conf = configuration_with_revision({"delta.appendOnly": "false"}, rev, extra={"columnStats": '{"id_min":0}', "userOpt": "1"})
+    assert conf["qbeast.revision.1"] == REVISION_JSON and conf["qbeast.lastRevisionID"] == "1"
+    st = Revision.from_json(conf["qbeast.revision.0"])
+    assert st.is_staging and st.timestamp == rev.timestamp - 1 and st.columns == rev.columns
+    assert conf["columnsToIndex"] == "id:linear,name:hashing" and conf["cubeSize"] == "500000"
+    assert conf["tableFormat"] == "delta" and conf["columnStats"] == '{"id_min":0}' and conf["userOpt"] == "1"
+    assert conf["delta.appendOnly"] == "false"
+    assert set(revisions_from_configuration(conf)) == {0, 1}
+    rev2 = Revision(2, 5, "/t", 10, rev.column_transformers, rev.transformations)
+    over = configuration_with_revision(conf, rev2, overwrite=True, add_staging=False)
+    assert set(revisions_from_configuration(over)) == {2} and over["qbeast.lastRevisionID"] == "2"
+    with pytest.raises(InvalidArgumentError):
+        configuration_with_revision({}, rev, extra={"qbeast.revision.9": "x"})
+
+
+def test_bad_configuration():
+    with pytest.raises(CorruptIndexMetadataError, match="qbeast.revision.2"):
+        revisions_from_configuration({"qbeast.revision.2": REVISION_JSON})
+    with pytest.raises(CorruptIndexMetadataError, match="lastRevisionID"):
+        revisions_from_configuration({"qbeast.revision.1": REVISION_JSON, "qbeast.lastRevisionID": "3"})
+    with pytest.raises(CorruptIndexMetadataError, match="qbeast.revision.x"):
+        revisions_from_configuration({"qbeast.revision.x": REVISION_JSON})
+    assert revisions_from_configuration({"delta.x": "1"}) == {}
