@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -41,8 +42,9 @@ def assert_same_as_delta_rs(path: str, version: int) -> None:
     assert ours.metadata.partition_columns == tuple(theirs.metadata().partition_columns)
     assert ours.metadata.id == theirs.metadata().id
     assert ours.metadata.configuration == theirs.metadata().configuration
-    rs_schema = theirs.schema().to_arrow()
-    assert [f.name for f in ours.schema] == [f.name for f in rs_schema]
+    assert json.loads(ours.metadata.schema_string) == json.loads(theirs.schema().to_json())
+    assert ours.protocol.min_reader_version == theirs.protocol().min_reader_version
+    assert ours.protocol.min_writer_version == theirs.protocol().min_writer_version
     assert our_rows(ours) == sorted(theirs.to_pyarrow_table().column("id").to_pylist())
     # Live-file attributes match too, not just the paths.
     rs = pa.table(theirs.get_add_actions(flatten=True))
@@ -167,3 +169,29 @@ def test_our_checkpoints_read_by_delta_rs(tmp_path):
 
 def test_deltalake_version_is_pinned():
     assert deltalake.__version__.startswith("1.")
+
+
+def test_delta_rs_schema_types_map_to_arrow(tmp_path):
+    import datetime
+    import decimal
+
+    path = str(tmp_path / "t")
+    t = pa.table(
+        {
+            "id": pa.array([1], pa.int64()),
+            "i32": pa.array([1], pa.int32()),
+            "f32": pa.array([1.5], pa.float32()),
+            "d": pa.array([datetime.date(2024, 1, 2)], pa.date32()),
+            "ts": pa.array([datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone.utc)], pa.timestamp("us", "UTC")),
+            "dec": pa.array([decimal.Decimal("1.25")], pa.decimal128(9, 2)),
+            "l": pa.array([[1, 2]], pa.list_(pa.int64())),
+            "s": pa.array([{"x": 1, "y": "a"}], pa.struct([("x", pa.int32()), ("y", pa.string())])),
+            "b": pa.array([b"x"], pa.binary()),
+        }
+    )
+    write_deltalake(path, t)
+    snap = DeltaLog.for_path(path).snapshot()
+    data_schema = pq.read_schema(os.path.join(path, snap.files.column("path")[0].as_py()))
+    for f in snap.schema:
+        want = data_schema.field(f.name).type
+        assert f.type == want or (pa.types.is_list(f.type) and f.type.value_type == want.value_type), f.name
