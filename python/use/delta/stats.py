@@ -591,12 +591,16 @@ def _newline_joined(stats: pa.ChunkedArray | pa.Array) -> pa.Buffer:
         arr = arr.cast(pa.large_string())
     arr = pc.fill_null(arr, "{}")
     # Empty strings are not JSON objects; a stray newline inside a stats string would split a row.
-    arr = pc.if_else(pc.equal(pc.utf8_length(arr), 0), pa.scalar("{}", arr.type), arr)
-    if pc.any(pc.match_substring(arr, "\n")).as_py():
+    empty = pc.equal(pc.binary_length(arr), 0)
+    if pc.any(empty).as_py():
+        arr = pc.if_else(empty, pa.scalar("{}", arr.type), arr)
+    # Rare cases are detected by one cheap byte scan each before any string kernel runs.
+    data = _data_bytes(arr)
+    if np.count_nonzero(data == ord("\n")):
         arr = pc.replace_substring(arr, "\n", " ")
     # Spark writes non-finite doubles as quoted strings; as "no bound" they are read as null.
-    for token in ('"NaN"', '"Infinity"', '"-Infinity"'):
-        if pc.any(pc.match_substring(arr, token)).as_py():
+    if _contains(data, b'"NaN"') or _contains(data, b'Infinity"'):
+        for token in ('"NaN"', '"-Infinity"', '"Infinity"'):
             arr = pc.replace_substring(arr, token, "null")
     joined = pc.binary_join_element_wise(arr, pa.scalar("\n", arr.type), pa.scalar("", arr.type))
     width = np.int64 if pa.types.is_large_string(joined.type) else np.int32
@@ -606,6 +610,28 @@ def _newline_joined(stats: pa.ChunkedArray | pa.Array) -> pa.Buffer:
     if data_buf is None or end == start:
         return pa.py_buffer(b"")
     return data_buf.slice(start, end - start)
+
+
+def _contains(data: np.ndarray, token: bytes) -> bool:
+    """Whether `token` occurs in `data`, anchored on its second (rarer) byte; vectorized."""
+    if len(data) < len(token):
+        return False
+    cand = np.flatnonzero(data[1 : len(data) - len(token) + 2] == token[1])
+    for j, byte in enumerate(token):
+        if j == 1 or len(cand) == 0:
+            continue
+        cand = cand[data[cand + j] == byte]
+    return len(cand) > 0
+
+
+def _data_bytes(arr: pa.Array) -> np.ndarray:
+    """The bytes of a string array's values, as a numpy view (no copy)."""
+    buf = arr.buffers()[2]
+    if buf is None or len(arr) == 0:
+        return np.zeros(0, dtype=np.uint8)
+    width = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    offsets = np.frombuffer(arr.buffers()[1], dtype=width)[arr.offset : arr.offset + len(arr) + 1]
+    return np.frombuffer(buf, dtype=np.uint8)[int(offsets[0]) : int(offsets[-1])]
 
 
 def _field_path(arr: pa.ChunkedArray | pa.Array, path: Sequence[str]) -> pa.ChunkedArray | pa.Array:
