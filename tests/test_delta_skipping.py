@@ -187,6 +187,22 @@ def test_partition_pruning_is_exact():
     assert typed.to_pylist() == [dt.datetime(2021, 1, 1, 10, tzinfo=UTC), dt.datetime(2021, 1, 1, 10, 0, 0, 1, tzinfo=UTC)]
 
 
+def test_timestamp_partitions_without_zone_are_widened():
+    schema = pa.schema([("a", pa.int64()), ("t", pa.timestamp("us", "UTC"))])
+    files = pa.table(
+        {
+            "stats": pa.array([None, None], pa.string()),
+            "partition_values": pa.array([[("t", "2021-01-01 10:00:00")], [("t", "2021-01-01T10:00:00.000000Z")]], pa.map_(pa.string(), pa.string())),
+        }
+    )
+    # The zone-less value may be 10:00 in any session time zone: kept for 15:00 UTC; the UTC one is exact.
+    at = dt.datetime(2021, 1, 1, 15, tzinfo=UTC)
+    assert files_matching(files, Comparison("t", "=", at), schema).to_pylist() == [True, False]
+    far = dt.datetime(2021, 1, 3, tzinfo=UTC)
+    assert files_matching(files, Comparison("t", ">=", far), schema).to_pylist() == [False, False]
+    assert files_matching(files, Comparison("t", "=", dt.datetime(2021, 1, 1, 10, tzinfo=UTC)), schema).to_pylist() == [True, True]
+
+
 # --- property test: no file holding a matching row is ever dropped -------------------------------
 
 

@@ -57,6 +57,7 @@ __all__ = ["files_matching", "partition_columns_of", "typed_partition_values"]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _TIMESTAMP_MAX_SLACK_US = 1000  # Delta writes timestamp stats truncated to milliseconds
+_MAX_TZ_OFFSET_US = 14 * 3_600_000_000  # UTC+14 is the widest zone offset in use
 _MAX_INLIST_ITEMS = 256  # beyond this an IN list is pruned by its [min, max] range
 _MAX_PREFIX_CHECK = 256  # longest string max for which "literal starts with max" is checked
 _NEGATED = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
@@ -124,6 +125,14 @@ def typed_partition_values(files: pa.Table, column: str, type_: pa.DataType) -> 
     return _chunked_to_array(_convert(raw, t))
 
 
+def _zoneless(files: pa.Table, column: str) -> pa.Array | None:
+    """Per file: is this timestamp partition value written without a zone (None: none is)?"""
+    raw = _chunked_to_array(pc.map_lookup(files.column("partition_values"), pa.scalar(column), "first"))
+    has_zone = pc.or_(pc.ends_with(raw, "Z"), pc.match_substring_regex(raw, r"[+-]\d\d:?\d\d$"))
+    zoneless = pc.fill_null(pc.invert(has_zone), False)
+    return zoneless if pc.any(zoneless).as_py() else None
+
+
 class _Evaluator:
     def __init__(self, files: pa.Table, predicate: Predicate, schema: pa.Schema, partition_columns: Sequence[str]):
         self.n = files.num_rows
@@ -161,8 +170,18 @@ class _Evaluator:
         if len(path) == 1 and path[0].lower() in self.partitions:
             if "partition_values" not in self.files.column_names:
                 return None
-            values = typed_partition_values(self.files, self.partitions[path[0].lower()], t)
+            key = self.partitions[path[0].lower()]
+            values = typed_partition_values(self.files, key, t)
             isnull = values.is_null()
+            if pa.types.is_timestamp(t) and t.tz is not None:
+                zoneless = _zoneless(self.files, key)
+                if zoneless is not None:
+                    # `2021-01-01 10:00:00` may be in the writer's session time zone: widen by the
+                    # largest offset rather than risk pruning a matching partition.
+                    micros = values.cast(pa.int64())
+                    lo = pc.if_else(zoneless, pc.subtract(micros, _MAX_TZ_OFFSET_US), micros)
+                    hi = pc.if_else(zoneless, pc.add(micros, _MAX_TZ_OFFSET_US), micros)
+                    return _Bounds(t, lo.cast(t), hi.cast(t), isnull, isnull, exact=False)
             return _Bounds(t, values, values, isnull, isnull, exact=True)
         if self.parsed is None:
             return None
