@@ -14,6 +14,7 @@ import pytest
 from use.delta.datafile import write_data_file
 from use.delta.predicates import And, Comparison, InList, IsNotNull, IsNull, Not, Or, Unknown
 from use.delta.skipping import files_matching, typed_partition_values
+from use.delta.stats import parse_stats
 from use.errors import InvalidArgumentError
 
 UTC = dt.timezone.utc
@@ -165,6 +166,8 @@ def test_decimals_dates_booleans_and_nested():
     assert _keep(files, Comparison("ST.X", "<", 6)) == [True, False]  # case-insensitive like Spark
     with pytest.raises(InvalidArgumentError, match="nope"):
         files_matching(files, Comparison("nope", "=", 1), SCHEMA)
+    with pytest.raises(InvalidArgumentError, match="parsed stats"):
+        files_matching(files, Comparison("a", "=", 1), SCHEMA, parsed_stats=parse_stats(files.slice(0, 1), SCHEMA))
     with pytest.raises(InvalidArgumentError, match="IsNull"):
         files_matching(files, Comparison("a", "=", None), SCHEMA)  # type: ignore[arg-type]
 
@@ -342,9 +345,10 @@ def test_random_filters_never_drop_a_matching_file(tmp_path):
         return Comparison(col, op, literal(col))
 
     checked = dropped = 0
-    for _ in range(400):
+    parsed = parse_stats(files, full)
+    for k in range(400):
         pred = random_pred()
-        keep = files_matching(files, pred, full).to_pylist()
+        keep = files_matching(files, pred, full, parsed_stats=parsed if k % 2 else None).to_pylist()
         for k, rows in enumerate(rows_per_file):
             if any(_row_matches(r, pred) is True for r in rows):
                 checked += 1

@@ -134,7 +134,14 @@ def _zoneless(files: pa.Table, column: str) -> pa.Array | None:
 
 
 class _Evaluator:
-    def __init__(self, files: pa.Table, predicate: Predicate, schema: pa.Schema, partition_columns: Sequence[str]):
+    def __init__(
+        self,
+        files: pa.Table,
+        predicate: Predicate,
+        schema: pa.Schema,
+        partition_columns: Sequence[str],
+        parsed: pa.Table | None = None,
+    ):
         self.n = files.num_rows
         self.files = files
         self.schema = schema
@@ -152,12 +159,21 @@ class _Evaluator:
             if not (len(path) == 1 and path[0].lower() in self.partitions):
                 data_cols.append(".".join(path))
         self.parsed: pa.Table | None = None
-        if data_cols and "stats" in files.column_names:
+        if data_cols and parsed is not None:
+            if parsed.num_rows != files.num_rows:
+                raise InvalidArgumentError(
+                    f"parsed stats have {parsed.num_rows} rows but files has {files.num_rows}; pass "
+                    "parse_stats(files, schema) of the same files table"
+                )
+            self.parsed = parsed
+        elif data_cols and "stats" in files.column_names:
             self.parsed = parse_stats(files, schema, data_cols)
         self._bounds: dict[tuple[str, ...], _Bounds | None] = {}
 
     def num_records(self) -> Any:
-        return None if self.parsed is None else _chunked_to_array(self.parsed.column("num_records"))
+        if self.parsed is None or "num_records" not in self.parsed.column_names:
+            return None
+        return _chunked_to_array(self.parsed.column("num_records"))
 
     def bounds(self, name: str) -> _Bounds | None:
         path = self.paths[name]
@@ -471,12 +487,15 @@ def files_matching(
     schema: pa.Schema,
     *,
     partition_columns: Sequence[str] | None = None,
+    parsed_stats: pa.Table | None = None,
 ) -> pa.BooleanArray:
     """One boolean per row of `files`: True where the file may hold a row matching `predicate`.
 
     `schema` is the table schema (partition columns included). Partition columns are taken from the
     files' `partition_values` keys unless given. Files without stats are kept; files whose stats say
     they have no rows are dropped. A predicate naming a column missing from the schema is an error.
+    `parsed_stats` (the output of `parse_stats(files, schema)`) saves re-parsing the stats JSON when
+    several predicates are evaluated over one snapshot; columns it lacks count as "no stats".
     """
     if not isinstance(files, pa.Table):
         raise InvalidArgumentError(f"files must be a pyarrow.Table (a snapshot's files), not {type(files).__name__}")
@@ -484,7 +503,7 @@ def files_matching(
     if n == 0:
         return pa.array([], pa.bool_())
     parts = list(partition_columns) if partition_columns is not None else partition_columns_of(files)
-    ev = _Evaluator(files, predicate, schema, parts)
+    ev = _Evaluator(files, predicate, schema, parts, parsed_stats)
     keep = ev.eval(predicate)
     nr = ev.num_records()
     if nr is not None:

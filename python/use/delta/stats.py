@@ -584,8 +584,8 @@ def _stats_schema(leaves: list[LeafColumn]) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _newline_joined(stats: pa.ChunkedArray | pa.Array) -> pa.Buffer:
-    """All stats strings, one per line, as one buffer (no Python string per file)."""
+def _newline_joined(stats: pa.ChunkedArray | pa.Array) -> tuple[pa.Buffer, int]:
+    """All stats strings, one per line, as one buffer (no Python string per file), and the longest line."""
     arr = stats.combine_chunks() if isinstance(stats, pa.ChunkedArray) else stats
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         arr = arr.cast(pa.large_string())
@@ -607,9 +607,10 @@ def _newline_joined(stats: pa.ChunkedArray | pa.Array) -> pa.Buffer:
     offsets = np.frombuffer(joined.buffers()[1], dtype=width)[joined.offset : joined.offset + len(joined) + 1]
     start, end = int(offsets[0]), int(offsets[-1])
     data_buf = joined.buffers()[2]
+    longest = int(np.max(np.diff(offsets))) if len(offsets) > 1 else 0
     if data_buf is None or end == start:
-        return pa.py_buffer(b"")
-    return data_buf.slice(start, end - start)
+        return pa.py_buffer(b""), 0
+    return data_buf.slice(start, end - start), longest
 
 
 def _contains(data: np.ndarray, token: bytes) -> bool:
@@ -695,10 +696,11 @@ def _convert_slow(values: pa.ChunkedArray | pa.Array, target: pa.DataType) -> pa
     return pa.array(out, type=target)
 
 
-def _read_json_fast(buf: pa.Buffer, schema: pa.Schema, n: int) -> pa.Table | None:
+def _read_json_fast(buf: pa.Buffer, longest: int, schema: pa.Schema, n: int) -> pa.Table | None:
     if n == 0:
         return pa.table({f.name: pa.array([], f.type) for f in schema})
-    block = max(1 << 20, min(1 << 28, (buf.size // max(n, 1)) * 64 + (1 << 20)))
+    # A block must hold the longest line; beyond that ~1 MiB blocks parallelize well.
+    block = max(1 << 20, 2 * longest + 16)
     try:
         table = pajson.read_json(
             pa.BufferReader(buf),
@@ -767,7 +769,7 @@ def parse_stats(files: pa.Table, schema: pa.Schema, columns: Iterable[str] | Non
     json_schema = _stats_schema(leaves)
     stats = files.column("stats")
     n = files.num_rows
-    table = _read_json_fast(_newline_joined(stats), json_schema, n) if n else None
+    table = _read_json_fast(*_newline_joined(stats), json_schema, n) if n else None
     if table is None:
         table = _read_json_slow(stats, json_schema) if n else pa.table({f.name: pa.array([], f.type) for f in json_schema})
     out_names: list[str] = ["num_records"]
