@@ -90,6 +90,8 @@ def test_bad_input_is_refused_and_leaves_nothing(tmp_path):
             write_data_file(root, _data(), file_name=bad)
     with pytest.raises(SchemaMismatchError, match="missing|no column"):
         write_data_file(root, _data(), schema=pa.schema([("other", pa.int64())]))
+    with pytest.raises(SchemaMismatchError, match="not in the table schema"):
+        write_data_file(root, _data(), schema=pa.schema([("id", pa.int64())]))
     with pytest.raises(SchemaMismatchError, match="name"):
         write_data_file(root, _data(), schema=pa.schema([("name", pa.int64())]))
     ns = pa.table({"t": pa.array([1_000_000_001], pa.timestamp("ns"))})

@@ -99,7 +99,7 @@ def _batches(
     return first.schema, chain()
 
 
-def _conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
+def _conform(batch: pa.RecordBatch, target: pa.Schema, partition_columns: Iterable[str] = ()) -> pa.RecordBatch:
     """Select and cast the batch's columns to the target schema (by name), or say what differs."""
     if batch.schema.equals(target, check_metadata=False):
         return batch
@@ -107,6 +107,11 @@ def _conform(batch: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:
     if missing:
         raise SchemaMismatchError(
             f"data has no column(s) {missing} of the table schema {target.names}; data columns: {batch.schema.names}"
+        )
+    extra = [n for n in batch.schema.names if target.get_field_index(n) < 0 and n not in set(partition_columns)]
+    if extra:
+        raise SchemaMismatchError(
+            f"data has column(s) {extra} that are not in the table schema {target.names}; drop them or evolve the schema first"
         )
     cols = []
     for f in target:
@@ -185,7 +190,7 @@ def write_data_file(
             allow_truncated_timestamps=False,
         ) as writer:
             for batch in batches:
-                batch = _conform(batch, target)
+                batch = _conform(batch, target, pvals)
                 if batch.num_rows == 0:
                     continue
                 for leaf, values in iter_leaf_arrays(batch, float_leaves):
