@@ -18,6 +18,7 @@ costs its bytes plus `open_file_cost` (default 4 MiB, Spark's `openCostInBytes`)
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -79,16 +80,19 @@ def chunks(sizes: np.ndarray, cap: int, min_files: int = 1) -> list[tuple[int, i
     One Python step per chunk, not per file: the end of each chunk is a binary search in the
     cumulative sizes.
     """
-    n = sizes.size
+    if sizes.size == 0:
+        return []
+    return chunk_ranges(np.cumsum(sizes).tolist(), 0, int(sizes.size), cap, min_files)
+
+
+def chunk_ranges(cs: list[int], a: int, b: int, cap: int, min_files: int = 1) -> list[tuple[int, int]]:
+    """`chunks` over positions [a, b) of a prefix-sum list `cs` (global positions returned)."""
     out: list[tuple[int, int]] = []
-    if n == 0:
-        return out
-    cs = np.cumsum(sizes)
-    i = 0
-    while i < n:
-        base = int(cs[i - 1]) if i else 0
-        j = int(np.searchsorted(cs, base + cap, side="right"))
-        j = min(n, max(j, i + min_files))
+    i = a
+    while i < b:
+        base = cs[i - 1] if i else 0
+        j = bisect_right(cs, base + cap, i, b)
+        j = min(b, max(j, i + min_files))
         out.append((i, j))
         i = j
     return out
@@ -185,9 +189,15 @@ def pack_bins(
     revision_id: int,
     config: OptimizationConfig,
     reason: str,
+    bytes_per_iter: int | None = None,
 ) -> list[MergeTask]:
     """Delta OPTIMIZE's groupFilesIntoBins over files `idx`: per partition, files sorted by size
-    (then path), packed greedily into bins of at most `cap` bytes; single-file bins are dropped."""
+    (then log order), packed greedily into bins of at most `cap` bytes; single-file bins are dropped.
+
+    With `bytes_per_iter`, only the best bins (by score) that fit one iteration become tasks: bins are
+    ranked as index ranges first, so a table with many bins never builds a task (and its path list)
+    per bin.
+    """
     if idx.size < 2:
         return []
     sizes_all = sizes_of(snapshot)
@@ -198,33 +208,48 @@ def pack_bins(
     idx, gids = idx[keep], gids[keep]
     if idx.size == 0:
         return []
-    paths = pc.sort_indices(
-        pa.table({"g": gids, "s": sizes_all[idx], "p": snapshot.files.column("path").take(pa.array(idx, pa.int64()))}),
-        sort_keys=[("g", "ascending"), ("s", "ascending"), ("p", "ascending")],
-    ).to_numpy()
-    idx, gids = idx[paths], gids[paths]
+    # size order as Delta; equal sizes keep the snapshot's (log) order, which is deterministic
+    order = np.lexsort((idx, sizes_all[idx], gids))
+    idx, gids = idx[order], gids[order]
     sizes = sizes_all[idx]
+    cs = np.cumsum(sizes)
+    cs_list = cs.tolist()
     bounds = np.flatnonzero(np.r_[True, gids[1:] != gids[:-1], True])
+    starts: list[int] = []
+    ends: list[int] = []
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        for i, j in chunk_ranges(cs_list, a, b, cap):
+            if j - i >= 2:
+                starts.append(i)
+                ends.append(j)
+    if not starts:
+        return []
+    st, en = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    nbytes = cs[en - 1] - np.where(st > 0, cs[st - 1], 0)
+    nfiles = en - st
+    n_out = np.maximum(1, -(-nbytes // max(1, int(config.max_file_size))))
+    scores = config.open_file_cost * np.maximum(0, nfiles - n_out) / np.maximum(1, nbytes)
+    rank = np.argsort(-scores, kind="stable")
+    if bytes_per_iter is not None:
+        total = np.cumsum(nbytes[rank])
+        k = max(1, int(np.searchsorted(total, bytes_per_iter, side="right")))
+        rank = rank[:k]
     tasks: list[MergeTask] = []
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        for i, j in chunks(sizes[a:b], cap):
-            if j - i < 2:
-                continue
-            sel = idx[a + i : a + j]
-            nbytes = int(sizes[a + i : a + j].sum())
-            tasks.append(
-                MergeTask(
-                    strategy=strategy,
-                    revision_id=revision_id,
-                    paths=paths_of(snapshot, sel),
-                    bytes=nbytes,
-                    num_files=int(sel.size),
-                    score=merge_score(nbytes, int(sel.size), config),
-                    reason=reason.format(n=int(sel.size)),
-                    kind=KIND_BINPACK,
-                    partition_values=groups[int(gids[a])],
-                )
+    for r in rank.tolist():
+        sel = idx[st[r] : en[r]]
+        tasks.append(
+            MergeTask(
+                strategy=strategy,
+                revision_id=revision_id,
+                paths=paths_of(snapshot, sel),
+                bytes=int(nbytes[r]),
+                num_files=int(sel.size),
+                score=float(scores[r]),
+                reason=reason.format(n=int(sel.size)),
+                kind=KIND_BINPACK,
+                partition_values=groups[int(gids[st[r]])],
             )
+        )
     return tasks
 
 

@@ -6,7 +6,7 @@ binpack rewrite of indexed files would drop their block metadata; indexed revisi
 the leveled strategies instead.
 
 * `BinPacking` (Delta's OptimizeExecutor): files smaller than `min-file-size` (default =
-  `max-file-size` = 1 GiB, Delta's defaults) are grouped by partition, sorted by size (then path) and
+  `max-file-size` = 1 GiB, Delta's defaults) are grouped by partition, sorted by size (then log order) and
   packed greedily into bins of at most min(`max-file-size`, `task-max-bytes`) bytes; bins holding a
   single file are dropped (rewriting one file alone gains nothing).
 * `SmallFiles` (Relyt): files smaller than `small-files.max-size` (64 MiB) are small; when the table
@@ -58,6 +58,7 @@ class BinPacking:
         tasks = pack_bins(
             snapshot, idx, cap, strategy=self.name, revision_id=plain_revision(snapshot), config=config,
             reason=f"bin of {{n}} files below min-file-size={config.min_file_size_limit}, up to {cap} bytes",
+            bytes_per_iter=config.bytes_per_iter,
         )  # fmt: skip
         if not tasks:
             return None
@@ -79,6 +80,7 @@ class SmallFiles:
             snapshot, idx, config.task_limit, strategy=self.name, revision_id=plain_revision(snapshot), config=config,
             reason=(f"{{n}} of the table's {idx.size} small files (< {config.small_files_max_size} bytes, "
                     f"threshold {config.small_files_count_threshold})"),
+            bytes_per_iter=config.bytes_per_iter,
         )  # fmt: skip
         if not tasks:
             return None
