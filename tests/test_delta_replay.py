@@ -211,3 +211,19 @@ def test_protocol_downgrade_refused(table_path):
     txn.add(Protocol(1, 1))
     with pytest.raises(Exception, match="downgrade"):
         txn.commit("DOWNGRADE")
+
+
+def test_fast_path_long_lines_and_trailing_commit_info():
+    big = json.dumps({"numRecords": 1, "minValues": {"s": "x" * 1_500_000}})
+    content = "\r\n".join(
+        [
+            line("add", {"path": "a.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": True, "stats": big}),
+            line("add", {"path": "b.parquet", "partitionValues": {}, "size": 2, "modificationTime": 1, "dataChange": True}),
+            line("commitInfo", {"operation": "WRITE"}),
+        ]
+    ).encode()
+    (fast,) = parse_commits([(3, "3.json", content)])
+    exact = parse_commit(3, "3.json", content)
+    assert fast.adds.to_pylist() == exact.adds.to_pylist()
+    assert fast.adds.column("stats")[0].as_py() == big
+    assert fast.commit_info == {"operation": "WRITE"}

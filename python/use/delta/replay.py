@@ -298,7 +298,7 @@ def parse_commit(version: int, path: str, data: bytes) -> CommitActions:
 
 _ADD_PREFIX = b'{"add":'
 _REMOVE_PREFIX = b'{"remove":'
-_JSON_BLOCK = 16 << 20
+_JSON_BLOCK = 1 << 20
 
 
 class _FastPathUnavailable(Exception):
@@ -448,7 +448,7 @@ def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Se
     which names the file and line of the problem.
     """
     outs: list[CommitActions] = []
-    fast_lines: list[bytes] = []
+    fast_chunks: list[bytes] = []
     counts: list[int] = []
     slow_files: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
     part_cols = list(dict.fromkeys(partition_columns))
@@ -459,20 +459,39 @@ def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Se
         adds: list[dict[str, Any]] = []
         removes: list[dict[str, Any]] = []
         n_fast = 0
-        for lineno, raw in enumerate(data.split(b"\n"), 1):
-            if raw.startswith(_ADD_PREFIX) or raw.startswith(_REMOVE_PREFIX):
-                fast_lines.append(raw)
-                n_fast += 1
-            elif raw.strip():
+        # Writers put commitInfo/protocol/metaData/txn first: parse those lines one by one ...
+        pos, lineno, size = 0, 0, len(data)
+        while pos < size and not (data.startswith(_ADD_PREFIX, pos) or data.startswith(_REMOVE_PREFIX, pos)):
+            end = data.find(b"\n", pos)
+            end = size if end < 0 else end
+            lineno += 1
+            raw = data[pos:end]
+            if raw.strip():
                 _parse_line(out, raw, f"{path} line {lineno}", adds, removes)
+            pos = end + 1
+        body = data[pos:].rstrip(b"\r\n") if pos < size else b""
+        if body:
+            # ... and when every remaining line is a file action (counted in C, no per-line
+            # Python), hand the rest of the file to the columnar reader as it is.
+            n_lines = body.count(b"\n") + 1
+            if body.count(b'\n{"add":') + body.count(b'\n{"remove":') + 1 == n_lines:
+                fast_chunks.append(body)
+                n_fast = n_lines
+            else:
+                for i, raw in enumerate(body.split(b"\n"), lineno + 1):
+                    if raw.startswith(_ADD_PREFIX) or raw.startswith(_REMOVE_PREFIX):
+                        fast_chunks.append(raw)
+                        n_fast += 1
+                    elif raw.strip():
+                        _parse_line(out, raw, f"{path} line {i}", adds, removes)
         if out.metadata is not None:
             part_cols.extend(c for c in out.metadata.partition_columns if c not in part_cols)
         outs.append(out)
         counts.append(n_fast)
         slow_files.append((adds, removes))
-    if fast_lines:
+    if fast_chunks:
         try:
-            _fill_fast(outs, counts, fast_lines, part_cols)
+            _fill_fast(outs, counts, fast_chunks, part_cols)
         except (_FastPathUnavailable, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             return [parse_commit(v, p, d) for v, p, d in items]
     for out, (adds, removes), (_, path, _) in zip(outs, slow_files, items):
@@ -483,14 +502,16 @@ def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Se
     return outs
 
 
-def _fill_fast(outs: list[CommitActions], counts: list[int], lines: list[bytes], part_cols: list[str]) -> None:
-    buf = b"\n".join(lines)
-    table = pa_json.read_json(
-        io.BytesIO(buf),
-        read_options=pa_json.ReadOptions(block_size=_JSON_BLOCK),
-        parse_options=pa_json.ParseOptions(explicit_schema=_file_action_schema(part_cols), unexpected_field_behavior="infer"),
-    )
-    if table.num_rows != len(lines):
+def _fill_fast(outs: list[CommitActions], counts: list[int], chunks: list[bytes], part_cols: list[str]) -> None:
+    buf = b"\n".join(chunks)
+    parse = pa_json.ParseOptions(explicit_schema=_file_action_schema(part_cols), unexpected_field_behavior="infer")
+    try:
+        # 1 MiB blocks are parsed in parallel ...
+        table = pa_json.read_json(io.BytesIO(buf), read_options=pa_json.ReadOptions(block_size=_JSON_BLOCK), parse_options=parse)
+    except pa.ArrowInvalid:
+        # ... unless a line is longer than a block (huge stats): then one block holds everything.
+        table = pa_json.read_json(io.BytesIO(buf), read_options=pa_json.ReadOptions(block_size=len(buf) + 1), parse_options=parse)
+    if table.num_rows != sum(counts):
         raise _FastPathUnavailable("row count mismatch")
     row_version = np.repeat(np.arange(len(outs)), counts)
     for kind in ("add", "remove"):
