@@ -236,7 +236,8 @@ def test_errors_are_concurrent_modification_errors():
 # --- threads ---------------------------------------------------------------------------------------------
 
 
-def test_threads_appending_while_compacting(table_path):
+@pytest.mark.parametrize("shared_log", [False, True])
+def test_threads_appending_while_compacting(table_path, shared_log):
     setup = DeltaLog.for_path(table_path)
     setup.create(SCHEMA, configuration={"delta.checkpointInterval": "7"})
     seed = list(range(1000, 1008))
@@ -248,7 +249,8 @@ def test_threads_appending_while_compacting(table_path):
     compactions: Counter[str] = Counter()
 
     def appender(t: int) -> None:
-        log = DeltaLog.for_path(table_path)  # each writer its own log object, like separate processes
+        # either one log object shared by all writers (a service) or one each (like separate processes)
+        log = setup if shared_log else DeltaLog.for_path(table_path)
         barrier.wait()
         try:
             for k in range(per_thread):
@@ -318,3 +320,21 @@ def test_threads_racing_deletes_of_the_same_file(log):
     assert sorted(results) == ["conflict", "conflict", "ok"]
     assert log.snapshot().version == 4
     assert pc.sum(pc.equal(log.snapshot().files.column("path"), victim.column("path")[0])).as_py() in (None, 0)
+
+
+def _process_appender(path: str, worker: int, count: int) -> list[int]:
+    log = DeltaLog.for_path(path)
+    return [blind_append(log, [worker * 1000 + k]) for k in range(count)]
+
+
+def test_processes_appending(table_path):
+    import concurrent.futures
+    import multiprocessing
+
+    DeltaLog.for_path(table_path).create(SCHEMA)
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=2, mp_context=ctx) as pool:
+        futures = [pool.submit(_process_appender, table_path, w, 6) for w in range(2)]
+        versions = sorted(v for f in futures for v in f.result(timeout=120))
+    assert versions == list(range(1, 13))  # every commit got its own version, none lost
+    assert live_ids(DeltaLog.for_path(table_path)) == sorted(w * 1000 + k for w in range(2) for k in range(6))
