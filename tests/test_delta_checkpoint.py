@@ -197,3 +197,14 @@ def test_cleanup_disabled_and_explicit(table_path):
     assert log.cleanup_expired_logs() == [f"{v:020d}.json" for v in range(0, 3)]
     assert DeltaLog.for_path(table_path).snapshot().files.num_rows == 6
     assert DeltaLog.for_path(table_path).snapshot(version=3).files.num_rows == 3
+
+
+def test_write_stats_as_json_false(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, ["p"], {"delta.checkpointInterval": "2", "delta.checkpoint.writeStatsAsJson": "false"})
+    add(log, 1)
+    add(log, 2)
+    snap = DeltaLog.for_path(table_path).snapshot()
+    assert snap.state.checkpoint_version == 2
+    assert snap.files.column("stats").null_count == 2
+    assert DeltaTable(table_path).version() == 2

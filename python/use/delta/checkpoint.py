@@ -286,6 +286,10 @@ def _section(typ: pa.StructType, total: int, start: int, children: dict[str, pa.
     return pa.StructArray.from_arrays(arrays, fields=list(typ), mask=pa.array(mask))
 
 
+def _write_stats_as_json(metadata: Metadata) -> bool:
+    return metadata.configuration.get("delta.checkpoint.writeStatsAsJson", "true").strip().lower() != "false"
+
+
 def checkpoint_table(state: LogState, tombstones: pa.Table) -> pa.Table:
     """The checkpoint rows for `state` (tombstones already filtered by retention)."""
     p, m = state.protocol, state.metadata
@@ -356,7 +360,7 @@ def checkpoint_table(state: LogState, tombstones: pa.Table) -> pa.Table:
             "modificationTime": files.column("modification_time").fill_null(0),
             # Checkpoints state what is, not what changed: Delta writes dataChange=false here.
             "dataChange": pa.array(np.zeros(files.num_rows, dtype=bool)),
-            "stats": files.column("stats"),
+            "stats": files.column("stats") if _write_stats_as_json(m) else pa.nulls(files.num_rows, pa.string()),
             "tags": files.column("tags"),
             "deletionVector": files.column("deletion_vector"),
         },
