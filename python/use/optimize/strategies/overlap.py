@@ -71,7 +71,10 @@ def key_intervals(snapshot: Any, key: str, idx: np.ndarray) -> tuple[np.ndarray,
     if path is None:
         names = ", ".join(schema.names) if schema is not None else "(no schema)"
         raise ConfigError(f"{PREFIX}overlap.cluster-key={key!r} is not a column of the table (columns: {names})")
-    stats = parse_stats(snapshot.files.take(pa.array(idx, pa.int64())), schema, [key])
+    files = snapshot.files.select(["stats"])
+    if idx.size != files.num_rows or (idx.size and (idx[0] != 0 or idx[-1] != idx.size - 1)):
+        files = files.take(pa.array(idx, pa.int64()))
+    stats = parse_stats(files, schema, [key])
     mn_name, mx_name = stat_column("min", path), stat_column("max", path)
     if mn_name not in stats.column_names:
         raise ConfigError(
@@ -91,14 +94,18 @@ def build_sweep(snapshot: Any, key: str, idx: np.ndarray) -> OverlapSweep | None
         return None
     groups, partitions = partition_groups(snapshot, files)
     pos = np.arange(n, dtype=np.int64)
-    events = pa.table(
-        {
-            "g": np.concatenate([groups, groups]),
-            "v": pa.concat_arrays([mn, mx]),
-            "t": np.concatenate([np.zeros(n, np.int8), np.ones(n, np.int8)]),  # start before end at ties
-        }
-    )
-    order = pc.sort_indices(events, sort_keys=[("g", "ascending"), ("v", "ascending"), ("t", "ascending")]).to_numpy()
+    g = np.concatenate([groups, groups])
+    v = pa.concat_arrays([mn, mx])
+    t = np.concatenate([np.zeros(n, np.int8), np.ones(n, np.int8)])  # start before end at equal values
+    if pa.types.is_integer(v.type) or pa.types.is_floating(v.type) or pa.types.is_temporal(v.type):
+        # numeric keys sort faster in numpy, in their own dtype (no float rounding of int64). Starts
+        # are the first half of the events, so a stable sort by value puts them before equal ends.
+        order = np.argsort(v.to_numpy(zero_copy_only=False), kind="stable")
+        if len(partitions) > 1:
+            order = order[np.argsort(g[order], kind="stable")]
+    else:
+        events = pa.table({"g": g, "v": v, "t": t})
+        order = pc.sort_indices(events, sort_keys=[("g", "ascending"), ("v", "ascending"), ("t", "ascending")]).to_numpy()
     event_file = np.concatenate([pos, pos])[order]
     is_start = order < n
     where = np.empty(2 * n, dtype=np.int64)
