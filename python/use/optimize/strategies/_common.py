@@ -19,7 +19,7 @@ costs its bytes plus `open_file_cost` (default 4 MiB, Spark's `openCostInBytes`)
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -300,7 +300,3 @@ def pack_bins_all(snapshot: Any, idx: np.ndarray, config: OptimizationConfig, *,
                           groups[int(gids[a])])
             )  # fmt: skip
     return tasks
-
-
-def as_array(values: Iterable[int]) -> np.ndarray:
-    return np.fromiter(values, dtype=np.int64)
