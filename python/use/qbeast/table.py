@@ -156,5 +156,37 @@ class QbeastTable:
 
     # --- optimization (delegated to use.optimize, added by the optimizer) ----------------------
 
+    def optimize(
+        self,
+        revision_id: int | None = None,
+        files: Sequence[str] | None = None,
+        strategy: str | Sequence[str] | None = None,
+        bytes_per_iter: int | str | None = None,
+        dry_run: bool = False,
+        max_iterations: int | None = None,
+        stop: Any = None,
+        **config_overrides: Any,
+    ) -> Any:
+        """Optimize until nothing is selected; returns `use.optimize.loop.OptimizeResult`.
+
+        The only upward import of this layer, kept lazy: the optimizer owns the work
+        (`use.optimize.loop.optimize_path`); `config_overrides` are `use.optimization.*` keys.
+        """
+        from use.optimize.loop import optimize_path
+
+        overrides = dict(config_overrides.pop("overrides", None) or {})
+        overrides.update(config_overrides)
+        return optimize_path(
+            self._spark, self._path, revision_id=revision_id, files=files, strategy=strategy,
+            bytes_per_iter=bytes_per_iter, dry_run=dry_run, max_iterations=max_iterations, stop=stop,
+            overrides=overrides,
+        )  # fmt: skip
+
+    def optimizations(self) -> "DataFrame":
+        """One row per committed optimization (OptimizationEvent fields), oldest first."""
+        from use.optimize.loop import optimizations
+
+        return optimizations(self._spark, self._path)
+
     def __repr__(self) -> str:
         return f"QbeastTable({self._path!r})"
