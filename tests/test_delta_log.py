@@ -286,11 +286,14 @@ def test_commit_tags_and_user_metadata(table_path):
     log = DeltaLog.for_path(table_path)
     log.create(SCHEMA)
     txn = log.start_transaction()
-    txn.commit("OPTIMIZE", {"zOrderBy": ["a"]}, {"n": 3}, tags={"use.optimization.event": '{"x":1}'}, user_metadata="hi")
+    txn.commit("OPTIMIZE", {"zOrderBy": ["a"], "auto": False, "mode": "x"}, {"n": 3, "d": {"a": 1}},
+               tags={"use.optimization.event": '{"x":1}'}, user_metadata="hi")
     (h, *_) = log.history()
     assert h.commit_info["tags"] == {"use.optimization.event": '{"x":1}'}
     assert h.commit_info["userMetadata"] == "hi"
-    assert h.parameters == {"zOrderBy": ["a"]}
+    # Stored as Spark stores them: map<string,string> (non-strings as JSON text), metrics may stay numeric.
+    assert h.parameters == {"zOrderBy": '["a"]', "auto": "false", "mode": "x"}
+    assert h.metrics == {"n": 3, "d": '{"a":1}'}
 
 
 @pytest.mark.parametrize(

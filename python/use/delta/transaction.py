@@ -74,6 +74,25 @@ def _jsonable(value: Any, what: str) -> Any:
     return value
 
 
+def _string_map(values: Mapping[str, Any] | None, what: str, *, scalars_ok: bool) -> dict[str, Any]:
+    """Spark reads `operationParameters`/`operationMetrics` as map<string,string>: non-string values are
+    stored as their JSON text (`["a"]` -> `'["a"]'`, `True` -> `'true'`), as Spark and delta-rs do;
+    numbers may stay numbers in metrics (every reader coerces scalars)."""
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise InvalidArgumentError(f"{what} must be a dict, got {type(values).__name__}")
+    out: dict[str, Any] = {}
+    for k, v in values.items():
+        if not isinstance(k, str):
+            raise InvalidArgumentError(f"{what} keys must be strings, got {k!r}")
+        if isinstance(v, str) or (scalars_ok and isinstance(v, (int, float)) and not isinstance(v, bool)):
+            out[k] = v
+        else:
+            out[k] = json.dumps(_jsonable(v, f"{what}[{k!r}]"), separators=(",", ":"))
+    return out
+
+
 class Transaction:
     """One optimistic transaction pinned to the snapshot it read (`snapshot`, `read_version`)."""
 
@@ -259,8 +278,8 @@ class Transaction:
     ) -> int:
         """Commit and return the new version; typed ConcurrentModificationError subclasses on conflicts."""
         self._check_open()
-        params = dict(_jsonable(dict(parameters or {}), "commit parameters"))
-        mets = dict(_jsonable(dict(metrics or {}), "commit metrics"))
+        params = _string_map(parameters, "commit parameters", scalars_ok=False)
+        mets = _string_map(metrics, "commit metrics", scalars_ok=True)
         tag_map = dict(tags or {})
         for k, v in tag_map.items():
             if not isinstance(k, str) or not isinstance(v, str):
