@@ -227,7 +227,7 @@ class DeltaLog:
             operation="CREATE TABLE",
             operation_parameters={
                 "isManaged": "false",
-                "description": description,
+                **({"description": description} if description is not None else {}),
                 "partitionBy": json.dumps(list(parts)),
                 "properties": json.dumps(conf),
             },
@@ -264,7 +264,13 @@ class DeltaLog:
         version: int | None = None,
         timestamp: int | _dt.datetime | _dt.date | str | None = None,
     ) -> Snapshot:
-        """The latest snapshot, or the one at `version`, or the latest one committed at or before `timestamp`."""
+        """The latest snapshot, or the one at `version`, or the latest one committed at or before `timestamp`.
+
+        Commit times are the commit files' modification times made strictly increasing (as Delta
+        does); a timestamp after the last commit gives the latest version (as delta-rs does), one
+        before the earliest reconstructable commit is a VersionNotFoundError. Naive datetimes and
+        ISO strings without an offset are read as UTC.
+        """
         if version is not None and timestamp is not None:
             raise InvalidArgumentError("give either version or timestamp, not both")
         listing = self._listing()
