@@ -208,3 +208,21 @@ def test_write_stats_as_json_false(table_path):
     assert snap.state.checkpoint_version == 2
     assert snap.files.column("stats").null_count == 2
     assert DeltaTable(table_path).version() == 2
+
+
+def test_delta_rs_checkpoint_of_our_table(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, ["p"], {"delta.checkpointInterval": "100"})
+    for i in range(1, 6):
+        add(log, i, {"revision": "1", "blocks": '[{"cubeId":"","minWeight":-2147483648}]'} if i % 2 else None)
+    snap = log.snapshot()
+    txn = log.start_transaction()
+    txn.add(*remove_actions(snap.files.slice(0, 1), data_change=True))
+    txn.commit("DELETE")
+    replayed = DeltaLog.for_path(table_path).snapshot()
+    DeltaTable(table_path).create_checkpoint()
+    from_rs = DeltaLog.for_path(table_path).snapshot()
+    assert from_rs.state.checkpoint_version == 6
+    assert files_of(from_rs) == files_of(replayed)
+    assert from_rs.tombstones.column("path").to_pylist() == replayed.tombstones.column("path").to_pylist()
+    assert from_rs.metadata == replayed.metadata
