@@ -245,9 +245,6 @@ CHECKPOINT_SCHEMA = pa.schema(
     ]
 )
 
-_FILLERS: dict[str, Any] = {}
-
-
 def _filler(typ: pa.DataType, n: int) -> pa.Array:
     """n placeholder values for a required child at rows where its parent struct is null."""
     if pa.types.is_string(typ):

@@ -15,7 +15,6 @@ Our commit's actions never change on a rebase, so nothing needs rewriting.
 from __future__ import annotations
 
 import json
-import logging
 import time
 import uuid
 from collections.abc import Mapping
@@ -46,13 +45,10 @@ from use.errors import (
     MetadataChangedError,
     ProtocolChangedError,
     TableConstraintError,
-    UseError,
 )
 
 if TYPE_CHECKING:
     from use.delta.log import DeltaLog
-
-_log = logging.getLogger(__name__)
 
 DEFAULT_MAX_RETRIES = 100
 
@@ -367,4 +363,4 @@ class Transaction:
             )
 
 
-__all__ = ["Transaction", "UseError"]
+__all__ = ["Transaction", "engine_info"]
