@@ -109,6 +109,14 @@ def table_rows(spark: Any, path: str) -> collections.Counter:
     return collections.Counter(tuple(r) for r in read(spark, path).select("id", "x", "y", "s").collect())
 
 
+def deltars_rows(path: str) -> collections.Counter:
+    """The table's rows as a multiset, read by delta-rs (the independent reader; partition values
+    included)."""
+    from deltalake import DeltaTable
+
+    return expected_rows([DeltaTable(path).to_pyarrow_table()])
+
+
 def expected_rows(tables: list[pa.Table]) -> collections.Counter:
     out: collections.Counter = collections.Counter()
     for t in tables:

@@ -1,0 +1,164 @@
+"""Merge tasks on real tables: rows preserved exactly, blocks/tags right, the event in the same commit,
+no stray files when a task does not commit."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+
+import pyarrow.parquet as pq
+import pytest
+
+from optimize_support import (
+    commit_actions,
+    deltars_rows,
+    directory_state,
+    expected_rows,
+    arrow_rows,
+    fragmented_qbeast,
+    plain_delta,
+    staging_qbeast,
+    table_rows,
+)
+from use.delta import DeltaLog
+from use.optimize.events import EVENT_TAG, OptimizationEvent
+from use.optimize.executor import COMMITTED, run_task
+from use.optimize.loop import CONVERGED
+from use.optimize.planner import Planner
+from use.qbeast.reader import absolute_path, load_snapshot, read
+from use.qbeast.snapshot import QbeastSnapshot
+from use.qbeast.table import QbeastTable
+
+pytestmark = pytest.mark.spark
+
+
+def _blocks_per_cube(path: str, revision_id: int) -> collections.Counter:
+    blocks = load_snapshot(path).blocks.to_pydict()
+    return collections.Counter(c for c, r in zip(blocks["cube_id"], blocks["revision_id"]) if r == revision_id)
+
+
+def _check_commit(path: str, version: int, revision_id: int | None) -> OptimizationEvent:
+    """The commit is a dataChange=false rewrite whose event describes exactly its removes and adds."""
+    actions = commit_actions(path, version)
+    info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+    removes = [a["remove"] for a in actions if "remove" in a]
+    adds = [a["add"] for a in actions if "add" in a]
+    assert info["operation"] == "OPTIMIZE"
+    assert info["operationMetrics"]["numRemovedFiles"] == str(len(removes))
+    assert info["operationMetrics"]["numAddedFiles"] == str(len(adds))
+    assert info["isolationLevel"] in ("SnapshotIsolation", "WriteSerializable")
+    assert removes and adds and not any(a["dataChange"] for a in removes + adds)
+    event = OptimizationEvent.from_json(info["tags"][EVENT_TAG])
+    assert event.input_files_stats is not None and event.output_files_stats is not None
+    assert sorted(event.input_files_stats.files) == sorted(r["path"] for r in removes)
+    assert sorted(event.output_files_stats.files) == sorted(a["path"] for a in adds)
+    assert event.input_files_stats.bytes == sum(r["size"] for r in removes)
+    assert event.output_files_stats.bytes == sum(a["size"] for a in adds)
+    assert event.input_files_stats.element_count == event.output_files_stats.element_count > 0
+    assert event.output_files_stats.num_blocks >= len(adds)
+    assert event.started_at <= event.finished_at and event.process_time_ms >= 0
+    assert event.table_id == os.path.abspath(path)
+    for add in adds:
+        rows = pq.read_metadata(absolute_path(path, add["path"])).num_rows
+        assert json.loads(add["stats"])["numRecords"] == rows
+        if revision_id is not None:
+            assert add["tags"]["revision"] == str(revision_id)
+            blocks = json.loads(add["tags"]["blocks"])
+            assert sum(b["elementCount"] for b in blocks) == rows
+            assert all(list(b) == ["cubeId", "minWeight", "maxWeight", "elementCount"] for b in blocks)
+            assert all(b["minWeight"] <= b["maxWeight"] for b in blocks)
+    return event
+
+
+def test_leveled_compaction_preserves_rows_reduces_blocks_and_records_events(spark, tmp_path) -> None:
+    path = fragmented_qbeast(spark, str(tmp_path / "t"))
+    before = table_rows(spark, path)
+    blocks_before = _blocks_per_cube(path, 1)
+    assert max(blocks_before.values()) >= 3  # every append left a block in the root
+
+    result = QbeastTable.for_path(spark, path).optimize()
+
+    assert result.outcome == CONVERGED and result.committed
+    assert table_rows(spark, path) == before
+    blocks_after = _blocks_per_cube(path, 1)
+    assert blocks_after[""] == 1 and max(blocks_after.values()) < max(blocks_before.values())
+    assert sum(blocks_after.values()) < sum(blocks_before.values())
+    for m in result.committed:
+        assert m.kind == "compact" and m.blocks_out < m.blocks_in and m.rows > 0
+        event = _check_commit(path, m.version, revision_id=1)
+        assert event.revision_id == 1 and event.optimization_name == m.strategy
+        assert event.input_files_stats.num_blocks == m.blocks_in
+    # Block metadata must not make the sampling reader drop rows: a sample equals the filtered full read.
+    from pyspark.sql import functions as F
+
+    from use.qbeast.weight import weight_from_fraction
+
+    full = read(spark, path).filter(F.hash("x", "y") < F.lit(int(weight_from_fraction(0.3)))).count()
+    assert read(spark, path, sample=0.3).count() == full
+    # The events are readable back, one per committed rewrite, oldest first.
+    events = QbeastTable.for_path(spark, path).optimizations().collect()
+    assert [e["output_files_stats"]["num_files"] for e in events] == [m.files_out for m in result.committed]
+    assert all(e["revision_id"] == 1 for e in events)
+
+
+def test_unindexed_files_are_indexed_into_a_new_revision(spark, tmp_path) -> None:
+    path = staging_qbeast(spark, str(tmp_path / "t"))
+    expected = expected_rows([arrow_rows(i * 150, 150) for i in range(4)])
+    assert set(load_snapshot(path).files.column("revision_id").to_pylist()) == {0}
+
+    result = QbeastTable.for_path(spark, path).optimize()
+
+    assert result.committed and all(m.kind == "index" for m in result.committed)
+    qsnap = load_snapshot(path)
+    assert set(qsnap.files.column("revision_id").to_pylist()) == {1}
+    assert table_rows(spark, path) == expected
+    version = result.committed[0].version
+    metadata = [a["metaData"] for a in commit_actions(path, version) if "metaData" in a]
+    assert metadata and "qbeast.revision.1" in metadata[0]["configuration"]  # new revision in the same commit
+    event = _check_commit(path, version, revision_id=1)
+    assert event.revision_id == 1 and event.input_files_stats.num_blocks == 4  # one root block per staging file
+
+
+def test_a_failed_commit_deletes_the_written_files(spark, tmp_path, monkeypatch) -> None:
+    path = plain_delta(str(tmp_path / "t"))
+    before = directory_state(path)
+    log = DeltaLog.for_path(path)
+    snap = log.snapshot()
+    qsnap = QbeastSnapshot.from_delta(snap)
+    planner = Planner()
+    task = planner.plan(qsnap).tasks[0]
+
+    from use.delta.transaction import Transaction
+
+    def broken_commit(self, *args, **kwargs):
+        raise OSError("disk full while writing the commit")
+
+    monkeypatch.setattr(Transaction, "commit", broken_commit)
+    with pytest.raises(OSError, match="disk full"):
+        run_task(spark, log, snap, qsnap, task, planner.config)
+    assert directory_state(path) == before  # no stray data files, no commit
+
+
+def test_a_merge_task_commits_against_the_snapshot_it_was_planned_on(spark, tmp_path) -> None:
+    """A task planned before a concurrent append still commits (rebased), and the append survives."""
+    from deltalake import write_deltalake
+
+    path = plain_delta(str(tmp_path / "t"))
+    expected = deltars_rows(path)
+    log = DeltaLog.for_path(path)
+    snap = log.snapshot()
+    qsnap = QbeastSnapshot.from_delta(snap)
+    planner = Planner()
+    task = planner.plan(qsnap).tasks[0]
+    extra = arrow_rows(10_000, 20, ("s0", "s1", "s2"))
+    write_deltalake(path, extra, mode="append", partition_by=["s"])
+
+    metrics = run_task(spark, log, snap, qsnap, task, planner.config)
+
+    assert metrics.status == COMMITTED and metrics.version == snap.version + 2
+    assert metrics.files_out < metrics.files_in and metrics.rows > 0
+    expected.update(expected_rows([extra]))
+    assert deltars_rows(path) == expected
+    live = set(log.snapshot().files.column("path").to_pylist())
+    assert not (set(task.paths) & live)
