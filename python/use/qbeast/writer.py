@@ -339,6 +339,10 @@ def _write_task(
                     weights.append(piece.column(WEIGHT_COLUMN))
                     yield piece.select(data_schema.names)
 
+            # A retry of a task that failed after publishing its file finds the file there; the
+            # driver never saw that attempt's metadata, so the file is replaced (speculative
+            # execution must stay off, Spark's default, for the same reason).
+            _delete_files(table_root, [names[file_index]])
             add = write_data_file(
                 table_root, data(), schema=data_schema, file_name=names[file_index], data_change=data_change
             )
@@ -491,7 +495,7 @@ def write(
     df: DataFrame,
     path: str,
     columns_to_index: Sequence[str] | str,
-    cube_size: int = DEFAULT_CUBE_SIZE,
+    cube_size: int | None = None,
     mode: str = "append",
     column_stats: Mapping[str, Any] | str | None = None,
     *,
@@ -501,14 +505,16 @@ def write(
     """Index `df` into the Qbeast table at `path` (created when missing) and commit it.
 
     `mode='append'` extends the latest revision's index (or starts a new revision when the data
-    leaves its space); `mode='overwrite'` replaces the table's data and revisions. With
+    leaves its space); `mode='overwrite'` replaces the table's data and revisions. `cube_size`
+    `None` means the table's current desired cube size on append (as qbeast-spark 0.8 takes it from
+    the table properties) and 5,000,000 otherwise; a different size starts a new revision. With
     `txn_app_id`/`txn_version` the write is idempotent: a version already committed for that
     application id is skipped.
     """
     from use.delta.log import DeltaLog
 
     mode = _check_mode(mode)
-    size = _check_cube_size(cube_size)
+    size = None if cube_size is None else _check_cube_size(cube_size)
     _check_txn(txn_app_id, txn_version)
     root = _table_root(path)
     data_schema = _arrow_schema(df)
@@ -538,6 +544,8 @@ def write(
     from use.qbeast.revision import parse_column_stats
 
     parse_column_stats(column_stats, transformers)
+    if size is None:
+        size = existing_rev.desired_cube_size if existing_rev is not None else DEFAULT_CUBE_SIZE
 
     stats = _collect_stats(df, transformers)
     now_ms = int(time.time() * 1000)

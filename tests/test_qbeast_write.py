@@ -1,0 +1,324 @@
+"""The OTree writer on a real local Spark, checked against the files it wrote and delta-rs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from use.delta.log import DeltaLog
+from use.errors import IndexColumnError, InvalidArgumentError, SchemaMismatchError
+from use.qbeast import writer
+from use.qbeast.cube import CubeId
+from use.qbeast.index_status import IndexStatus
+from use.qbeast.snapshot import QbeastSnapshot
+from use.qbeast.weight import MAX_WEIGHT
+from use.qbeast.writer import index_into_revision, rewrite_with_existing_weights, write
+
+UUID_FILE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.parquet")
+BLOCK_KEYS = ["cubeId", "minWeight", "maxWeight", "elementCount"]
+
+
+def _data(spark, n: int, start: int = 0, x_scale: float = 100.0, seed: int = 1):
+    from pyspark.sql import functions as F
+
+    return spark.range(start, start + n, numPartitions=2).select(
+        F.col("id"),
+        (F.rand(seed) * x_scale).alias("x"),
+        (F.rand(seed + 1) * 50).cast("int").alias("y"),
+        F.concat(F.lit("s"), F.col("id").cast("string")).alias("s"),
+    )
+
+
+def _qsnap(path: str) -> QbeastSnapshot:
+    return QbeastSnapshot.from_delta(DeltaLog.for_path(path).snapshot())
+
+
+def _listing(path: str) -> list[str]:
+    out = []
+    for dirpath, _, files in os.walk(path):
+        out.extend(os.path.relpath(os.path.join(dirpath, f), path) for f in files)
+    return sorted(out)
+
+
+def _commit(path: str, version: int) -> list[dict]:
+    with open(os.path.join(path, "_delta_log", f"{version:020d}.json")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _check_table(spark, path: str, expected_ids: np.ndarray, columns: list[str]) -> dict[str, list[dict]]:
+    """Every structural promise of a written table; returns the blocks per file path."""
+    from pyspark.sql import functions as F
+
+    qsnap = _qsnap(path)
+    files = qsnap.files
+    paths = files.column("path").to_pylist()
+    # Only the live files and the log in the table root, each a <uuid>.parquet.
+    data_files = [p for p in _listing(path) if not p.startswith("_delta_log")]
+    assert sorted(data_files) == sorted(paths) or set(paths) <= set(data_files)
+    blocks_by_file: dict[str, list[dict]] = {}
+    for p, tags in zip(paths, files.column("tags").to_pylist()):
+        assert UUID_FILE.fullmatch(p)
+        tags = dict(tags)
+        assert sorted(tags) == ["blocks", "revision"]
+        blocks = json.loads(tags["blocks"])
+        assert blocks and all(list(b) == BLOCK_KEYS for b in blocks)
+        blocks_by_file[p] = blocks
+    # Rows: never lost or duplicated, through our files and through delta-rs.
+    import deltalake
+
+    ids = np.sort(deltalake.DeltaTable(path).to_pyarrow_table(columns=["id"]).column("id").to_numpy())
+    assert np.array_equal(ids, np.sort(expected_ids))
+    # Block stats are exact: recount each file's rows per cube, with Spark's hash as the weight
+    # (one Spark read per revision) and cube.py's scalar containers walk as the cube.
+    revisions = qsnap.revisions
+    tags_of = {p: dict(t) for p, t in zip(paths, files.column("tags").to_pylist())}
+    for rid in sorted({int(t["revision"]) for t in tags_of.values()}):
+        rev = revisions[rid]
+        cube_weights = IndexStatus.from_snapshot(qsnap, rid).cube_weights()
+        rev_paths = [p for p in paths if int(tags_of[p]["revision"]) == rid]
+        read = spark.read.parquet(*[os.path.join(path, p) for p in rev_paths])
+        rows = read.select(
+            F.input_file_name().alias("f"), F.hash(*rev.columns).alias("w"), *[F.col(c) for c in rev.columns]
+        ).toArrow()
+        points = rev.transform(rows)
+        weights = rows.column("w").to_numpy()
+        names = np.array([os.path.basename(f) for f in rows.column("f").to_pylist()], dtype=object)
+        cubes = []
+        for point, w in zip(points, weights):
+            for cube in CubeId.containers(point):
+                s = cube.to_string()
+                if s not in cube_weights or w <= cube_weights[s]:
+                    break
+            cubes.append(s)
+        cubes_arr = np.array(cubes, dtype=object)
+        for p in rev_paths:
+            in_file = names == os.path.basename(p)
+            assert int(in_file.sum()) == pq.read_metadata(os.path.join(path, p)).num_rows
+            got = {b["cubeId"]: b for b in blocks_by_file[p]}
+            assert set(got) == set(cubes_arr[in_file])
+            for cube, block in got.items():
+                mask = in_file & (cubes_arr == cube)
+                assert block["elementCount"] == int(mask.sum())
+                assert block["minWeight"] == int(weights[mask].min())
+                assert block["maxWeight"] == cube_weights.get(cube, MAX_WEIGHT) >= int(weights[mask].max())
+    return blocks_by_file
+
+
+def test_first_write_builds_a_qbeast_table(spark, table_path) -> None:
+    df = _data(spark, 30_000)
+    result = write(spark, df, table_path, ["x", "y"], cube_size=1000)
+    assert result.version == 1 and result.revision_id == 1
+    assert result.num_rows == 30_000 and result.num_files >= 2
+    blocks = _check_table(spark, table_path, np.arange(30_000), ["x", "y"])
+    assert len(blocks) == result.num_files
+
+    create, commit = _commit(table_path, 0), _commit(table_path, 1)
+    conf = next(a["metaData"] for a in create if "metaData" in a)["configuration"]
+    assert conf["qbeast.lastRevisionID"] == "1"
+    rev1, rev0 = json.loads(conf["qbeast.revision.1"]), json.loads(conf["qbeast.revision.0"])
+    assert [t["columnName"] for t in rev1["columnTransformers"]] == ["x", "y"]
+    assert rev1["desiredCubeSize"] == 1000 and rev0["timestamp"] == rev1["timestamp"] - 1
+    assert all(t["className"].endswith("EmptyTransformer") for t in rev0["columnTransformers"])
+    info = commit[0]["commitInfo"]
+    assert info["operation"] == "WRITE" and info["operationParameters"]["mode"] == "Append"
+    assert not any("metaData" in a for a in commit)
+    assert all(a["add"]["dataChange"] for a in commit if "add" in a)
+
+    # Inner cubes hold the desired size within 20% on uniform data.
+    status = IndexStatus.from_snapshot(_qsnap(table_path), 1)
+    counts, weights = status.cube_element_counts(), status.cube_weights()
+    inner = [counts[c] for c, w in weights.items() if w < MAX_WEIGHT]
+    assert inner and all(800 <= n <= 1200 for n in inner), inner
+    assert sum(counts.values()) == 30_000
+
+
+def test_append_new_revision_and_overwrite(spark, table_path) -> None:
+    stats = {"x_min": 0.0, "x_max": 100.0, "y_min": 0, "y_max": 49}
+    write(spark, _data(spark, 12_000), table_path, ["x", "y"], cube_size=1000, column_stats=stats)
+    before = IndexStatus.from_snapshot(_qsnap(table_path), 1).cube_weights()
+    res = write(spark, _data(spark, 8_000, start=12_000, seed=7), table_path, ["x", "y"])
+    assert res.revision_id == 1 and res.num_rows == 8_000
+    assert not any("metaData" in a for a in _commit(table_path, res.version))
+    after = IndexStatus.from_snapshot(_qsnap(table_path), 1).cube_weights()
+    for cube, w in before.items():
+        if w < MAX_WEIGHT:
+            assert after[cube] == w  # existing inner cubes keep their maxWeight
+
+    # A wider x range does not fit revision 1: revision 2 indexes the new rows from scratch.
+    res2 = write(spark, _data(spark, 6_000, start=20_000, x_scale=1000.0, seed=9), table_path, ["x", "y"])
+    assert res2.revision_id == res.revision_id + 1
+    meta = next(a["metaData"] for a in _commit(table_path, res2.version) if "metaData" in a)
+    conf = meta["configuration"]
+    assert conf["qbeast.lastRevisionID"] == str(res2.revision_id)
+    assert {"qbeast.revision.0", "qbeast.revision.1", f"qbeast.revision.{res2.revision_id}"} <= set(conf)
+    new_tags = [a["add"]["tags"] for a in _commit(table_path, res2.version) if "add" in a]
+    assert new_tags and all(t["revision"] == str(res2.revision_id) for t in new_tags)
+    _check_table(spark, table_path, np.arange(26_000), ["x", "y"])
+
+    # Overwrite: every file removed, revisions start again from 1 (other columns, other cube size).
+    res3 = write(spark, _data(spark, 4_000, start=100_000), table_path, ["y", "x"], cube_size=500, mode="overwrite")
+    assert res3.revision_id == 1
+    commit = _commit(table_path, res3.version)
+    assert commit[0]["commitInfo"]["operationParameters"]["mode"] == "Overwrite"
+    removes = [a["remove"] for a in commit if "remove" in a]
+    assert len(removes) == _qsnap_at(table_path, res2.version).files.num_rows
+    assert all(r["dataChange"] for r in removes)
+    conf = next(a["metaData"] for a in commit if "metaData" in a)["configuration"]
+    assert sorted(k for k in conf if k.startswith("qbeast.revision.")) == ["qbeast.revision.0", "qbeast.revision.1"]
+    rev1 = json.loads(conf["qbeast.revision.1"])
+    assert rev1["desiredCubeSize"] == 500 and [t["columnName"] for t in rev1["columnTransformers"]] == ["y", "x"]
+    _check_table(spark, table_path, np.arange(100_000, 104_000), ["y", "x"])
+
+
+def _qsnap_at(path: str, version: int) -> QbeastSnapshot:
+    return QbeastSnapshot.from_delta(DeltaLog.for_path(path).snapshot(version=version))
+
+
+def test_empty_dataframe_writes_nothing(spark, table_path) -> None:
+    empty = _data(spark, 0)
+    res = write(spark, empty, table_path, ["x", "y"], cube_size=1000)
+    assert (res.num_files, res.num_rows, res.revision_id) == (0, 0, 0)
+    qsnap = _qsnap(table_path)
+    assert qsnap.files.num_rows == 0 and set(qsnap.revisions) == {0}
+    assert _listing(table_path) == ["_delta_log/00000000000000000000.json"]
+
+
+@pytest.fixture(scope="module")
+def small_table(spark, tmp_path_factory):
+    """A small indexed table shared by the tests that must leave it unchanged."""
+    path = str(tmp_path_factory.mktemp("small") / "table")
+    write(spark, _data(spark, 2_000), path, ["x", "y"], cube_size=1000)
+    return path
+
+
+def _state(path: str) -> tuple[int, list[str]]:
+    return DeltaLog.for_path(path).snapshot().version, _listing(path)
+
+
+def test_empty_append_and_idempotent_repeat_commit_nothing(spark, small_table) -> None:
+    before = _state(small_table)
+    res = write(spark, _data(spark, 0), small_table, ["x", "y"])
+    assert (res.version, res.num_files, res.revision_id) == (before[0], 0, 1)
+    assert _state(small_table) == before
+    # An idempotent write whose version was already committed is skipped before any work.
+    first = write(spark, _data(spark, 300, start=2_000), small_table, ["x", "y"], txn_app_id="app", txn_version=3)
+    assert DeltaLog.for_path(small_table).snapshot().app_transaction_version("app") == 3
+    state = _state(small_table)
+    again = write(spark, _data(spark, 300, start=2_000), small_table, ["x", "y"], txn_app_id="app", txn_version=2)
+    assert again.version == first.version and again.num_files == 0
+    assert _state(small_table) == state
+    with pytest.raises(InvalidArgumentError, match="txn_version"):
+        write(spark, _data(spark, 10), small_table, ["x", "y"], txn_app_id="app")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"columns_to_index": ["nope"]}, IndexColumnError, "nope"),
+        ({"columns_to_index": ["x", "x"]}, IndexColumnError, "twice"),
+        ({"columns_to_index": []}, IndexColumnError, "no columns"),
+        ({"cube_size": 0}, InvalidArgumentError, "cube_size"),
+        ({"cube_size": -5}, InvalidArgumentError, "cube_size"),
+        ({"cube_size": "10"}, InvalidArgumentError, "cube_size"),
+        ({"cube_size": True}, InvalidArgumentError, "cube_size"),
+        ({"mode": "upsert"}, InvalidArgumentError, "mode"),
+        ({"columns_to_index": ["y", "x"]}, IndexColumnError, "differ"),
+        ({"columns_to_index": ["x"]}, IndexColumnError, "differ"),
+        ({"column_stats": {"q_min": 1}}, InvalidArgumentError, "q_min"),
+        ({"column_stats": "{not json"}, InvalidArgumentError, "JSON"),
+    ],
+)
+def test_bad_input_changes_nothing(spark, small_table, kwargs, error, message) -> None:
+    before = _state(small_table)
+    args = {"columns_to_index": ["x", "y"], "cube_size": 1000, "mode": "append", **kwargs}
+    with pytest.raises(error, match=message):
+        write(spark, _data(spark, 500, start=10_000), small_table, **args)
+    assert _state(small_table) == before
+
+
+def test_schema_mismatch_names_the_columns(spark, small_table, table_path) -> None:
+    from pyspark.sql import functions as F
+
+    before = _state(small_table)
+    bad = _data(spark, 100).withColumn("extra", F.lit(1)).withColumn("y", F.col("y").cast("string"))
+    with pytest.raises(SchemaMismatchError, match=r"extra.*y \(string"):
+        write(spark, bad, small_table, ["x", "y"])
+    with pytest.raises(SchemaMismatchError, match="missing from the data: s"):
+        write(spark, _data(spark, 100).drop("s"), small_table, ["x", "y"])
+    assert _state(small_table) == before
+    # A bad call does not create a new table either.
+    with pytest.raises(IndexColumnError):
+        write(spark, _data(spark, 100), table_path, ["zz"])
+    with pytest.raises(InvalidArgumentError):
+        write(spark, _data(spark, 100), table_path, ["x"], cube_size=0)
+    assert not os.path.exists(table_path)
+
+
+def test_failure_before_commit_deletes_written_files(spark, small_table, table_path, monkeypatch) -> None:
+    before = _state(small_table)
+    written: list[str] = []
+    real = writer._commit_write
+
+    def fail(log, snapshot, revision, is_new, mode, adds, *args, **kwargs):
+        written.extend(a.path for a in adds)
+        raise RuntimeError("injected failure after the files were written")
+
+    monkeypatch.setattr(writer, "_commit_write", fail)
+    with pytest.raises(RuntimeError, match="injected"):
+        write(spark, _data(spark, 3_000, start=20_000), small_table, ["x", "y"])
+    assert written  # files existed when the failure struck
+    assert _state(small_table) == before
+    with pytest.raises(RuntimeError, match="injected"):
+        write(spark, _data(spark, 3_000), table_path, ["x", "y"])
+    assert not os.path.exists(table_path)
+    assert real is not fail
+
+
+def test_optimizer_entry_points(spark, table_path) -> None:
+    from use.delta.actions import remove_actions
+
+    # Three appends scatter each cube over several files.
+    for i in range(2):
+        write(spark, _data(spark, 6_000, start=6_000 * i, seed=20 + i), table_path, ["x", "y"],
+              cube_size=1000, column_stats={"x_min": 0.0, "x_max": 100.0, "y_min": 0, "y_max": 49})
+    qsnap = _qsnap(table_path)
+    assert qsnap.latest_revision_id == 1
+    status = IndexStatus.from_snapshot(qsnap, 1).cube_weights()
+    files = qsnap.files_of_revision(1)
+    df = spark.read.parquet(*[os.path.join(table_path, p) for p in files.column("path").to_pylist()])
+    adds = rewrite_with_existing_weights(spark, df, qsnap, 1)
+    assert adds and all(not a.data_change for a in adds)
+    assert len(adds) < files.num_rows
+    counts: dict[str, int] = {}
+    for a in adds:
+        for b in json.loads(a.tags["blocks"]):
+            assert b["maxWeight"] == status.get(b["cubeId"], MAX_WEIGHT)
+            counts[b["cubeId"]] = counts.get(b["cubeId"], 0) + b["elementCount"]
+    assert sum(counts.values()) == 12_000
+    # Commit it the way the optimizer does, and the table still holds every row, exactly blocked.
+    txn = DeltaLog.for_path(table_path).start_transaction()
+    txn.add(*remove_actions(files, data_change=False), *adds)
+    txn.commit("WRITE", {"mode": "Append"})
+    assert IndexStatus.from_snapshot(_qsnap(table_path), 1).cube_weights() == status
+    _check_table(spark, table_path, np.arange(12_000), ["x", "y"])
+
+    # Rows far outside the revision's space get a new revision (metadata returned, not committed).
+    qsnap = _qsnap(table_path)
+    res = index_into_revision(spark, _data(spark, 2_000, start=50_000, x_scale=1000.0), qsnap)
+    assert res.revision_id == 2 and res.metadata is not None and res.num_rows == 2_000
+    assert res.metadata.configuration["qbeast.lastRevisionID"] == "2"
+    assert all(a.tags["revision"] == "2" and not a.data_change for a in res.adds)
+    assert _qsnap(table_path).version == qsnap.version
+    for a in res.adds:  # not committed: the caller would; clean up like a failed caller
+        os.unlink(os.path.join(table_path, a.path))
+    # Rows inside the space stay in revision 1 with no metadata change.
+    res = index_into_revision(spark, _data(spark, 1_000, start=60_000, seed=5), qsnap)
+    assert res.revision_id == 1 and res.metadata is None
+    for a in res.adds:
+        os.unlink(os.path.join(table_path, a.path))
