@@ -196,3 +196,84 @@ def test_metrics_table_has_one_row_per_iteration() -> None:
     table = _Table([_Task("a", 1.0), _Task("b", 2.0)])
     text = format_metrics_table(run_loop(**_steps(table)).iterations)
     assert len(text.splitlines()) == 4 and "blocks out" in text
+
+
+# --- the loop on real tables ---------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_dry_run_plans_and_writes_nothing(spark, tmp_path) -> None:
+    from optimize_support import directory_state, plain_delta
+
+    from use.optimize.loop import optimize_path
+
+    path = plain_delta(str(tmp_path / "t"))
+    before = directory_state(path)
+    result = optimize_path(spark, path, dry_run=True)
+    assert result.outcome == DRY_RUN and result.plan is not None and result.plan.tasks
+    assert result.plan.tasks[0].kind == "binpack" and not result.iterations
+    assert directory_state(path) == before
+
+
+@pytest.mark.spark
+def test_stop_request_ends_the_run_after_the_running_task(spark, tmp_path) -> None:
+    from optimize_support import deltars_rows, directory_state, plain_delta
+
+    from use.optimize.loop import optimize_path
+
+    path = plain_delta(str(tmp_path / "t"))
+    rows = deltars_rows(path)
+    stop = StopToken()
+    stop.request_stop()
+    before = directory_state(path)
+    assert optimize_path(spark, path, stop=stop).outcome == STOPPED
+    assert directory_state(path) == before  # a stop before the first task touches nothing
+
+    stop = StopToken()
+    seen: list[int] = []
+
+    def stop_after_first(metrics: IterationMetrics) -> None:
+        seen.append(metrics.iteration)
+        stop.request_stop()
+
+    # Three partitions = three bins; one task per plan, so only the stop can end the run early.
+    result = optimize_path(spark, path, stop=stop, on_iteration=stop_after_first)
+    assert result.outcome == STOPPED and seen == [1] and len(result.committed) == 1
+    assert deltars_rows(path) == rows
+    assert optimize_path(spark, path).outcome == CONVERGED  # the rest can be done later
+    assert deltars_rows(path) == rows
+
+
+@pytest.mark.spark
+def test_bad_arguments_raise_typed_errors_and_change_nothing(spark, tmp_path) -> None:
+    from optimize_support import directory_state, plain_delta, staging_qbeast
+
+    from use import DeltaTable
+    from use.errors import ConfigError, InvalidArgumentError, TableNotFoundError, UnknownStrategyError
+    from use.optimize.loop import optimize_path
+    from use.qbeast.table import QbeastTable
+
+    qpath = staging_qbeast(spark, str(tmp_path / "q"))
+    dpath = plain_delta(str(tmp_path / "d"))
+    before = (directory_state(qpath), directory_state(dpath))
+    table = QbeastTable.for_path(spark, qpath)
+    cases = [
+        (UnknownStrategyError, "NoSuchStrategy", lambda: table.optimize(strategy="NoSuchStrategy")),
+        (ConfigError, "bytes-per-iter", lambda: table.optimize(bytes_per_iter=-5)),
+        (ConfigError, "bytes-per-iter", lambda: table.optimize(bytes_per_iter="lots")),
+        (InvalidArgumentError, "revision", lambda: table.optimize(revision_id=7)),
+        (InvalidArgumentError, "not live files", lambda: table.optimize(files=["no-such-file.parquet"])),
+        (InvalidArgumentError, "single string", lambda: table.optimize(files="a.parquet")),
+        (InvalidArgumentError, "max_iterations", lambda: table.optimize(max_iterations=0)),
+        (InvalidArgumentError, "stop", lambda: table.optimize(stop="now")),
+        (ConfigError, "unknown optimization key", lambda: table.optimize(no_such_key=1)),
+        (InvalidArgumentError, "plain Delta table", lambda: optimize_path(spark, dpath, revision_id=1)),
+        (InvalidArgumentError, "dry_run", lambda: DeltaTable.for_path(spark, dpath).optimize(dry_run="yes")),
+        (TableNotFoundError, "no table", lambda: optimize_path(spark, str(tmp_path / "missing"))),
+        (TableNotFoundError, "no Delta table", lambda: DeltaTable.for_path(spark, str(tmp_path / "missing"))),
+    ]
+    for error, text, call in cases:
+        with pytest.raises(error, match=text):
+            call()
+    assert (directory_state(qpath), directory_state(dpath)) == before
+    assert not (tmp_path / "missing").exists()
