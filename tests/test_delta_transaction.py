@@ -338,3 +338,69 @@ def test_processes_appending(table_path):
         versions = sorted(v for f in futures for v in f.result(timeout=120))
     assert versions == list(range(1, 13))  # every commit got its own version, none lost
     assert live_ids(DeltaLog.for_path(table_path)) == sorted(w * 1000 + k for w in range(2) for k in range(6))
+
+
+def test_threads_compacting_while_deleting(table_path):
+    """A compactor and a deleter race over the same files: only delete-delete conflicts, no row lost or kept twice."""
+    setup = DeltaLog.for_path(table_path)
+    setup.create(SCHEMA, configuration={"delta.checkpointInterval": "5"})
+    for i in range(12):
+        blind_append(setup, [i * 10, i * 10 + 1])
+    ids_of = {}
+    for p in setup.snapshot().files.column("path").to_pylist():
+        ids_of[p] = pq.read_table(os.path.join(table_path, p)).column("id").to_pylist()
+    barrier = threading.Barrier(3)
+    outcomes: Counter[str] = Counter()
+    deleted_ids: list[int] = []
+    lock = threading.Lock()
+
+    def compactor() -> None:
+        log = DeltaLog.for_path(table_path)
+        barrier.wait()
+        for _ in range(5):
+            txn = log.start_transaction()
+            files = txn.snapshot.files.sort_by("path")
+            if files.num_rows < 2:
+                return
+            rewrite(txn, files.slice(0, 3))
+            try:
+                txn.commit("OPTIMIZE")
+                with lock:
+                    outcomes["compact ok"] += 1
+            except ConcurrentModificationError as exc:
+                with lock:
+                    outcomes[f"compact {type(exc).__name__}"] += 1
+
+    def deleter() -> None:
+        log = DeltaLog.for_path(table_path)
+        barrier.wait()
+        for path in sorted(ids_of)[::2]:
+            txn = log.start_transaction()
+            victim = txn.snapshot.files.filter(pc.equal(txn.snapshot.files.column("path"), path))
+            if victim.num_rows == 0:
+                continue  # already compacted away
+            txn.add(*remove_actions(victim, data_change=True))
+            try:
+                txn.commit("DELETE")
+                with lock:
+                    outcomes["delete ok"] += 1
+                    deleted_ids.extend(ids_of[path])
+            except ConcurrentModificationError as exc:
+                with lock:
+                    outcomes[f"delete {type(exc).__name__}"] += 1
+
+    def appender() -> None:
+        log = DeltaLog.for_path(table_path)
+        barrier.wait()
+        for k in range(6):
+            blind_append(log, [5000 + k])
+
+    threads = [threading.Thread(target=f) for f in (compactor, deleter, appender)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert set(outcomes) <= {"compact ok", "delete ok", "compact ConcurrentDeleteDeleteError", "delete ConcurrentDeleteDeleteError"}, outcomes
+    expected = sorted([i for ids in ids_of.values() for i in ids if i not in deleted_ids] + [5000 + k for k in range(6)])
+    assert live_ids(DeltaLog.for_path(table_path)) == expected
+    assert sorted(DeltaTable(table_path).to_pyarrow_table().column("id").to_pylist()) == expected
