@@ -448,7 +448,7 @@ def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Se
     which names the file and line of the problem.
     """
     outs: list[CommitActions] = []
-    fast_chunks: list[bytes] = []
+    fast_chunks: list[bytes | memoryview] = []
     counts: list[int] = []
     slow_files: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
     part_cols = list(dict.fromkeys(partition_columns))
@@ -469,16 +469,18 @@ def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Se
             if raw.strip():
                 _parse_line(out, raw, f"{path} line {lineno}", adds, removes)
             pos = end + 1
-        body = data[pos:].rstrip(b"\r\n") if pos < size else b""
-        if body:
+        end = size
+        while end > pos and data[end - 1] in (10, 13):  # trailing newlines
+            end -= 1
+        if end > pos:
             # ... and when every remaining line is a file action (counted in C, no per-line
-            # Python), hand the rest of the file to the columnar reader as it is.
-            n_lines = body.count(b"\n") + 1
-            if body.count(b'\n{"add":') + body.count(b'\n{"remove":') + 1 == n_lines:
-                fast_chunks.append(body)
+            # Python, no copy), hand the rest of the file to the columnar reader as it is.
+            n_lines = data.count(b"\n", pos, end) + 1
+            if data.count(b'\n{"add":', pos, end) + data.count(b'\n{"remove":', pos, end) + 1 == n_lines:
+                fast_chunks.append(memoryview(data)[pos:end])
                 n_fast = n_lines
             else:
-                for i, raw in enumerate(body.split(b"\n"), lineno + 1):
+                for i, raw in enumerate(data[pos:end].split(b"\n"), lineno + 1):
                     if raw.startswith(_ADD_PREFIX) or raw.startswith(_REMOVE_PREFIX):
                         fast_chunks.append(raw)
                         n_fast += 1
@@ -502,7 +504,7 @@ def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Se
     return outs
 
 
-def _fill_fast(outs: list[CommitActions], counts: list[int], chunks: list[bytes], part_cols: list[str]) -> None:
+def _fill_fast(outs: list[CommitActions], counts: list[int], chunks: list[bytes | memoryview], part_cols: list[str]) -> None:
     buf = b"\n".join(chunks)
     parse = pa_json.ParseOptions(explicit_schema=_file_action_schema(part_cols), unexpected_field_behavior="infer")
     try:
