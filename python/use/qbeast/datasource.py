@@ -212,11 +212,12 @@ class QbeastStagingWriter(DataSourceArrowWriter):
 
 
 def _create_table(log: Any, path: str, schema: pa.Schema, options: dict[str, str]) -> None:
-    """A new table; with `columnsToIndex`, a Qbeast one holding only the staging revision."""
+    """A new table; with `columnsToIndex`, a Qbeast one holding only the staging revision.
+    `options` has lower-case keys."""
     from use.errors import TableAlreadyExistsError
 
     configuration: dict[str, str] = {}
-    columns = options.get("columnsToIndex")
+    columns = options.get("columnstoindex")
     if columns:
         import time
 
@@ -224,7 +225,7 @@ def _create_table(log: Any, path: str, schema: pa.Schema, options: dict[str, str
         from use.qbeast.revision import configuration_with_revision, staging_revision
 
         names = index_column_names(columns, schema, f"the data written to {path!r}")
-        cube_size = _cube_size_option(options.get("cubeSize"), DEFAULT_CUBE_SIZE)
+        cube_size = _cube_size_option(options.get("cubesize"), DEFAULT_CUBE_SIZE)
         revision = staging_revision(path, names, cube_size, int(time.time() * 1000))
         configuration = configuration_with_revision({}, revision)
     try:
@@ -287,4 +288,5 @@ class QbeastDataSource(DataSource):
 
             index_column_names(self.options["columnsToIndex"], arrow_schema, f"the data written to {path!r}")
             _cube_size_option(self.options.get("cubeSize"), 1)
-        return QbeastStagingWriter(path, arrow_schema, dict(self.options))
+        # Spark's options are case-insensitive; the copy sent to the tasks keeps lower-case keys.
+        return QbeastStagingWriter(path, arrow_schema, {str(k).lower(): str(v) for k, v in self.options.items()})
