@@ -364,3 +364,32 @@ def test_metadata_change(table_path):
     txn.commit("SET TBLPROPERTIES")
     assert log.snapshot().metadata.configuration == {"qbeast.revision.1": "{}"}
     assert deltalake.DeltaTable(table_path).metadata().configuration == {"qbeast.revision.1": "{}"}
+
+
+def test_table_recreated_under_a_cached_log(table_path):
+    import shutil
+
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, name="first")
+    assert log.snapshot().metadata.name == "first"
+    shutil.rmtree(table_path)
+    other = DeltaLog.for_path(table_path)
+    time.sleep(0.01)
+    other.create(pa.schema([("x", pa.int32())]), name="second")
+    assert log.snapshot().metadata.name == "second"
+    assert log.snapshot().schema.names == ["x"]
+
+
+def test_cached_log_follows_other_writers(table_path):
+    reader = DeltaLog.for_path(table_path)
+    reader.create(SCHEMA, configuration={"delta.checkpointInterval": "5"})
+    writer = DeltaLog.for_path(table_path)
+    assert reader.snapshot().version == 0
+    for i in range(1, 4):
+        append(writer, [i], partitioned=False)
+        assert reader.snapshot().version == i and reader.snapshot().files.num_rows == i
+    for i in range(4, 60):
+        append(writer, [i], partitioned=False)
+    snap = reader.snapshot()  # far behind: reads the newest checkpoint instead of 56 commits
+    assert snap.version == 59 and snap.files.num_rows == 59
+    assert snap.state.checkpoint_version == 55

@@ -47,6 +47,8 @@ from use.errors import (
 _log = logging.getLogger(__name__)
 
 DAY_MS = 86_400_000
+ADVANCE_LIMIT = 50
+"""Beyond this many new commits, a newer checkpoint is read instead of replaying them onto the cache."""
 
 # Table properties accepted at create time. Anything else under `delta.` is refused (as Spark does),
 # because a misspelt property silently does nothing.
@@ -159,6 +161,7 @@ class DeltaLog:
         self.store = store or LocalLogStore()
         self._lock = threading.Lock()
         self._cached: Snapshot | None = None
+        self._cached_sig: tuple[int, int] | None = None
 
     @classmethod
     def for_path(cls, path: str | os.PathLike[str]) -> DeltaLog:
@@ -244,9 +247,10 @@ class DeltaLog:
         if not self.store.put_if_absent(path, data):
             raise TableAlreadyExistsError(f"a Delta table was created concurrently at {self.table_root}")
         state = LogState(0, protocol, metadata, _empty_files(), _empty_tombstones(), {}, {}, None, info.to_action()["commitInfo"])
-        snap = Snapshot(self.table_root, 0, self.store.modification_time(path), state)
+        st = os.stat(path)
+        snap = Snapshot(self.table_root, 0, st.st_mtime_ns // 1_000_000, state)
         with self._lock:
-            self._cached = snap
+            self._cached, self._cached_sig = snap, (st.st_size, st.st_mtime_ns // 1_000_000)
         return snap
 
     @staticmethod
@@ -291,17 +295,30 @@ class DeltaLog:
             target = latest
         return self._snapshot_at(listing, target)
 
+    @staticmethod
+    def _signature(listing: LogListing, version: int) -> tuple[int, int] | None:
+        cf = listing.commits.get(version)
+        return None if cf is None else (cf.size, cf.modification_time)
+
     def _snapshot_at(self, listing: LogListing, target: int) -> Snapshot:
         with self._lock:
-            cached = self._cached
-        state: LogState | None = None
+            cached, sig = self._cached, self._cached_sig
+        if cached is not None and sig != self._signature(listing, cached.version):
+            cached = None  # the table was deleted and re-created under us: the cache is someone else's
         if cached is not None and cached.version == target:
             return cached
-        if cached is not None and cached.version < target and all(
-            v in listing.commits for v in range(cached.version + 1, target + 1)
+        state: LogState | None = None
+        if (
+            cached is not None
+            and cached.version < target
+            and all(v in listing.commits for v in range(cached.version + 1, target + 1))
+            and not (
+                target - cached.version > ADVANCE_LIMIT
+                and any(cached.version < v <= target and c.complete for v, c in listing.checkpoints.items())
+            )
         ):
-            # Moving forward from the cache only needs the new commits, unless a newer checkpoint
-            # makes a fresh replay cheaper (it never is for a handful of commits).
+            # Moving forward from the cache only needs the new commits (unless there are many of
+            # them and a newer checkpoint makes a fresh replay cheaper).
             state = advance(self.store, listing, cached.state, target)
         if state is None:
             state = replay(self.store, listing, target)
@@ -312,8 +329,8 @@ class DeltaLog:
             ts = self.store.modification_time(cp.paths[0]) if cp else 0
         snap = Snapshot(self.table_root, target, ts, state)
         with self._lock:
-            if self._cached is None or self._cached.version <= target:
-                self._cached = snap
+            if self._cached is None or self._cached.version <= target or self._cached_sig != self._signature(listing, self._cached.version):
+                self._cached, self._cached_sig = snap, self._signature(listing, target)
         return snap
 
     def _version_at(self, listing: LogListing, ts: int) -> int:
