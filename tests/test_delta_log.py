@@ -16,6 +16,7 @@ from use.delta import AddFile, DeltaLog, Metadata, Protocol, RemoveFile, SetTran
 from use.delta.actions import FILES_SCHEMA, remove_actions
 from use.errors import (
     ConfigError,
+    CorruptLogError,
     InvalidArgumentError,
     SchemaMismatchError,
     TableAlreadyExistsError,
@@ -393,3 +394,20 @@ def test_cached_log_follows_other_writers(table_path):
     snap = reader.snapshot()  # far behind: reads the newest checkpoint instead of 56 commits
     assert snap.version == 59 and snap.files.num_rows == 59
     assert snap.state.checkpoint_version == 55
+
+
+def test_history_of_foreign_and_corrupt_commits(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA)
+    with open(os.path.join(log.log_dir, f"{1:020d}.json"), "w") as fh:
+        fh.write('{"add":{"path":"a.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}\n')
+        fh.write('{ "commitInfo" : {"operation":"WRITE","operationParameters":{"mode":"Append"}}}\n')
+    with open(os.path.join(log.log_dir, f"{2:020d}.json"), "w") as fh:
+        fh.write('{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}\n')
+    h = log.history()
+    assert [(e.version, e.operation) for e in h] == [(2, "UNKNOWN"), (1, "WRITE"), (0, "CREATE TABLE")]
+    assert h[1].parameters == {"mode": "Append"}
+    with open(os.path.join(log.log_dir, f"{3:020d}.json"), "w") as fh:
+        fh.write('{"commitInfo":{"operation":\n')
+    with pytest.raises(CorruptLogError, match=r"00000000000000000003\.json line 1"):
+        log.history()

@@ -367,7 +367,10 @@ class DeltaLog:
             if limit is not None and len(out) >= limit:
                 break
             cf = listing.commits[v]
-            info = _read_commit_info(self.store.read(cf.path), cf.path)
+            try:
+                info = _read_commit_info(cf.path)
+            except FileNotFoundError:
+                continue  # cleaned up while we were listing
             out.append(
                 HistoryEntry(
                     version=v,
@@ -454,16 +457,30 @@ class DeltaLog:
         return sorted(deleted)
 
 
-def _read_commit_info(data: bytes, path: str) -> dict[str, Any]:
-    for lineno, raw in enumerate(data.split(b"\n"), 1):
-        if b'"commitInfo"' not in raw:
-            continue
-        try:
-            obj = json.loads(raw)
-        except ValueError as exc:
-            raise CorruptLogError(f"{path} line {lineno} is not valid JSON ({exc}); the commit file is corrupted") from exc
-        if isinstance(obj, dict) and isinstance(obj.get("commitInfo"), dict):
-            return obj["commitInfo"]
+def _read_commit_info(path: str) -> dict[str, Any]:
+    """The commitInfo of one commit, reading only up to it (writers put it first; big commits are skipped)."""
+    fallback: list[tuple[int, bytes]] = []
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            head = raw.lstrip()[:24]
+            if head.startswith(b'{"commitInfo"'):
+                return _commit_info_line(raw, path, lineno)
+            if not head.startswith(b'{"add"') and not head.startswith(b'{"remove"') and b'"commitInfo"' in raw:
+                fallback.append((lineno, raw))  # oddly formatted: parse it exactly below
+    for lineno, raw in fallback:
+        info = _commit_info_line(raw, path, lineno)
+        if info:
+            return info
+    return {}
+
+
+def _commit_info_line(raw: bytes, path: str, lineno: int) -> dict[str, Any]:
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:
+        raise CorruptLogError(f"{path} line {lineno} is not valid JSON ({exc}); the commit file is corrupted") from exc
+    if isinstance(obj, dict) and isinstance(obj.get("commitInfo"), dict):
+        return obj["commitInfo"]
     return {}
 
 
