@@ -31,7 +31,7 @@ from use.delta.actions import (
     Protocol,
 )
 from use.delta.storage import FileInfo, LocalLogStore
-from use.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
+from use.errors import CorruptLogError, TableNotFoundError, UnsupportedFeatureError, VersionNotFoundError
 
 LOG_DIR_NAME = "_delta_log"
 
@@ -77,6 +77,8 @@ class LogListing:
     log_dir: str
     commits: Mapping[int, CommitFile]
     checkpoints: Mapping[int, CheckpointFiles]
+    v2_checkpoints: frozenset[int] = frozenset()
+    """Versions with UUID-named (V2-spec) checkpoints, which are not read (feature v2Checkpoint)."""
 
     @property
     def is_empty(self) -> bool:
@@ -123,6 +125,7 @@ def list_log(store: LocalLogStore, log_dir: str) -> LogListing:
     commits: dict[int, CommitFile] = {}
     parts: dict[int, dict[int, dict[int, FileInfo]]] = {}
     classic: dict[int, FileInfo] = {}
+    v2: set[int] = set()
     for info in store.list_dir(log_dir):
         name = info.name
         m = _COMMIT_RE.match(name)
@@ -133,6 +136,10 @@ def list_log(store: LocalLogStore, log_dir: str) -> LogListing:
         m = _CLASSIC_CP_RE.match(name)
         if m:
             classic[int(m.group(1))] = info
+            continue
+        m = _UUID_CP_RE.match(name)
+        if m:
+            v2.add(int(m.group(1)))
             continue
         m = _MULTI_CP_RE.match(name)
         if m:
@@ -154,7 +161,7 @@ def list_log(store: LocalLogStore, log_dir: str) -> LogListing:
                 best = cand
         assert best is not None
         checkpoints[v] = best
-    return LogListing(log_dir, commits, checkpoints)
+    return LogListing(log_dir, commits, checkpoints, frozenset(v2))
 
 
 # --- parsed actions --------------------------------------------------------------------------------
@@ -653,6 +660,11 @@ def choose_start(listing: LogListing, version: int) -> CheckpointFiles | None:
     gap = [x for x in range(0, version + 1) if x not in listing.commits]
     if not gap:
         return None
+    if any(v <= version for v in listing.v2_checkpoints):
+        raise UnsupportedFeatureError(
+            f"version {version} of {os.path.dirname(listing.log_dir)} can only be reconstructed from a UUID-named V2 "
+            "checkpoint (feature 'v2Checkpoint'), which USE does not support"
+        )
     if 0 in listing.commits:
         problems.append(f"commit file {commit_name(gap[0])} is missing (the log has a gap)")
     if problems:
