@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from use.delta.actions import DELETION_VECTOR_TYPE, FILES_SCHEMA, STRING_MAP, TOMBSTONES_SCHEMA, Metadata, Protocol
 from use.delta.replay import CheckpointFiles, LogState
 from use.delta.storage import LocalLogStore
-from use.errors import CorruptLogError
+from use.errors import CorruptLogError, UnsupportedFeatureError
 
 LAST_CHECKPOINT = "_last_checkpoint"
 
@@ -69,8 +69,6 @@ def _read_part(path: str) -> pa.Table:
         if "checkpointMetadata" in pf.schema_arrow.names or "sidecar" in pf.schema_arrow.names:
             t = pf.read(columns=[c for c in ("checkpointMetadata", "sidecar") if c in pf.schema_arrow.names])
             if any(t.column(c).null_count < t.num_rows for c in t.column_names):
-                from use.errors import UnsupportedFeatureError
-
                 raise UnsupportedFeatureError(
                     f"checkpoint {path} is a V2-spec checkpoint (checkpointMetadata/sidecar actions); the "
                     "v2Checkpoint feature is not supported"
