@@ -411,3 +411,16 @@ def test_history_of_foreign_and_corrupt_commits(table_path):
         fh.write('{"commitInfo":{"operation":\n')
     with pytest.raises(CorruptLogError, match=r"00000000000000000003\.json line 1"):
         log.history()
+
+
+def test_metadata_change_validates_new_properties(table_path):
+    log = DeltaLog.for_path(table_path)
+    snap = log.create(SCHEMA)
+    m = snap.metadata
+    for conf, error in (({"delta.checkpointInterval": "-1"}, ConfigError), ({"delta.enableDeletionVectors": "true"}, UnsupportedFeatureError),
+                        ({"delta.typo": "1"}, ConfigError)):
+        txn = log.start_transaction()
+        txn.add(Metadata(m.id, m.schema_string, m.partition_columns, conf, created_time=m.created_time))
+        with pytest.raises(error):
+            txn.commit("SET TBLPROPERTIES")
+    assert log.snapshot().version == 0

@@ -31,16 +31,14 @@ from use.delta.replay import (
     replay,
 )
 from use.delta.schema import is_primitive, schema_to_json, uses_timestamp_ntz
-from use.delta.snapshot import Snapshot, TableConfig, check_read_support
+from use.delta.snapshot import Snapshot, TableConfig, check_read_support, validate_configuration
 from use.delta.storage import LocalLogStore, resolve_table_root
 from use.delta.transaction import Transaction, engine_info
 from use.errors import (
-    ConfigError,
     CorruptLogError,
     InvalidArgumentError,
     TableAlreadyExistsError,
     TableNotFoundError,
-    UnsupportedFeatureError,
     VersionNotFoundError,
 )
 
@@ -49,47 +47,6 @@ _log = logging.getLogger(__name__)
 DAY_MS = 86_400_000
 ADVANCE_LIMIT = 50
 """Beyond this many new commits, a newer checkpoint is read instead of replaying them onto the cache."""
-
-# Table properties accepted at create time. Anything else under `delta.` is refused (as Spark does),
-# because a misspelt property silently does nothing.
-KNOWN_DELTA_PROPERTIES = frozenset(
-    {
-        "delta.appendOnly",
-        "delta.checkpointInterval",
-        "delta.logRetentionDuration",
-        "delta.deletedFileRetentionDuration",
-        "delta.enableExpiredLogCleanup",
-        "delta.dataSkippingNumIndexedCols",
-        "delta.dataSkippingStatsColumns",
-        "delta.checkpoint.writeStatsAsJson",
-        "delta.checkpoint.writeStatsAsStruct",
-        "delta.targetFileSize",
-        "delta.tuneFileSizesForRewrites",
-        "delta.autoOptimize.autoCompact",
-        "delta.autoOptimize.optimizeWrite",
-        "delta.enableChangeDataFeed",
-        "delta.columnMapping.mode",
-        "delta.enableDeletionVectors",
-        "delta.enableRowTracking",
-        "delta.enableInCommitTimestamps",
-        "delta.isolationLevel",
-        "delta.randomizeFilePrefixes",
-        "delta.randomPrefixLength",
-        "delta.setTransactionRetentionDuration",
-        "delta.compatibility.symlinkFormatManifest.enabled",
-        "delta.parquet.compression.codec",
-        "delta.minReaderVersion",
-        "delta.minWriterVersion",
-    }
-)
-
-_UNSUPPORTED_WHEN_TRUE = {
-    "delta.enableDeletionVectors": "deletionVectors",
-    "delta.enableRowTracking": "rowTracking",
-    "delta.enableInCommitTimestamps": "inCommitTimestamp",
-    "delta.checkpoint.writeStatsAsStruct": "checkpoint stats as struct",
-}
-
 
 @dataclass(frozen=True)
 class HistoryEntry:
@@ -127,29 +84,6 @@ def _to_ms(timestamp: int | _dt.datetime | _dt.date | str) -> int:
 
 def _fmt_ms(ms: int) -> str:
     return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-def validate_configuration(configuration: Mapping[str, str]) -> dict[str, str]:
-    conf: dict[str, str] = {}
-    for k, v in (configuration or {}).items():
-        if not isinstance(k, str) or not isinstance(v, str):
-            raise ConfigError(f"table properties must map str -> str, got {k!r}: {v!r}")
-        conf[k] = v
-    for k, v in conf.items():
-        if k.startswith("delta.constraints."):
-            raise UnsupportedFeatureError(f"table property {k}: CHECK constraints (feature 'checkConstraints') cannot be enforced by USE")
-        if k.startswith("delta.") and k not in KNOWN_DELTA_PROPERTIES:
-            raise ConfigError(f"unknown Delta table property {k!r}; check its spelling (known: {', '.join(sorted(KNOWN_DELTA_PROPERTIES))})")
-        if k in _UNSUPPORTED_WHEN_TRUE and v.strip().lower() == "true":
-            raise UnsupportedFeatureError(f"table property {k}=true needs the feature {_UNSUPPORTED_WHEN_TRUE[k]!r}, which USE does not support")
-    mode = conf.get("delta.columnMapping.mode", "none").lower()
-    if mode != "none":
-        raise UnsupportedFeatureError(f"delta.columnMapping.mode={mode!r}: column mapping is not supported (only 'none')")
-    for k in ("delta.minReaderVersion", "delta.minWriterVersion"):
-        if k in conf:
-            raise ConfigError(f"table property {k} is not settable here; USE chooses the protocol from the features used")
-    TableConfig.from_configuration(conf)
-    return conf
 
 
 class DeltaLog:

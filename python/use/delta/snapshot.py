@@ -216,6 +216,75 @@ class TableConfig:
         return cls(**kw)
 
 
+# Table properties accepted at create time. Anything else under `delta.` is refused (as Spark does),
+# because a misspelt property silently does nothing.
+KNOWN_DELTA_PROPERTIES = frozenset(
+    {
+        "delta.appendOnly",
+        "delta.checkpointInterval",
+        "delta.logRetentionDuration",
+        "delta.deletedFileRetentionDuration",
+        "delta.enableExpiredLogCleanup",
+        "delta.dataSkippingNumIndexedCols",
+        "delta.dataSkippingStatsColumns",
+        "delta.checkpoint.writeStatsAsJson",
+        "delta.checkpoint.writeStatsAsStruct",
+        "delta.targetFileSize",
+        "delta.tuneFileSizesForRewrites",
+        "delta.autoOptimize.autoCompact",
+        "delta.autoOptimize.optimizeWrite",
+        "delta.enableChangeDataFeed",
+        "delta.columnMapping.mode",
+        "delta.enableDeletionVectors",
+        "delta.enableRowTracking",
+        "delta.enableInCommitTimestamps",
+        "delta.isolationLevel",
+        "delta.randomizeFilePrefixes",
+        "delta.randomPrefixLength",
+        "delta.setTransactionRetentionDuration",
+        "delta.compatibility.symlinkFormatManifest.enabled",
+        "delta.parquet.compression.codec",
+        "delta.minReaderVersion",
+        "delta.minWriterVersion",
+    }
+)
+
+_UNSUPPORTED_WHEN_TRUE = {
+    "delta.enableDeletionVectors": "deletionVectors",
+    "delta.enableRowTracking": "rowTracking",
+    "delta.enableInCommitTimestamps": "inCommitTimestamp",
+    "delta.checkpoint.writeStatsAsStruct": "checkpoint stats as struct",
+}
+
+
+def validate_configuration(configuration: Mapping[str, str], previous: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Check table properties being set; with `previous`, only keys that are new or changed are judged
+    (a table written by another engine may carry properties we do not know and leave alone)."""
+    conf: dict[str, str] = {}
+    for k, v in (configuration or {}).items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise ConfigError(f"table properties must map str -> str, got {k!r}: {v!r}")
+        conf[k] = v
+    old = previous or {}
+    for k, v in conf.items():
+        if old.get(k) == v:
+            continue
+        if k.startswith("delta.constraints."):
+            raise UnsupportedFeatureError(f"table property {k}: CHECK constraints (feature 'checkConstraints') cannot be enforced by USE")
+        if k.startswith("delta.") and k not in KNOWN_DELTA_PROPERTIES:
+            raise ConfigError(f"unknown Delta table property {k!r}; check its spelling (known: {', '.join(sorted(KNOWN_DELTA_PROPERTIES))})")
+        if k in _UNSUPPORTED_WHEN_TRUE and v.strip().lower() == "true":
+            raise UnsupportedFeatureError(f"table property {k}=true needs the feature {_UNSUPPORTED_WHEN_TRUE[k]!r}, which USE does not support")
+    mode = conf.get("delta.columnMapping.mode", "none").lower()
+    if mode != "none" and old.get("delta.columnMapping.mode") != conf.get("delta.columnMapping.mode"):
+        raise UnsupportedFeatureError(f"delta.columnMapping.mode={mode!r}: column mapping is not supported (only 'none')")
+    for k in ("delta.minReaderVersion", "delta.minWriterVersion"):
+        if k in conf and old.get(k) != conf[k]:
+            raise ConfigError(f"table property {k} is not settable here; USE chooses the protocol from the features used")
+    TableConfig.from_configuration(conf)
+    return conf
+
+
 # --- snapshot -----------------------------------------------------------------------------------------
 
 

@@ -34,7 +34,7 @@ from use.delta.actions import (
 )
 from use.delta.replay import CommitActions, commit_name, list_log, parse_commits
 from use.delta.schema import schema_from_json
-from use.delta.snapshot import Snapshot, TableConfig, check_write_support
+from use.delta.snapshot import Snapshot, TableConfig, check_write_support, validate_configuration
 from use.errors import (
     CommitRetriesExceededError,
     ConcurrentAppendError,
@@ -194,7 +194,7 @@ class Transaction:
             missing = [c for c in metadata.partition_columns if c not in schema.names]
             if missing:
                 raise InvalidArgumentError(f"partition columns {missing} are not in the new schema {schema.names}")
-            TableConfig.from_configuration(metadata.configuration)
+            validate_configuration(metadata.configuration, snap.metadata.configuration)
         config = TableConfig.from_configuration(metadata.configuration)
         add_paths = [a.path for a in self._adds]
         rem_paths = [r.path for r in self._removes]
