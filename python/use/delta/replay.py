@@ -530,7 +530,8 @@ def _fill_fast(outs: list[CommitActions], counts: list[int], chunks: list[bytes 
         valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         if not valid.any():
             continue
-        col = col.filter(pa.array(valid))
+        if not valid.all():
+            col = col.filter(pa.array(valid))
         built = _fast_files(col) if kind == "add" else _fast_tombstones(col)
         owner = row_version[valid]
         bounds = np.searchsorted(owner, np.arange(len(outs) + 1), side="left")
