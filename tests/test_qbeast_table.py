@@ -82,16 +82,23 @@ def test_index_metrics(spark, written):
         qt.index_metrics(7)
 
 
-def test_snapshot_is_fresh_after_another_write(spark, tmp_path):
-    import use
+def test_snapshot_is_fresh_after_another_commit(spark, written):
+    """A QbeastTable reads the log on every call: another writer's commit is seen at once."""
+    import pyarrow as pa
 
-    path = str(tmp_path / "fresh")
-    use.QbeastTable.write(spark.range(100).selectExpr("id as a"), path, ["a"], cube_size=1000)
+    import use
+    from use.delta import DeltaLog
+    from use.delta.datafile import write_data_file
+
+    path, _ = written
     qt = use.QbeastTable.for_path(spark, path)
-    v = qt.snapshot().version
-    use.QbeastTable.write(spark.range(100, 150).selectExpr("id as a"), path, ["a"], cube_size=1000)
-    assert qt.snapshot().version == v + 1 and qt.read().count() == 150
-    assert qt.latest_revision_id == 2  # the range grew
+    v, n = qt.snapshot().version, qt.read().count()
+    log = DeltaLog.for_path(path)
+    schema = log.snapshot().schema
+    add = write_data_file(path, pa.table({"a": [10**9], "b": [1.0], "c": ["new"]}).cast(schema), schema=schema)
+    log.start_transaction().add(add).commit("WRITE", {"mode": "Append"})  # an untagged (staging) file
+    assert qt.snapshot().version == v + 1 and qt.read().count() == n + 1
+    assert qt.latest_revision_id == 1 and qt.read(filter="c = 'new'").count() == 1
 
 
 def test_errors(spark, written, tmp_path):
