@@ -76,12 +76,20 @@ def _check_table(spark, path: str, expected_ids: np.ndarray, columns: list[str])
     assert np.array_equal(ids, np.sort(expected_ids))
     # Block stats are exact: recount each file's rows per cube, with Spark's hash as the weight
     # (one Spark read per revision) and cube.py's scalar containers walk as the cube.
+    # A file's rows were placed with the cube weights of the commit that added it (a later append
+    # can turn a leaf into an inner cube; the older leaf block keeps its rows), so each file is
+    # checked against the index status at its own version.
     revisions = qsnap.revisions
     tags_of = {p: dict(t) for p, t in zip(paths, files.column("tags").to_pylist())}
-    for rid in sorted({int(t["revision"]) for t in tags_of.values()}):
+    added_at = {}
+    for v in range(qsnap.version + 1):
+        for action in _commit(path, v):
+            if "add" in action:
+                added_at[action["add"]["path"]] = v
+    for rid, version in sorted({(int(tags_of[p]["revision"]), added_at[p]) for p in paths}):
         rev = revisions[rid]
-        cube_weights = IndexStatus.from_snapshot(qsnap, rid).cube_weights()
-        rev_paths = [p for p in paths if int(tags_of[p]["revision"]) == rid]
+        cube_weights = IndexStatus.from_snapshot(_qsnap_at(path, version), rid).cube_weights()
+        rev_paths = [p for p in paths if int(tags_of[p]["revision"]) == rid and added_at[p] == version]
         read = spark.read.parquet(*[os.path.join(path, p) for p in rev_paths])
         rows = read.select(
             F.input_file_name().alias("f"), F.hash(*rev.columns).alias("w"), *[F.col(c) for c in rev.columns]
@@ -111,11 +119,11 @@ def _check_table(spark, path: str, expected_ids: np.ndarray, columns: list[str])
 
 
 def test_first_write_builds_a_qbeast_table(spark, table_path) -> None:
-    df = _data(spark, 30_000)
+    df = _data(spark, 20_000)
     result = write(spark, df, table_path, ["x", "y"], cube_size=1000)
     assert result.version == 1 and result.revision_id == 1
-    assert result.num_rows == 30_000 and result.num_files >= 2
-    blocks = _check_table(spark, table_path, np.arange(30_000), ["x", "y"])
+    assert result.num_rows == 20_000 and result.num_files >= 2
+    blocks = _check_table(spark, table_path, np.arange(20_000), ["x", "y"])
     assert len(blocks) == result.num_files
 
     create, commit = _commit(table_path, 0), _commit(table_path, 1)
@@ -135,15 +143,15 @@ def test_first_write_builds_a_qbeast_table(spark, table_path) -> None:
     counts, weights = status.cube_element_counts(), status.cube_weights()
     inner = [counts[c] for c, w in weights.items() if w < MAX_WEIGHT]
     assert inner and all(800 <= n <= 1200 for n in inner), inner
-    assert sum(counts.values()) == 30_000
+    assert sum(counts.values()) == 20_000
 
 
 def test_append_new_revision_and_overwrite(spark, table_path) -> None:
     stats = {"x_min": 0.0, "x_max": 100.0, "y_min": 0, "y_max": 49}
-    write(spark, _data(spark, 12_000), table_path, ["x", "y"], cube_size=1000, column_stats=stats)
+    write(spark, _data(spark, 8_000), table_path, ["x", "y"], cube_size=500, column_stats=stats)
     before = IndexStatus.from_snapshot(_qsnap(table_path), 1).cube_weights()
-    res = write(spark, _data(spark, 8_000, start=12_000, seed=7), table_path, ["x", "y"])
-    assert res.revision_id == 1 and res.num_rows == 8_000
+    res = write(spark, _data(spark, 6_000, start=8_000, seed=7), table_path, ["x", "y"])
+    assert res.revision_id == 1 and res.num_rows == 6_000
     assert not any("metaData" in a for a in _commit(table_path, res.version))
     after = IndexStatus.from_snapshot(_qsnap(table_path), 1).cube_weights()
     for cube, w in before.items():
@@ -151,7 +159,7 @@ def test_append_new_revision_and_overwrite(spark, table_path) -> None:
             assert after[cube] == w  # existing inner cubes keep their maxWeight
 
     # A wider x range does not fit revision 1: revision 2 indexes the new rows from scratch.
-    res2 = write(spark, _data(spark, 6_000, start=20_000, x_scale=1000.0, seed=9), table_path, ["x", "y"])
+    res2 = write(spark, _data(spark, 3_000, start=14_000, x_scale=1000.0, seed=9), table_path, ["x", "y"])
     assert res2.revision_id == res.revision_id + 1
     meta = next(a["metaData"] for a in _commit(table_path, res2.version) if "metaData" in a)
     conf = meta["configuration"]
@@ -159,10 +167,12 @@ def test_append_new_revision_and_overwrite(spark, table_path) -> None:
     assert {"qbeast.revision.0", "qbeast.revision.1", f"qbeast.revision.{res2.revision_id}"} <= set(conf)
     new_tags = [a["add"]["tags"] for a in _commit(table_path, res2.version) if "add" in a]
     assert new_tags and all(t["revision"] == str(res2.revision_id) for t in new_tags)
-    _check_table(spark, table_path, np.arange(26_000), ["x", "y"])
+    rev2 = IndexStatus.from_snapshot(_qsnap(table_path), 2).cube_element_counts()
+    assert sum(rev2.values()) == 3_000 and 400 <= rev2[""] <= 600  # a fresh tree for the new rows only
+    _check_table(spark, table_path, np.arange(17_000), ["x", "y"])
 
     # Overwrite: every file removed, revisions start again from 1 (other columns, other cube size).
-    res3 = write(spark, _data(spark, 4_000, start=100_000), table_path, ["y", "x"], cube_size=500, mode="overwrite")
+    res3 = write(spark, _data(spark, 3_000, start=100_000), table_path, ["y", "x"], cube_size=400, mode="overwrite")
     assert res3.revision_id == 1
     commit = _commit(table_path, res3.version)
     assert commit[0]["commitInfo"]["operationParameters"]["mode"] == "Overwrite"
@@ -172,8 +182,8 @@ def test_append_new_revision_and_overwrite(spark, table_path) -> None:
     conf = next(a["metaData"] for a in commit if "metaData" in a)["configuration"]
     assert sorted(k for k in conf if k.startswith("qbeast.revision.")) == ["qbeast.revision.0", "qbeast.revision.1"]
     rev1 = json.loads(conf["qbeast.revision.1"])
-    assert rev1["desiredCubeSize"] == 500 and [t["columnName"] for t in rev1["columnTransformers"]] == ["y", "x"]
-    _check_table(spark, table_path, np.arange(100_000, 104_000), ["y", "x"])
+    assert rev1["desiredCubeSize"] == 400 and [t["columnName"] for t in rev1["columnTransformers"]] == ["y", "x"]
+    _check_table(spark, table_path, np.arange(100_000, 103_000), ["y", "x"])
 
 
 def _qsnap_at(path: str, version: int) -> QbeastSnapshot:
@@ -285,7 +295,7 @@ def test_optimizer_entry_points(spark, table_path) -> None:
 
     # Three appends scatter each cube over several files.
     for i in range(2):
-        write(spark, _data(spark, 6_000, start=6_000 * i, seed=20 + i), table_path, ["x", "y"],
+        write(spark, _data(spark, 4_000, start=4_000 * i, seed=20 + i), table_path, ["x", "y"],
               cube_size=1000, column_stats={"x_min": 0.0, "x_max": 100.0, "y_min": 0, "y_max": 49})
     qsnap = _qsnap(table_path)
     assert qsnap.latest_revision_id == 1
@@ -294,31 +304,33 @@ def test_optimizer_entry_points(spark, table_path) -> None:
     df = spark.read.parquet(*[os.path.join(table_path, p) for p in files.column("path").to_pylist()])
     adds = rewrite_with_existing_weights(spark, df, qsnap, 1)
     assert adds and all(not a.data_change for a in adds)
-    assert len(adds) < files.num_rows
     counts: dict[str, int] = {}
+    files_per_cube: dict[str, int] = {}
     for a in adds:
         for b in json.loads(a.tags["blocks"]):
+            files_per_cube[b["cubeId"]] = files_per_cube.get(b["cubeId"], 0) + 1
             assert b["maxWeight"] == status.get(b["cubeId"], MAX_WEIGHT)
             counts[b["cubeId"]] = counts.get(b["cubeId"], 0) + b["elementCount"]
-    assert sum(counts.values()) == 12_000
+    assert sum(counts.values()) == 8_000
+    assert set(files_per_cube.values()) == {1}  # every cube's blocks gathered into one file
     # Commit it the way the optimizer does, and the table still holds every row, exactly blocked.
     txn = DeltaLog.for_path(table_path).start_transaction()
     txn.add(*remove_actions(files, data_change=False), *adds)
     txn.commit("WRITE", {"mode": "Append"})
     assert IndexStatus.from_snapshot(_qsnap(table_path), 1).cube_weights() == status
-    _check_table(spark, table_path, np.arange(12_000), ["x", "y"])
+    _check_table(spark, table_path, np.arange(8_000), ["x", "y"])
 
     # Rows far outside the revision's space get a new revision (metadata returned, not committed).
     qsnap = _qsnap(table_path)
-    res = index_into_revision(spark, _data(spark, 2_000, start=50_000, x_scale=1000.0), qsnap)
-    assert res.revision_id == 2 and res.metadata is not None and res.num_rows == 2_000
+    res = index_into_revision(spark, _data(spark, 1_000, start=50_000, x_scale=1000.0), qsnap)
+    assert res.revision_id == 2 and res.metadata is not None and res.num_rows == 1_000
     assert res.metadata.configuration["qbeast.lastRevisionID"] == "2"
     assert all(a.tags["revision"] == "2" and not a.data_change for a in res.adds)
     assert _qsnap(table_path).version == qsnap.version
     for a in res.adds:  # not committed: the caller would; clean up like a failed caller
         os.unlink(os.path.join(table_path, a.path))
     # Rows inside the space stay in revision 1 with no metadata change.
-    res = index_into_revision(spark, _data(spark, 1_000, start=60_000, seed=5), qsnap)
+    res = index_into_revision(spark, _data(spark, 500, start=60_000, seed=5), qsnap)
     assert res.revision_id == 1 and res.metadata is None
     for a in res.adds:
         os.unlink(os.path.join(table_path, a.path))
