@@ -32,12 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from use.delta.actions import AddFile, Metadata
-from use.errors import (
-    IndexColumnError,
-    InvalidArgumentError,
-    SchemaMismatchError,
-    UseError,
-)
+from use.errors import IndexColumnError, InvalidArgumentError, SchemaMismatchError
 from use.qbeast.domains import (
     DEFAULT_BUFFER_CAPACITY,
     CubeDomains,
