@@ -19,6 +19,7 @@ would lose or duplicate rows is never committed.
 from __future__ import annotations
 
 import glob
+import json
 import logging
 import os
 import time
@@ -242,7 +243,7 @@ def _binpack(
 ) -> Rewrite:
     """Delta bin packing: repartition to the number of files the bin needs, write each partition with
     `write_data_file` inside `mapInArrow` (plain Delta files, partition values kept)."""
-    from use.delta.datafile import write_data_file
+    from use.delta.datafile import partition_directory, write_data_file
     from use.delta.stats import StatsConfig
     from use.optimize.strategies._common import output_files
     from use.qbeast.reader import absolute_path
@@ -259,12 +260,9 @@ def _binpack(
     stats = StatsConfig.from_configuration(qsnap.configuration)
     prefix = f"{BINPACK_PREFIX}{uuid.uuid4().hex}-"
     root = qsnap.table_root
-    # Staging files of a Qbeast table stay staging files (no tags); plain Delta files have none.
-    pdir = None
-    if part:
-        from use.delta.datafile import partition_directory
-
-        pdir = partition_directory(part)
+    # Hive-style directory, as Spark and delta-rs lay partitions out. No tags: plain Delta files and
+    # the staging files of a Qbeast table stay what they were.
+    pdir = partition_directory(part) if part else None
 
     def write_partition(batches: Any) -> Any:
         from pyspark import TaskContext
@@ -296,11 +294,7 @@ def _binpack(
             stats_columns=stats.num_indexed_cols,
             stats_column_names=stats.columns,
         )
-        import json as _json
-
-        yield pa.RecordBatch.from_pydict({"add": [_json.dumps(add.to_action()["add"])]})
-
-    import json
+        yield pa.RecordBatch.from_pydict({"add": [json.dumps(add.to_action()["add"])]})
 
     try:
         rows = out.mapInArrow(write_partition, "add string").collect()
@@ -402,6 +396,9 @@ def run_task(
             time_ms=int((time.monotonic() - t0) * 1000), score=float(task.score), error=error,
         )  # fmt: skip
 
+    sc = spark.sparkContext
+    previous_description = sc.getLocalProperty("spark.job.description")
+    sc.setJobDescription(f"USE optimize: {task.kind} {task.num_files} files of {root} ({task.strategy})")
     try:
         df = scan(spark, qsnap, [absolute_path(root, p) for p in in_files.column("path").to_pylist()])
         result = _rewrite(spark, df, qsnap, task, config)
@@ -452,4 +449,6 @@ def run_task(
     except BaseException:
         delete_written(root, written)
         raise
+    finally:
+        sc.setJobDescription(previous_description)  # type: ignore[arg-type]
     return metrics(COMMITTED, version=version, out_files=out_files, out_blocks=out_blocks, rows=rows_out)
