@@ -143,27 +143,80 @@ def check_write_support(protocol: Protocol, metadata: Metadata, table: str) -> N
 
 # --- table properties -------------------------------------------------------------------------------
 
-_INTERVAL_UNITS_MS = {
-    "millisecond": 1,
-    "second": 1000,
-    "minute": 60_000,
-    "hour": 3_600_000,
-    "day": 86_400_000,
-    "week": 7 * 86_400_000,
+_US_PER_DAY = 86_400_000_000
+_INTERVAL_UNITS_US = {
+    "microsecond": 1,
+    "millisecond": 1000,
+    "second": 1_000_000,
+    "minute": 60_000_000,
+    "hour": 3_600_000_000,
+    "day": _US_PER_DAY,
+    "week": 7 * _US_PER_DAY,
 }
-_INTERVAL_RE = re.compile(r"^\s*(?:interval\s+)?(\d+)\s+([a-z]+?)s?\s*$", re.IGNORECASE)
+_INTERVAL_CALENDAR_UNITS = ("month", "year")
+_INTERVAL_TERM_RE = re.compile(r"([+-]?)\s*(\d+(?:\.\d*)?|\.\d+)\s+([a-z]+?)s?(?:\s+|$)", re.ASCII)
+_INTERVAL_PREFIX_RE = re.compile(r"interval(?:\s+|$)", re.ASCII)
+_INT64_MAX = 2**63 - 1
+_INTERVAL_EXAMPLES = "e.g. 'interval 30 days', 'interval 1 day 12 hours' or '2 weeks'"
 
 
 def parse_interval_ms(key: str, value: str) -> int:
-    """`interval 30 days` (Delta's CalendarInterval syntax, one unit) -> milliseconds."""
-    m = _INTERVAL_RE.match(value or "")
-    unit = m.group(2).lower() if m else ""
-    if not m or unit not in _INTERVAL_UNITS_MS:
-        raise ConfigError(
-            f"table property {key}={value!r} is not an interval; use e.g. 'interval 30 days' "
-            f"(units: {', '.join(_INTERVAL_UNITS_MS)})"
+    """A Delta duration property (CalendarInterval syntax) -> milliseconds.
+
+    Accepts what Delta accepts for these properties: an optional `interval` prefix, then one or
+    more `<number> <unit>` terms (`interval 1 day 2 hours`, `2 weeks`), units singular or plural
+    and in any case, from microseconds to weeks; an optional sign per term; a fraction only on
+    seconds (`1.5 seconds`). Months and years are refused, as Delta refuses them here, because
+    their length varies and a retention period must be a fixed span. The total must not be
+    negative. Sub-millisecond remainders are truncated.
+    """
+
+    def bad(reason: str) -> ConfigError:
+        return ConfigError(
+            f"table property {key}={value!r} is not a valid interval: {reason}; use {_INTERVAL_EXAMPLES} "
+            f"(units: {', '.join(u + 's' for u in _INTERVAL_UNITS_US)})"
         )
-    return int(m.group(1)) * _INTERVAL_UNITS_MS[unit]
+
+    if not isinstance(value, str):
+        raise bad(f"expected a string, got {type(value).__name__}")
+    text = value.strip().lower()
+    if not text:
+        raise bad("it is empty")
+    pos = 0
+    m = _INTERVAL_PREFIX_RE.match(text)
+    if m:
+        pos = m.end()
+    total_us = 0
+    terms = 0
+    while pos < len(text):
+        m = _INTERVAL_TERM_RE.match(text, pos)
+        if not m:
+            rest = text[pos:].split()
+            raise bad(f"cannot read {' '.join(rest[:2])!r} as '<number> <unit>'")
+        sign, number, unit = m.groups()
+        if unit in _INTERVAL_CALENDAR_UNITS:
+            raise bad(
+                f"{unit}s are not allowed here (Delta refuses months and years for durations: their length "
+                "varies); write days instead, 'interval 365 days' for a year"
+            )
+        if unit not in _INTERVAL_UNITS_US:
+            raise bad(f"unknown unit {m.group(0).split()[-1]!r}")
+        whole, point, frac = number.partition(".")
+        if point and unit != "second":
+            raise bad(f"only seconds may have a fraction, got {m.group(0).strip()!r}")
+        if len(frac) > 9:
+            raise bad(f"{number!r} has more than nanosecond precision")
+        us = int(whole or "0") * _INTERVAL_UNITS_US[unit] + int((frac + "000000")[:6])
+        total_us += -us if sign == "-" else us
+        terms += 1
+        pos = m.end()
+    if terms == 0:
+        raise bad("it has no '<number> <unit>' term")
+    if total_us < 0:
+        raise bad("the duration is negative")
+    if total_us > _INT64_MAX:
+        raise bad("the duration is too long")
+    return total_us // 1000
 
 
 def _bool_prop(key: str, value: str) -> bool:
