@@ -24,6 +24,16 @@ if TYPE_CHECKING:
     from use.qbeast.writer import WriteResult
 
 
+def _register_format(spark: "SparkSession") -> None:
+    """Make `spark.read.format("qbeast")` work on sessions that open tables through the facade."""
+    try:
+        from use.qbeast.datasource import register
+
+        register(spark)
+    except Exception:  # noqa: BLE001 - a convenience; the facade itself never needs the data source
+        pass
+
+
 class QbeastTable:
     """A Qbeast table at a path: write, read/sample, revisions, index metrics."""
 
@@ -43,6 +53,7 @@ class QbeastTable:
                 f"{path!r} is a Delta table without Qbeast metadata (no qbeast.revision.* properties); convert it "
                 f"with QbeastTable.convert(spark, {path!r}, columns_to_index=[...]) or write it with QbeastTable.write"
             )
+        _register_format(spark)
         return cls(spark, path)
 
     @staticmethod
