@@ -61,15 +61,30 @@ class QbeastTable:
         df: "DataFrame",
         path: str,
         columns_to_index: Sequence[str] | str,
-        cube_size: int = DEFAULT_CUBE_SIZE,
+        cube_size: int | None = None,
         mode: str = "append",
         column_stats: Mapping[str, Any] | str | None = None,
+        *,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
     ) -> "WriteResult":
-        """Index `df` into the table at `path` (created if missing) with the OTree writer."""
+        """Index `df` into the table at `path` (created if missing) with the OTree writer.
+
+        `cube_size=None` keeps the table's desired cube size on append (5,000,000 for a new table);
+        a different size starts a new revision. `txn_app_id`/`txn_version` make the write idempotent.
+        """
         from use.qbeast.writer import write as _write
 
         return _write(
-            df.sparkSession, df, path, columns_to_index, cube_size=cube_size, mode=mode, column_stats=column_stats
+            df.sparkSession,
+            df,
+            path,
+            columns_to_index,
+            cube_size=cube_size,
+            mode=mode,
+            column_stats=column_stats,
+            txn_app_id=txn_app_id,
+            txn_version=txn_version,
         )
 
     @staticmethod
