@@ -14,6 +14,8 @@ import pytest
 
 from use.delta import AddFile, DeltaLog, Metadata, Protocol, RemoveFile, SetTransaction, Snapshot
 from use.delta.actions import FILES_SCHEMA, remove_actions
+from use.delta.replay import list_log
+from use.delta.storage import LocalLogStore
 from use.errors import (
     ConfigError,
     CorruptLogError,
@@ -424,3 +426,123 @@ def test_metadata_change_validates_new_properties(table_path):
         with pytest.raises(error):
             txn.commit("SET TBLPROPERTIES")
     assert log.snapshot().version == 0
+
+
+# --- listing without stats ------------------------------------------------------------------------------
+
+
+class CountingStore(LocalLogStore):
+    """The real local store, recording which files it stats and whether it lists with stats."""
+
+    def __init__(self) -> None:
+        self.stated: list[str] = []
+        self.stat_listings = 0
+
+    def file_info(self, path: str):  # type: ignore[no-untyped-def]
+        self.stated.append(os.path.basename(path))
+        return super().file_info(path)
+
+    def modification_time(self, path: str) -> int:
+        self.stated.append(os.path.basename(path))
+        return super().modification_time(path)
+
+    def list_dir(self, directory: str):  # type: ignore[no-untyped-def]
+        self.stat_listings += 1
+        return super().list_dir(directory)
+
+
+def _table_with_checkpoints(table_path: str, commits: int = 12) -> DeltaLog:
+    """Versions 0..commits with checkpoints every 5; commit v's file time pinned to BASE + v seconds."""
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, configuration={"delta.checkpointInterval": "5"})
+    for i in range(1, commits + 1):
+        append(log, [i], partitioned=False)
+    pin_commit_times(log, {v: BASE + v * 1000 for v in range(commits + 1)})
+    return log
+
+
+BASE = 1_700_000_000_000
+
+
+def pin_commit_times(log: DeltaLog, times: dict[int, int]) -> None:
+    for v, ms in times.items():
+        os.utime(os.path.join(log.log_dir, f"{v:020d}.json"), ns=(ms * 1_000_000,) * 2)
+
+
+def _versions(names: list[str]) -> set[int]:
+    return {int(n[:20]) for n in names if n.endswith(".json")}
+
+
+def test_snapshot_load_stats_only_commits_from_its_checkpoint(table_path):
+    _table_with_checkpoints(table_path)
+    store = CountingStore()
+    log = DeltaLog(os.path.abspath(table_path), store)
+    snap = log.snapshot()
+    assert snap.version == 12 and snap.state.checkpoint_version == 10 and snap.files.num_rows == 12
+    assert snap.timestamp == BASE + 12_000
+    assert store.stat_listings == 0
+    assert _versions(store.stated) == {10, 11, 12} and len(store.stated) == 3
+    store.stated.clear()
+    old = log.snapshot(version=7)
+    assert old.version == 7 and old.files.num_rows == 7 and old.timestamp == BASE + 7_000
+    # Commits 5..7 for the time, and the cached snapshot's own commit to check the cache is still ours.
+    assert _versions(store.stated) <= {5, 6, 7, 12}
+    # Every version's time is the one history shows (and time travel finds it by).
+    history = {h.version: h.timestamp for h in DeltaLog.for_path(table_path).history()}
+    assert history == {v: BASE + v * 1000 for v in range(13)}
+    for v in range(13):
+        assert DeltaLog.for_path(table_path).snapshot(version=v).timestamp == history[v]
+        assert DeltaLog.for_path(table_path).snapshot(timestamp=history[v]).version == v
+
+
+def test_time_travel_with_equal_commit_times_across_checkpoints(table_path):
+    log = _table_with_checkpoints(table_path)
+    # Every commit written in the same millisecond (a fast writer, a copied table): Delta makes
+    # the times strictly increasing over the log, so version v counts as committed at BASE + v.
+    pin_commit_times(log, {v: BASE for v in range(13)})
+    fresh = DeltaLog.for_path(table_path)
+    assert [h.timestamp for h in fresh.history()] == [BASE + v for v in range(12, -1, -1)]
+    for v in (0, 4, 5, 7, 10, 12):
+        snap = DeltaLog.for_path(table_path).snapshot(timestamp=BASE + v)
+        assert snap.version == v and snap.timestamp == BASE + v and snap.files.num_rows == v
+    assert fresh.snapshot(timestamp=BASE + 10**6).version == 12
+    with pytest.raises(VersionNotFoundError, match="earliest available is version 0"):
+        fresh.snapshot(timestamp=BASE - 1)
+    # Loading by version only looks at the commits from its checkpoint on (documented): the time
+    # is the commit file's, made increasing from there.
+    latest = DeltaLog.for_path(table_path).snapshot()
+    assert BASE <= latest.timestamp <= BASE + 12
+
+
+def test_time_travel_after_log_cleanup(table_path):
+    log = _table_with_checkpoints(table_path)
+    for v in range(5):
+        os.remove(os.path.join(log.log_dir, f"{v:020d}.json"))
+    fresh = DeltaLog.for_path(table_path)
+    assert fresh.snapshot(timestamp=BASE + 6_500).version == 6
+    assert fresh.snapshot(version=5).timestamp == BASE + 5_000
+    with pytest.raises(VersionNotFoundError, match="earliest available is version 5"):
+        fresh.snapshot(timestamp=BASE + 4_000)
+
+
+def test_listing_is_names_only_and_tolerates_deleted_files(table_path):
+    log = _table_with_checkpoints(table_path, commits=6)
+    os.makedirs(os.path.join(log.log_dir, "_staged_commits"))
+    open(os.path.join(log.log_dir, ".00000000000000000007.json.abc.tmp"), "wb").close()
+    store = LocalLogStore()
+    names = store.list_names(log.log_dir)
+    assert names == sorted(names) and "_staged_commits" not in names and not any(n.startswith(".") for n in names)
+    assert store.list_names(os.path.join(table_path, "nope")) == []
+    listing = list_log(store, log.log_dir)
+    assert sorted(listing.commits) == list(range(7)) and sorted(listing.checkpoints) == [5]
+    cp = listing.checkpoints[5]
+    assert cp.size == os.path.getsize(cp.paths[0])
+    # A commit deleted after listing (log cleanup) has no time; the others keep theirs.
+    os.remove(listing.commits[1].path)
+    assert listing.commits[1].info() is None
+    with pytest.raises(FileNotFoundError):
+        listing.commits[1].modification_time
+    stamps = listing.commit_timestamps()
+    assert 1 not in stamps and stamps[2] == BASE + 2_000
+    assert listing.commit_timestamp(6) == BASE + 6_000 and listing.commit_timestamp(99) is None
+    assert listing.commits[6].size == os.path.getsize(listing.commits[6].path)

@@ -207,7 +207,9 @@ class DeltaLog:
         Commit times are the commit files' modification times made strictly increasing (as Delta
         does); a timestamp after the last commit gives the latest version (as delta-rs does), one
         before the earliest reconstructable commit is a VersionNotFoundError. Naive datetimes and
-        ISO strings without an offset are read as UTC.
+        ISO strings without an offset are read as UTC. Resolving a timestamp stats every commit
+        file; loading by version (or the latest) lists names only and stats just the commits from
+        the snapshot's checkpoint on (see `LogListing.commit_timestamp` for its `timestamp`).
         """
         if version is not None and timestamp is not None:
             raise InvalidArgumentError("give either version or timestamp, not both")
@@ -215,8 +217,10 @@ class DeltaLog:
         if listing.is_empty:
             raise self._not_found()
         latest = listing.latest_version
+        stamps: dict[int, int] | None = None
         if timestamp is not None:
-            target = self._version_at(listing, _to_ms(timestamp))
+            stamps = listing.commit_timestamps()
+            target = self._version_at(listing, stamps, _to_ms(timestamp))
         elif version is not None:
             if isinstance(version, bool) or not isinstance(version, int):
                 raise InvalidArgumentError(f"version must be an int, got {version!r}")
@@ -227,14 +231,18 @@ class DeltaLog:
             target = version
         else:
             target = latest
-        return self._snapshot_at(listing, target)
+        return self._snapshot_at(listing, target, stamps)
 
     @staticmethod
     def _signature(listing: LogListing, version: int) -> tuple[int, int] | None:
         cf = listing.commits.get(version)
-        return None if cf is None else (cf.size, cf.modification_time)
+        info = None if cf is None else cf.info()
+        return None if info is None else (info.size, info.modification_time)
 
-    def _snapshot_at(self, listing: LogListing, target: int) -> Snapshot:
+    def _snapshot_at(self, listing: LogListing, target: int, stamps: Mapping[int, int] | None = None) -> Snapshot:
+        """`stamps` are the whole-log commit times when the caller has them (time travel by
+        timestamp), so the snapshot's time is the one the version was found by; otherwise only the
+        commits from the checkpoint on are stat'ed (`LogListing.commit_timestamp`)."""
         with self._lock:
             cached, sig = self._cached, self._cached_sig
         if cached is not None and sig != self._signature(listing, cached.version):
@@ -257,7 +265,7 @@ class DeltaLog:
         if state is None:
             state = replay(self.store, listing, target)
         check_read_support(state.protocol, state.metadata, self.table_root)
-        ts = listing.commit_timestamps().get(target)
+        ts = stamps.get(target) if stamps is not None else listing.commit_timestamp(target)
         if ts is None:
             cp = listing.checkpoints.get(target)
             ts = self.store.modification_time(cp.paths[0]) if cp else 0
@@ -267,8 +275,7 @@ class DeltaLog:
                 self._cached, self._cached_sig = snap, self._signature(listing, target)
         return snap
 
-    def _version_at(self, listing: LogListing, ts: int) -> int:
-        stamps = listing.commit_timestamps()
+    def _version_at(self, listing: LogListing, stamps: Mapping[int, int], ts: int) -> int:
         if not stamps:
             raise VersionNotFoundError(f"{self.table_root} has no commit files to resolve a timestamp against")
         earliest_v = min(stamps)
@@ -301,6 +308,8 @@ class DeltaLog:
             if limit is not None and len(out) >= limit:
                 break
             cf = listing.commits[v]
+            if v not in stamps:
+                continue  # cleaned up while we were listing
             try:
                 info = _read_commit_info(cf.path)
             except FileNotFoundError:
@@ -384,10 +393,10 @@ class DeltaLog:
                     if p not in cp.missing:
                         self.store.delete(p)
                         deleted.append(os.path.basename(p))
-        for info in self.store.list_dir(self.log_dir):
-            if info.name.endswith(".crc") and info.name[:20].isdigit() and int(info.name[:20]) < keep_from:
-                self.store.delete(os.path.join(self.log_dir, info.name))
-                deleted.append(info.name)
+        for name in self.store.list_names(self.log_dir):
+            if name.endswith(".crc") and name[:20].isdigit() and int(name[:20]) < keep_from:
+                self.store.delete(os.path.join(self.log_dir, name))
+                deleted.append(name)
         return sorted(deleted)
 
 

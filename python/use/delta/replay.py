@@ -48,12 +48,42 @@ def commit_name(version: int) -> str:
 # --- listing --------------------------------------------------------------------------------------
 
 
+_DEFAULT_STORE = LocalLogStore()
+
+
 @dataclass(frozen=True)
 class CommitFile:
+    """One commit file of a listing.
+
+    Its size and modification time are read on first use (one stat, then kept), not while listing:
+    loading a snapshot needs them for the few commits after its checkpoint, not for the whole log.
+    """
+
     version: int
     path: str
-    size: int
-    modification_time: int
+    store: LocalLogStore | None = field(default=None, repr=False, compare=False)
+
+    def info(self) -> FileInfo | None:
+        """Size and modification time, or None if the file was deleted (log cleanup) after listing."""
+        if "_info" not in self.__dict__:
+            object.__setattr__(self, "_info", (self.store or _DEFAULT_STORE).file_info(self.path))
+        info: FileInfo | None = self.__dict__["_info"]
+        return info
+
+    def _required_info(self) -> FileInfo:
+        info = self.info()
+        if info is None:
+            raise FileNotFoundError(f"commit file {self.path} was deleted after the log was listed")
+        return info
+
+    @property
+    def size(self) -> int:
+        return self._required_info().size
+
+    @property
+    def modification_time(self) -> int:
+        """ms since epoch."""
+        return self._required_info().modification_time
 
 
 @dataclass(frozen=True)
@@ -63,16 +93,24 @@ class CheckpointFiles:
     version: int
     paths: tuple[str, ...]
     missing: tuple[str, ...] = ()
-    size: int = 0
+    store: LocalLogStore | None = field(default=None, repr=False, compare=False)
 
     @property
     def complete(self) -> bool:
         return not self.missing
 
+    @property
+    def size(self) -> int:
+        """Bytes of the parts present (stats them: nothing on the load path needs it)."""
+        store = self.store or _DEFAULT_STORE
+        infos = (store.file_info(p) for p in self.paths if p not in self.missing)
+        return sum(i.size for i in infos if i is not None)
+
 
 @dataclass(frozen=True)
 class LogListing:
-    """What `_delta_log` holds: commits by version and checkpoints by version."""
+    """What `_delta_log` holds: commits by version and checkpoints by version (names only: the
+    commit files are stat'ed lazily, see `CommitFile`)."""
 
     log_dir: str
     commits: Mapping[int, CommitFile]
@@ -91,17 +129,42 @@ class LogListing:
             raise TableNotFoundError(f"no Delta table at {os.path.dirname(self.log_dir)}: {self.log_dir} has no commits")
         return max(versions)
 
-    def commit_timestamps(self) -> dict[int, int]:
-        """Commit time (ms) per version: file modification times, made strictly increasing as Delta does."""
+    def commit_timestamps(self, start: int | None = None, end: int | None = None) -> dict[int, int]:
+        """Commit time (ms) per version: file modification times, made strictly increasing as Delta does.
+
+        Covers the commits in [start, end] (default: the whole log), one stat each, and makes the
+        times increasing within that range only (as Delta's history manager does for the range it
+        searches). Commits deleted since the listing (log cleanup) are left out.
+        """
         out: dict[int, int] = {}
         prev = -1
         for v in sorted(self.commits):
-            ts = self.commits[v].modification_time
+            if (start is not None and v < start) or (end is not None and v > end):
+                continue
+            info = self.commits[v].info()
+            if info is None:
+                continue
+            ts = info.modification_time
             if ts <= prev:
                 ts = prev + 1
             out[v] = ts
             prev = ts
         return out
+
+    def commit_timestamp(self, version: int) -> int | None:
+        """Commit time of `version` for a snapshot: like `commit_timestamps`, but made increasing
+        only from the newest complete checkpoint at or below `version` on (the commits a snapshot
+        load reads anyway), so a load stats a handful of files instead of the whole log.
+
+        Equal to the whole-log value whenever the commits from that checkpoint on were written at
+        least a millisecond after every earlier commit (the normal case); with clock skew or
+        several commits in one millisecond right at the checkpoint it can be a few ms lower.
+        None if the commit file is not in the log.
+        """
+        if version not in self.commits:
+            return None
+        start = max((v for v, c in self.checkpoints.items() if v <= version and c.complete), default=None)
+        return self.commit_timestamps(start, version).get(version)
 
     def available_versions_text(self) -> str:
         """A human sentence saying which versions can be read."""
@@ -122,20 +185,20 @@ class LogListing:
 
 
 def list_log(store: LocalLogStore, log_dir: str) -> LogListing:
+    """The log's commits and checkpoints, from file names alone (no file is stat'ed here)."""
     commits: dict[int, CommitFile] = {}
-    parts: dict[int, dict[int, dict[int, FileInfo]]] = {}
-    classic: dict[int, FileInfo] = {}
+    parts: dict[int, dict[int, set[int]]] = {}
+    classic: dict[int, str] = {}
     v2: set[int] = set()
-    for info in store.list_dir(log_dir):
-        name = info.name
+    for name in store.list_names(log_dir):
         m = _COMMIT_RE.match(name)
         if m:
             v = int(m.group(1))
-            commits[v] = CommitFile(v, os.path.join(log_dir, name), info.size, info.modification_time)
+            commits[v] = CommitFile(v, os.path.join(log_dir, name), store)
             continue
         m = _CLASSIC_CP_RE.match(name)
         if m:
-            classic[int(m.group(1))] = info
+            classic[int(m.group(1))] = name
             continue
         m = _UUID_CP_RE.match(name)
         if m:
@@ -143,10 +206,10 @@ def list_log(store: LocalLogStore, log_dir: str) -> LogListing:
             continue
         m = _MULTI_CP_RE.match(name)
         if m:
-            parts.setdefault(int(m.group(1)), {}).setdefault(int(m.group(3)), {})[int(m.group(2))] = info
+            parts.setdefault(int(m.group(1)), {}).setdefault(int(m.group(3)), set()).add(int(m.group(2)))
     checkpoints: dict[int, CheckpointFiles] = {}
-    for v, info in classic.items():
-        checkpoints[v] = CheckpointFiles(v, (os.path.join(log_dir, info.name),), (), info.size)
+    for v, name in classic.items():
+        checkpoints[v] = CheckpointFiles(v, (os.path.join(log_dir, name),), (), store)
     for v, by_total in parts.items():
         if v in checkpoints:
             continue  # a classic checkpoint of the same version is complete by construction
@@ -154,9 +217,7 @@ def list_log(store: LocalLogStore, log_dir: str) -> LogListing:
         for total, got in sorted(by_total.items()):
             names = tuple(f"{v:020d}.checkpoint.{i:010d}.{total:010d}.parquet" for i in range(1, total + 1))
             missing = tuple(os.path.join(log_dir, n) for i, n in enumerate(names, 1) if i not in got)
-            cand = CheckpointFiles(
-                v, tuple(os.path.join(log_dir, n) for n in names), missing, sum(f.size for f in got.values())
-            )
+            cand = CheckpointFiles(v, tuple(os.path.join(log_dir, n) for n in names), missing, store)
             if best is None or (cand.complete and not best.complete):
                 best = cand
         assert best is not None

@@ -74,6 +74,31 @@ class LocalLogStore:
         entries.sort(key=lambda e: e.name)
         return entries
 
+    def list_names(self, directory: str) -> list[str]:
+        """Names of the regular files in `directory`, sorted; empty if it does not exist.
+
+        Unlike `list_dir` this stats nothing (the file type comes with the directory entry on
+        local file systems), so listing a log of thousands of commits costs one directory read;
+        callers stat only the few files whose size or time they need (`file_info`).
+        """
+        try:
+            with os.scandir(directory) as it:
+                names = [e.name for e in it if not e.name.startswith(".") and _is_file(e)]
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StorageError(f"cannot list {directory}: {exc}") from exc
+        names.sort()
+        return names
+
+    def file_info(self, path: str) -> FileInfo | None:
+        """Size and modification time of one file, or None if it is gone (deleted by log cleanup)."""
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return FileInfo(os.path.basename(path), st.st_size, st.st_mtime_ns // 1_000_000)
+
     def read(self, path: str) -> bytes:
         with open(path, "rb") as fh:
             return fh.read()
@@ -130,6 +155,13 @@ class LocalLogStore:
             os.unlink(path)
         except FileNotFoundError:
             pass
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except FileNotFoundError:
+        return False  # deleted while listing (cleanup, a writer's temp file)
 
 
 LogStore = LocalLogStore
