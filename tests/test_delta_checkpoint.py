@@ -226,3 +226,89 @@ def test_delta_rs_checkpoint_of_our_table(table_path):
     assert files_of(from_rs) == files_of(replayed)
     assert from_rs.tombstones.column("path").to_pylist() == replayed.tombstones.column("path").to_pylist()
     assert from_rs.metadata == replayed.metadata
+
+
+# --- reading adds without copying them ----------------------------------------------------------------
+
+
+def _table_with_every_action_kind(table_path: str) -> DeltaLog:
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, ["p"], {"delta.checkpointInterval": "100"})
+    for i in range(6):
+        add(log, i, {"revision": "1"} if i % 2 else None)
+    txn = log.start_transaction()
+    txn.set_app_transaction("app", 3)
+    txn.add(*remove_actions(log.snapshot().files.slice(0, 2), data_change=True))
+    txn.commit("DELETE")
+    return log
+
+
+def _runs(col: pa.ChunkedArray) -> list[tuple[int, int]]:
+    """(first, last) row of each run of non-null rows."""
+    valid = col.is_valid().to_pylist()
+    runs: list[tuple[int, int]] = []
+    for i, v in enumerate(valid):
+        if v and (not runs or runs[-1][1] != i - 1):
+            runs.append((i, i))
+        elif v:
+            runs[-1] = (runs[-1][0], i)
+    return runs
+
+
+def _buffer_addresses(col: pa.ChunkedArray) -> set[int]:
+    return {b.address for chunk in col.chunks for b in chunk.buffers() if b is not None}
+
+
+def test_checkpoint_groups_each_action_kind_in_one_run_and_reads_them_without_copy(table_path):
+    from use.delta.checkpoint import _non_null_rows
+
+    log = _table_with_every_action_kind(table_path)
+    log.checkpoint()
+    table = pq.read_table(os.path.join(log.log_dir, f"{7:020d}.checkpoint.parquet"))
+    for name in ("add", "remove", "metaData", "protocol", "txn"):
+        assert len(_runs(table.column(name))) == 1, name
+    add_col = table.column("add")
+    rows = _non_null_rows(add_col)
+    assert rows.null_count == 0 and len(rows) == 4
+    assert rows.to_pylist() == add_col.filter(add_col.is_valid()).to_pylist()
+    # A slice of what parquet gave us: no buffer of its own (the stats strings are not copied).
+    assert _buffer_addresses(rows) <= _buffer_addresses(add_col)
+
+
+def test_checkpoint_with_interleaved_actions_is_read_the_same(table_path):
+    """Checkpoints written by others need not group rows by action kind: the reader filters them."""
+    log = _table_with_every_action_kind(table_path)
+    log.checkpoint()
+    expected = DeltaLog.for_path(table_path).snapshot()
+    path = os.path.join(log.log_dir, f"{7:020d}.checkpoint.parquet")
+    table = pq.read_table(path)
+    order = list(range(table.num_rows))
+    adds = [i for i in order if table.column("add")[i].is_valid]
+    rems = [i for i in order if table.column("remove")[i].is_valid]
+    rest = [i for i in order if i not in adds and i not in rems]
+    interleaved = [adds[0], rems[0], *rest, adds[1], rems[1], *adds[2:]]
+    assert sorted(interleaved) == order
+    shuffled = table.take(interleaved)
+    assert len(_runs(shuffled.column("add"))) > 1 and len(_runs(shuffled.column("remove"))) > 1
+    pq.write_table(shuffled, path, row_group_size=3)  # several row groups: chunked columns
+    snap = DeltaLog.for_path(table_path).snapshot()
+    assert snap.state.checkpoint_version == 7
+    assert files_of(snap) == files_of(expected)
+    assert sorted(snap.all_tombstones.column("path").to_pylist()) == sorted(expected.all_tombstones.column("path").to_pylist())
+    assert snap.app_transaction_version("app") == 3 and snap.metadata == expected.metadata
+
+
+def test_non_null_rows_cases():
+    from use.delta.checkpoint import _non_null_rows
+
+    def chunked(*chunks: list) -> pa.ChunkedArray:
+        return pa.chunked_array([pa.array(c, pa.int64()) for c in chunks], pa.int64())
+
+    assert _non_null_rows(chunked([1, 2], [3])).to_pylist() == [1, 2, 3]
+    assert _non_null_rows(chunked([None, None], [None])).to_pylist() == []
+    middle = chunked([None, 1], [2, 3], [None])  # one run across chunk boundaries: sliced
+    out = _non_null_rows(middle)
+    assert out.to_pylist() == [1, 2, 3] and _buffer_addresses(out) <= _buffer_addresses(middle)
+    assert _non_null_rows(chunked([1, None], [2, None, 3])).to_pylist() == [1, 2, 3]  # interleaved: filtered
+    assert _non_null_rows(chunked([None, 1], [None, 2])).to_pylist() == [1, 2]
+    assert _non_null_rows(chunked()).to_pylist() == []

@@ -80,8 +80,29 @@ def _read_part(path: str) -> pa.Table:
         raise CorruptLogError(f"checkpoint file {path} cannot be read as parquet ({exc})") from exc
 
 
+def _non_null_rows(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The rows of a top-level checkpoint column that hold an action.
+
+    Our writer puts each action kind in one contiguous run of rows (`checkpoint_table`), and so
+    does any writer that writes actions grouped by kind: then this is a zero-copy slice. Otherwise
+    (rows interleaved) a filter copies the non-null rows, stats strings included.
+    """
+    n = len(col)
+    k = n - col.null_count
+    if k == n:
+        return col
+    if k == 0:
+        return col.slice(0, 0)
+    valid = pc.is_valid(col)
+    first = pc.index(valid, True).as_py()
+    run = col.slice(first, k)
+    if run.null_count == 0:
+        return run
+    return col.filter(valid)
+
+
 def _files_from(add: pa.ChunkedArray) -> pa.Table:
-    add = add.filter(pc.is_valid(add))
+    add = _non_null_rows(add)
     n = len(add)
     cols = {
         "path": _child(add, "path", pa.string(), n),
@@ -97,7 +118,7 @@ def _files_from(add: pa.ChunkedArray) -> pa.Table:
 
 
 def _tombstones_from(rem: pa.ChunkedArray) -> pa.Table:
-    rem = rem.filter(pc.is_valid(rem))
+    rem = _non_null_rows(rem)
     n = len(rem)
     cols = {
         "path": _child(rem, "path", pa.string(), n),
@@ -115,9 +136,7 @@ def _tombstones_from(rem: pa.ChunkedArray) -> pa.Table:
 def _valid_rows(t: pa.Table, name: str) -> list[dict[str, Any]]:
     if name not in t.column_names:
         return []
-    col = t.column(name)
-    col = col.filter(pc.is_valid(col))
-    return [_maps_to_dicts(r) for r in col.to_pylist()]
+    return [_maps_to_dicts(r) for r in _non_null_rows(t.column(name)).to_pylist()]
 
 
 def read_checkpoint(cp: CheckpointFiles) -> CheckpointState:
@@ -286,7 +305,12 @@ def _write_stats_as_json(metadata: Metadata) -> bool:
 
 
 def checkpoint_table(state: LogState, tombstones: pa.Table) -> pa.Table:
-    """The checkpoint rows for `state` (tombstones already filtered by retention)."""
+    """The checkpoint rows for `state` (tombstones already filtered by retention).
+
+    Each action kind fills one contiguous run of rows (protocol, metaData, txn, domainMetadata,
+    add, remove, in that order), so the reader takes the adds and removes as zero-copy slices
+    rather than filtering (copying) every add with its stats (`_non_null_rows`).
+    """
     p, m = state.protocol, state.metadata
     files = state.files
     n_txn, n_dom = len(state.txns), len(state.domains)
