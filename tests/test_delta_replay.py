@@ -247,3 +247,23 @@ def test_v2_spec_classic_checkpoint_refused(table_path):
     pq.write_table(t, os.path.join(log.log_dir, f"{1:020d}.checkpoint.parquet"))
     with pytest.raises(UnsupportedFeatureError, match="v2Checkpoint"):
         DeltaLog.for_path(table_path).snapshot()
+
+
+def test_reconcile_keeps_untouched_base_without_copy():
+    from use.delta.replay import reconcile
+
+    (a,) = parse_commits([(1, "1.json", COMMIT_A.encode())], ["d"])
+    base_files, base_tombs = reconcile(a.adds.slice(0, 0), a.removes, [a])
+    assert base_files.num_rows == 3
+    # Blind appends of new paths leave the base tables as they are (same objects: nothing copied).
+    new = parse_commit(2, "2.json", line("add", {"path": "n.parquet", "partitionValues": {"d": "z"}, "size": 1,
+                                                 "modificationTime": 1, "dataChange": True}).encode())
+    files, _ = reconcile(base_files, base_tombs, [new])
+    assert files.num_rows == 4 and files.slice(0, 3).to_pylist() == base_files.to_pylist()
+    addresses = {b.address for c in files.column("stats").chunks for b in c.buffers() if b is not None}
+    assert {b.address for c in base_files.column("stats").chunks for b in c.buffers() if b is not None} <= addresses
+    # A commit that touches base paths drops exactly those rows (and re-adds, newest wins).
+    (b,) = parse_commits([(3, "3.json", COMMIT_B.encode())], ["d"])
+    files, tombs = reconcile(base_files, base_tombs, [b])
+    assert sorted(files.column("path").to_pylist()) == ["c%20x.parquet", "d=__HIVE_DEFAULT_PARTITION__/b.parquet", "e.parquet"]
+    assert sorted(tombs.column("path").to_pylist()) == ["d=2024-01-01/a.parquet", "old.parquet"]

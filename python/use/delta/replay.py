@@ -646,6 +646,17 @@ def _latest_per_path(adds: pa.Table, removes: pa.Table) -> tuple[pa.Table, pa.Ta
     return adds, removes
 
 
+def _without_paths(table: pa.Table, paths: pa.Array) -> pa.Table:
+    """`table` minus the rows whose path is in `paths`; the table itself (no copy of every row and
+    its stats) when none is, as with blind appends of new files."""
+    if table.num_rows == 0:
+        return table
+    hit = pc.is_in(table.column("path"), value_set=paths)
+    if not pc.any(hit).as_py():
+        return table
+    return table.filter(pc.invert(hit))
+
+
 def reconcile(
     base_files: pa.Table,
     base_tombstones: pa.Table,
@@ -674,10 +685,8 @@ def reconcile(
     touched = pa.concat_arrays(
         [tail_adds.column("path").combine_chunks().cast(pa.string()), tail_rems.column("path").combine_chunks().cast(pa.string())]
     )
-    if base_files.num_rows:
-        base_files = base_files.filter(pc.invert(pc.is_in(base_files.column("path"), value_set=touched)))
-    if base_tombstones.num_rows:
-        base_tombstones = base_tombstones.filter(pc.invert(pc.is_in(base_tombstones.column("path"), value_set=touched)))
+    base_files = _without_paths(base_files, touched)
+    base_tombstones = _without_paths(base_tombstones, touched)
     files = pa.concat_tables([base_files, tail_adds.drop_columns(["__seq"])])
     tombstones = pa.concat_tables([base_tombstones, tail_rems.drop_columns(["__seq"])])
     return files, tombstones
