@@ -13,7 +13,7 @@ chain, default `bytes-per-iter`) and prints, per iteration: blocks per file, blo
    as many delta-rs appends, against `read.parquet(files).coalesce(1).write.parquet`.
 
 Usage: .venv/bin/python benchmarks/convergence.py [--appends 100] [--rows-per-append 1000]
-       [--cube-size 2000] [--keep DIR]
+       [--cube-size 2000] [--bytes-per-iter B] [--repeat 2] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -157,6 +157,8 @@ def main() -> None:
     ap.add_argument("--appends", type=int, default=100)
     ap.add_argument("--rows-per-append", type=int, default=1000)
     ap.add_argument("--cube-size", type=int, default=2000)
+    ap.add_argument("--bytes-per-iter", type=int, default=None,
+                    help="use.optimization.bytes-per-iter (also the task IO limit); default: the table's (1 GB)")
     ap.add_argument("--repeat", type=int, default=2, help="repetitions of the throughput measurement")
     ap.add_argument("--keep", default=None, help="directory to keep the tables in (default: a temp dir, removed)")
     args = ap.parse_args()
@@ -205,7 +207,7 @@ def main() -> None:
             print(f"  iteration {m.iteration}: {m.kind} {m.files_in}->{m.files_out} files, {m.time_ms} ms", flush=True)
 
         t0 = time.perf_counter()
-        result = optimize_path(spark, appended, on_iteration=on_iteration)
+        result = optimize_path(spark, appended, bytes_per_iter=args.bytes_per_iter, on_iteration=on_iteration)
         opt_s = time.perf_counter() - t0
         after = layout(spark, appended)
         body.append(["one-go", "-", "-", "-", "-", ref["files"], ref["blocks_per_file"], ref["blocks_per_cube"],

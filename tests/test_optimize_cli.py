@@ -56,3 +56,17 @@ def test_missing_table_is_a_one_line_error(spark, tmp_path, capsys) -> None:
     assert main(["optimize", "--table-location", str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no table at" in err[0]
+
+
+def test_seed_flags_rewrite_one_revision_once(spark, tmp_path, capsys) -> None:
+    """The seed's CubeDefragmentation CLI flags: the whole revision is rewritten, once."""
+    from optimize_support import fragmented_qbeast, table_rows
+
+    path = fragmented_qbeast(spark, str(tmp_path / "t"))
+    rows = table_rows(spark, path)
+    argv = ["optimize", "--table-location", path, "--revision-id", "1", "--bytes-per-iter", "5000000", "--revision-rewrite"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "LeveledCompactionSelection/compact revision 1: 3 files" in out
+    assert out.strip().splitlines()[-1].startswith("done: 1 of 1 tasks committed, 3 files")
+    assert table_rows(spark, path) == rows
