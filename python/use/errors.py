@@ -126,3 +126,7 @@ class OptimizationStoppedError(UseError):
 
 class TableConstraintError(UseError, ValueError):
     """A commit would break a rule the table declares (e.g. `delta.appendOnly=true` forbids removing data)."""
+
+
+class RowCountMismatchError(UseError):
+    """A merge task's rewrite produced a different number of rows than it read; it was not committed."""

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from use.delta.actions import AddFile, Metadata, add_files_table, paths_in, remove_actions
-from use.errors import ConcurrentModificationError, InvalidArgumentError, UseError
+from use.errors import ConcurrentModificationError, InvalidArgumentError, RowCountMismatchError
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -53,10 +53,6 @@ ABANDONED = "abandoned"
 OPERATION = "OPTIMIZE"
 #: Prefix of the files a bin-packing task writes, so an interrupted task's files can be found again.
 BINPACK_PREFIX = "part-useopt-"
-
-
-class RowCountMismatchError(UseError):
-    """A rewrite produced a different number of rows than it read; it is never committed."""
 
 
 @dataclass(frozen=True)
