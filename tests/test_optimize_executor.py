@@ -21,6 +21,7 @@ from optimize_support import (
     staging_qbeast,
     table_rows,
 )
+from use import DeltaTable
 from use.delta import DeltaLog
 from use.optimize.events import EVENT_TAG, OptimizationEvent
 from use.optimize.executor import COMMITTED, run_task
@@ -162,3 +163,20 @@ def test_a_merge_task_commits_against_the_snapshot_it_was_planned_on(spark, tmp_
     assert deltars_rows(path) == expected
     live = set(log.snapshot().files.column("path").to_pylist())
     assert not (set(task.paths) & live)
+
+
+def test_a_rewrite_that_loses_rows_is_never_committed(spark, tmp_path, monkeypatch) -> None:
+    from use.errors import RowCountMismatchError
+    from use.optimize import executor
+
+    path = plain_delta(str(tmp_path / "t"))
+    before = directory_state(path)
+    real_rewrite = executor._rewrite
+
+    def lossy_rewrite(spark, df, qsnap, task, config):  # a bug that drops a row while rewriting
+        return real_rewrite(spark, df.filter("id % 2 = 0"), qsnap, task, config)
+
+    monkeypatch.setattr(executor, "_rewrite", lossy_rewrite)
+    with pytest.raises(RowCountMismatchError, match="rows from"):
+        DeltaTable.for_path(spark, path).optimize()
+    assert directory_state(path) == before
