@@ -277,3 +277,35 @@ def test_bad_arguments_raise_typed_errors_and_change_nothing(spark, tmp_path) ->
             call()
     assert (directory_state(qpath), directory_state(dpath)) == before
     assert not (tmp_path / "missing").exists()
+
+
+@pytest.mark.spark
+def test_stop_while_a_task_runs_cancels_it_cleanly(spark, tmp_path, monkeypatch) -> None:
+    """A stop arriving while the task's Spark jobs run cancels them: the task is abandoned with its
+    files deleted (or, if the jobs had already finished, committed); either way the run stops and the
+    table is consistent."""
+    from optimize_support import data_files, deltars_rows, plain_delta
+
+    from use.delta import DeltaLog
+    from use.optimize import executor
+    from use.optimize.loop import optimize_path
+
+    path = plain_delta(str(tmp_path / "t"))
+    rows = deltars_rows(path)
+    on_disk = data_files(path)
+    stop = StopToken()
+    real_rewrite = executor._rewrite
+
+    def rewrite_with_stop(*args, **kwargs):
+        stop.request_stop()  # the service asks to stop just as the rewrite's jobs start
+        return real_rewrite(*args, **kwargs)
+
+    monkeypatch.setattr(executor, "_rewrite", rewrite_with_stop)
+    result = optimize_path(spark, path, stop=stop)
+    assert result.outcome == STOPPED and len(result) == 1
+    m = result.iterations[0]
+    assert (m.status, m.error) in ((ABANDONED, "StopRequested"), (COMMITTED, None))
+    assert deltars_rows(path) == rows
+    live = set(DeltaLog.for_path(path).snapshot().files.column("path").to_pylist())
+    assert data_files(path) == on_disk | live  # nothing written that is not committed
+    assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None  # job properties restored

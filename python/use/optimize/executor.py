@@ -22,6 +22,7 @@ import glob
 import json
 import logging
 import os
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, fields
@@ -343,6 +344,46 @@ def _output_blocks(qsnap: QbeastSnapshot, out_files: pa.Table, metadata: Metadat
     return block_table(out_files, revisions)
 
 
+class _StopWatcher:
+    """Cancels the task's Spark jobs when a stop is requested while they run.
+
+    The task's jobs run in their own job group; a daemon thread waits on the stop event and cancels
+    that group, so a long rewrite does not hold up a service that is shutting down. The rewrite then
+    fails, its written files are deleted, and the task counts as abandoned (nothing committed).
+    """
+
+    def __init__(self, sc: Any, group: str, stop: Any) -> None:
+        self._sc = sc
+        self._group = group
+        self._event: threading.Event | None = stop if isinstance(stop, threading.Event) else getattr(stop, "event", None)
+        self._done = threading.Event()
+        self.cancelled = False
+        self._thread: threading.Thread | None = None
+        if self._event is not None:
+            self._thread = threading.Thread(target=self._watch, name=f"use-optimize-stop-{group}", daemon=True)
+            self._thread.start()
+
+    def _watch(self) -> None:
+        assert self._event is not None
+        while not self._done.is_set():
+            if self._event.wait(timeout=0.1):
+                break
+        # Cancelling reaches only the group's running jobs, so keep cancelling until the task ends:
+        # a job submitted just after a cancel must not slip through.
+        while not self._done.is_set():
+            self.cancelled = True
+            self._sc.cancelJobGroup(self._group)
+            self._done.wait(timeout=0.05)
+
+    def close(self) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+_JOB_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+
+
 def run_task(
     spark: SparkSession,
     log: DeltaLog,
@@ -352,11 +393,14 @@ def run_task(
     config: OptimizationConfig,
     *,
     optimization_name: str | None = None,
+    stop: Any = None,
 ) -> IterationMetrics:
     """Run one merge task planned on `snapshot` and commit it; ABANDONED metrics on a lost conflict.
 
     Any exception other than a concurrent-modification conflict propagates after the task's written
-    files are deleted; the table is then exactly as before.
+    files are deleted; the table is then exactly as before. `stop` (a `threading.Event` or a
+    `StopToken`) set while the task's Spark jobs run cancels them: the task is abandoned cleanly
+    (error "StopRequested"). A stop arriving after the rewrite lets the task commit.
     """
     from use.delta.transaction import Transaction
     from use.optimize import events
@@ -393,8 +437,10 @@ def run_task(
         )  # fmt: skip
 
     sc = spark.sparkContext
-    previous_description = sc.getLocalProperty("spark.job.description")
-    sc.setJobDescription(f"USE optimize: {task.kind} {task.num_files} files of {root} ({task.strategy})")
+    previous = {k: sc.getLocalProperty(k) for k in _JOB_PROPERTIES}
+    group = f"use-optimize-{uuid.uuid4().hex}"
+    sc.setJobGroup(group, f"USE optimize: {task.kind} {task.num_files} files of {root} ({task.strategy})")
+    watcher = _StopWatcher(sc, group, stop)
     try:
         df = scan(spark, qsnap, [absolute_path(root, p) for p in in_files.column("path").to_pylist()])
         result = _rewrite(spark, df, qsnap, task, config)
@@ -444,7 +490,13 @@ def run_task(
         return metrics(ABANDONED, version=None, out_files=None, out_blocks=None, rows=0, error=type(exc).__name__)
     except BaseException:
         delete_written(root, written)
+        watcher.close()
+        if watcher.cancelled:
+            _log.info("merge task on %s abandoned: a stop was requested while it ran", root)
+            return metrics(ABANDONED, version=None, out_files=None, out_blocks=None, rows=0, error="StopRequested")
         raise
     finally:
-        sc.setJobDescription(previous_description)  # type: ignore[arg-type]
+        watcher.close()
+        for key, value in previous.items():
+            sc.setLocalProperty(key, value)  # type: ignore[arg-type]
     return metrics(COMMITTED, version=version, out_files=out_files, out_blocks=out_blocks, rows=rows_out)

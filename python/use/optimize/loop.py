@@ -371,7 +371,7 @@ def optimize_path(
 
     def execute_fn(task: MergeTask, state: tuple[Any, Any]) -> IterationMetrics:
         snap, qsnap = state
-        return run_task(spark, log, snap, qsnap, task, config)
+        return run_task(spark, log, snap, qsnap, task, config, stop=stop)
 
     return run_loop(
         snapshot_fn=snapshot_fn,
