@@ -6,8 +6,9 @@ again (or not) from the new state. The loop ends when the planner selects nothin
 `max_iterations` tasks have run, when a stop is requested, or when a task made no progress (a guard
 against a strategy that keeps selecting work it cannot improve).
 
-A stop request is cooperative: it is checked between tasks, so the running task always finishes
-cleanly (committed, or abandoned with its written files deleted) and the table is never left half
+A stop request is checked between tasks, and a stop arriving while a task's Spark jobs run cancels
+them (`use.optimize.executor.run_task`): the running task always ends cleanly (committed, or
+abandoned with its written files deleted), the run returns, and the table is never left half
 optimized. The loop core (`run_loop`) takes the snapshot/plan/execute steps as callables; `optimize`
 wires them to the real Delta log, planner and Spark executor.
 """
