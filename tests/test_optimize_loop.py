@@ -309,3 +309,10 @@ def test_stop_while_a_task_runs_cancels_it_cleanly(spark, tmp_path, monkeypatch)
     live = set(DeltaLog.for_path(path).snapshot().files.column("path").to_pylist())
     assert data_files(path) == on_disk | live  # nothing written that is not committed
     assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None  # job properties restored
+
+
+def test_result_as_an_arrow_table() -> None:
+    table = _Table([_Task("a", 1.0), _Task("b", 2.0)])
+    rows = run_loop(**_steps(table)).to_table()
+    assert rows.num_rows == 2 and rows.column("reason").to_pylist() == ["b", "a"]
+    assert rows.schema.field("version").type == "int64" and rows.column("error").null_count == 2

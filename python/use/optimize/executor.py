@@ -104,6 +104,13 @@ class IterationMetrics:
         return tuple(f.name for f in fields(cls))
 
 
+_ARROW_TYPES = {"str": pa.string(), "str | None": pa.string(), "int": pa.int64(), "int | None": pa.int64(),
+                "float": pa.float64()}  # fmt: skip
+
+#: `IterationMetrics` as Arrow columns (one row per iteration: `OptimizeResult.to_table()`).
+ITERATION_METRICS_SCHEMA = pa.schema([(f.name, _ARROW_TYPES[str(f.type)]) for f in fields(IterationMetrics)])
+
+
 # --- helpers over metadata (Arrow, no per-file Python objects beyond one commit's worth) ----------------
 
 

@@ -126,6 +126,15 @@ class OptimizeResult:
     def versions(self) -> tuple[int, ...]:
         return tuple(m.version for m in self.iterations if m.version is not None)
 
+    def to_table(self) -> Any:
+        """One row per iteration (`ITERATION_METRICS_SCHEMA`), e.g. the result rows of a SQL
+        `CALL ... optimize(...)`; a `pyarrow.Table`."""
+        import pyarrow as pa
+
+        from use.optimize.executor import ITERATION_METRICS_SCHEMA
+
+        return pa.Table.from_pylist([m.to_dict() for m in self.iterations], schema=ITERATION_METRICS_SCHEMA)
+
     def totals(self) -> dict[str, int]:
         """Sums over committed iterations (abandoned ones changed nothing)."""
         done = self.committed
