@@ -65,3 +65,24 @@ def test_unpartitioned_table_and_a_target_file_size(spark, tmp_path) -> None:
     assert table.snapshot().num_files == 2
     assert deltars_rows(path) == rows
     assert table.optimizations().count() == 1
+
+
+def test_cluster_key_overlap_rewrites_into_non_overlapping_sorted_files(spark, tmp_path) -> None:
+    import pyarrow.parquet as pq
+
+    from use.qbeast.reader import absolute_path
+
+    path = plain_delta(str(tmp_path / "t"), appends=4, partitioned=False)  # every file spans all of x
+    table = DeltaTable.for_path(spark, path)
+    rows = deltars_rows(path)
+    total = sum(table.snapshot().files.column("size").to_pylist())
+    result = table.optimize(strategy="ClusterKeyOverlap", overlap_cluster_key="x", max_file_size=total // 2 + 1)
+    assert result.outcome == CONVERGED and len(result.committed) == 1 and result.committed[0].files_out == 2
+    assert deltars_rows(path) == rows
+    ranges = []
+    for p in table.snapshot().files.column("path").to_pylist():
+        xs = pq.read_table(absolute_path(path, p), columns=["x"]).column("x").to_pylist()
+        assert xs == sorted(xs)
+        ranges.append((xs[0], xs[-1]))
+    (lo1, hi1), (lo2, hi2) = sorted(ranges)
+    assert hi1 < lo2  # disjoint key ranges: overlap depth 1

@@ -246,7 +246,9 @@ def _binpack(
     spark: SparkSession, df: DataFrame, qsnap: QbeastSnapshot, task: MergeTask, config: OptimizationConfig
 ) -> Rewrite:
     """Delta bin packing: repartition to the number of files the bin needs, write each partition with
-    `write_data_file` inside `mapInArrow` (plain Delta files, partition values kept)."""
+    `write_data_file` inside `mapInArrow` (plain Delta files, partition values kept). With
+    `sort_columns` (cluster-key overlap) the rows are range-partitioned and sorted by the key, so the
+    output files do not overlap on it."""
     from use.delta.datafile import partition_directory, write_data_file
     from use.delta.stats import StatsConfig
     from use.optimize.strategies._common import output_files
@@ -258,7 +260,13 @@ def _binpack(
     if part:
         df = df.drop(*part)  # not stored in the files; the AddFile carries them
     n = min(output_files(task.bytes, config.max_file_size), task.num_files)
-    out = df.coalesce(1) if n == 1 else df.repartition(n)
+    if n == 1:
+        out = df.coalesce(1)
+    elif task.sort_columns:
+        # Clustering rewrite: each output file gets its own key range, or the outputs would overlap again.
+        out = df.repartitionByRange(n, *task.sort_columns)
+    else:
+        out = df.repartition(n)
     if task.sort_columns:
         out = out.sortWithinPartitions(*task.sort_columns)
     stats = StatsConfig.from_configuration(qsnap.configuration)
