@@ -31,12 +31,21 @@ def test_missing_parent_skips_cube() -> None:
     assert set(w) == {""}
 
 
-def test_fixed_inner_weights_are_kept() -> None:
+def test_existing_inner_weights_only_go_down() -> None:
     domains = {"": 50_000.0, "A": 20_000.0}
-    w = estimate_cube_weights(domains, 1000, 2, fixed_weights={"": -2_000_000_000, "Q": MAX_WEIGHT})
-    assert w[""] == -2_000_000_000
-    assert w["A"] == weight_from_fraction(fraction(-2_000_000_000) + 1000 / 20_000)
+    # The existing root weight is below the re-estimate: it is kept (weights never rise).
+    low = weight_from_fraction(0.01)  # below the re-estimate 1000 / 50_000 = 0.02
+    w = estimate_cube_weights(domains, 1000, 2, fixed_weights={"": low, "Q": MAX_WEIGHT})
+    assert w[""] == low
+    assert w["A"] == weight_from_fraction(fraction(low) + 1000 / 20_000)
     assert "Q" not in w  # an existing leaf is not fixed; it has no domain here
+    # The existing root weight is above the re-estimate from the grown domain: it is lowered, so
+    # the root keeps holding about the desired size.
+    w = estimate_cube_weights(domains, 1000, 2, fixed_weights={"": 0})
+    assert w[""] == weight_from_fraction(1000 / 50_000) and w[""] < 0
+    # An existing inner cube with no domain to re-estimate from keeps its weight.
+    w = estimate_cube_weights({"": 50_000.0}, 1000, 2, fixed_weights={"": weight_from_fraction(0.02), "g": 5})
+    assert w["g"] == 5
 
 
 def test_merge_domains_sums() -> None:

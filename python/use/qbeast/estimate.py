@@ -10,10 +10,13 @@ row in its cube with the estimated weights (§3.4), vectorized over a batch.
 Cubes are few (about rows / desiredCubeSize), so plain dicts keyed by cube string are the right
 shape; no per-row work happens here.
 
-Deliberate difference from upstream: cubes that are *inner* in the existing index keep their
-maxWeight. The domain builder already treats them as fixed (they accept only lighter rows), the
-index status takes the minimum maxWeight over a cube's blocks, and keeping them fixed means an
-append never changes what the existing files of those cubes mean.
+Appends re-estimate the cubes of the existing index from their grown domains, as upstream does, so
+a cube keeps holding about `desiredCubeSize` rows however much data arrives: its new maxWeight is
+`min(existing, estimate)`. It never rises, so the rows already written in the cube's older blocks
+stay valid; those with a weight above the lowered maxWeight become offsets that the optimizer's
+compaction moves down to the children (the index status takes the minimum over a cube's blocks).
+Keeping existing weights fixed instead would make the root and every inner cube grow with each
+append and leave the optimizer nothing it could repair.
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ def estimate_cube_weights(
 ) -> dict[str, int]:
     """Top-down maxWeight per cube: `nw = nw(parent) + desired / domain`, or a leaf when the domain
     fits in one cube. Children of leaves and of cubes without a weight get no weight (rows stop
-    above them). `fixed_weights` are the existing inner cubes, which keep theirs.
+    above them). `fixed_weights` are the existing inner cubes: their weight may only go down, and
+    one with no domain to re-estimate from keeps its weight.
     """
     if desired_cube_size < 1:
         raise InvalidArgumentError(f"desired_cube_size must be a positive int, got {desired_cube_size}")
@@ -71,7 +75,7 @@ def estimate_cube_weights(
     nws: dict[str, float] = {}
     for depth in sorted(by_depth):
         for cube in sorted(by_depth[depth]):
-            if cube in fixed:
+            if cube in fixed and cube not in domains:
                 nws[cube] = fraction(fixed[cube])
                 continue
             parent = parent_string(cube, spl)
@@ -87,7 +91,10 @@ def estimate_cube_weights(
                 nws[cube] = 1.0
             else:
                 nws[cube] = pw + desired_cube_size / float(int(domain))
-    return {c: (fixed[c] if c in fixed else normalized_weight_to_weight(nw)) for c, nw in nws.items()}
+            if cube in fixed:
+                nws[cube] = min(nws[cube], fraction(fixed[cube]))
+    weights = {c: normalized_weight_to_weight(nw) for c, nw in nws.items()}
+    return {c: (min(w, fixed[c]) if c in fixed else w) for c, w in weights.items()}
 
 
 def estimate_block_sizes(
