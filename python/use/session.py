@@ -32,7 +32,12 @@ def spark_session(app_name: str = "use", master: str | None = None, conf: Mappin
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("USE_SPARK_MASTER", "local[*]"))
+    master = master or os.environ.get("USE_SPARK_MASTER", "local[*]")
+    if master.startswith("local"):
+        # A local session talks only to itself; binding to loopback also avoids Spark's warning
+        # about the host name resolving to a loopback address.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

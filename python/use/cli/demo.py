@@ -79,17 +79,20 @@ def _qbeast_part(path: Path, rows: int) -> None:
     df = spark.range(rows).select(
         (F.rand(1) * 1000).alias("x"), (F.rand(2) * 1000).alias("y"), F.col("id").cast("string").alias("payload")
     )
+    # The column stats pre-size the index space, so every append lands in the same revision.
+    space = {"x_min": 0.0, "x_max": 1000.0, "y_min": 0.0, "y_max": 1000.0}
     started = time.monotonic()
     for part in range(4):  # four appends leave fragmented cubes for the optimizer
-        QbeastTable.write(df.where(F.col("payload").cast("long") % 4 == part), str(path), ["x", "y"], cube_size=5_000)
+        part_df = df.where(F.col("payload").cast("long") % 4 == part)
+        QbeastTable.write(part_df, str(path), ["x", "y"], cube_size=5_000, column_stats=space)
     print(f"\n== Qbeast table {path}: 4 appends of {rows // 4} rows in {time.monotonic() - started:.1f}s")
     table = QbeastTable.for_path(spark, str(path))
     print(table.index_metrics()[table.latest_revision_id])
     sample = table.read(sample=0.1)
     print(f"sample(0.1): {sample.count()} rows of {rows}")
-    metrics = table.optimize(max_iterations=5)
-    print(f"optimize: {len(metrics)} iterations")
-    for m in metrics:
+    result = table.optimize(max_iterations=20)
+    print(f"\n== optimize: {len(result.iterations)} iterations, outcome {result.outcome}")
+    for m in result.iterations:
         print(f"  {m}")
     print(table.index_metrics()[table.latest_revision_id])
     table.optimizations().select("optimization_name", "revision_id", "process_time_ms").show(truncate=False)

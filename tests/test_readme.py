@@ -1,0 +1,26 @@
+"""The README documents what the code accepts: its configuration table is the code's own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from use.cli import build_parser
+from use.optimize.config import CONFIG_KEYS_MARKDOWN
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def test_readme_opens_with_the_two_commands() -> None:
+    block = README.split("```")[1]
+    assert "make run" in block and "make test" in block
+
+
+def test_configuration_table_matches_the_parser() -> None:
+    assert CONFIG_KEYS_MARKDOWN.strip() in README
+
+
+def test_every_cli_subcommand_is_documented() -> None:
+    parser = build_parser()
+    subcommands = next(a for a in parser._actions if a.dest == "command").choices
+    for name in subcommands:
+        assert f"use {name}" in README, name
