@@ -342,7 +342,11 @@ def _rewrite(
         res = writer.index_into_revision(spark, df, qsnap, data_change=False)
         return Rewrite(tuple(res.adds), res.metadata, int(res.revision_id))
     if task.kind == "compact":
-        adds = writer.rewrite_with_existing_weights(spark, df, qsnap, task.revision_id, data_change=False)
+        # A configured sampling fraction keeps every compaction sample-friendly (sampled and
+        # non-sampled cubes in separate files), so no strategy re-mixes what another separated.
+        adds = writer.rewrite_with_existing_weights(
+            spark, df, qsnap, task.revision_id, data_change=False, sampling_fraction=config.sampling_fraction
+        )
         return Rewrite(tuple(adds), None, task.revision_id)
     raise InvalidArgumentError(f"unknown merge task kind {task.kind!r}")  # MergeTask validates; defensive
 
@@ -419,7 +423,7 @@ def run_task(
     """
     from use.delta.transaction import Transaction
     from use.optimize import events
-    from use.qbeast.reader import absolute_path, scan
+    from use.qbeast.reader import scan
 
     started = _now_ms()
     t0 = time.monotonic()
@@ -457,7 +461,7 @@ def run_task(
     sc.setJobGroup(group, f"USE optimize: {task.kind} {task.num_files} files of {root} ({task.strategy})")
     watcher = _StopWatcher(sc, group, stop)
     try:
-        df = scan(spark, qsnap, [absolute_path(root, p) for p in in_files.column("path").to_pylist()])
+        df = scan(spark, qsnap, in_files)
         result = _rewrite(spark, df, qsnap, task, config)
         written = result.adds
         out_files = add_files_table(list(result.adds))

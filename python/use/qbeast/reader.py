@@ -17,6 +17,7 @@ literals we prune with are the ones Spark compares with. Anything we do not unde
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import decimal as _decimal
 import urllib.parse
 from dataclasses import dataclass
@@ -340,12 +341,40 @@ def _glob_escape(path: str) -> str:
     return "".join(out)
 
 
-def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", paths: tuple[str, ...] | list[str]) -> "DataFrame":
-    """Spark's parquet reader over exactly these files, with the table schema."""
+def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "DataFrame":
+    """Spark's parquet reader over exactly these files (rows of `qsnap.files`), with the table schema.
+
+    Partition columns are not stored in the data files: their values come from the log's
+    `partitionValues` (as every Delta reader must take them; directory names are only a
+    convention), added as typed literals to the scan of each partition's files.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
     schema = spark_schema(qsnap)
-    if not paths:
+    if not files.num_rows:
         return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*[_glob_escape(p) for p in paths])
+    paths = [_glob_escape(absolute_path(qsnap.table_root, p)) for p in files.column("path").to_pylist()]
+    if not qsnap.partition_columns:
+        return spark.read.schema(schema).parquet(*paths)
+    parts = set(qsnap.partition_columns)
+    data_schema = StructType([f for f in schema.fields if f.name not in parts])
+    by_partition: dict[tuple[str | None, ...], list[str]] = {}
+    for path, values in zip(paths, files.column("partition_values").to_pylist()):
+        mapping = dict(values or ())
+        key = tuple(mapping.get(c) or None for c in qsnap.partition_columns)  # "" is null, as in Delta
+        by_partition.setdefault(key, []).append(path)
+    frames = [
+        spark.read.schema(data_schema)
+        .parquet(*group)
+        .select(
+            *[F.col(f.name) for f in data_schema.fields],
+            *[F.lit(v).cast(schema[c].dataType).alias(c) for c, v in zip(qsnap.partition_columns, key)],
+        )
+        .select(*schema.names)
+        for key, group in by_partition.items()
+    ]
+    return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
 
 def apply_filters(df: "DataFrame", plan: ReadPlan, filter: FilterArg) -> "DataFrame":
@@ -375,4 +404,4 @@ def read(
     check_sample(sample)
     qsnap = load_snapshot(table) if isinstance(table, str) else table
     plan = plan_read(spark, qsnap, sample=sample, filter=filter)
-    return apply_filters(scan(spark, qsnap, plan.paths), plan, filter)
+    return apply_filters(scan(spark, qsnap, plan.files), plan, filter)

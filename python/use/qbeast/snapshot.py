@@ -39,6 +39,9 @@ class QbeastSnapshot:
     blocks: pa.Table  # use.qbeast.blocks.BLOCK_TABLE_SCHEMA
     configuration: Mapping[str, str] = field(default_factory=dict)
     schema: pa.Schema = field(default_factory=lambda: pa.schema([]))
+    # Delta partition columns (plain Delta tables only; Qbeast never partitions): their values live
+    # in the log, not in the data files, so readers must add them back from `files.partition_values`.
+    partition_columns: tuple[str, ...] = ()
 
     # --- construction --------------------------------------------------------------------------
 
@@ -59,6 +62,7 @@ class QbeastSnapshot:
             blocks=blocks,
             configuration=configuration,
             schema=snapshot.schema,
+            partition_columns=tuple(snapshot.metadata.partition_columns or ()),
         )
 
     @classmethod
