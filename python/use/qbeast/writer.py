@@ -9,9 +9,14 @@ Flow of `write` (every step a Spark job over the input, nothing collected but sm
 4. `mapInArrow` estimates cube domains per partition (`use.qbeast.domains`), the driver merges them
    with the existing index and estimates cube weights (`use.qbeast.estimate`) and rolls the cubes up
    into files (`use.qbeast.rollup`);
-5. a second `mapInArrow` assigns each row its cube and file, the rows are repartitioned by file and
-   each task writes its files with `use.delta.datafile.write_data_file`, computing exact block
-   statistics on the way and returning the `AddFile`s as rows;
+5. a second `mapInArrow` assigns each row its cube and file and packs the rows, split by file, into
+   Arrow IPC blobs; the blobs are shuffled to one write task per core (files spread evenly by
+   their estimated rows), which groups them by file in memory (spilling to local disk past
+   `spark.qbeast.index.writeBufferBytes`) and writes each file with
+   `use.delta.datafile.write_data_file`, computing exact block statistics on the way and
+   returning the `AddFile`s as rows. Full rows cross the JVM/Python boundary once and Spark never
+   serializes them row by row (measured: the shuffle of rows plus a sort by file cost about twice
+   the whole plain parquet write);
 6. the driver makes one Delta commit (after creating the table if it did not exist).
 
 File names are chosen on the driver before any task runs, so if anything fails before the commit
@@ -20,7 +25,6 @@ every file this write could have produced is known and deleted: no stray files i
 
 from __future__ import annotations
 
-import itertools
 import os
 import time
 import uuid
@@ -75,7 +79,12 @@ CUBE_COLUMN = "_qbeastCube"
 FILE_COLUMN = "_qbeastFile"
 _MODES = {"append": "Append", "overwrite": "Overwrite"}
 _BUFFER_CAPACITY_CONF = "spark.qbeast.index.cubeDomainsBufferCapacity"
+_WRITE_BUFFER_CONF = "spark.qbeast.index.writeBufferBytes"
+_DEFAULT_WRITE_BUFFER_BYTES = 512 << 20
+_ROW_GROUP_BYTES = 64 << 20
+_PACK_BYTES = 16 << 20
 
+_RESULT_DDL = "path string, size bigint, modification_time bigint, stats string, blocks string, num_rows bigint"
 _RESULT_SCHEMA = pa.schema(
     [
         ("path", pa.string()),
@@ -86,7 +95,6 @@ _RESULT_SCHEMA = pa.schema(
         ("num_rows", pa.int64()),
     ]
 )
-_RESULT_DDL = "path string, size bigint, modification_time bigint, stats string, blocks string, num_rows bigint"
 
 
 @dataclass(frozen=True)
@@ -201,6 +209,20 @@ def _buffer_capacity(spark: SparkSession) -> int:
     return value
 
 
+def _write_buffer_bytes(spark: SparkSession) -> int:
+    """Bytes of rows a write task groups in memory before it spills to local disk."""
+    raw = spark.conf.get(_WRITE_BUFFER_CONF, str(_DEFAULT_WRITE_BUFFER_BYTES))
+    try:
+        value = int(str(raw))
+    except ValueError:
+        value = 0
+    if value < 1:
+        from use.errors import ConfigError
+
+        raise ConfigError(f"{_WRITE_BUFFER_CONF} must be a positive integer (bytes), got {raw!r}")
+    return value
+
+
 def _domains_task(
     revision: Revision, gcs: int, existing_weights: Mapping[str, int], buffer_capacity: int
 ) -> Any:
@@ -266,23 +288,107 @@ def _input_domains(
     return domains.to_dict()
 
 
-def _assign_task(revision: Revision, cube_weights: Mapping[str, int], plan: RollupPlan) -> Any:
-    """Row -> cube and file, as a `mapInArrow` function (runs on executors)."""
+def _pack_task(
+    revision: Revision,
+    cube_weights: Mapping[str, int],
+    plan: RollupPlan,
+    part_keys: np.ndarray,
+    data_names: Sequence[str],
+    flush_bytes: int,
+) -> Any:
+    """Row -> cube and file, and the rows packed per file as Arrow IPC blobs (a `mapInArrow`
+    function, on the input's partitions).
+
+    The rows cross from the JVM into Python once, here, and stay Arrow until they are parquet: what
+    the shuffle moves is a few large binary values per input batch (`part`, `file`, `rows`), not
+    millions of rows that Spark would serialize one by one and convert back to Arrow for the write.
+    Rows are buffered up to `flush_bytes` so each blob holds a useful share of a file.
+    """
+    import pyarrow.ipc as ipc
+
+    weights_lookup = CubeLookup(cube_weights)
+    files_lookup = plan.file_lookup()
+    keep = [*data_names, CUBE_COLUMN, WEIGHT_COLUMN]
+
+    def pack(pending: list[pa.RecordBatch]) -> pa.RecordBatch:
+        batch = pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+        weights = batch.column(WEIGHT_COLUMN).to_numpy(zero_copy_only=False).astype(np.int32)
+        assigned = assign_cubes(revision.transform(batch), weights, weights_lookup, files_lookup)
+        files = assigned.files
+        rows = pa.RecordBatch.from_arrays(
+            [*[batch.column(c) for c in data_names], assigned.cubes, batch.column(WEIGHT_COLUMN)], names=keep
+        )
+        order = np.argsort(files, kind="stable")
+        sorted_files = files[order]
+        rows = rows.take(pa.array(order))
+        cuts = [0, *(np.flatnonzero(sorted_files[1:] != sorted_files[:-1]) + 1).tolist(), len(files)]
+        # All blobs go into one buffer, one IPC stream after another; the binary column is built
+        # on it with the stream boundaries as offsets (no copy per blob).
+        sink = pa.BufferOutputStream()
+        offsets = [0]
+        out_files = []
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            with ipc.new_stream(sink, rows.schema) as writer:
+                writer.write_batch(rows.slice(a, b - a))
+            offsets.append(sink.tell())
+            out_files.append(int(sorted_files[a]))
+        data = sink.getvalue()
+        if offsets[-1] >= 1 << 31:
+            raise InvalidArgumentError("a packed write batch exceeds 2 GiB; lower the input partition size")
+        blobs = pa.Array.from_buffers(
+            pa.binary(), len(out_files), [None, pa.py_buffer(np.array(offsets, dtype=np.int32).tobytes()), data]
+        )
+        file_ids = np.array(out_files, dtype=np.int32)
+        return pa.RecordBatch.from_arrays(
+            [pa.array(part_keys[file_ids], pa.int32()), pa.array(file_ids, pa.int32()), blobs],
+            names=["part", "file", "rows"],
+        )
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        weights_lookup = CubeLookup(cube_weights)
-        files_lookup = plan.file_lookup()
+        pending: list[pa.RecordBatch] = []
+        size = 0
         for batch in batches:
             if not batch.num_rows:
                 continue
-            weights = batch.column(WEIGHT_COLUMN).to_numpy(zero_copy_only=False).astype(np.int32)
-            assigned = assign_cubes(revision.transform(batch), weights, weights_lookup, files_lookup)
-            yield pa.RecordBatch.from_arrays(
-                [*batch.columns, assigned.cubes, pa.array(assigned.files, pa.int32())],
-                names=[*batch.schema.names, CUBE_COLUMN, FILE_COLUMN],
-            )
+            pending.append(batch)
+            size += batch.nbytes
+            if size >= flush_bytes:
+                yield pack(pending)
+                pending, size = [], 0
+        if pending:
+            yield pack(pending)
 
     return run
+
+
+def _balanced_parts(file_rows: Sequence[int], num_tasks: int) -> np.ndarray:
+    """Write task of each file: largest files first, each to the least loaded task (LPT), so the
+    few write tasks (one per core) finish together."""
+    import heapq
+
+    part = np.zeros(len(file_rows), dtype=np.int64)
+    heap = [(0, t) for t in range(num_tasks)]
+    for f in sorted(range(len(file_rows)), key=lambda i: (-int(file_rows[i]), i)):
+        load, t = heapq.heappop(heap)
+        part[f] = t
+        heapq.heappush(heap, (load + max(1, int(file_rows[f])), t))
+    return part
+
+
+def _partition_keys(num_tasks: int) -> np.ndarray:
+    """For each task t, an int whose Spark hash lands in partition t of `repartition(num_tasks, key)`
+    (`pmod(hash(key), n)`, Spark's HashPartitioning), so the shuffle puts each file where
+    `_balanced_parts` planned it."""
+    from use.qbeast.weight import spark_hash
+
+    keys = np.full(num_tasks, -1, dtype=np.int64)
+    k = 0
+    while np.any(keys < 0):
+        t = spark_hash([k], ["int"]) % num_tasks
+        if keys[t] < 0:
+            keys[t] = k
+        k += 1
+    return keys
 
 
 def _file_blocks(cubes: list[pa.Array], weights: list[pa.Array], cube_weights: Mapping[str, int]) -> tuple[str, int]:
@@ -301,56 +407,133 @@ def _file_blocks(cubes: list[pa.Array], weights: list[pa.Array], cube_weights: M
     return blocks_json(blocks), int(table.num_rows)
 
 
+class _FileGroups:
+    """A write task's rows grouped by file, in memory up to `limit` bytes, spilled beyond.
+
+    Replaces a Spark sort by file (the pieces arrive already split by file), and a task whose rows
+    outgrow `limit` spills its groups to an Arrow IPC file in a local temporary directory (one file
+    per spill, batches in file order), so memory stays bounded whatever the partition size.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._pieces: dict[int, list[pa.RecordBatch]] = {}
+        self._buffered = 0
+        self._spill_dir: str | None = None
+        self._spills: list[tuple[Any, dict[int, list[int]]]] = []
+
+    def add(self, file_index: int, batch: pa.RecordBatch) -> None:
+        if not batch.num_rows:
+            return
+        self._pieces.setdefault(file_index, []).append(batch)
+        self._buffered += batch.nbytes
+        if self._buffered > self._limit:
+            self._spill()
+
+    def _spill(self) -> None:
+        import tempfile
+
+        import pyarrow.ipc as ipc
+
+        if self._spill_dir is None:
+            self._spill_dir = tempfile.mkdtemp(prefix="qbeast-write-spill-")
+        path = os.path.join(self._spill_dir, f"{len(self._spills)}.arrow")
+        index: dict[int, list[int]] = {}
+        i = 0
+        schema = next(iter(self._pieces.values()))[0].schema
+        with pa.OSFile(path, "wb") as sink, ipc.new_file(sink, schema) as out:
+            for f in sorted(self._pieces):
+                for piece in self._pieces[f]:
+                    out.write_batch(piece)
+                    index.setdefault(f, []).append(i)
+                    i += 1
+        self._pieces.clear()
+        self._buffered = 0
+        self._spills.append((ipc.open_file(pa.memory_map(path, "r")), index))
+
+    def files(self) -> list[int]:
+        return sorted(set(self._pieces).union(*[set(index) for _, index in self._spills]))
+
+    def take(self, file_index: int) -> list[pa.RecordBatch]:
+        """The file's batches (spilled ones memory-mapped), released from the buffer."""
+        out = [reader.get_batch(i) for reader, index in self._spills for i in index.get(file_index, [])]
+        out.extend(self._pieces.pop(file_index, []))
+        return out
+
+    def close(self) -> None:
+        self._spills.clear()
+        self._pieces.clear()
+        if self._spill_dir is not None:
+            import shutil
+
+            shutil.rmtree(self._spill_dir, ignore_errors=True)
+
+
+def _chunks(batches: list[pa.RecordBatch], target_bytes: int) -> Iterator[pa.RecordBatch]:
+    """Concatenate small pieces into batches of about `target_bytes`: each batch the parquet writer
+    gets becomes a row group, and row groups of a few hundred rows compress and scan badly."""
+    group: list[pa.RecordBatch] = []
+    size = 0
+    for b in batches:
+        group.append(b)
+        size += b.nbytes
+        if size >= target_bytes:
+            yield group[0] if len(group) == 1 else pa.concat_batches(group)
+            group, size = [], 0
+    if group:
+        yield group[0] if len(group) == 1 else pa.concat_batches(group)
+
+
 def _write_task(
     table_root: str,
     names: Sequence[str],
     data_schema: pa.Schema,
     cube_weights: Mapping[str, int],
     data_change: bool,
+    buffer_bytes: int,
 ) -> Any:
-    """One parquet file per file index of the (file-sorted) partition, as a `mapInArrow` function."""
+    """One parquet file per file index of the partition, as an RDD `mapPartitions` function over
+    the `(part, file, rows)` blobs of `_pack_task`: the pieces are grouped by file in memory
+    (`_FileGroups`), then each file is written in one go. Yields one result tuple per file."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.ipc as ipc
+
         from use.delta.datafile import write_data_file
 
-        def pieces() -> Iterator[tuple[int, pa.RecordBatch]]:
-            for batch in batches:
-                n = batch.num_rows
-                if not n:
-                    continue
-                files = batch.column(FILE_COLUMN).to_numpy(zero_copy_only=False)
-                cuts = [0, *(np.flatnonzero(files[1:] != files[:-1]) + 1).tolist(), n]
-                for start, stop in zip(cuts[:-1], cuts[1:]):
-                    yield int(files[start]), batch.slice(start, stop - start)
-
+        groups = _FileGroups(buffer_bytes)
         out: dict[str, list[Any]] = {f.name: [] for f in _RESULT_SCHEMA}
-        for file_index, group in itertools.groupby(pieces(), key=lambda p: p[0]):
-            cubes: list[pa.Array] = []
-            weights: list[pa.Array] = []
-
-            def data(group: Iterable[tuple[int, pa.RecordBatch]] = group) -> Iterator[pa.RecordBatch]:
-                for _, piece in group:
-                    cubes.append(piece.column(CUBE_COLUMN))
-                    weights.append(piece.column(WEIGHT_COLUMN))
-                    yield piece.select(data_schema.names)
-
-            # A retry of a task that failed after publishing its file finds the file there; the
-            # driver never saw that attempt's metadata, so the file is replaced (speculative
-            # execution must stay off, Spark's default, for the same reason).
-            _delete_files(table_root, [names[file_index]])
-            add = write_data_file(
-                table_root, data(), schema=data_schema, file_name=names[file_index], data_change=data_change
-            )
-            blocks, num_rows = _file_blocks(cubes, weights, cube_weights)
-            for key, value in (
-                ("path", add.path),
-                ("size", add.size),
-                ("modification_time", add.modification_time),
-                ("stats", add.stats),
-                ("blocks", blocks),
-                ("num_rows", num_rows),
-            ):
-                out[key].append(value)
+        try:
+            for batch in batches:
+                files = batch.column(1).to_numpy(zero_copy_only=False)
+                blobs = batch.column(2)
+                offsets = np.frombuffer(blobs.buffers()[1], dtype=np.int32)[blobs.offset: blobs.offset + len(blobs) + 1]
+                data_buf = blobs.buffers()[2]
+                for i in range(len(blobs)):
+                    for piece in ipc.open_stream(data_buf.slice(int(offsets[i]), int(offsets[i + 1] - offsets[i]))):
+                        groups.add(int(files[i]), piece)
+            for file_index in groups.files():
+                pieces = groups.take(file_index)
+                cubes = [p.column(CUBE_COLUMN) for p in pieces]
+                weights = [p.column(WEIGHT_COLUMN) for p in pieces]
+                data = [p.select(data_schema.names) for p in pieces]
+                del pieces
+                _delete_files(table_root, [names[file_index]])
+                add = write_data_file(
+                    table_root,
+                    _chunks(data, _ROW_GROUP_BYTES),
+                    schema=data_schema,
+                    file_name=names[file_index],
+                    data_change=data_change,
+                )
+                del data
+                blocks, num_rows = _file_blocks(cubes, weights, cube_weights)
+                for key, value in zip(
+                    _RESULT_SCHEMA.names, (add.path, add.size, add.modification_time, add.stats, blocks, num_rows)
+                ):
+                    out[key].append(value)
+        finally:
+            groups.close()
         if out["path"]:
             yield pa.RecordBatch.from_pydict(out, schema=_RESULT_SCHEMA)
 
@@ -375,21 +558,25 @@ def _write_files(
     data_schema: pa.Schema,
     data_change: bool,
     names: Sequence[str],
+    sizes: Mapping[str, int],
 ) -> tuple[list[AddFile], int]:
     """Assign, repartition by file, write; returns the AddFiles (tagged) and the rows written.
 
+    `sizes` are the rows expected per cube (what the rollup grouped), used to spread the files
+    evenly over one write task per core.
+
     The caller owns `names` and deletes them if anything fails before its commit.
     """
-    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
-
-    assigned_schema = StructType(
-        [*weighted.schema.fields, StructField(CUBE_COLUMN, StringType(), False), StructField(FILE_COLUMN, IntegerType(), False)]
-    )
-    assigned = weighted.mapInArrow(_assign_task(revision, dict(cube_weights), plan), assigned_schema)
-    parallelism = max(spark.sparkContext.defaultParallelism, int(spark.conf.get("spark.sql.shuffle.partitions", "1")))
+    parallelism = max(1, spark.sparkContext.defaultParallelism)
     num_tasks = max(1, min(plan.num_files, parallelism))
-    shuffled = assigned.repartition(num_tasks, assigned[FILE_COLUMN]).sortWithinPartitions(FILE_COLUMN)
-    task = _write_task(table_root, list(names), data_schema, dict(cube_weights), data_change)
+    file_rows = [0] * plan.num_files
+    for cube, group in plan.group_of.items():
+        file_rows[plan.file_of_group[group]] += int(sizes.get(cube, 0))
+    part_keys = _partition_keys(num_tasks)[_balanced_parts(file_rows, num_tasks)].astype(np.int32)
+    pack = _pack_task(revision, dict(cube_weights), plan, part_keys, data_schema.names, _PACK_BYTES)
+    packed = weighted.mapInArrow(pack, "part int, file int, rows binary")
+    shuffled = packed.repartition(num_tasks, packed["part"])
+    task = _write_task(table_root, list(names), data_schema, dict(cube_weights), data_change, _write_buffer_bytes(spark))
     result = shuffled.mapInArrow(task, _RESULT_DDL).toArrow()
     tags_revision = str(revision.revision_id)
     adds = [
@@ -445,7 +632,9 @@ def _index(
     plan = rollup(est.block_sizes, revision.desired_cube_size, d)
     names = _file_names(plan.num_files)
     written.extend(names)
-    return _write_files(spark, weighted, revision, est.cube_weights, plan, table_root, data_schema, data_change, names)
+    return _write_files(
+        spark, weighted, revision, est.cube_weights, plan, table_root, data_schema, data_change, names, est.block_sizes
+    )
 
 
 def _existing_index(qsnap: QbeastSnapshot, revision_id: int) -> tuple[dict[str, int], dict[str, float]]:
@@ -745,7 +934,7 @@ def rewrite_with_existing_weights(
     plan = rollup(counts, revision.desired_cube_size, revision.dimension_count)
     names = _file_names(plan.num_files)
     try:
-        adds, _ = _write_files(spark, weighted, revision, cube_weights, plan, root, data_schema, data_change, names)
+        adds, _ = _write_files(spark, weighted, revision, cube_weights, plan, root, data_schema, data_change, names, counts)
     except BaseException:
         _delete_files(root, names)
         raise
