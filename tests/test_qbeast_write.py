@@ -340,3 +340,31 @@ def test_optimizer_entry_points(spark, table_path) -> None:
     assert res.revision_id == 1 and res.metadata is None
     for a in res.adds:
         os.unlink(os.path.join(table_path, a.path))
+
+
+def test_write_tasks_spill_past_their_buffer(spark, table_path) -> None:
+    """A write task whose rows outgrow spark.qbeast.index.writeBufferBytes spills them to local disk
+    and still writes every row once, blocks exact; a bad value is a typed error that writes nothing."""
+    import glob
+    import tempfile
+
+    from use.errors import ConfigError
+
+    spills = os.path.join(tempfile.gettempdir(), "qbeast-write-spill-*")
+    before = set(glob.glob(spills))
+    spark.conf.set("spark.qbeast.index.writeBufferBytes", "20000")
+    try:
+        result = write(spark, _data(spark, 6_000), table_path, ["x", "y"], cube_size=500)
+    finally:
+        spark.conf.unset("spark.qbeast.index.writeBufferBytes")
+    assert result.num_rows == 6_000
+    _check_table(spark, table_path, np.arange(6_000), ["x", "y"])
+    assert set(glob.glob(spills)) <= before  # the spill files are gone
+    state = _state(table_path)
+    spark.conf.set("spark.qbeast.index.writeBufferBytes", "lots")
+    try:
+        with pytest.raises(ConfigError, match="writeBufferBytes"):
+            write(spark, _data(spark, 100, start=6_000), table_path, ["x", "y"])
+    finally:
+        spark.conf.unset("spark.qbeast.index.writeBufferBytes")
+    assert _state(table_path) == state
