@@ -908,12 +908,19 @@ def _replace_configuration(qsnap: QbeastSnapshot, conf: dict[str, str]) -> Metad
 
 
 def rewrite_with_existing_weights(
-    spark: SparkSession, df: DataFrame, qsnap: QbeastSnapshot, revision_id: int, *, data_change: bool = False
+    spark: SparkSession,
+    df: DataFrame,
+    qsnap: QbeastSnapshot,
+    revision_id: int,
+    *,
+    data_change: bool = False,
+    sampling_fraction: float | None = None,
 ) -> list[AddFile]:
     """Optimize path (§6.2): rewrite rows of one revision with the revision's existing cube
     maxWeights, regrouping each cube's scattered blocks into few files. No weight estimation (the
     tree keeps its shape); the rollup uses the actual row count per cube. Not committed; on failure
-    the files written so far are deleted.
+    the files written so far are deleted. With `sampling_fraction` f, cubes no sample(f) reads are
+    kept out of the files it does read (sampling-aware rollup, `use.qbeast.rollup`).
     """
     if revision_id not in qsnap.revisions or revision_id == 0:
         raise InvalidArgumentError(
@@ -931,7 +938,14 @@ def rewrite_with_existing_weights(
     counts = _cube_counts(weighted, revision, cube_weights)
     if not counts:
         return []
-    plan = rollup(counts, revision.desired_cube_size, revision.dimension_count)
+    sample_weight = None
+    if sampling_fraction is not None:
+        from use.qbeast.weight import weight_from_fraction
+
+        sample_weight = int(weight_from_fraction(float(sampling_fraction)))
+    plan = rollup(
+        counts, revision.desired_cube_size, revision.dimension_count, cube_weights=cube_weights, sample_weight=sample_weight
+    )
     names = _file_names(plan.num_files)
     try:
         adds, _ = _write_files(spark, weighted, revision, cube_weights, plan, root, data_schema, data_change, names, counts)
