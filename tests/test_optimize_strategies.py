@@ -25,6 +25,7 @@ from use.optimize.strategies.overlap import max_overlap_depth
 from use.qbeast.weight import weight_from_fraction
 
 CFG = OptimizationConfig()
+W = lambda f: int(weight_from_fraction(f))  # noqa: E731
 
 
 def cfg(**kw: object) -> OptimizationConfig:
@@ -139,6 +140,71 @@ def test_revision_rewrite_selects_every_file_of_the_revision() -> None:
     assert plan.one_shot and {t.kind for t in plan.tasks} == {KIND_COMPACT}
 
 
+# --- full-cube consolidation (after the level rule) -------------------------------------------------
+
+
+def _consolidation_snapshot():
+    """desiredCubeSize 100. No level group qualifies (level 0: root 5+4 < 10, Q 8; level 1: root 91,
+    Q 95 < 100), but the root (91+5+4) and Q (95+8) are full cubes spread over several files; A (5+3)
+    is spread too but not full."""
+    files = files_table(["main", "p1", "p2", "q1", "q2"], [50, 10, 12, 40, 5], revisions=[1] * 5)
+    blocks = [
+        (0, 1, "", 0, MIN_W, W(0.5), 91),
+        (0, 1, "A", 1, W(0.5), MAX_W, 5),
+        (1, 1, "", 0, MIN_W, MAX_W, 5),
+        (1, 1, "A", 1, W(0.6), MAX_W, 3),
+        (2, 1, "", 0, MIN_W, MAX_W, 4),
+        (3, 1, "Q", 1, W(0.5), W(0.9), 95),
+        (4, 1, "Q", 1, W(0.5), MAX_W, 8),
+    ]
+    return qbeast_snapshot(files, blocks)
+
+
+def test_consolidation_takes_full_fragmented_cubes_by_depth_within_the_io_limit() -> None:
+    snap = _consolidation_snapshot()
+    plan = LeveledCompactionSelection().select(snap, CFG)
+    # root first (depth 0), then Q (depth 1) while it fits; smallest files first in the task
+    assert selected(plan) == [["q2", "p1", "p2", "q1", "main"]]
+    t = plan.tasks[0]
+    assert (t.kind, t.revision_id, t.bytes, t.strategy) == (KIND_COMPACT, 1, 117, "LeveledCompactionSelection")
+    assert t.reason.startswith("consolidation: cube '' (depth 0) is full") and "1 more" in t.reason
+    assert t.score == pytest.approx(CFG.open_file_cost * 4 / 117)
+    # Q's files do not fit next to the root's: the root alone
+    assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=72))) == [["p1", "p2", "main"]]
+    # the root's files alone exceed the limit: its smallest files, at least two
+    assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=30))) == [["p1", "p2"]]
+    assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=5))) == [["p1", "p2"]]
+    # CubeDefragmentation has the same blind spot and the same fallback
+    plan = CubeDefragmentation().select(snap, cfg(task_max_bytes=72))
+    assert selected(plan) == [["p1", "p2", "main"]] and plan.tasks[0].strategy == "CubeDefragmentation"
+
+
+def test_consolidation_never_selects_a_cube_in_one_file() -> None:
+    # after consolidating: root and Q in one file each; A still spread, but A is not full
+    files = files_table(["r", "q", "a1", "a2"], [50, 40, 1, 1], revisions=[1] * 4)
+    blocks = [
+        (0, 1, "", 0, MIN_W, W(0.5), 100),
+        (1, 1, "Q", 1, W(0.5), W(0.9), 103),
+        (2, 1, "A", 1, W(0.5), MAX_W, 5),
+        (3, 1, "A", 1, W(0.6), MAX_W, 3),
+    ]
+    assert LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), CFG) is None
+    assert CubeDefragmentation().select(qbeast_snapshot(files, blocks), CFG) is None
+
+
+def test_consolidation_ties_by_cube_id_and_level_rule_first() -> None:
+    files = files_table(["g1", "g2", "Q1", "Q2"], [1] * 4, revisions=[1] * 4)
+    blocks = [(0, 1, "g", 1, MIN_W, W(0.5), 95), (1, 1, "g", 1, MIN_W, MAX_W, 8),
+              (2, 1, "Q", 1, MIN_W, W(0.5), 95), (3, 1, "Q", 1, MIN_W, MAX_W, 8)]  # fmt: skip
+    plan = LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), cfg(task_max_bytes=2))
+    assert selected(plan) == [["Q1", "Q2"]]  # "Q" < "g"
+    # a qualifying level group wins over any consolidation
+    blocks += [(4, 1, "w", 1, MIN_W, MAX_W, 5), (5, 1, "w", 1, MIN_W, MAX_W, 5)]
+    files = files_table(["g1", "g2", "Q1", "Q2", "w1", "w2"], [1] * 6, revisions=[1] * 6)
+    plan = LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), CFG)
+    assert selected(plan) == [["w1", "w2"]] and not plan.tasks[0].reason.startswith("consolidation")
+
+
 # --- CubeDefragmentation -------------------------------------------------------------------------
 
 
@@ -206,22 +272,30 @@ def test_unindexed_needs_a_qbeast_table() -> None:
 # --- SamplingOverheadReduction -------------------------------------------------------------------
 
 
-def test_sampling_overhead_seed_examples() -> None:
-    w = lambda f: int(weight_from_fraction(f))  # noqa: E731
-    files = files_table(["offset", "mixed", "clean", "outside", "fullcube"], [100, 100, 100, 100, 100], revisions=[1] * 5)
+def _sampling_snapshot(extra_files=(), extra_blocks=()):
+    """A consistent tree (one dimension, so a cube's parent is its id minus one symbol): root "" with
+    maxWeight 0.05; children A, B, C, D of the root; AA child of A (A's maxWeight is 0.2)."""
+    names = ["root", "offset", "mixed", "clean", "outside", "fullcube", *extra_files]
+    files = files_table(names, [100] * len(names), revisions=[1] * len(names))
     blocks = [
+        (0, 1, "", 0, MIN_W, W(0.05), 100),
         # seed example 1: f=0.15, block [0.1, 0.2], cube maxWeight 0.15 (another block of the cube ends there)
-        (0, 1, "c0", 1, w(0.1), w(0.2), 100),
-        (4, 1, "c0", 1, w(0.05), w(0.15), 100),
-        # seed example 2: one file, c1 [0.1, 0.2] sampled, c2 [0.2, 0.3] not sampled
-        (1, 1, "c1", 1, w(0.1), w(0.2), 100),
-        (1, 1, "c2", 1, w(0.2), w(0.3), 100),
+        (1, 1, "B", 1, W(0.1), W(0.2), 100),
+        (5, 1, "B", 1, W(0.05), W(0.15), 100),
+        # seed example 2: one file, A [0.1, 0.2] sampled, AA [0.2, 0.3] not sampled
+        (2, 1, "A", 1, W(0.1), W(0.2), 100),
+        (2, 1, "AA", 2, W(0.2), W(0.3), 100),
         # straddles 0.15 but the cube maxWeight is the block end: nothing to remove
-        (2, 1, "c3", 1, w(0.1), w(0.2), 100),
+        (3, 1, "C", 1, W(0.1), W(0.2), 100),
         # never sampled
-        (3, 1, "c4", 1, w(0.5), MAX_W, 100),
+        (4, 1, "D", 1, W(0.5), MAX_W, 100),
+        *extra_blocks,
     ]
-    snap = qbeast_snapshot(files, blocks)
+    return qbeast_snapshot(files, blocks)
+
+
+def test_sampling_overhead_seed_examples() -> None:
+    snap = _sampling_snapshot()
     plan = SamplingOverheadReduction().select(snap, cfg(sampling_fraction=0.15))
     assert selected(plan) == [["mixed", "offset"]]  # mixed: ~75% overhead, offset: ~50%
     t = plan.tasks[0]
@@ -230,6 +304,39 @@ def test_sampling_overhead_seed_examples() -> None:
     # bytes-per-iter per round: only the file with the most overhead
     plan = SamplingOverheadReduction().select(snap, cfg(sampling_fraction=0.15, bytes_per_iter=100))
     assert selected(plan) == [["mixed"]]
+
+
+def test_sampling_overhead_skips_what_no_rewrite_can_change() -> None:
+    snap = _sampling_snapshot(
+        ["unlucky", "deep", "deep2"],
+        [
+            # E's parent (the root, maxWeight 0.05) is below W(0.15): E may hold sampled rows, so the
+            # rewrite keeps E with A even though this block happens to start above W(0.15)
+            (6, 1, "A", 1, W(0.1), W(0.2), 100),
+            (6, 1, "E", 1, W(0.3), MAX_W, 100),
+            # F has offsets above its maxWeight 0.1, but they move into F's children, which the
+            # sample still reads (0.1 < W(0.15) - 1): no rewrite removes them from sampled files
+            (7, 1, "F", 1, W(0.06), W(0.2), 100),
+            (8, 1, "F", 1, W(0.05), W(0.1), 100),
+        ],
+    )
+    plan = SamplingOverheadReduction().select(snap, cfg(sampling_fraction=0.15))
+    assert selected(plan) == [["mixed", "offset"]]
+
+
+def test_sampling_overhead_selects_nothing_once_separated() -> None:
+    # The layout a sampling-aware rewrite of "mixed" and "offset" produces: AA in a file of its own,
+    # B's block cut at the cube's maxWeight (its offsets went to separable children, also apart).
+    files = files_table(["root", "sampled", "apart", "kids"], [100] * 4, revisions=[1] * 4)
+    blocks = [
+        (0, 1, "", 0, MIN_W, W(0.05), 100),
+        (1, 1, "A", 1, W(0.1), W(0.2), 100),
+        (1, 1, "B", 1, W(0.05), W(0.15), 150),
+        (2, 1, "AA", 2, W(0.2), W(0.3), 100),
+        (3, 1, "BA", 2, W(0.15), MAX_W, 25),
+        (3, 1, "Bg", 2, W(0.16), MAX_W, 25),
+    ]
+    assert SamplingOverheadReduction().select(qbeast_snapshot(files, blocks), cfg(sampling_fraction=0.15)) is None
 
 
 def test_sampling_overhead_needs_fraction() -> None:

@@ -19,6 +19,8 @@ costs its bytes plus `open_file_cost` (default 4 MiB, Spark's `openCostInBytes`)
 from __future__ import annotations
 
 from bisect import bisect_right
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Sequence
 
 import numpy as np
@@ -64,6 +66,107 @@ def file_max_block_counts(blocks: pa.Table, num_files: int, mask: np.ndarray | N
     if fi.size:
         np.maximum.at(out, fi, ec)
     return out
+
+
+@dataclass(frozen=True, eq=False)
+class RevisionBlocks:
+    """The blocks of one revision as numpy columns, with their cubes dictionary-encoded.
+
+    Per block: `file` (row in `snapshot.files`), `code` (index into `cubes`), `count`, `min_weight`,
+    `max_weight`, `depth`. Per cube (by code), derived on demand: totals, status maxWeight (the
+    smallest block maxWeight, as the index status), depth, sort rank and the parent's code. Only
+    the distinct cubes ever become Python strings.
+    """
+
+    file: np.ndarray
+    code: np.ndarray
+    count: np.ndarray
+    min_weight: np.ndarray
+    max_weight: np.ndarray
+    depth: np.ndarray
+    cubes: pa.Array
+    symbols_per_level: int
+
+    @classmethod
+    def of(cls, snapshot: Any, revision_id: int) -> "RevisionBlocks":
+        from use.qbeast.cube import symbols_per_level
+
+        blocks: pa.Table = snapshot.blocks
+        rid = np.asarray(blocks.column("revision_id").to_numpy(zero_copy_only=False), dtype=np.int64)
+        mask = rid == revision_id
+
+        def col(name: str) -> np.ndarray:
+            return np.asarray(blocks.column(name).to_numpy(zero_copy_only=False), dtype=np.int64)[mask]
+
+        cube_col = blocks.column("cube_id")
+        cube_col = cube_col.filter(pa.array(mask)) if not mask.all() else cube_col
+        if isinstance(cube_col, pa.ChunkedArray):
+            cube_col = cube_col.combine_chunks()
+        enc = pc.dictionary_encode(cube_col)
+        revision = snapshot.revisions.get(revision_id)
+        spl = symbols_per_level(revision.dimension_count) if revision is not None and revision_id > 0 else 1
+        return cls(
+            file=col("file_index"),
+            code=np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64),
+            count=col("element_count"),
+            min_weight=col("min_weight"),
+            max_weight=col("max_weight"),
+            depth=col("depth"),
+            cubes=enc.dictionary,
+            symbols_per_level=spl,
+        )
+
+    @property
+    def size(self) -> int:
+        return int(self.file.size)
+
+    @property
+    def num_cubes(self) -> int:
+        return len(self.cubes)
+
+    def cube_name(self, code: int) -> str:
+        return str(self.cubes[int(code)].as_py())
+
+    def cube_totals(self) -> np.ndarray:
+        return np.bincount(self.code, weights=self.count, minlength=self.num_cubes).astype(np.int64)
+
+    @cached_property
+    def _cube_depth(self) -> np.ndarray:
+        out = np.zeros(self.num_cubes, dtype=np.int64)
+        out[self.code] = self.depth
+        return out
+
+    def cube_depth(self) -> np.ndarray:
+        return self._cube_depth
+
+    def cube_rank(self) -> np.ndarray:
+        """Rank of each cube id string (ascending), for deterministic tie-breaking."""
+        out = np.empty(self.num_cubes, dtype=np.int64)
+        if self.num_cubes:
+            out[pc.sort_indices(self.cubes).to_numpy()] = np.arange(self.num_cubes)
+        return out
+
+    def cube_max_weight(self) -> np.ndarray:
+        """Status maxWeight per cube: the smallest maxWeight of its blocks."""
+        out = np.full(self.num_cubes, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(out, self.code, self.max_weight)
+        return out
+
+    def parent_code(self) -> np.ndarray:
+        """Code of each cube's parent among the revision's cubes; -1 for the root or an absent parent."""
+        n = self.num_cubes
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        lengths = np.asarray(pc.utf8_length(self.cubes).to_numpy(zero_copy_only=False), dtype=np.int64)
+        out = np.full(n, -1, dtype=np.int64)
+        # One slice kernel per depth: a cube's parent is its id without the last level's symbols.
+        for length in np.unique(lengths[lengths > 0]).tolist():
+            rows = np.flatnonzero(lengths == length)
+            sub = self.cubes.take(pa.array(rows, pa.int64()))
+            parents = pc.utf8_slice_codeunits(sub, 0, max(0, int(length) - self.symbols_per_level))
+            found = pc.index_in(parents, value_set=self.cubes).fill_null(-1).to_numpy(zero_copy_only=False)
+            out[rows] = np.asarray(found, dtype=np.int64)
+        return out
 
 
 def take_prefix(sizes: np.ndarray, budget: int, min_files: int = 1) -> int:

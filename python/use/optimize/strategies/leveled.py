@@ -18,6 +18,30 @@ deterministic.
 Both obey the per-task IO limit (`task-max-bytes`): within a group, files are taken smallest first
 (most files eliminated per byte) while they fit, but at least two, since merging one file with
 itself removes no fragmentation. Score: `open_file_cost * (files_in - files_out) / bytes`.
+
+Full-cube consolidation (our extension, used by both strategies only when no level group
+qualifies). The level rule cannot reach a *full* cube: a cube holding about desiredCubeSize rows
+puts its file at level floor(log10(desiredCubeSize)), and its block group there only qualifies at
+10x that, which an inner cube never reaches (its maxWeight keeps it near desiredCubeSize). So after
+many appends the root and the other inner cubes, which every sample and every query through them
+read first, stay split over a few files that the level rule leaves alone (e.g. `sample(0.01)`
+reading 4 files where a one-go write reads 1). The consolidation rule takes over there:
+
+* candidates are the cubes whose blocks total >= desiredCubeSize (inner cubes) and that are spread
+  over >= 2 files; a cube in one file is never selected, so a converged table selects nothing;
+* candidates are taken shallowest first (ties by cube id), and their files are added cube after cube
+  while the task stays within `task-max-bytes` (a file shared by several candidates is read once);
+  if the first cube's files alone exceed the limit, its smallest files are taken (at least two);
+* one task per iteration, like the level rule.
+
+Why it stays amortized: the rewrite regroups every cube of its input files into one file (the rollup
+maps a cube to exactly one output file), so each selected candidate loses at least one block and no
+cube gains a block except children receiving offset rows that move down the tree; both measures
+(blocks, and the depth still to travel by offsets) only decrease, so the rule terminates, and it only
+ever reads files that hold a block of a fragmented full cube. It lives inside the two leveled
+strategies rather than as a separate strategy in the chain because the planner's default chain
+runs `LeveledCompactionSelection` for indexed revisions, the consolidation is the completion of the
+same goal (blocks per cube), and it must only run once the seeds' level rule has nothing left.
 """
 
 from __future__ import annotations
@@ -32,6 +56,7 @@ import pyarrow.compute as pc
 from use.optimize.config import OptimizationConfig
 from use.optimize.plan import KIND_COMPACT, MergeTask, Plan
 from use.optimize.strategies._common import (
+    RevisionBlocks,
     chunks,
     file_max_block_counts,
     levels_of,
@@ -138,6 +163,64 @@ def _group_reason(groups: BlockGroups, g: int, prefix: str) -> str:
     )
 
 
+def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConfig, strategy: str) -> MergeTask | None:
+    """The full-cube consolidation rule (module docstring): None when no full cube is fragmented."""
+    revision = snapshot.revisions.get(revision_id)
+    if revision is None:
+        return None
+    rb = RevisionBlocks.of(snapshot, revision_id)
+    if rb.size == 0:
+        return None
+    nfiles = snapshot.files.num_rows
+    # distinct (cube, file) pairs: a cube's blocks per file (normally one)
+    pair = np.unique(rb.code * nfiles + rb.file)
+    p_cube, p_file = pair // nfiles, pair % nfiles
+    total = rb.cube_totals()
+    spread = np.bincount(p_cube, minlength=rb.num_cubes)
+    cand = np.flatnonzero((total >= revision.desired_cube_size) & (spread >= 2))
+    if cand.size == 0:
+        return None
+    cand = cand[np.lexsort((rb.cube_rank()[cand], rb.cube_depth()[cand]))]
+    rank = np.full(rb.num_cubes, -1, dtype=np.int64)
+    rank[cand] = np.arange(cand.size)
+    sizes_all = sizes_of(snapshot)
+    first_cube = cand[0]
+    # The first candidate alone: its files smallest first within the limit (at least two).
+    own = sort_files(snapshot, p_file[p_cube == first_cube], [("size", "ascending")])
+    k = take_prefix(sizes_all[own], config.task_limit, min_files=2)
+    if k < own.size:
+        files = own[:k]
+        ncubes = 1
+    else:
+        # Later candidates add their files (each file counted at its first candidate) while the
+        # running total stays within the limit.
+        r = rank[p_cube]
+        ok = r >= 0
+        f_rank = np.full(nfiles, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(f_rank, p_file[ok], r[ok])
+        involved = np.flatnonzero(f_rank < np.iinfo(np.int64).max)
+        added = np.bincount(f_rank[involved], weights=sizes_all[involved], minlength=cand.size)
+        ncubes = max(1, int(np.searchsorted(np.cumsum(added), config.task_limit, side="right")))
+        files = sort_files(snapshot, involved[f_rank[involved] < ncubes], [("size", "ascending")])
+    nbytes = int(sizes_all[files].sum())
+    n = int(files.size)
+    reason = (
+        f"consolidation: cube {rb.cube_name(int(first_cube))!r} (depth {int(rb.cube_depth()[first_cube])}) is full "
+        f"({int(total[first_cube])} elements >= desiredCubeSize {revision.desired_cube_size}) and spread over "
+        f"{int(spread[first_cube])} files"
+    )
+    if ncubes > 1:
+        reason += f"; with {ncubes - 1} more fragmented full cube(s)"
+    if k < own.size:
+        reason += f"; {k} of {own.size} files within task-max-bytes={config.task_limit}"
+    return MergeTask(strategy, revision_id, paths_of(snapshot, files), nbytes, n, merge_score(nbytes, n, config), reason, KIND_COMPACT)
+
+
+def _consolidation_plan(snapshot: Any, rid: int, config: OptimizationConfig, strategy: str) -> Plan | None:
+    task = consolidation_task(snapshot, rid, config, strategy)
+    return None if task is None else Plan((task,), strategy, snapshot.version)
+
+
 @register("LeveledCompactionSelection", "LeveledCompaction")
 class LeveledCompactionSelection:
     name: ClassVar[str]
@@ -152,7 +235,7 @@ class LeveledCompactionSelection:
             return revision_rewrite_plan(snapshot, config, self.name, rid)
         groups = block_groups(snapshot, rid)
         if groups.size == 0:
-            return None
+            return _consolidation_plan(snapshot, rid, config, self.name)
         order = np.lexsort((groups.cube_rank, groups.nblocks, groups.depth, groups.level))
         g = int(order[0])
         idx = sort_files(snapshot, groups.files_of(g), [("size", "ascending")])
@@ -180,7 +263,7 @@ class CubeDefragmentation:
             return revision_rewrite_plan(snapshot, config, self.name, rid)
         groups = block_groups(snapshot, rid)
         if groups.size == 0:
-            return None
+            return _consolidation_plan(snapshot, rid, config, self.name)
         lowest = int(groups.level.min())
         in_level = groups.level == lowest
         order = np.lexsort((groups.cube_rank, groups.nblocks, groups.depth, ~in_level))

@@ -2,22 +2,28 @@
 
 A `sample(f)` reads every file holding a block with `minWeight < Weight(f)` (the reader keeps blocks
 with `weightFrom <= maxWeight and weightTo > minWeight`, weightFrom = MinValue) and filters rows by
-weight. A file of the revision is an *overhead file* (continuous-optimization.txt) when
+weight. Let W = Weight(f). A cube is *separable* when its parent's maxWeight is >= W - 1: its rows lie
+in `(parent.maxWeight, maxWeight]` (§2.3), all at or above W, so no sample(f) needs them. A file of
+the revision is an *overhead file* (continuous-optimization.txt), restricted to overhead a rewrite
+can actually remove, when
 
-1. it has an optimizable block: Weight(f) falls strictly inside the block's weight range
-   (`minWeight < Weight(f) < maxWeight`) and the cube's current maxWeight (the smallest maxWeight of
-   the cube's blocks, as in the index status) is below the block's range end: the rows between the
-   cube maxWeight and the block end are offsets that a compaction moves to child cubes; or
-2. it mixes sampled and non-sampled blocks, so the sample reads the non-sampled blocks for nothing.
+1. it has an optimizable block: W falls strictly inside the block's weight range
+   (`minWeight < W < maxWeight`), the cube's current maxWeight (the smallest maxWeight of the cube's
+   blocks, as in the index status) is below the block's range end, and that maxWeight is >= W - 1:
+   the rows above it are offsets that the rewrite moves into child cubes, which are separable; or
+2. it mixes blocks the sample reads (`minWeight < W`) with blocks of separable cubes.
+
+The rewrite (`rewrite_with_existing_weights` with the sampling fraction: a sampling-aware rollup)
+puts separable cubes into files of their own, so after it neither condition holds for its output
+and the file is not selected again. What the seed's wording would also count but no rewrite with
+the existing weights can change is left alone: offsets that move into children the sample still
+reads (cube maxWeight < W - 1), and a block that happens to have no row below W although its cube
+may hold such rows (it stays in the sampled file).
 
 Overhead bytes of a file = its bytes x (1 - needed rows / rows), where a block's needed rows are its
 elementCount x the share of its weight range below Weight(f) (weights are uniform hashes). Files
 are taken by overhead ratio (highest first) up to `bytes-per-iter` per round and cut into tasks of at
 most `task-max-bytes`. Score: overhead bytes removed per byte rewritten = overhead / bytes.
-
-Known limit: condition 2 depends on how the executor rolls cubes up into files; a rewrite that rolls
-sampled and non-sampled cubes into one file again leaves the file selectable (the loop's progress
-guard ends such a run).
 """
 
 from __future__ import annotations
@@ -25,48 +31,49 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from use.errors import ConfigError
 from use.optimize.config import PREFIX, OptimizationConfig
 from use.optimize.plan import KIND_COMPACT, MergeTask, Plan
-from use.optimize.strategies._common import chunks, paths_of, revision_rewrite_plan, sizes_of, take_prefix, target_revision
+from use.optimize.strategies._common import (
+    RevisionBlocks,
+    chunks,
+    paths_of,
+    revision_rewrite_plan,
+    sizes_of,
+    take_prefix,
+    target_revision,
+)
 from use.optimize.strategies.registry import register
-from use.qbeast.weight import weight_from_fraction
+from use.qbeast.weight import MIN_WEIGHT, weight_from_fraction
 
 
 def overhead_per_file(snapshot: Any, revision_id: int, f: float) -> tuple[np.ndarray, np.ndarray]:
     """(is_overhead_file, overhead_bytes) for every row of `snapshot.files` (False/0 outside the revision)."""
     w = np.int64(weight_from_fraction(f))
-    blocks: pa.Table = snapshot.blocks
     n = snapshot.files.num_rows
-    rid = np.asarray(blocks.column("revision_id").to_numpy(zero_copy_only=False), dtype=np.int64)
-    bmask = rid == revision_id
-    fi = np.asarray(blocks.column("file_index").to_numpy(zero_copy_only=False), dtype=np.int64)[bmask]
-    lo = np.asarray(blocks.column("min_weight").to_numpy(zero_copy_only=False), dtype=np.int64)[bmask]
-    hi = np.asarray(blocks.column("max_weight").to_numpy(zero_copy_only=False), dtype=np.int64)[bmask]
-    ec = np.asarray(blocks.column("element_count").to_numpy(zero_copy_only=False), dtype=np.float64)[bmask]
-    if fi.size == 0:
+    rb = RevisionBlocks.of(snapshot, revision_id)
+    if rb.size == 0:
         return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.float64)
-    cube_col = blocks.column("cube_id")
-    cube_col = cube_col.filter(pa.array(bmask)) if not bmask.all() else cube_col
-    codes = pc.dictionary_encode(cube_col.combine_chunks() if isinstance(cube_col, pa.ChunkedArray) else cube_col)
-    code = np.asarray(codes.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    cube_max = np.full(len(codes.dictionary), np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(cube_max, code, hi)
+    fi, lo, hi, code = rb.file, rb.min_weight, rb.max_weight, rb.code
+    ec = rb.count.astype(np.float64)
+    cube_max = rb.cube_max_weight()
+    parent = rb.parent_code()
+    # The root's parent, or a parent absent from the revision, counts as MinValue: sampled.
+    parent_max = np.where(parent >= 0, cube_max[np.maximum(parent, 0)], np.int64(MIN_WEIGHT))
+    separable_cube = parent_max + 1 >= w
+    sep = separable_cube[code]
 
-    sampled = lo < w
-    optimizable = sampled & (w < hi) & (cube_max[code] < hi)
-    n_sampled = np.bincount(fi, weights=sampled, minlength=n)
-    n_blocks = np.bincount(fi, minlength=n)
+    read = lo < w
+    optimizable = read & (w < hi) & (cube_max[code] < hi) & (cube_max[code] + 1 >= w)
+    n_read = np.bincount(fi, weights=read, minlength=n)
+    n_sep = np.bincount(fi, weights=sep, minlength=n)
     n_opt = np.bincount(fi, weights=optimizable, minlength=n)
-    is_overhead = (n_opt > 0) | ((n_sampled > 0) & (n_sampled < n_blocks))
+    is_overhead = (n_opt > 0) | ((n_read > 0) & (n_sep > 0))
 
     share = np.clip((w - lo) / np.maximum(hi - lo, 1).astype(np.float64), 0.0, 1.0)
     needed = np.bincount(fi, weights=ec * share, minlength=n)
     rows = np.bincount(fi, weights=ec, minlength=n)
-    ratio = np.where((rows > 0) & (n_sampled > 0), 1.0 - needed / np.maximum(rows, 1.0), 0.0)
+    ratio = np.where((rows > 0) & (n_read > 0), 1.0 - needed / np.maximum(rows, 1.0), 0.0)
     overhead = np.where(is_overhead, ratio * sizes_of(snapshot), 0.0)
     return is_overhead, overhead
 
