@@ -1,9 +1,18 @@
 """Continuous optimization of a table built by many small appends, until nothing is selected.
 
 Builds a Qbeast table from `--appends` (>= 100) small `QbeastTable.write` appends, and the same rows
-written in one go. Then it optimizes the appended table with the optimize loop (default strategy
-chain, default `bytes-per-iter`) and prints, per iteration: blocks per file, blocks per cube, files a
-`read(sample=0.01)` and a 1% range filter would read, and bytes rewritten. Goals, side by side:
+written in one go, then optimizes it in two modes, each with the optimize loop (default strategy
+chain, default `bytes-per-iter` unless given):
+
+* after: all appends first, then optimize until nothing is selected;
+* continuous: optimize until nothing is selected after every `--every` appends (as the service does
+  on its interval), and once more after the last append.
+
+Per iteration (after) and per round (continuous) it prints blocks per file, blocks per cube, the
+files (and bytes) a `read(sample=0.01)` and a 1% range filter read, and the bytes rewritten. Then
+(sampling phase) SamplingOverheadReduction with `--sampling-fraction` runs on the converged table
+until nothing is selected, and the bytes a sample of that fraction reads are compared. Goals, side
+by side:
 
 1. the converged table reads within 1.2x the files of the one-go table (sample and range filter);
 2. total bytes rewritten <= 3x the bytes appended (write amplification of the optimization);
@@ -13,7 +22,11 @@ chain, default `bytes-per-iter`) and prints, per iteration: blocks per file, blo
    as many delta-rs appends, against `read.parquet(files).coalesce(1).write.parquet`.
 
 Usage: .venv/bin/python benchmarks/convergence.py [--appends 100] [--rows-per-append 1000]
-       [--cube-size 2000] [--bytes-per-iter B] [--repeat 2] [--keep DIR]
+       [--cube-size 2000] [--bytes-per-iter B] [--mode both|after|continuous] [--every 10]
+       [--sampling-fraction 0.01] [--repeat 2] [--no-throughput] [--keep DIR] [--cache DIR]
+
+`--cache DIR` keeps the built append-only and one-go tables there and reuses them on the next run
+with the same sizes (the continuous mode always builds its own table, appending as it goes).
 """
 
 from __future__ import annotations
@@ -43,8 +56,8 @@ def rows(spark: Any, start: int, n: int) -> Any:
     )
 
 
-def layout(spark: Any, path: str) -> dict[str, float]:
-    """Layout facts of the latest snapshot: blocks per file/cube and files read by two queries."""
+def layout(spark: Any, path: str, fraction: float = 0.01) -> dict[str, float]:
+    """Layout facts of the latest snapshot: blocks per file/cube and what two queries read."""
     import pyarrow.compute as pc
 
     from use.qbeast.reader import load_snapshot, plan_read
@@ -52,6 +65,8 @@ def layout(spark: Any, path: str) -> dict[str, float]:
     q = load_snapshot(path)
     blocks = q.blocks
     cubes = len(pc.unique(pc.binary_join_element_wise(pc.cast(blocks.column("revision_id"), "string"), blocks.column("cube_id"), "/")))
+    sample = plan_read(spark, q, sample=fraction)
+    rng = plan_read(spark, q, filter=RANGE_FILTER)
     return {
         "files": q.files.num_rows,
         "bytes": int(pc.sum(q.files.column("size")).as_py() or 0),
@@ -59,9 +74,19 @@ def layout(spark: Any, path: str) -> dict[str, float]:
         "cubes": cubes,
         "blocks_per_file": blocks.num_rows / max(1, q.files.num_rows),
         "blocks_per_cube": blocks.num_rows / max(1, cubes),
-        "sample_files": plan_read(spark, q, sample=0.01).num_files,
-        "range_files": plan_read(spark, q, filter=RANGE_FILTER).num_files,
+        "sample_files": sample.num_files,
+        "sample_bytes": sample.bytes,
+        "range_files": rng.num_files,
+        "range_bytes": rng.bytes,
     }
+
+
+LAYOUT_HEADER = ["files", "blocks/file", "blocks/cube", "sample files", "sample KiB", "range files", "range KiB"]
+
+
+def layout_cells(lay: dict[str, float]) -> list[Any]:
+    return [lay["files"], lay["blocks_per_file"], lay["blocks_per_cube"], lay["sample_files"],
+            lay["sample_bytes"] // 1024, lay["range_files"], lay["range_bytes"] // 1024]  # fmt: skip
 
 
 def fmt_table(header: list[str], body: list[list[Any]]) -> str:
@@ -152,6 +177,145 @@ def binpack_throughput(spark: Any, work: str, appends: int, n: int, repeat: int)
     return plain_best, task_best, nbytes, nfiles
 
 
+def build(spark: Any, path: str, args: argparse.Namespace, n: int, start: int = 0, count: int | None = None) -> None:
+    from use.qbeast.table import QbeastTable
+
+    for i in range(start, start + (args.appends if count is None else count)):
+        QbeastTable.write(rows(spark, i * n, n), path, ["x", "y"], cube_size=args.cube_size, column_stats=SPACE)
+
+
+def cached_tables(spark: Any, args: argparse.Namespace, work: str) -> tuple[str, str, float]:
+    """(append-only table, one-go table, build seconds): built in `work`, or copied from --cache."""
+    from use.qbeast.table import QbeastTable
+
+    n, total = args.rows_per_append, args.appends * args.rows_per_append
+    key = f"a{args.appends}-r{n}-c{args.cube_size}"
+    appended, one_go = os.path.join(work, "appended"), os.path.join(work, "one_go")
+    for p in (appended, one_go):
+        shutil.rmtree(p, ignore_errors=True)
+    cache = os.path.join(args.cache, key) if args.cache else None
+    if cache and os.path.isdir(os.path.join(cache, "appended")) and os.path.isdir(os.path.join(cache, "one_go")):
+        shutil.copytree(os.path.join(cache, "appended"), appended)
+        shutil.copytree(os.path.join(cache, "one_go"), one_go)
+        return appended, one_go, float("nan")
+    t0 = time.perf_counter()
+    build(spark, appended, args, n)
+    build_s = time.perf_counter() - t0
+    QbeastTable.write(rows(spark, 0, total), one_go, ["x", "y"], cube_size=args.cube_size, column_stats=SPACE)
+    if cache:
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.copytree(appended, os.path.join(cache, "appended"))
+        shutil.copytree(one_go, os.path.join(cache, "one_go"))
+    return appended, one_go, build_s
+
+
+def goal_rows(label: str, after: dict[str, float], ref: dict[str, float], rewritten: int, appended: int) -> list[list[Any]]:
+    return [
+        [f"{label}: sample(0.01) files, converged / one-go", after["sample_files"], ref["sample_files"],
+         after["sample_files"] / max(1, ref["sample_files"]), "<= 1.2"],
+        [f"{label}: 1% range files, converged / one-go", after["range_files"], ref["range_files"],
+         after["range_files"] / max(1, ref["range_files"]), "<= 1.2"],
+        [f"{label}: bytes rewritten / bytes appended", rewritten, appended, rewritten / max(1, appended), "<= 3"],
+    ]  # fmt: skip
+
+
+def run_after(spark: Any, args: argparse.Namespace, appended: str, ref: dict[str, float]) -> tuple[dict[str, float], int, int]:
+    """Optimize the append-only table until nothing is selected: (final layout, bytes rewritten, bytes appended)."""
+    from use.optimize.loop import optimize_path
+
+    before = layout(spark, appended)
+    header = ["iter", "strategy", "kind", "files in", "bytes rewritten", *LAYOUT_HEADER]
+    body: list[list[Any]] = [["0", "-", "-", 0, 0, *layout_cells(before)]]
+    rewritten = [0]
+
+    def on_iteration(m: Any) -> None:
+        rewritten[0] += m.bytes_in if m.committed else 0
+        lay = layout(spark, appended)
+        body.append([m.iteration, m.strategy, m.kind if m.committed else "abandoned", m.files_in, rewritten[0], *layout_cells(lay)])
+        print(f"  iteration {m.iteration}: {m.kind} {m.files_in}->{m.files_out} files, {m.time_ms} ms: {m.reason[:90]}", flush=True)
+
+    t0 = time.perf_counter()
+    result = optimize_path(spark, appended, bytes_per_iter=args.bytes_per_iter, on_iteration=on_iteration)
+    opt_s = time.perf_counter() - t0
+    after = layout(spark, appended)
+    body.append(["one-go", "-", "-", "-", "-", *layout_cells(ref)])
+    print()
+    print(fmt_table(header, body))
+    print(f"\nafter mode: {len(result.iterations)} iterations, outcome {result.outcome}, {opt_s:.0f}s")
+    return after, rewritten[0], int(before["bytes"])
+
+
+def run_continuous(spark: Any, args: argparse.Namespace, work: str, ref: dict[str, float]) -> tuple[dict[str, float], int, int]:
+    """Append, optimizing until nothing is selected after every `--every` appends and at the end:
+    (final layout, bytes rewritten, bytes appended)."""
+    from use.optimize.loop import optimize_path
+
+    path = os.path.join(work, "continuous")
+    shutil.rmtree(path, ignore_errors=True)
+    n = args.rows_per_append
+    header = ["round", "appends", "iterations", "outcome", "round rewritten", "bytes rewritten", "bytes appended",
+              *LAYOUT_HEADER]  # fmt: skip
+    body: list[list[Any]] = []
+    rewritten = appended_bytes = 0
+    done = 0
+    round_no = 0
+    t0 = time.perf_counter()
+    while done < args.appends:
+        step = min(args.every, args.appends - done)
+        before_files = _file_sizes(path) if os.path.isdir(path) else {}
+        build(spark, path, args, n, start=done, count=step)
+        after_files = _file_sizes(path)
+        appended_bytes += sum(v for k, v in after_files.items() if k not in before_files)
+        done += step
+        round_no += 1
+        result = optimize_path(spark, path, bytes_per_iter=args.bytes_per_iter)
+        got = sum(m.bytes_in for m in result.iterations if m.committed)
+        rewritten += got
+        body.append([round_no, done, len(result.iterations), result.outcome, got, rewritten, appended_bytes,
+                     *layout_cells(layout(spark, path))])  # fmt: skip
+        print(f"  round {round_no}: {done} appends, {len(result.iterations)} iterations ({result.outcome}), "
+              f"{got} bytes rewritten", flush=True)  # fmt: skip
+    cont_s = time.perf_counter() - t0
+    body.append(["one-go", "-", "-", "-", "-", "-", "-", *layout_cells(ref)])
+    print()
+    print(fmt_table(header, body))
+    print(f"\ncontinuous mode (optimize every {args.every} appends): {round_no} rounds, {cont_s:.0f}s incl. appends")
+    return layout(spark, path), rewritten, appended_bytes
+
+
+def _file_sizes(path: str) -> dict[str, int]:
+    """Live data files of a table (relative path -> size)."""
+    from use.qbeast.reader import load_snapshot
+
+    q = load_snapshot(path)
+    return dict(zip(q.files.column("path").to_pylist(), q.files.column("size").to_pylist()))
+
+
+def run_sampling(spark: Any, args: argparse.Namespace, path: str, ref: dict[str, float]) -> list[list[Any]]:
+    """SamplingOverheadReduction on a converged table until nothing is selected."""
+    from use.optimize.loop import optimize_path
+
+    f = args.sampling_fraction
+    before = layout(spark, path, f)
+    ref_f = layout(spark, os.path.dirname(path) + "/one_go", f)
+    result = optimize_path(spark, path, strategy="SamplingOverheadReduction", bytes_per_iter=args.bytes_per_iter,
+                           overrides={"sampling-fraction": str(f)})  # fmt: skip
+    after = layout(spark, path, f)
+    again = optimize_path(spark, path, dry_run=True, strategy="SamplingOverheadReduction",
+                          overrides={"sampling-fraction": str(f)})  # fmt: skip
+    rewritten = sum(m.bytes_in for m in result.iterations if m.committed)
+    print(f"\nsampling phase: SamplingOverheadReduction (f={f}): {len(result.iterations)} iterations, outcome "
+          f"{result.outcome}, {rewritten} bytes rewritten; a new plan selects {len(again.plan.tasks) if again.plan else 0} task(s)")  # fmt: skip
+    return [
+        [f"sampling: sample({f}) bytes read, before / after SamplingOverheadReduction", before["sample_bytes"],
+         after["sample_bytes"], after["sample_bytes"] / max(1, before["sample_bytes"]), "< 1"],
+        [f"sampling: sample({f}) bytes read, after / one-go", after["sample_bytes"], ref_f["sample_bytes"],
+         after["sample_bytes"] / max(1, ref_f["sample_bytes"]), "-"],
+        [f"sampling: sample({f}) files, after / one-go", after["sample_files"], ref_f["sample_files"],
+         after["sample_files"] / max(1, ref_f["sample_files"]), "-"],
+    ]  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--appends", type=int, default=100)
@@ -159,77 +323,54 @@ def main() -> None:
     ap.add_argument("--cube-size", type=int, default=2000)
     ap.add_argument("--bytes-per-iter", type=int, default=None,
                     help="use.optimization.bytes-per-iter (also the task IO limit); default: the table's (1 GB)")
+    ap.add_argument("--mode", choices=("both", "after", "continuous"), default="both")
+    ap.add_argument("--every", type=int, default=10, help="continuous mode: optimize after every N appends")
+    ap.add_argument("--sampling-fraction", type=float, default=0.01,
+                    help="sampling phase: SamplingOverheadReduction's fraction (0 to skip the phase)")
     ap.add_argument("--repeat", type=int, default=2, help="repetitions of the throughput measurement")
+    ap.add_argument("--no-throughput", action="store_true", help="skip the merge-task throughput comparison")
     ap.add_argument("--keep", default=None, help="directory to keep the tables in (default: a temp dir, removed)")
+    ap.add_argument("--cache", default=None, help="directory caching the built tables between runs")
     args = ap.parse_args()
     if args.appends < 100:
         print("note: the goals are stated for >= 100 appends", file=sys.stderr)
+    if args.every < 1:
+        ap.error("--every must be >= 1")
 
-    from use.optimize.loop import optimize_path
-    from use.qbeast.table import QbeastTable
     from use.session import spark_session
 
     spark = spark_session("use-bench-convergence", conf={"spark.sql.shuffle.partitions": "4"})
     work = args.keep or tempfile.mkdtemp(prefix="use-bench-convergence-")
     os.makedirs(work, exist_ok=True)
-    appended, one_go = os.path.join(work, "appended"), os.path.join(work, "one_go")
-    for p in (appended, one_go):
-        shutil.rmtree(p, ignore_errors=True)
     n, total = args.rows_per_append, args.appends * args.rows_per_append
+    goals: list[list[Any]] = []
     try:
-        t0 = time.perf_counter()
-        for i in range(args.appends):
-            QbeastTable.write(rows(spark, i * n, n), appended, ["x", "y"], cube_size=args.cube_size, column_stats=SPACE)
-        build_s = time.perf_counter() - t0
-        QbeastTable.write(rows(spark, 0, total), one_go, ["x", "y"], cube_size=args.cube_size, column_stats=SPACE)
-        before = layout(spark, appended)
+        appended, one_go, build_s = cached_tables(spark, args, work)
         ref = layout(spark, one_go)
-        bytes_appended = before["bytes"]
-        print(f"built {args.appends} appends of {n} rows ({total} rows, {bytes_appended} bytes) in {build_s:.0f}s; "
-              f"cube size {args.cube_size}")  # fmt: skip
-
+        print(f"{args.appends} appends of {n} rows ({total} rows), cube size {args.cube_size}, "
+              f"bytes-per-iter {args.bytes_per_iter or 'default'}; built in {build_s:.0f}s")  # fmt: skip
         pristine = os.path.join(work, "pristine")
         shutil.rmtree(pristine, ignore_errors=True)
         shutil.copytree(appended, pristine)
 
-        header = ["iter", "strategy", "kind", "files in", "bytes rewritten", "files", "blocks/file", "blocks/cube",
-                  "sample 1% files", "range 1% files"]  # fmt: skip
-        body: list[list[Any]] = [["0", "-", "-", 0, 0, before["files"], before["blocks_per_file"],
-                                  before["blocks_per_cube"], before["sample_files"], before["range_files"]]]  # fmt: skip
-        rewritten = [0]
+        if args.mode in ("both", "after"):
+            after, rewritten, appended_bytes = run_after(spark, args, appended, ref)
+            goals += goal_rows("after", after, ref, rewritten, appended_bytes)
+            if args.sampling_fraction > 0:
+                goals += run_sampling(spark, args, appended, ref)
+        if args.mode in ("both", "continuous"):
+            after, rewritten, appended_bytes = run_continuous(spark, args, work, ref)
+            goals += goal_rows(f"continuous/{args.every}", after, ref, rewritten, appended_bytes)
 
-        def on_iteration(m: Any) -> None:
-            rewritten[0] += m.bytes_in if m.committed else 0
-            lay = layout(spark, appended)
-            body.append([m.iteration, m.strategy, m.kind if m.committed else "abandoned", m.files_in, rewritten[0],
-                         lay["files"], lay["blocks_per_file"], lay["blocks_per_cube"], lay["sample_files"],
-                         lay["range_files"]])  # fmt: skip
-            print(f"  iteration {m.iteration}: {m.kind} {m.files_in}->{m.files_out} files, {m.time_ms} ms", flush=True)
-
-        t0 = time.perf_counter()
-        result = optimize_path(spark, appended, bytes_per_iter=args.bytes_per_iter, on_iteration=on_iteration)
-        opt_s = time.perf_counter() - t0
-        after = layout(spark, appended)
-        body.append(["one-go", "-", "-", "-", "-", ref["files"], ref["blocks_per_file"], ref["blocks_per_cube"],
-                     ref["sample_files"], ref["range_files"]])  # fmt: skip
-        print()
-        print(fmt_table(header, body))
-        print(f"\noptimization: {len(result.iterations)} iterations, outcome {result.outcome}, {opt_s:.0f}s")
-
-        plain_s, task_s, task_bytes, task_files = throughput(spark, pristine, work, args.repeat)
-        bp_plain_s, bp_task_s, bp_bytes, bp_files = binpack_throughput(spark, work, args.appends, n, args.repeat)
-
-        goals = [
-            ["sample(0.01) files: converged / one-go", after["sample_files"], ref["sample_files"],
-             after["sample_files"] / max(1, ref["sample_files"]), "<= 1.2"],
-            ["1% range files: converged / one-go", after["range_files"], ref["range_files"],
-             after["range_files"] / max(1, ref["range_files"]), "<= 1.2"],
-            ["bytes rewritten / bytes appended", rewritten[0], bytes_appended, rewritten[0] / max(1, bytes_appended), "<= 3"],
-            [f"merge task vs plain read+write ({task_files} files, {task_bytes} B): throughput",
-             f"{task_s:.2f}s", f"{plain_s:.2f}s", plain_s / task_s if task_s else float("nan"), ">= 0.75"],
-            [f"bin-packing task vs plain read+coalesce(1)+write ({bp_files} files, {bp_bytes} B): throughput",
-             f"{bp_task_s:.2f}s", f"{bp_plain_s:.2f}s", bp_plain_s / bp_task_s if bp_task_s else float("nan"), ">= 0.75"],
-        ]  # fmt: skip
+        if not args.no_throughput:
+            plain_s, task_s, task_bytes, task_files = throughput(spark, pristine, work, args.repeat)
+            bp_plain_s, bp_task_s, bp_bytes, bp_files = binpack_throughput(spark, work, args.appends, n, args.repeat)
+            goals += [
+                [f"merge task vs plain read+write ({task_files} files, {task_bytes} B): throughput",
+                 f"{task_s:.2f}s", f"{plain_s:.2f}s", plain_s / task_s if task_s else float("nan"), ">= 0.75"],
+                [f"bin-packing task vs plain read+coalesce(1)+write ({bp_files} files, {bp_bytes} B): throughput",
+                 f"{bp_task_s:.2f}s", f"{bp_plain_s:.2f}s", bp_plain_s / bp_task_s if bp_task_s else float("nan"), ">= 0.75"],
+            ]  # fmt: skip
         print()
         print(fmt_table(["measure", "ours", "baseline", "ratio", "goal"], goals))
     finally:
