@@ -1,20 +1,33 @@
-"""Qbeast write and read on the same generated data, side by side with plain parquet on Spark.
+"""Qbeast write and read on the same generated table, side by side with plain parquet on Spark.
 
-Measures, in one run:
-1. indexed write time (`QbeastTable.write`) vs plain `df.write.parquet` (goal: <= 1.5x);
+The table is meant to look like a real one, so bytes per row (and so scan costs) are realistic:
+`id` bigint, indexed `x`, `y`, `z` doubles in [0, 1000), `amount` double, `category` int,
+`ts` timestamp and a `payload` string of ~150 characters (two hex digests and two words), about
+200 bytes per row in memory and ~140 bytes per row as snappy parquet.
+
+Measures, in one run (every query on both sides computes the same aggregation over *all* columns,
+so Spark's column pruning cannot make the baseline read less than a real query would):
+1. indexed write time (`QbeastTable.write`) vs plain `df.write.parquet` of the same cached rows
+   (goal: <= 1.5x);
 2. `read(sample=0.01)`: bytes of the files it reads / total bytes (goal: <= 3%), and its time vs a
-   full scan with Spark's `df.sample(0.01)` over the plain parquet copy (goal: >= 10x faster);
-   both run `count` + `avg` so the work is really done;
-3. a range filter selecting 1% of the indexed space: files read / total files, and its time vs the
-   same filter over the plain parquet copy.
+   full scan of the plain copy with Spark's `df.sample(0.01)` (goal: >= 10x faster);
+3. a range filter over a box of 1% of the indexed space's volume (side 1000 * 0.01^(1/3) on x, y,
+   z): files and bytes read / total, and its time vs the same filter over the plain copy;
+4. the fixed costs of a sampled read (snapshot load, file pruning, Spark planning) on their own.
 
-Spark's fixed cost per query (planning, codegen, task scheduling: ~0.3-0.5 s on a 2-core box)
-bounds the time ratios at this data size; the bytes ratios are what grows with the data.
+Cube size. A sample of fraction f reads the files holding blocks with weights below Weight(f). The
+root cube holds the C rows of lowest weight, so for C/N >= f a 1% sample needs the root's file
+only and reads about max(f, C/N) of the bytes; for C/N < f it needs the level below as well (up to
+9 C/N with 3 dimensions). C = N/50 (2%) is therefore the deliberate default for the sampling goal.
+Range filters want the opposite (files are cube subtrees, so a smaller C means finer files and
+fewer bytes per box), so `--cube-sizes` can add a second, smaller size: each size is written and
+measured, and the table shows both side by side (default: N/50 and N/500).
 
-Usage: .venv/bin/python benchmarks/qbeast_write_read.py [--rows N] [--cube-size C] [--keep DIR]
+The time ratios carry Spark's fixed cost per query (planning, codegen, task scheduling, ~0.1-0.3 s
+on a 2-core box), which bounds them at this data size; the bytes ratios are what grows with data.
 
-A sample of fraction f reads about max(f, C/N) of the data (the root cube holds the C rows of
-lowest weight), so the default cube size is N/50; the chosen value is printed with the results.
+Usage: nice .venv/bin/python benchmarks/qbeast_write_read.py [--rows N] [--cube-sizes N/50,N/500]
+       [--keep DIR]
 """
 
 from __future__ import annotations
@@ -25,13 +38,15 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Callable
+from typing import Any, Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 
+INDEXED = ["x", "y", "z"]
 
-def timed(fn: Callable[[], object], repeat: int = 1) -> tuple[float, object]:
+
+def timed(fn: Callable[[], object], repeat: int = 1) -> tuple[float, Any]:
     best = float("inf")
     out: object = None
     for _ in range(repeat):
@@ -46,111 +61,187 @@ def dir_bytes(path: str) -> int:
     for d, _, files in os.walk(path):
         if "_delta_log" in d:
             continue
-        for f in files:
-            if f.endswith(".parquet"):
-                total += os.path.getsize(os.path.join(d, f))
+        total += sum(os.path.getsize(os.path.join(d, f)) for f in files if f.endswith(".parquet"))
     return total
+
+
+def parse_cube_size(text: str, rows: int) -> int:
+    text = text.strip()
+    if text.upper().startswith("N/"):
+        return max(1000, rows // int(text[2:]))
+    return int(text)
+
+
+def generate(spark: Any, rows: int) -> Any:
+    from pyspark.sql import functions as F
+
+    words = F.array(*[F.lit(w) for w in "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()])
+    return spark.range(rows, numPartitions=8).select(
+        F.col("id"),
+        (F.rand(1) * 1000).alias("x"),
+        (F.rand(2) * 1000).alias("y"),
+        (F.rand(3) * 1000).alias("z"),
+        F.round(F.rand(4) * 500, 2).alias("amount"),
+        (F.col("id") % 37).cast("int").alias("category"),
+        F.timestamp_seconds(F.lit(1_700_000_000) + F.col("id")).alias("ts"),
+        F.concat_ws(
+            " ",
+            F.element_at(words, (F.col("id") % 12 + 1).cast("int")),
+            F.sha2(F.col("id").cast("string"), 256),
+            F.element_at(words, (F.col("id") % 7 + 1).cast("int")),
+            F.sha1(F.col("id").cast("string")),
+        ).alias("payload"),
+    )
+
+
+def all_columns_agg() -> list[Any]:
+    from pyspark.sql import functions as F
+
+    return [
+        F.count("*").alias("n"),
+        F.avg("x").alias("avg_x"),
+        F.avg("y").alias("avg_y"),
+        F.avg("z").alias("avg_z"),
+        F.sum("id").alias("sum_id"),
+        F.avg("amount").alias("avg_amount"),
+        F.sum("category").alias("sum_category"),
+        F.max("ts").alias("max_ts"),
+        F.max("payload").alias("max_payload"),
+        F.avg(F.length("payload")).alias("avg_payload_len"),
+    ]
+
+
+def measure_qbeast(spark: Any, df: Any, base: str, cube_size: int, plain: Any) -> dict[str, Any]:
+    from use import QbeastTable
+    from use.qbeast.reader import apply_filters, load_snapshot, plan_read, scan
+
+    path = os.path.join(base, f"qbeast-{cube_size}")
+    shutil.rmtree(path, ignore_errors=True)
+    # The plain write is timed again right before each indexed write, so both see the same load.
+    again = os.path.join(base, "plain-again")
+    shutil.rmtree(again, ignore_errors=True)
+    t_plain, _ = timed(lambda: df.write.parquet(again))
+    shutil.rmtree(again, ignore_errors=True)
+    t_write, result = timed(lambda: QbeastTable.write(df, path, INDEXED, cube_size=cube_size))
+    qt = QbeastTable.for_path(spark, path)
+    agg = all_columns_agg()
+    out: dict[str, Any] = {"cube_size": cube_size, "t_write": t_write, "t_plain": t_plain, "write_ratio": t_write / t_plain}
+    out["files"] = result.num_files
+
+    # sample(0.01), all columns aggregated, vs a full scan with Spark's df.sample(0.01)
+    sample = lambda: qt.read(sample=0.01).agg(*agg).collect()[0]  # noqa: E731
+    plain_sample = lambda: plain.sample(0.01, seed=7).agg(*agg).collect()[0]  # noqa: E731
+    sample()
+    plain_sample()  # warm both (file listing, codegen)
+    out["t_sample"], out["sample_row"] = timed(sample, repeat=3)
+    out["t_plain_sample"], out["plain_sample_row"] = timed(plain_sample, repeat=3)
+    qsnap = load_snapshot(path)
+    out["sample_plan"] = plan_read(spark, qsnap, sample=0.01)
+
+    # fixed costs of a sampled read, each on its own
+    out["t_load"], _ = timed(lambda: load_snapshot(path), repeat=5)
+    out["t_plan"], plan = timed(lambda: plan_read(spark, qsnap, sample=0.01), repeat=5)
+    out["t_df"], _ = timed(lambda: apply_filters(scan(spark, qsnap, plan.files), plan, None).agg(*agg), repeat=5)
+
+    # range filter over 1% of the indexed space's volume
+    side = 1000 * 0.01 ** (1 / 3)
+    flt = " and ".join(f"{c} >= {lo} and {c} < {lo + side}" for c, lo in zip(INDEXED, (100, 300, 500)))
+    qfilter = lambda: qt.read(filter=flt).agg(*agg).collect()[0]  # noqa: E731
+    pfilter = lambda: plain.filter(flt).agg(*agg).collect()[0]  # noqa: E731
+    qfilter()
+    pfilter()
+    out["t_filter"], out["filter_row"] = timed(qfilter, repeat=3)
+    out["t_plain_filter"], out["plain_filter_row"] = timed(pfilter, repeat=3)
+    out["filter_plan"] = plan_read(spark, qsnap, filter=flt)
+    out["bytes"] = dir_bytes(path)
+    return out
+
+
+def same_result(a: Any, b: Any) -> bool:
+    """Equal aggregates; averages of doubles may differ in the last bits (summation order)."""
+    import math
+
+    da, db = a.asDict(), b.asDict()
+    return da.keys() == db.keys() and all(
+        math.isclose(da[k], db[k], rel_tol=1e-9) if isinstance(da[k], float) and da[k] is not None and db[k] is not None
+        else da[k] == db[k]
+        for k in da
+    )
+
+
+def report(rows: int, master: str, t_plain: float, plain_files: int, plain_bytes: int, runs: list[dict[str, Any]]) -> str:
+    head = f"{'measure':<46}" + "".join(f"{'C=' + format(r['cube_size'], ','):>16}" for r in runs) + f"{'goal':>10}"
+
+    def line(label: str, cells: list[str], goal: str = "") -> str:
+        return f"{label:<46}" + "".join(f"{c:>16}" for c in cells) + f"{goal:>10}"
+
+    def pct(a: float, b: float) -> str:
+        return f"{100 * a / b:.2f}%"
+
+    lines = [
+        f"rows={rows:,}  columns: id, x, y, z (indexed), amount, category, ts, payload (~150 chars)  master={master}",
+        f"plain parquet: {plain_files} files, {plain_bytes / 1e6:,.1f} MB, first written in {t_plain:.2f} s",
+        "",
+        head,
+        line("qbeast files / MB", [f"{r['files']} / {r['bytes'] / 1e6:,.0f}" for r in runs]),
+        line("write time (s): qbeast", [f"{r['t_write']:.2f}" for r in runs]),
+        line("write time (s): plain df.write.parquet", [f"{r['t_plain']:.2f}" for r in runs]),
+        line("write time / plain df.write.parquet", [f"{r['write_ratio']:.2f}x" for r in runs], "<= 1.5x"),
+        line("sample(0.01): bytes read / total", [pct(r["sample_plan"].bytes, r["sample_plan"].total_bytes) for r in runs], "<= 3%"),
+        line("sample(0.01): files read / total", [f"{r['sample_plan'].num_files}/{r['sample_plan'].total_files}" for r in runs]),
+        line("sample(0.01) time (s), all columns", [f"{r['t_sample']:.3f}" for r in runs]),
+        line("plain df.sample(0.01) time (s), all columns", [f"{r['t_plain_sample']:.3f}" for r in runs]),
+        line("  speed-up of sample(0.01) vs df.sample", [f"{r['t_plain_sample'] / r['t_sample']:.1f}x" for r in runs], ">= 10x"),
+        line("  rows: qbeast / df.sample", [f"{r['sample_row']['n']:,}/{r['plain_sample_row']['n']:,}" for r in runs]),
+        line("  sampled read fixed costs: load (ms)", [f"{1000 * r['t_load']:.0f}" for r in runs]),
+        line("                            prune files (ms)", [f"{1000 * r['t_plan']:.0f}" for r in runs]),
+        line("                            DataFrame plan (ms)", [f"{1000 * r['t_df']:.0f}" for r in runs]),
+        line("1% box filter: files read / total", [f"{r['filter_plan'].num_files}/{r['filter_plan'].total_files}" for r in runs]),
+        line("1% box filter: bytes read / total", [pct(r["filter_plan"].bytes, r["filter_plan"].total_bytes) for r in runs]),
+        line("1% box filter time (s): qbeast", [f"{r['t_filter']:.3f}" for r in runs]),
+        line("1% box filter time (s): plain filter", [f"{r['t_plain_filter']:.3f}" for r in runs]),
+        line("  speed-up vs plain filter", [f"{r['t_plain_filter'] / r['t_filter']:.1f}x" for r in runs]),
+        line("  rows (must be equal)", [f"{r['filter_row']['n']:,}={r['plain_filter_row']['n']:,}" for r in runs]),
+    ]
+    bad = [r["cube_size"] for r in runs if not same_result(r["filter_row"], r["plain_filter_row"])]
+    if bad:
+        lines.append(f"ERROR: the filtered aggregation differs from the plain one for cube sizes {bad}")
+    return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=5_000_000)
-    ap.add_argument("--cube-size", type=int, default=None)
+    ap.add_argument("--cube-sizes", default="N/50,N/500", help="comma-separated; N/k means rows // k")
     ap.add_argument("--keep", default=None, help="directory to keep the tables in (default: a temp dir, removed)")
     args = ap.parse_args()
     rows = args.rows
-    cube_size = args.cube_size or max(1000, rows // 50)
-
-    from pyspark.sql import functions as F
+    cube_sizes = [parse_cube_size(c, rows) for c in args.cube_sizes.split(",") if c.strip()]
 
     from use import QbeastTable
-    from use.qbeast.reader import load_snapshot, plan_read
     from use.session import spark_session
 
     spark = spark_session("qbeast-bench", conf={"spark.driver.memory": "8g", "spark.sql.shuffle.partitions": "8"})
     base = args.keep or tempfile.mkdtemp(prefix="qbeast-bench-")
     plain_dir = os.path.join(base, "plain")
-    qbeast_dir = os.path.join(base, "qbeast")
-    for d in (plain_dir, qbeast_dir):
-        shutil.rmtree(d, ignore_errors=True)
+    shutil.rmtree(plain_dir, ignore_errors=True)
+    try:
+        df = generate(spark, rows).cache()
+        df.count()  # materialize once: both writers then read the same cached rows
+        # Warm both writers (JVM code paths, and the Python workers the OTree writer's tasks run in).
+        warm = generate(spark, 2000)
+        warm.write.mode("overwrite").parquet(os.path.join(base, "warmup-plain"))
+        QbeastTable.write(warm, os.path.join(base, "warmup-qbeast"), INDEXED, cube_size=100, mode="overwrite")
 
-    df = (
-        spark.range(rows, numPartitions=8)
-        .select(
-            (F.rand(1) * 1000).alias("x"),
-            (F.rand(2) * 1000).alias("y"),
-            (F.rand(3) * 1000).alias("z"),
-            F.sha1(F.col("id").cast("string")).alias("payload"),
-        )
-        .cache()
-    )
-    df.count()  # materialize once: both writers then read the same cached rows
-    # Warm both writers (JVM code paths, and the Python workers the OTree writer's tasks run in).
-    warm = spark.range(1000).selectExpr("rand(9) * 1000 as x", "rand(8) * 1000 as y", "rand(7) * 1000 as z", "'p' as payload")
-    warm.write.mode("overwrite").parquet(os.path.join(base, "warmup-plain"))
-    QbeastTable.write(warm, os.path.join(base, "warmup-qbeast"), ["x", "y", "z"], cube_size=100)
-
-    t_plain, _ = timed(lambda: df.write.parquet(plain_dir))
-    t_qbeast, result = timed(lambda: QbeastTable.write(df, qbeast_dir, ["x", "y", "z"], cube_size=cube_size))
-    df.unpersist()
-
-    qt = QbeastTable.for_path(spark, qbeast_dir)
-    qsnap = load_snapshot(qbeast_dir)
-    plain = spark.read.parquet(plain_dir)
-
-    # sample 1%
-    plan = plan_read(spark, qsnap, sample=0.01)
-    agg = [F.count("*").alias("n"), F.avg("x").alias("avg_x")]
-    qbeast_sample = lambda: qt.read(sample=0.01).agg(*agg).collect()[0]  # noqa: E731
-    plain_sample = lambda: plain.sample(0.01, seed=7).agg(*agg).collect()[0]  # noqa: E731
-    qbeast_sample()
-    plain_sample()  # warm both (file listing, JIT)
-    t_qs, q_row = timed(qbeast_sample, repeat=3)
-    t_ps, p_row = timed(plain_sample, repeat=3)
-    # The same, aggregating every column: the plain scan must then read all its bytes (I/O bound).
-    agg_all = agg + [F.avg("y"), F.avg("z"), F.max("payload")]
-    t_qs_all, _ = timed(lambda: qt.read(sample=0.01).agg(*agg_all).collect(), repeat=2)
-    t_ps_all, _ = timed(lambda: plain.sample(0.01, seed=7).agg(*agg_all).collect(), repeat=2)
-
-    # range filter over 1% of the indexed space (0.215^3 ~= 1%)
-    side = 1000 * 0.01 ** (1 / 3)
-    flt = f"x >= 100 and x < {100 + side} and y >= 300 and y < {300 + side} and z >= 500 and z < {500 + side}"
-    fplan = plan_read(spark, qsnap, filter=flt)
-    qbeast_filter = lambda: qt.read(filter=flt).agg(*agg).collect()[0]  # noqa: E731
-    plain_filter = lambda: plain.filter(flt).agg(*agg).collect()[0]  # noqa: E731
-    qbeast_filter()
-    plain_filter()
-    t_qf, qf_row = timed(qbeast_filter, repeat=3)
-    t_pf, pf_row = timed(plain_filter, repeat=3)
-    plain_files = len([f for f in os.listdir(plain_dir) if f.endswith(".parquet")])
-
-    total_bytes = plan.total_bytes
-    lines = [
-        f"rows={rows:,}  cube_size={cube_size:,}  indexed=x,y,z (+payload)  master={spark.sparkContext.master}",
-        f"qbeast: version {result.version}, revision {result.revision_id}, {result.num_files} files, "
-        f"{total_bytes / 1e6:,.1f} MB; plain parquet: {plain_files} files, {dir_bytes(plain_dir) / 1e6:,.1f} MB",
-        "",
-        f"{'measure':<44} {'qbeast':>12} {'baseline':>12} {'ratio':>9} {'goal':>10}",
-        f"{'write time (s) vs df.write.parquet':<44} {t_qbeast:>12.2f} {t_plain:>12.2f} {t_qbeast / t_plain:>8.2f}x {'<= 1.5x':>10}",
-        f"{'sample(0.01): bytes read / total':<44} {plan.bytes / 1e6:>10.1f}MB {total_bytes / 1e6:>10.1f}MB "
-        f"{100 * plan.bytes / total_bytes:>8.2f}% {'<= 3%':>10}",
-        f"{'sample(0.01): files read / total':<44} {plan.num_files:>12} {plan.total_files:>12} "
-        f"{100 * plan.num_files / plan.total_files:>8.2f}% {'':>10}",
-        f"{'sample(0.01) time (s) vs plain df.sample':<44} {t_qs:>12.3f} {t_ps:>12.3f} {t_ps / t_qs:>8.1f}x {'>= 10x':>10}",
-        f"{'  rows / avg(x)':<44} {q_row['n']:>12,} {p_row['n']:>12,} "
-        f"{q_row['avg_x']:>9.2f} {p_row['avg_x']:>10.2f}",
-        f"{'sample(0.01) time, all columns aggregated':<44} {t_qs_all:>12.3f} {t_ps_all:>12.3f} "
-        f"{t_ps_all / t_qs_all:>8.1f}x {'>= 10x':>10}",
-        f"{'1% range filter: files read / total':<44} {fplan.num_files:>12} {fplan.total_files:>12} "
-        f"{100 * fplan.num_files / fplan.total_files:>8.2f}% {'':>10}",
-        f"{'1% range filter: bytes read / total':<44} {fplan.bytes / 1e6:>10.1f}MB {total_bytes / 1e6:>10.1f}MB "
-        f"{100 * fplan.bytes / total_bytes:>8.2f}% {'':>10}",
-        f"{'1% range filter time (s) vs plain filter':<44} {t_qf:>12.3f} {t_pf:>12.3f} {t_pf / t_qf:>8.1f}x {'':>10}",
-        f"{'  rows (must be equal)':<44} {qf_row['n']:>12,} {pf_row['n']:>12,}",
-    ]
-    print("\n".join(lines))
-    if args.keep is None:
-        shutil.rmtree(base, ignore_errors=True)
+        t_plain, _ = timed(lambda: df.write.parquet(plain_dir))
+        plain = spark.read.parquet(plain_dir)
+        runs = [measure_qbeast(spark, df, base, c, plain) for c in cube_sizes]
+        df.unpersist()
+        plain_files = len([f for f in os.listdir(plain_dir) if f.endswith(".parquet")])
+        print(report(rows, spark.sparkContext.master, t_plain, plain_files, dir_bytes(plain_dir), runs))
+    finally:
+        if args.keep is None:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":
