@@ -60,7 +60,11 @@ def fragmented_qbeast(spark: Any, dest: str, appends: int = 3) -> str:
         from use.qbeast.table import QbeastTable
 
         path = os.path.join(_ROOT, name)
-        for i in range(appends):
+        # Start from the largest smaller template (its appends are this table's first ones).
+        done = max((k for k in range(1, appends) if f"fragmented-{k}" in _TEMPLATES), default=0)
+        if done:
+            shutil.copytree(_TEMPLATES[f"fragmented-{done}"], path)
+        for i in range(done, appends):
             QbeastTable.write(rows_df(spark, i * APPEND_ROWS, APPEND_ROWS), path, ["x", "y"], cube_size=CUBE_SIZE)
         _TEMPLATES[name] = path
     return _copy(name, dest)

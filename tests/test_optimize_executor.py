@@ -72,15 +72,28 @@ def _check_commit(path: str, version: int, revision_id: int | None) -> Optimizat
     return event
 
 
+def _sample_equals_filtered_read(spark, path: str, f: float) -> None:
+    """Block metadata must not make the sampling reader drop rows: a sample equals the filtered full read."""
+    from pyspark.sql import functions as F
+
+    from use.qbeast.weight import weight_from_fraction
+
+    full = read(spark, path).filter(F.hash("x", "y") < F.lit(int(weight_from_fraction(f)))).count()
+    assert read(spark, path, sample=f).count() == full
+
+
 def test_leveled_compaction_preserves_rows_reduces_blocks_and_records_events(spark, tmp_path) -> None:
-    path = fragmented_qbeast(spark, str(tmp_path / "t"))
+    # Four appends of 200 rows (cube size 50): the root's blocks in the level-1 files total
+    # 47+27+15+12 = 101 >= 10^2, so the seeds' level rule itself selects them.
+    path = fragmented_qbeast(spark, str(tmp_path / "t"), appends=4)
     before = table_rows(spark, path)
     blocks_before = _blocks_per_cube(path, 1)
-    assert max(blocks_before.values()) >= 3  # every append left a block in the root
+    assert blocks_before[""] == 4  # every append left a block in the root
 
     result = QbeastTable.for_path(spark, path).optimize()
 
     assert result.outcome == CONVERGED and result.committed
+    assert result.committed[0].reason.startswith("level 1 cube '' (depth 0): 4 blocks, 101 elements >= 10^2")
     assert table_rows(spark, path) == before
     blocks_after = _blocks_per_cube(path, 1)
     assert blocks_after[""] == 1 and max(blocks_after.values()) < max(blocks_before.values())
@@ -90,17 +103,65 @@ def test_leveled_compaction_preserves_rows_reduces_blocks_and_records_events(spa
         event = _check_commit(path, m.version, revision_id=1)
         assert event.revision_id == 1 and event.optimization_name == m.strategy
         assert event.input_files_stats.num_blocks == m.blocks_in
-    # Block metadata must not make the sampling reader drop rows: a sample equals the filtered full read.
-    from pyspark.sql import functions as F
-
-    from use.qbeast.weight import weight_from_fraction
-
-    full = read(spark, path).filter(F.hash("x", "y") < F.lit(int(weight_from_fraction(0.3)))).count()
-    assert read(spark, path, sample=0.3).count() == full
+    _sample_equals_filtered_read(spark, path, 0.3)
     # The events are readable back, one per committed rewrite, oldest first.
     events = QbeastTable.for_path(spark, path).optimizations().collect()
     assert [e["output_files_stats"]["num_files"] for e in events] == [m.files_out for m in result.committed]
     assert all(e["revision_id"] == 1 for e in events)
+
+
+def test_full_cube_consolidation_reaches_what_the_level_rule_cannot(spark, tmp_path) -> None:
+    # Three appends: root blocks 47+27+15 = 89 < 10^2 at level 1, so no level group qualifies, but
+    # the root is a full cube (89 >= 50) spread over 3 files: the consolidation rule merges it.
+    path = fragmented_qbeast(spark, str(tmp_path / "t"))
+    before = table_rows(spark, path)
+    blocks_before = _blocks_per_cube(path, 1)
+    assert blocks_before[""] == 3
+    assert Planner().plan(load_snapshot(path)).tasks[0].reason.startswith("consolidation: cube '' (depth 0) is full")
+
+    result = QbeastTable.for_path(spark, path).optimize()
+
+    assert result.outcome == CONVERGED and result.committed
+    assert all(m.reason.startswith("consolidation") for m in result.committed)
+    assert table_rows(spark, path) == before
+    blocks_after = _blocks_per_cube(path, 1)
+    # every full cube ends in exactly one file; nothing is selected any more
+    qsnap = load_snapshot(path)
+    totals = collections.Counter()
+    for c, n in zip(qsnap.blocks.column("cube_id").to_pylist(), qsnap.blocks.column("element_count").to_pylist()):
+        totals[c] += n
+    assert all(blocks_after[c] == 1 for c, n in totals.items() if n >= 50)
+    assert sum(blocks_after.values()) < sum(blocks_before.values())
+    assert Planner().plan(qsnap).is_empty
+    for m in result.committed:
+        assert m.blocks_out < m.blocks_in
+        _check_commit(path, m.version, revision_id=1)
+    _sample_equals_filtered_read(spark, path, 0.3)
+
+
+def test_sampling_overhead_reduction_separates_what_the_sample_skips(spark, tmp_path) -> None:
+    """sample(0.1) of the three-append table reads files mixing the root and its children (which it
+    needs) with grandchildren (all weights >= Weight(0.1)); the rewrite puts those apart, once."""
+    from use.optimize.config import OptimizationConfig
+    from use.optimize.strategies import SamplingOverheadReduction
+    from use.qbeast.reader import plan_read
+
+    path = fragmented_qbeast(spark, str(tmp_path / "t"))
+    before = table_rows(spark, path)
+    config = OptimizationConfig(sampling_fraction=0.1)
+    assert SamplingOverheadReduction().select(load_snapshot(path), config) is not None
+    sample_bytes = plan_read(spark, load_snapshot(path), sample=0.1).bytes
+
+    result = QbeastTable.for_path(spark, path).optimize(strategy="SamplingOverheadReduction", sampling_fraction="0.1")
+
+    assert result.committed and all(m.strategy == "SamplingOverheadReduction" for m in result.committed)
+    assert table_rows(spark, path) == before
+    qsnap = load_snapshot(path)
+    assert SamplingOverheadReduction().select(qsnap, config) is None  # nothing a rewrite could still change
+    assert plan_read(spark, qsnap, sample=0.1).bytes < sample_bytes
+    for m in result.committed:
+        _check_commit(path, m.version, revision_id=1)
+    _sample_equals_filtered_read(spark, path, 0.1)
 
 
 def test_unindexed_files_are_indexed_into_a_new_revision(spark, tmp_path) -> None:
