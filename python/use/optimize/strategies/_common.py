@@ -56,18 +56,6 @@ def target_revision(snapshot: Any, config: OptimizationConfig) -> int:
     return int(snapshot.latest_revision_id) if rid is None else int(rid)
 
 
-def file_max_block_counts(blocks: pa.Table, num_files: int, mask: np.ndarray | None = None) -> np.ndarray:
-    """Per file: the largest block elementCount (0 for files without blocks)."""
-    fi = np.asarray(blocks.column("file_index").to_numpy(zero_copy_only=False), dtype=np.int64)
-    ec = np.asarray(blocks.column("element_count").to_numpy(zero_copy_only=False), dtype=np.int64)
-    if mask is not None:
-        fi, ec = fi[mask], ec[mask]
-    out = np.zeros(num_files, dtype=np.int64)
-    if fi.size:
-        np.maximum.at(out, fi, ec)
-    return out
-
-
 @dataclass(frozen=True, eq=False)
 class RevisionBlocks:
     """The blocks of one revision as numpy columns, with their cubes dictionary-encoded.
@@ -126,6 +114,13 @@ class RevisionBlocks:
 
     def cube_name(self, code: int) -> str:
         return str(self.cubes[int(code)].as_py())
+
+    def file_max_counts(self, num_files: int) -> np.ndarray:
+        """Per file row: the largest block elementCount (0 for files without blocks here)."""
+        out = np.zeros(num_files, dtype=np.int64)
+        if self.file.size:
+            np.maximum.at(out, self.file, self.count)
+        return out
 
     def cube_totals(self) -> np.ndarray:
         return np.bincount(self.code, weights=self.count, minlength=self.num_cubes).astype(np.int64)

@@ -51,14 +51,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from use.optimize.config import OptimizationConfig
 from use.optimize.plan import KIND_COMPACT, MergeTask, Plan
 from use.optimize.strategies._common import (
     RevisionBlocks,
     chunks,
-    file_max_block_counts,
     levels_of,
     merge_score,
     paths_of,
@@ -104,20 +102,11 @@ class BlockGroups:
 
 def block_groups(snapshot: Any, revision_id: int) -> BlockGroups:
     """Level every file of the revision, group its blocks by (level, cube), keep the qualifying groups."""
-    blocks: pa.Table = snapshot.blocks
-    rid = np.asarray(blocks.column("revision_id").to_numpy(zero_copy_only=False), dtype=np.int64)
-    bmask = rid == revision_id
-    fi = np.asarray(blocks.column("file_index").to_numpy(zero_copy_only=False), dtype=np.int64)[bmask]
-    ec = np.asarray(blocks.column("element_count").to_numpy(zero_copy_only=False), dtype=np.int64)[bmask]
-    depth = np.asarray(blocks.column("depth").to_numpy(zero_copy_only=False), dtype=np.int64)[bmask]
-    cube_col = blocks.column("cube_id")
-    cube_col = cube_col.filter(pa.array(bmask)) if not bmask.all() else cube_col
-    enc = pc.dictionary_encode(cube_col.combine_chunks() if isinstance(cube_col, pa.ChunkedArray) else cube_col)
-    codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    cubes: pa.Array = enc.dictionary
+    rb = RevisionBlocks.of(snapshot, revision_id)
+    fi, ec, depth, codes, cubes = rb.file, rb.count, rb.depth, rb.code, rb.cubes
     ncubes = max(1, len(cubes))
 
-    file_level = levels_of(file_max_block_counts(blocks, snapshot.files.num_rows, bmask))
+    file_level = levels_of(rb.file_max_counts(snapshot.files.num_rows))
     level = file_level[fi]
     ok = level >= 0
     key = level * ncubes + codes
@@ -131,9 +120,7 @@ def block_groups(snapshot: Any, revision_id: int) -> BlockGroups:
     qualifies = (uniq >= 0) & (total >= thresholds)
     new_id = np.full(uniq.size, -1, dtype=np.int64)
     new_id[qualifies] = np.arange(int(qualifies.sum()))
-    cube_rank_of_code = np.empty(len(cubes), dtype=np.int64)
-    if len(cubes):
-        cube_rank_of_code[pc.sort_indices(cubes).to_numpy()] = np.arange(len(cubes))
+    cube_rank_of_code = rb.cube_rank()
     q_code = g_code[qualifies]
     return BlockGroups(
         level=g_level[qualifies],
