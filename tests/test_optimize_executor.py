@@ -110,14 +110,14 @@ def test_leveled_compaction_preserves_rows_reduces_blocks_and_records_events(spa
     assert all(e["revision_id"] == 1 for e in events)
 
 
-def test_full_cube_consolidation_reaches_what_the_level_rule_cannot(spark, tmp_path) -> None:
+def test_inner_cube_consolidation_reaches_what_the_level_rule_cannot(spark, tmp_path) -> None:
     # Three appends: root blocks 47+27+15 = 89 < 10^2 at level 1, so no level group qualifies, but
-    # the root is a full cube (89 >= 50) spread over 3 files: the consolidation rule merges it.
+    # the root is an inner cube spread over 3 files: the consolidation rule merges it.
     path = fragmented_qbeast(spark, str(tmp_path / "t"))
     before = table_rows(spark, path)
     blocks_before = _blocks_per_cube(path, 1)
     assert blocks_before[""] == 3
-    assert Planner().plan(load_snapshot(path)).tasks[0].reason.startswith("consolidation: cube '' (depth 0) is full")
+    assert Planner().plan(load_snapshot(path)).tasks[0].reason.startswith("consolidation: inner cube '' (depth 0, 89")
 
     result = QbeastTable.for_path(spark, path).optimize()
 
@@ -125,12 +125,13 @@ def test_full_cube_consolidation_reaches_what_the_level_rule_cannot(spark, tmp_p
     assert all(m.reason.startswith("consolidation") for m in result.committed)
     assert table_rows(spark, path) == before
     blocks_after = _blocks_per_cube(path, 1)
-    # every full cube ends in exactly one file; nothing is selected any more
+    # every inner cube (maxWeight below MaxValue) ends in exactly one file; nothing is selected any more
+    from use.qbeast.weight import MAX_WEIGHT
+
     qsnap = load_snapshot(path)
-    totals = collections.Counter()
-    for c, n in zip(qsnap.blocks.column("cube_id").to_pylist(), qsnap.blocks.column("element_count").to_pylist()):
-        totals[c] += n
-    assert all(blocks_after[c] == 1 for c, n in totals.items() if n >= 50)
+    blocks = qsnap.blocks.to_pydict()
+    inner = {c for c, w in zip(blocks["cube_id"], blocks["max_weight"]) if w < MAX_WEIGHT}
+    assert inner and all(blocks_after[c] == 1 for c in inner)
     assert sum(blocks_after.values()) < sum(blocks_before.values())
     assert Planner().plan(qsnap).is_empty
     for m in result.committed:

@@ -167,7 +167,8 @@ def test_consolidation_takes_full_fragmented_cubes_by_depth_within_the_io_limit(
     assert selected(plan) == [["q2", "p1", "p2", "q1", "main"]]
     t = plan.tasks[0]
     assert (t.kind, t.revision_id, t.bytes, t.strategy) == (KIND_COMPACT, 1, 117, "LeveledCompactionSelection")
-    assert t.reason.startswith("consolidation: cube '' (depth 0) is full") and "1 more" in t.reason
+    assert t.reason.startswith("consolidation: inner cube '' (depth 0, 100 elements) spread over 3 files")
+    assert "1 more" in t.reason
     assert t.score == pytest.approx(CFG.open_file_cost * 4 / 117)
     # Q's files do not fit next to the root's: the root alone
     assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=72))) == [["p1", "p2", "main"]]
@@ -190,6 +191,14 @@ def test_consolidation_never_selects_a_cube_in_one_file() -> None:
     ]
     assert LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), CFG) is None
     assert CubeDefragmentation().select(qbeast_snapshot(files, blocks), CFG) is None
+
+
+def test_consolidation_takes_inner_cubes_short_of_desired_size_but_not_leaves() -> None:
+    # I is inner (maxWeight 0.3 < MaxValue) with 91+8 = 99 < 100 elements; L is a leaf of the same size
+    files = files_table(["i1", "i2", "l1", "l2"], [1] * 4, revisions=[1] * 4)
+    blocks = [(0, 1, "I", 1, MIN_W, W(0.3), 91), (1, 1, "I", 1, MIN_W, MAX_W, 8),
+              (2, 1, "L", 1, MIN_W, MAX_W, 91), (3, 1, "L", 1, MIN_W, MAX_W, 8)]  # fmt: skip
+    assert selected(LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), CFG)) == [["i1", "i2"]]
 
 
 def test_consolidation_ties_by_cube_id_and_level_rule_first() -> None:

@@ -19,7 +19,7 @@ Both obey the per-task IO limit (`task-max-bytes`): within a group, files are ta
 (most files eliminated per byte) while they fit, but at least two, since merging one file with
 itself removes no fragmentation. Score: `open_file_cost * (files_in - files_out) / bytes`.
 
-Full-cube consolidation (our extension, used by both strategies only when no level group
+Inner-cube consolidation (our extension, used by both strategies only when no level group
 qualifies). The level rule cannot reach a *full* cube: a cube holding about desiredCubeSize rows
 puts its file at level floor(log10(desiredCubeSize)), and its block group there only qualifies at
 10x that, which an inner cube never reaches (its maxWeight keeps it near desiredCubeSize). So after
@@ -27,8 +27,10 @@ many appends the root and the other inner cubes, which every sample and every qu
 read first, stay split over a few files that the level rule leaves alone (e.g. `sample(0.01)`
 reading 4 files where a one-go write reads 1). The consolidation rule takes over there:
 
-* candidates are the cubes whose blocks total >= desiredCubeSize (inner cubes) and that are spread
-  over >= 2 files; a cube in one file is never selected, so a converged table selects nothing;
+* candidates are the inner cubes (status maxWeight below MaxValue, or blocks totalling
+  >= desiredCubeSize: the estimate leaves some inner cubes a little short of desiredCubeSize) that
+  are spread over >= 2 files; a cube in one file is never selected, so a converged table selects
+  nothing; leaves are not candidates (they travel with their parents' files: rollup);
 * candidates are taken shallowest first (ties by cube id), and their files are added cube after cube
   while the task stays within `task-max-bytes` (a file shared by several candidates is read once);
   if the first cube's files alone exceed the limit, its smallest files are taken (at least two);
@@ -38,7 +40,7 @@ Why it stays amortized: the rewrite regroups every cube of its input files into 
 maps a cube to exactly one output file), so each selected candidate loses at least one block and no
 cube gains a block except children receiving offset rows that move down the tree; both measures
 (blocks, and the depth still to travel by offsets) only decrease, so the rule terminates, and it only
-ever reads files that hold a block of a fragmented full cube. It lives inside the two leveled
+ever reads files that hold a block of a fragmented inner cube. It lives inside the two leveled
 strategies rather than as a separate strategy in the chain because the planner's default chain
 runs `LeveledCompactionSelection` for indexed revisions, the consolidation is the completion of the
 same goal (blocks per cube), and it must only run once the seeds' level rule has nothing left.
@@ -67,6 +69,7 @@ from use.optimize.strategies._common import (
     target_revision,
 )
 from use.optimize.strategies.registry import register
+from use.qbeast.weight import MAX_WEIGHT
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,7 @@ def _group_reason(groups: BlockGroups, g: int, prefix: str) -> str:
 
 
 def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConfig, strategy: str) -> MergeTask | None:
-    """The full-cube consolidation rule (module docstring): None when no full cube is fragmented."""
+    """The inner-cube consolidation rule (module docstring): None when no inner cube is fragmented."""
     revision = snapshot.revisions.get(revision_id)
     if revision is None:
         return None
@@ -164,7 +167,8 @@ def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConf
     p_cube, p_file = pair // nfiles, pair % nfiles
     total = rb.cube_totals()
     spread = np.bincount(p_cube, minlength=rb.num_cubes)
-    cand = np.flatnonzero((total >= revision.desired_cube_size) & (spread >= 2))
+    inner = (rb.cube_max_weight() < MAX_WEIGHT) | (total >= revision.desired_cube_size)
+    cand = np.flatnonzero(inner & (spread >= 2))
     if cand.size == 0:
         return None
     cand = cand[np.lexsort((rb.cube_rank()[cand], rb.cube_depth()[cand]))]
@@ -192,12 +196,11 @@ def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConf
     nbytes = int(sizes_all[files].sum())
     n = int(files.size)
     reason = (
-        f"consolidation: cube {rb.cube_name(int(first_cube))!r} (depth {int(rb.cube_depth()[first_cube])}) is full "
-        f"({int(total[first_cube])} elements >= desiredCubeSize {revision.desired_cube_size}) and spread over "
-        f"{int(spread[first_cube])} files"
+        f"consolidation: inner cube {rb.cube_name(int(first_cube))!r} (depth {int(rb.cube_depth()[first_cube])}, "
+        f"{int(total[first_cube])} elements) spread over {int(spread[first_cube])} files"
     )
     if ncubes > 1:
-        reason += f"; with {ncubes - 1} more fragmented full cube(s)"
+        reason += f"; with {ncubes - 1} more fragmented inner cube(s)"
     if k < own.size:
         reason += f"; {k} of {own.size} files within task-max-bytes={config.task_limit}"
     return MergeTask(strategy, revision_id, paths_of(snapshot, files), nbytes, n, merge_score(nbytes, n, config), reason, KIND_COMPACT)
