@@ -124,12 +124,23 @@ class CubeLookup:
         if not len(self) or not cubes.shape[0]:
             return out, found
         width = max(self._cubes.dtype.itemsize, cubes.dtype.itemsize, 1)
-        table = self._cubes.astype(f"S{width}")
-        probe = cubes.astype(f"S{width}")
+        if width <= 8:
+            # Cube strings never hold NUL bytes, so NUL-padded to 8 bytes and read big-endian they
+            # become integers in the same order: one integer searchsorted, several times faster
+            # than comparing byte strings (this is the hot loop of the row assignment).
+            table, probe = _as_u8(self._cubes), _as_u8(cubes)
+        else:
+            table = self._cubes.astype(f"S{width}")
+            probe = cubes.astype(f"S{width}")
         pos = np.minimum(np.searchsorted(table, probe), table.shape[0] - 1)
         found = table[pos] == probe
         out[found] = self._values[pos[found]]
         return out, found
+
+
+def _as_u8(strings: np.ndarray) -> np.ndarray:
+    """`S<=8` strings as big-endian uint64 keys (NUL-padded), order preserved."""
+    return np.ascontiguousarray(strings.astype("S8")).view(">u8").astype(np.uint64)
 
 
 class ExistingInnerCubes:
@@ -188,9 +199,12 @@ def _local_tree(
     n, d = points.shape
     spl = symbols_per_level(d)
     max_depth = _INITIAL_DEPTH
-    symbols = container_symbols(points, max_depth)
-    rows_w = weights.astype(np.int64)
-    rows_pts = points
+    # Rows in ascending weight order once (ties keep their input order): every level then only
+    # needs a stable sort by group, and the rows a level passes down stay in weight order.
+    by_weight = np.argsort(weights, kind="stable")
+    rows_pts = points[by_weight]
+    rows_w = weights[by_weight].astype(np.int64)
+    symbols = container_symbols(rows_pts, max_depth)
     gid = np.zeros(n, dtype=np.int64)
     level_cubes = np.zeros(1, dtype="S1")
     level_parent = np.full(1, -1, dtype=np.int64)
@@ -200,7 +214,7 @@ def _local_tree(
         num_groups = level_cubes.shape[0]
         ew = existing.lookup(level_cubes)  # per group; MAX_WEIGHT + 1 = no constraint
         eligible = rows_w < ew[gid]
-        order = np.lexsort((rows_w, gid))
+        order = np.argsort(gid, kind="stable") if num_groups > 1 else np.arange(gid.shape[0])
         s_gid = gid[order]
         s_elig = eligible[order]
         starts = np.ones(s_gid.shape[0], dtype=bool)

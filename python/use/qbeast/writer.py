@@ -25,6 +25,7 @@ every file this write could have produced is known and deleted: no stray files i
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
@@ -83,6 +84,7 @@ _WRITE_BUFFER_CONF = "spark.qbeast.index.writeBufferBytes"
 _DEFAULT_WRITE_BUFFER_BYTES = 512 << 20
 _ROW_GROUP_BYTES = 64 << 20
 _PACK_BYTES = 16 << 20
+_NARROW_BATCH_ROWS = 100_000
 
 _RESULT_DDL = "path string, size bigint, modification_time bigint, stats string, blocks string, num_rows bigint"
 _RESULT_SCHEMA = pa.schema(
@@ -272,6 +274,33 @@ def _domains_task(
     return run
 
 
+@contextlib.contextmanager
+def _narrow_arrow_batches(spark: SparkSession) -> Iterator[None]:
+    """Larger Arrow batches for the passes that ship only the indexed columns and the weight.
+
+    At Spark's default of 10,000 rows per batch the per-batch cost of the JVM -> Python transfer
+    dominates these narrow passes (measured: a no-op `mapInArrow` over 4 columns of 5M rows took
+    ~4.6 CPU-s at 10,000 rows per batch, ~3.3 at 100,000). Only ever raised, and restored after
+    the action, since it is a session setting.
+    """
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    previous = spark.conf.get(key, None)
+    try:
+        current = int(previous) if previous is not None else 10_000
+    except ValueError:
+        current = 10_000
+    if 0 < current < _NARROW_BATCH_ROWS:
+        spark.conf.set(key, str(_NARROW_BATCH_ROWS))
+    try:
+        yield
+    finally:
+        if 0 < current < _NARROW_BATCH_ROWS:
+            if previous is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, previous)
+
+
 def _input_domains(
     spark: SparkSession, weighted: DataFrame, revision: Revision, existing_weights: Mapping[str, int], num_rows: int
 ) -> dict[str, float]:
@@ -280,7 +309,8 @@ def _input_domains(
     gcs = group_cube_size(revision.desired_cube_size, num_partitions, num_rows, buffer_capacity)
     selected = weighted.select(*[weighted[c] for c in revision.columns], weighted[WEIGHT_COLUMN])
     task = _domains_task(revision, gcs, dict(existing_weights), buffer_capacity)
-    table = selected.mapInArrow(task, "cube string, domain double").toArrow()
+    with _narrow_arrow_batches(spark):
+        table = selected.mapInArrow(task, "cube string, domain double").toArrow()
     domains = CubeDomains(
         np.array([c.encode("ascii") for c in table.column("cube").to_pylist()], dtype="S"),
         table.column("domain").to_numpy(),
@@ -974,7 +1004,8 @@ def _cube_counts(weighted: DataFrame, revision: Revision, cube_weights: Mapping[
             )
 
     selected = weighted.select(*[weighted[c] for c in revision.columns], weighted[WEIGHT_COLUMN])
-    table = selected.mapInArrow(run, "cube string, n bigint").toArrow()
+    with _narrow_arrow_batches(weighted.sparkSession):
+        table = selected.mapInArrow(run, "cube string, n bigint").toArrow()
     out: dict[str, int] = {}
     for cube, n in zip(table.column("cube").to_pylist(), table.column("n").to_pylist()):
         out[cube] = out.get(cube, 0) + int(n)
