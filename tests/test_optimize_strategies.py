@@ -116,6 +116,24 @@ def test_leveled_io_limit_caps_the_group_smallest_files_first() -> None:
     assert selected(LeveledCompactionSelection().select(snap, cfg(bytes_per_iter=350))) == [["w", "y"]]
 
 
+def test_leveled_io_limit_prefers_the_groups_densest_files() -> None:
+    # level-0 root group (2+8+5+4 = 19 >= 10) cut by the limit: most of the group's elements per byte
+    files = files_table(["a", "b", "c", "d"], [10, 10, 10, 40], revisions=[1] * 4)
+    blocks = [(0, 1, "", 0, MIN_W, MAX_W, 2), (1, 1, "", 0, MIN_W, MAX_W, 8), (2, 1, "", 0, MIN_W, MAX_W, 5),
+              (3, 1, "", 0, MIN_W, MAX_W, 4)]  # fmt: skip
+    snap = qbeast_snapshot(files, blocks)
+    plan = LeveledCompactionSelection().select(snap, cfg(task_max_bytes=20))
+    assert selected(plan) == [["b", "c"]] and "2 of 4 files" in plan.tasks[0].reason
+    # a bigger file with more elements but a lower density does not displace them
+    blocks[3] = (3, 1, "", 0, MIN_W, MAX_W, 9)  # d: 9 elements in 40 bytes, less dense than b and c
+    assert selected(LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), cfg(task_max_bytes=20))) == [["b", "c"]]
+    files = files_table(["a", "b", "c", "d"], [10, 30, 10, 40], revisions=[1] * 4)
+    blocks = [(0, 1, "", 0, MIN_W, MAX_W, 1), (1, 1, "", 0, MIN_W, MAX_W, 9), (2, 1, "", 0, MIN_W, MAX_W, 1),
+              (3, 1, "", 0, MIN_W, MAX_W, 9)]  # fmt: skip
+    # the two densest (b, d) need 70 bytes > 20: the smallest files, as without densities
+    assert selected(LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), cfg(task_max_bytes=20))) == [["a", "c"]]
+
+
 def test_leveled_targets_latest_or_configured_revision() -> None:
     files = files_table(["r1a", "r1b", "r2a", "r2b"], [1] * 4, revisions=[1, 1, 2, 2])
     blocks = [(i, r, "", 0, MIN_W, MAX_W, 5) for i, r in enumerate([1, 1, 2, 2])]
