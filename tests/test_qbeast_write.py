@@ -368,3 +368,19 @@ def test_write_tasks_spill_past_their_buffer(spark, table_path) -> None:
     finally:
         spark.conf.unset("spark.qbeast.index.writeBufferBytes")
     assert _state(table_path) == state
+
+
+def test_write_with_large_arrow_var_types(spark, table_path) -> None:
+    """With spark.sql.execution.arrow.useLargeVarTypes the packed rows reach the write tasks as
+    large_binary (64-bit offsets); every row is still written once, blocks exact."""
+    key = "spark.sql.execution.arrow.useLargeVarTypes"
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, "true")
+    try:
+        write(spark, _data(spark, 3_000), table_path, ["x", "s"], cube_size=400)
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
+    _check_table(spark, table_path, np.arange(3_000), ["x", "s"])

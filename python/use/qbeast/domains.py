@@ -126,8 +126,8 @@ class CubeLookup:
         width = max(self._cubes.dtype.itemsize, cubes.dtype.itemsize, 1)
         if width <= 8:
             # Cube strings never hold NUL bytes, so NUL-padded to 8 bytes and read big-endian they
-            # become integers in the same order: one integer searchsorted, several times faster
-            # than comparing byte strings (this is the hot loop of the row assignment).
+            # become integers in the same order: one integer searchsorted, about twice as fast
+            # as comparing byte strings (this is the hot loop of the row assignment).
             table, probe = _as_u8(self._cubes), _as_u8(cubes)
         else:
             table = self._cubes.astype(f"S{width}")

@@ -82,7 +82,9 @@ _MODES = {"append": "Append", "overwrite": "Overwrite"}
 _BUFFER_CAPACITY_CONF = "spark.qbeast.index.cubeDomainsBufferCapacity"
 _WRITE_BUFFER_CONF = "spark.qbeast.index.writeBufferBytes"
 _DEFAULT_WRITE_BUFFER_BYTES = 512 << 20
-_ROW_GROUP_BYTES = 64 << 20
+# Row groups of ~8 MB of Arrow data (~40k rows of 200 bytes): big enough to compress and scan well,
+# small enough that Spark can split one file over several tasks (a sample often reads one file).
+_ROW_GROUP_BYTES = 8 << 20
 _PACK_BYTES = 16 << 20
 _NARROW_BATCH_ROWS = 100_000
 
@@ -522,9 +524,9 @@ def _write_task(
     data_change: bool,
     buffer_bytes: int,
 ) -> Any:
-    """One parquet file per file index of the partition, as an RDD `mapPartitions` function over
-    the `(part, file, rows)` blobs of `_pack_task`: the pieces are grouped by file in memory
-    (`_FileGroups`), then each file is written in one go. Yields one result tuple per file."""
+    """One parquet file per file index of the partition, as a `mapInArrow` function over the
+    `(part, file, rows)` blobs of `_pack_task`: the pieces are grouped by file in memory
+    (`_FileGroups`), then each file is written in one go, in row groups of `_ROW_GROUP_BYTES`."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.ipc as ipc
@@ -535,9 +537,11 @@ def _write_task(
         out: dict[str, list[Any]] = {f.name: [] for f in _RESULT_SCHEMA}
         try:
             for batch in batches:
-                files = batch.column(1).to_numpy(zero_copy_only=False)
-                blobs = batch.column(2)
-                offsets = np.frombuffer(blobs.buffers()[1], dtype=np.int32)[blobs.offset: blobs.offset + len(blobs) + 1]
+                files = batch.column("file").to_numpy(zero_copy_only=False)
+                blobs = batch.column("rows")
+                # Each blob read in place from the batch's data buffer (no copy per blob).
+                width = np.int64 if pa.types.is_large_binary(blobs.type) else np.int32  # useLargeVarTypes
+                offsets = np.frombuffer(blobs.buffers()[1], dtype=width)[blobs.offset : blobs.offset + len(blobs) + 1]
                 data_buf = blobs.buffers()[2]
                 for i in range(len(blobs)):
                     for piece in ipc.open_stream(data_buf.slice(int(offsets[i]), int(offsets[i + 1] - offsets[i]))):
@@ -548,6 +552,9 @@ def _write_task(
                 weights = [p.column(WEIGHT_COLUMN) for p in pieces]
                 data = [p.select(data_schema.names) for p in pieces]
                 del pieces
+                # A retry of a task that failed after publishing its file finds the file there; the
+                # driver never saw that attempt's metadata, so the file is replaced (speculative
+                # execution must stay off, Spark's default, for the same reason).
                 _delete_files(table_root, [names[file_index]])
                 add = write_data_file(
                     table_root,
