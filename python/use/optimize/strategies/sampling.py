@@ -18,7 +18,11 @@ puts separable cubes into files of their own, so after it neither condition hold
 and the file is not selected again. What the seed's wording would also count but no rewrite with
 the existing weights can change is left alone: offsets that move into children the sample still
 reads (cube maxWeight < W - 1), and a block that happens to have no row below W although its cube
-may hold such rows (it stays in the sampled file).
+may hold such rows (it stays in the sampled file). The executor passes a configured
+`sampling-fraction` to every compaction, whatever the strategy, so no other strategy re-mixes what
+this one separated. Known limit: a separating rewrite writes more files than it reads and keeps the
+blocks, which the optimize loop's progress guard (files or blocks must shrink) reports as
+`no_progress` after that task, although re-planning would select nothing for what it rewrote.
 
 Overhead bytes of a file = its bytes x (1 - needed rows / rows), where a block's needed rows are its
 elementCount x the share of its weight range below Weight(f) (weights are uniform hashes). Files
@@ -31,6 +35,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+
 from use.errors import ConfigError
 from use.optimize.config import PREFIX, OptimizationConfig
 from use.optimize.plan import KIND_COMPACT, MergeTask, Plan
