@@ -178,7 +178,7 @@ def binpack_throughput(spark: Any, work: str, appends: int, n: int, repeat: int)
 
 
 def build(spark: Any, path: str, args: argparse.Namespace, n: int, start: int = 0, count: int | None = None) -> None:
-    from use.qbeast.table import QbeastTable
+    from use.table import QbeastTable
 
     for i in range(start, start + (args.appends if count is None else count)):
         QbeastTable.write(rows(spark, i * n, n), path, ["x", "y"], cube_size=args.cube_size, column_stats=SPACE)
@@ -186,7 +186,7 @@ def build(spark: Any, path: str, args: argparse.Namespace, n: int, start: int = 
 
 def cached_tables(spark: Any, args: argparse.Namespace, work: str) -> tuple[str, str, float]:
     """(append-only table, one-go table, build seconds): built in `work`, or copied from --cache."""
-    from use.qbeast.table import QbeastTable
+    from use.table import QbeastTable
 
     n, total = args.rows_per_append, args.appends * args.rows_per_append
     key = f"a{args.appends}-r{n}-c{args.cube_size}"

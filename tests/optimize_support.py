@@ -57,7 +57,7 @@ def fragmented_qbeast(spark: Any, dest: str, appends: int = 3) -> str:
     """A Qbeast table made of `appends` small appends (cube size 50): root blocks in every file."""
     name = f"fragmented-{appends}"
     if name not in _TEMPLATES:
-        from use.qbeast.table import QbeastTable
+        from use.table import QbeastTable
 
         path = os.path.join(_ROOT, name)
         # Start from the largest smaller template (its appends are this table's first ones).
@@ -77,7 +77,7 @@ def staging_qbeast(spark: Any, dest: str, appends: int = 3) -> str:
     if name not in _TEMPLATES:
         from deltalake import write_deltalake
 
-        from use.qbeast.table import QbeastTable
+        from use.table import QbeastTable
 
         path = os.path.join(_ROOT, name)
         write_deltalake(path, arrow_rows(0, 150))

@@ -31,7 +31,7 @@ from use.optimize.executor import ABANDONED, COMMITTED, run_task
 from use.optimize.loop import CONVERGED, run_loop
 from use.optimize.planner import Planner
 from use.qbeast.snapshot import QbeastSnapshot
-from use.qbeast.table import QbeastTable
+from use.table import QbeastTable
 
 pytestmark = pytest.mark.spark
 

@@ -29,7 +29,7 @@ from use.optimize.loop import CONVERGED
 from use.optimize.planner import Planner
 from use.qbeast.reader import absolute_path, load_snapshot, read
 from use.qbeast.snapshot import QbeastSnapshot
-from use.qbeast.table import QbeastTable
+from use.table import QbeastTable
 
 pytestmark = pytest.mark.spark
 

@@ -251,7 +251,7 @@ def test_bad_arguments_raise_typed_errors_and_change_nothing(spark, tmp_path) ->
     from use import DeltaTable
     from use.errors import ConfigError, InvalidArgumentError, TableNotFoundError, UnknownStrategyError
     from use.optimize.loop import optimize_path
-    from use.qbeast.table import QbeastTable
+    from use.table import QbeastTable
 
     qpath = staging_qbeast(spark, str(tmp_path / "q"))
     dpath = plain_delta(str(tmp_path / "d"))

@@ -15,7 +15,7 @@ __all__ = ["QbeastTable", "DeltaTable", "DeltaLog"]
 
 def __getattr__(name: str) -> Any:
     if name == "QbeastTable":
-        from use.qbeast.table import QbeastTable
+        from use.table import QbeastTable
 
         return QbeastTable
     if name == "DeltaTable":

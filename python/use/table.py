@@ -1,8 +1,10 @@
 """`QbeastTable`, the public Python entry point to a Qbeast table (exported as `use.QbeastTable`).
 
-A thin facade: each method delegates to the module that owns the work (writer, reader, convert,
-metrics). A `QbeastTable` holds only its path and session; every call reads the latest snapshot, so
-an object kept around never serves stale metadata after other writers commit.
+A thin facade above every layer it serves: each method delegates to the module that owns the work
+(the format's writer, reader, convert and metrics; the optimizer's loop). It lives at the top of the
+package so that the format layer never imports the optimizer. A `QbeastTable` holds only its path and
+session; every call reads the latest snapshot, so an object kept around never serves stale metadata
+after other writers commit.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import os
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from use.errors import InvalidArgumentError, NotAQbeastTableError, VersionNotFoundError
+from use.optimize.loop import optimizations as _optimizations
+from use.optimize.loop import optimize_path
 from use.qbeast.convert import DEFAULT_CUBE_SIZE, ConvertResult, convert_to_qbeast
 from use.qbeast.reader import FilterArg, load_snapshot
 from use.qbeast.reader import read as _read
@@ -180,7 +184,7 @@ class QbeastTable:
             )
         return metrics[revision_id]
 
-    # --- optimization (delegated to use.optimize, added by the optimizer) ----------------------
+    # --- optimization (delegated to use.optimize) ----------------------------------------------
 
     def optimize(
         self,
@@ -195,11 +199,9 @@ class QbeastTable:
     ) -> Any:
         """Optimize until nothing is selected; returns `use.optimize.loop.OptimizeResult`.
 
-        The only upward import of this layer, kept lazy: the optimizer owns the work
-        (`use.optimize.loop.optimize_path`); `config_overrides` are `use.optimization.*` keys.
+        The optimizer owns the work (`use.optimize.loop.optimize_path`); `config_overrides` are
+        `use.optimization.*` keys.
         """
-        from use.optimize.loop import optimize_path
-
         overrides = dict(config_overrides.pop("overrides", None) or {})
         overrides.update(config_overrides)
         return optimize_path(
@@ -210,9 +212,7 @@ class QbeastTable:
 
     def optimizations(self) -> "DataFrame":
         """One row per committed optimization (OptimizationEvent fields), oldest first."""
-        from use.optimize.loop import optimizations
-
-        return optimizations(self._spark, self._path)
+        return _optimizations(self._spark, self._path)
 
     def __repr__(self) -> str:
         return f"QbeastTable({self._path!r})"
