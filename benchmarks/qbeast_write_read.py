@@ -15,13 +15,14 @@ so Spark's column pruning cannot make the baseline read less than a real query w
    z): files and bytes read / total, and its time vs the same filter over the plain copy;
 4. the fixed costs of a sampled read (snapshot load, file pruning, Spark planning) on their own.
 
-Cube size. A sample of fraction f reads the files holding blocks with weights below Weight(f). The
-root cube holds the C rows of lowest weight, so for C/N >= f a 1% sample needs the root's file
-only and reads about max(f, C/N) of the bytes; for C/N < f it needs the level below as well (up to
-9 C/N with 3 dimensions). C = N/50 (2%) is therefore the deliberate default for the sampling goal.
-Range filters want the opposite (files are cube subtrees, so a smaller C means finer files and
-fewer bytes per box), so `--cube-sizes` can add a second, smaller size: each size is written and
-measured, and the table shows both side by side (default: N/50 and N/500).
+Cube size. A sample of fraction f reads, in full, every file holding a block with weights below
+Weight(f). The root cube holds the C rows of lowest weight (C/N of the weight range), its 8 children
+the next 8C, and so on, so a 1% sample reads the shallowest levels that cover 1%: with C = N/50
+(2%) the root's file only (~2% of the bytes), with C = N/500 (0.2%) the root and its 8 children
+(~1.8%). Both meet the sampling goal; range filters want small cubes (files are cube subtrees, so a
+smaller C means finer files and fewer bytes per box) and a file system wants few, large files. So
+two sizes are measured side by side by default: N/50 (few ~90 MB files at 5M rows; the sampling
+choice) and N/500 (~10x more files, ~10 MB; the range-filter choice). `--cube-sizes` changes them.
 
 The time ratios carry Spark's fixed cost per query (planning, codegen, task scheduling, ~0.1-0.3 s
 on a 2-core box), which bounds them at this data size; the bytes ratios are what grows with data.
