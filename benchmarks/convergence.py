@@ -103,7 +103,7 @@ def throughput(spark: Any, src: str, work: str, repeat: int) -> tuple[float, flo
     from use.delta import DeltaLog
     from use.optimize.executor import run_task
     from use.optimize.planner import Planner
-    from use.qbeast.reader import absolute_path
+    from use.delta.storage import absolute_path
     from use.qbeast.snapshot import QbeastSnapshot
 
     plain_best = task_best = float("inf")
@@ -141,7 +141,7 @@ def binpack_throughput(spark: Any, work: str, appends: int, n: int, repeat: int)
     from use.delta import DeltaLog
     from use.optimize.executor import run_task
     from use.optimize.planner import Planner
-    from use.qbeast.reader import absolute_path
+    from use.delta.storage import absolute_path
     from use.qbeast.snapshot import QbeastSnapshot
 
     src = os.path.join(work, "plain-delta")

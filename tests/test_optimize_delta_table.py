@@ -70,7 +70,7 @@ def test_unpartitioned_table_and_a_target_file_size(spark, tmp_path) -> None:
 def test_cluster_key_overlap_rewrites_into_non_overlapping_sorted_files(spark, tmp_path) -> None:
     import pyarrow.parquet as pq
 
-    from use.qbeast.reader import absolute_path
+    from use.delta.storage import absolute_path
 
     path = plain_delta(str(tmp_path / "t"), appends=4, partitioned=False)  # every file spans all of x
     table = DeltaTable.for_path(spark, path)

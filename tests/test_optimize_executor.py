@@ -27,7 +27,8 @@ from use.optimize.events import EVENT_TAG, OptimizationEvent
 from use.optimize.executor import COMMITTED, run_task
 from use.optimize.loop import CONVERGED
 from use.optimize.planner import Planner
-from use.qbeast.reader import absolute_path, load_snapshot, read
+from use.delta.storage import absolute_path
+from use.qbeast.reader import load_snapshot, read
 from use.qbeast.snapshot import QbeastSnapshot
 from use.table import QbeastTable
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 
-from use.errors import UseError
 
 
 @pytest.fixture(scope="module")

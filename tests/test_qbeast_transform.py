@@ -6,7 +6,6 @@ import datetime as dt
 import decimal
 import json
 
-import numpy as np
 import pyarrow as pa
 import pytest
 

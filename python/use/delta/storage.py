@@ -40,6 +40,14 @@ def resolve_table_root(location: str | os.PathLike[str]) -> str:
     return os.path.abspath(os.path.expanduser(text))
 
 
+def absolute_path(table_root: str, path: str) -> str:
+    """A data file path as the log stores it (URL-encoded, relative to the table root, or an
+    absolute `file:` URI) -> the local path to open."""
+    if "://" in path or path.startswith("file:"):
+        return urllib.parse.unquote(urllib.parse.urlparse(path).path)
+    return table_root.rstrip("/") + "/" + urllib.parse.unquote(path)
+
+
 @dataclass(frozen=True)
 class FileInfo:
     """One entry of a directory listing."""

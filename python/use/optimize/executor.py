@@ -208,7 +208,7 @@ def operation_metrics(removed_sizes: np.ndarray, added_sizes: np.ndarray, rows: 
 
 def delete_written(table_root: str, adds: tuple[AddFile, ...] | list[AddFile]) -> None:
     """Delete files a task wrote but did not commit (best effort; logs what it cannot delete)."""
-    from use.qbeast.reader import absolute_path
+    from use.delta.storage import absolute_path
 
     for a in adds:
         try:
@@ -252,7 +252,7 @@ def _binpack(
     from use.delta.datafile import partition_directory, write_data_file
     from use.delta.stats import StatsConfig
     from use.optimize.strategies._common import output_files
-    from use.qbeast.reader import absolute_path
+    from use.delta.storage import absolute_path
 
     part = task.partition_dict
     schema = qsnap.schema

@@ -137,7 +137,8 @@ class QbeastReader(DataSourceReader):
         return out
 
     def partitions(self) -> Sequence[InputPartition]:
-        from use.qbeast.reader import absolute_path, load_snapshot
+        from use.delta.storage import absolute_path
+        from use.qbeast.reader import load_snapshot
         from use.qbeast.query import select_files
 
         qsnap = load_snapshot(self.path)
@@ -200,13 +201,13 @@ class QbeastStagingWriter(DataSourceArrowWriter):
         txn.commit("WRITE", {"mode": "Append", "partitionBy": "[]"}, {"numFiles": len(adds)})
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        import urllib.parse
+        from use.delta.storage import absolute_path
 
         for m in messages:
             if isinstance(m, StagedFiles):
                 for a in m.adds:
                     try:
-                        os.unlink(os.path.join(self.path, urllib.parse.unquote(a.path)))
+                        os.unlink(absolute_path(self.path, a.path))
                     except OSError:
                         pass
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import decimal as _decimal
-import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
@@ -38,6 +37,7 @@ from use.delta.predicates import (
     Predicate,
     Unknown,
 )
+from use.delta.storage import absolute_path
 from use.errors import InvalidArgumentError, NotAQbeastTableError, TableNotFoundError
 from use.qbeast.query import select_files
 from use.qbeast.weight import MIN_WEIGHT, weight_from_fraction
@@ -283,14 +283,6 @@ class ReadPlan:
     @property
     def bytes(self) -> int:
         return int(pc.sum(self.files.column("size")).as_py() or 0) if self.files.num_rows else 0
-
-
-def absolute_path(table_root: str, path: str) -> str:
-    """A log path (URL-encoded, relative to the root or an absolute URI) as a local path."""
-    if "://" in path or path.startswith("file:"):
-        parsed = urllib.parse.urlparse(path)
-        return urllib.parse.unquote(parsed.path)
-    return table_root.rstrip("/") + "/" + urllib.parse.unquote(path)
 
 
 def plan_read(
