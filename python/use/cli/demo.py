@@ -73,6 +73,7 @@ def _qbeast_part(path: Path, rows: int) -> None:
     from pyspark.sql import functions as F
 
     from use import QbeastTable
+    from use.optimize.loop import format_iteration
     from use.session import spark_session
 
     spark = spark_session("use-demo")
@@ -93,6 +94,6 @@ def _qbeast_part(path: Path, rows: int) -> None:
     result = table.optimize(max_iterations=20)
     print(f"\n== optimize: {len(result.iterations)} iterations, outcome {result.outcome}")
     for m in result.iterations:
-        print(f"  {m}")
+        print(f"  {format_iteration(m)}")
     print(table.index_metrics()[table.latest_revision_id])
     table.optimizations().select("optimization_name", "revision_id", "process_time_ms").show(truncate=False)
