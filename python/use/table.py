@@ -29,13 +29,14 @@ if TYPE_CHECKING:
 
 
 def _register_format(spark: "SparkSession") -> None:
-    """Make `spark.read.format("qbeast")` work on sessions that open tables through the facade."""
-    try:
-        from use.qbeast.datasource import register
+    """Make `spark.read.format("qbeast")` work on sessions that open tables through the facade.
 
-        register(spark)
-    except Exception:  # noqa: BLE001 - a convenience; the facade itself never needs the data source
-        pass
+    Spark >= 4.1 (our floor) always has Python data sources, so a failure here is a real bug and is
+    not hidden.
+    """
+    from use.qbeast.datasource import register
+
+    register(spark)
 
 
 class QbeastTable:
