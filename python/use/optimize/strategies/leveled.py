@@ -236,6 +236,22 @@ def _densest_within(
     return d_idx, d_sizes, k
 
 
+def _level_groups_or_plan(snapshot: Any, config: OptimizationConfig, name: str) -> tuple[int, Any, Plan | None]:
+    """The steps both level-wise strategies share: pick the indexed revision, honour
+    revision-rewrite, and fall back to consolidation when no level group qualifies. Returns
+    `(revision, groups, None)` when the caller should choose among `groups`, else
+    `(revision, None, plan_or_None)`."""
+    rid = _indexed_revision(snapshot, config)
+    if rid is None:
+        return -1, None, None
+    if config.revision_rewrite:
+        return rid, None, revision_rewrite_plan(snapshot, config, name, rid)
+    groups = block_groups(snapshot, rid)
+    if groups.size == 0:
+        return rid, None, _consolidation_plan(snapshot, rid, config, name)
+    return rid, groups, None
+
+
 @register("LeveledCompactionSelection", "LeveledCompaction")
 class LeveledCompactionSelection:
     name: ClassVar[str]
@@ -243,14 +259,9 @@ class LeveledCompactionSelection:
     applies_to_delta: ClassVar[bool] = False
 
     def select(self, snapshot: Any, config: OptimizationConfig) -> Plan | None:
-        rid = _indexed_revision(snapshot, config)
-        if rid is None:
-            return None
-        if config.revision_rewrite:
-            return revision_rewrite_plan(snapshot, config, self.name, rid)
-        groups = block_groups(snapshot, rid)
-        if groups.size == 0:
-            return _consolidation_plan(snapshot, rid, config, self.name)
+        rid, groups, early = _level_groups_or_plan(snapshot, config, self.name)
+        if groups is None:
+            return early
         order = np.lexsort((groups.cube_rank, groups.nblocks, groups.depth, groups.level))
         g = int(order[0])
         idx = sort_files(snapshot, groups.files_of(g), [("size", "ascending")])
@@ -273,14 +284,9 @@ class CubeDefragmentation:
     applies_to_delta: ClassVar[bool] = False
 
     def select(self, snapshot: Any, config: OptimizationConfig) -> Plan | None:
-        rid = _indexed_revision(snapshot, config)
-        if rid is None:
-            return None
-        if config.revision_rewrite:
-            return revision_rewrite_plan(snapshot, config, self.name, rid)
-        groups = block_groups(snapshot, rid)
-        if groups.size == 0:
-            return _consolidation_plan(snapshot, rid, config, self.name)
+        rid, groups, early = _level_groups_or_plan(snapshot, config, self.name)
+        if groups is None:
+            return early
         lowest = int(groups.level.min())
         in_level = groups.level == lowest
         order = np.lexsort((groups.cube_rank, groups.nblocks, groups.depth, ~in_level))
