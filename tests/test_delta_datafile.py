@@ -115,3 +115,35 @@ def test_files_commit_and_read_back_through_the_log(tmp_path):
     snap = DeltaLog.for_path(root).snapshot()
     assert sorted(snap.files.column("path").to_pylist()) == sorted(a.path for a in adds)
     assert sorted(snap.files.column("stats").to_pylist()) == sorted(a.stats for a in adds)
+
+
+def test_dictionary_encoding_only_for_columns_that_repeat(tmp_path):
+    """Columns whose sampled values are nearly all distinct are written plain from the start;
+    repeating ones keep the dictionary; nested schemas keep the writer's default (all)."""
+    import numpy as np
+
+    n = 30_000
+    rng = np.random.default_rng(1)
+    table = pa.table(
+        {
+            "id": pa.array(np.arange(n)),
+            "measure": pa.array(rng.random(n)),
+            "category": pa.array(rng.integers(0, 40, n).astype(np.int32)),
+            "label": pa.array([f"label-{i % 7}" for i in range(n)]),
+            "payload": pa.array([f"payload-{i:08d}" for i in range(n)]),
+        }
+    )
+    add = write_data_file(str(tmp_path), table)
+    meta = pq.ParquetFile(os.path.join(tmp_path, add.path)).metadata
+    encodings = {
+        meta.schema.column(i).name: set(meta.row_group(0).column(i).encodings) for i in range(meta.num_columns)
+    }
+    dictionary = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
+    assert encodings["category"] & dictionary and encodings["label"] & dictionary
+    assert not (encodings["id"] & dictionary or encodings["measure"] & dictionary or encodings["payload"] & dictionary)
+    assert pq.read_table(os.path.join(tmp_path, add.path)).equals(table)
+
+    nested = pa.table({"id": pa.array(np.arange(100)), "s": pa.array([{"a": i} for i in range(100)])})
+    add = write_data_file(str(tmp_path), nested)
+    meta = pq.ParquetFile(os.path.join(tmp_path, add.path)).metadata
+    assert set(meta.row_group(0).column(0).encodings) & dictionary

