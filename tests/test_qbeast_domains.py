@@ -121,3 +121,33 @@ def test_bad_shapes_raise() -> None:
 def test_empty_input() -> None:
     got = estimate_domains(np.zeros((0, 2)), np.zeros(0, dtype=np.int32), group_cube_size=30)
     assert len(got) == 0
+
+
+def test_estimation_fraction() -> None:
+    from use.errors import InvalidArgumentError
+    from use.qbeast.domains import ESTIMATION_MIN_ROWS, estimation_fraction
+
+    assert estimation_fraction(1_000, ESTIMATION_MIN_ROWS) == 1.0  # small inputs: every row
+    assert estimation_fraction(1_500, 10_000_000) == 1.0  # a sample over one half is not worth it
+    assert estimation_fraction(100_000, 5_000_000) == pytest.approx(0.02)  # 1,000 rows per cube
+    assert estimation_fraction(50_000_000, 1_000_000_000) == pytest.approx(1e-4)  # at least 100k rows
+    with pytest.raises(InvalidArgumentError, match="desired_cube_size"):
+        estimation_fraction(0, 10)
+
+
+def test_joint_lookup_answers_like_two_lookups() -> None:
+    import numpy as np
+
+    from use.qbeast.domains import CubeLookup, JointLookup
+
+    first = CubeLookup({"": 5, "A": 7, "AQ": 9, "AAAAAAAAAA": 11})
+    second = CubeLookup({"": 0, "B": 1, "AQ": 2})
+    probe = np.array([b"", b"A", b"B", b"AQ", b"C", b"AAAAAAAAAA", b"AAAAAAAAAB"], dtype="S10")
+    v1, h1, v2, h2 = JointLookup(first, second).lookup(probe, (-1, -2))
+    e1, f1 = first.lookup(probe, -1)
+    e2, f2 = second.lookup(probe, -2)
+    assert v1.tolist() == e1.tolist() and h1.tolist() == f1.tolist()
+    assert v2.tolist() == e2.tolist() and h2.tolist() == f2.tolist()
+    empty = JointLookup(CubeLookup({}), CubeLookup({}))
+    v1, h1, v2, h2 = empty.lookup(probe, (-1, -2))
+    assert set(v1.tolist()) == {-1} and set(v2.tolist()) == {-2} and not h1.any() and not h2.any()

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from use.errors import InvalidArgumentError
 from use.qbeast.cube import container_symbols, cube_strings_at_depth, symbols_per_level
-from use.qbeast.domains import CubeLookup
+from use.qbeast.domains import CubeLookup, JointLookup
 from use.qbeast.weight import MAX_WEIGHT, MIN_WEIGHT, fraction, normalized_weight_to_weight
 
 
@@ -177,6 +177,7 @@ def assign_cubes(
     spl = symbols_per_level(d)
     # The walk ends at most one level below the deepest weighted cube.
     max_depth = cube_weights.max_depth_symbols // spl + 1
+    table = JointLookup(cube_weights, files)
     symbols = container_symbols(pts, max_depth)
     depth_of = np.zeros(n, dtype=np.int32)
     weight_of = np.full(n, MAX_WEIGHT, dtype=np.int64)
@@ -186,8 +187,7 @@ def assign_cubes(
         if not active.shape[0]:
             break
         strings = cube_strings_at_depth(symbols[active], depth)
-        cw, has_weight = cube_weights.lookup(strings, MAX_WEIGHT)
-        fid, has_file = files.lookup(strings, -1)
+        cw, has_weight, fid, has_file = table.lookup(strings, (MAX_WEIGHT, -1))
         file_of[active[has_file]] = fid[has_file]
         stop = ~has_weight | (w[active] <= cw) | (depth == max_depth)
         stopped = active[stop]
