@@ -65,7 +65,11 @@ def fragmented_qbeast(spark: Any, dest: str, appends: int = 3) -> str:
         if done:
             shutil.copytree(_TEMPLATES[f"fragmented-{done}"], path)
         for i in range(done, appends):
-            QbeastTable.write(rows_df(spark, i * APPEND_ROWS, APPEND_ROWS), path, ["x", "y"], cube_size=CUBE_SIZE)
+            # optimize_write: one file per planned group, so the layout (and the counts the tests
+            # expect) does not depend on how many tasks wrote it.
+            QbeastTable.write(
+                rows_df(spark, i * APPEND_ROWS, APPEND_ROWS), path, ["x", "y"], cube_size=CUBE_SIZE, optimize_write=True
+            )
         _TEMPLATES[name] = path
     return _copy(name, dest)
 

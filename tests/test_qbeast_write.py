@@ -369,17 +369,114 @@ def test_write_tasks_spill_past_their_buffer(spark, table_path) -> None:
     assert _state(table_path) == state
 
 
+def _files_per_cube(path: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for blocks in _qsnap(path).files.column("tags").to_pylist():
+        for block in json.loads(dict(blocks)["blocks"]):
+            out[block["cubeId"]] = out.get(block["cubeId"], 0) + 1
+    return out
+
+
+def test_default_write_has_no_shuffle_and_optimize_write_one_file_per_group(spark, tmp_path) -> None:
+    """By default every write task (at most spark.default.parallelism after a coalesce: 4 here, from
+    6 input partitions) writes its own part of each planned file; optimize_write=True (argument, Spark conf or table
+    property delta.autoOptimize.optimizeWrite) shuffles so each planned file is written once."""
+    from pyspark.sql import functions as F
+
+    def data(n: int, start: int = 0):
+        return spark.range(start, start + n, numPartitions=6).select(
+            F.col("id"), (F.rand(3) * 100).alias("x"), (F.rand(4) * 100).alias("y")
+        )
+
+    local, shuffled = str(tmp_path / "local"), str(tmp_path / "shuffled")
+    write(spark, data(12_000), local, ["x", "y"], cube_size=1_000)
+    write(spark, data(12_000), shuffled, ["x", "y"], cube_size=1_000, optimize_write=True)
+    for path in (local, shuffled):
+        _check_table(spark, path, np.arange(12_000), ["x", "y"])
+    parts, whole = _files_per_cube(local), _files_per_cube(shuffled)
+    assert set(parts) == set(whole)  # the same tree, whichever way it is written
+    tasks = spark.sparkContext.defaultParallelism
+    assert tasks < 6 and max(whole.values()) == 1 and max(parts.values()) == tasks
+    assert len(_qsnap(local).files) > len(_qsnap(shuffled).files)
+
+    # The Spark conf, then the table property, decide when the argument is not given.
+    spark.conf.set("spark.qbeast.index.optimizeWrite", "true")
+    try:
+        write(spark, data(3_000, start=12_000), local, ["x", "y"])
+    finally:
+        spark.conf.unset("spark.qbeast.index.optimizeWrite")
+    version = _qsnap(local).version
+    added = [a["add"] for a in _commit(local, version) if "add" in a]
+    cubes = [b["cubeId"] for a in added for b in json.loads(a["tags"]["blocks"])]
+    assert len(cubes) == len(set(cubes))  # one file per planned group: no cube in two new files
+
+    from dataclasses import replace
+
+    from use.delta.transaction import Transaction
+
+    log = DeltaLog.for_path(shuffled)
+    snap = log.snapshot()
+    conf = {**snap.metadata.configuration, "delta.autoOptimize.optimizeWrite": "true"}
+    Transaction(log, snap).add(replace(snap.metadata, configuration=conf)).commit("SET TBLPROPERTIES", {}, {})
+    write(spark, data(3_000, start=12_000), shuffled, ["x", "y"])
+    added = [a["add"] for a in _commit(shuffled, _qsnap(shuffled).version) if "add" in a]
+    cubes = [b["cubeId"] for a in added for b in json.loads(a["tags"]["blocks"])]
+    assert len(cubes) == len(set(cubes))
+    write(spark, data(3_000, start=15_000), shuffled, ["x", "y"], optimize_write=False)
+    added = [a["add"] for a in _commit(shuffled, _qsnap(shuffled).version) if "add" in a]
+    cubes = [b["cubeId"] for a in added for b in json.loads(a["tags"]["blocks"])]
+    assert len(cubes) > len(set(cubes))  # the argument wins over the table property
+    _check_table(spark, shuffled, np.arange(18_000), ["x", "y"])
+
+
+def test_bad_optimize_write_settings_write_nothing(spark, small_table) -> None:
+    from use.errors import ConfigError
+
+    state = _state(small_table)
+    with pytest.raises(InvalidArgumentError, match="optimize_write must be True, False or None"):
+        write(spark, _data(spark, 100, start=9_000), small_table, ["x", "y"], optimize_write="yes")
+    spark.conf.set("spark.qbeast.index.optimizeWrite", "sometimes")
+    try:
+        with pytest.raises(ConfigError, match=r"spark\.qbeast\.index\.optimizeWrite must be true or false"):
+            write(spark, _data(spark, 100, start=9_000), small_table, ["x", "y"])
+    finally:
+        spark.conf.unset("spark.qbeast.index.optimizeWrite")
+    assert _state(small_table) == state
+
+
+def test_estimation_on_a_sample_keeps_cube_sizes(spark, table_path, monkeypatch) -> None:
+    """Past ESTIMATION_MIN_ROWS the cube domains are estimated on a seeded sample (here 20% of the
+    rows); inner cubes still hold the desired size within 20% and every row is written once."""
+    from pyspark.sql import functions as F
+
+    from use.qbeast import domains
+
+    monkeypatch.setattr(domains, "ESTIMATION_MIN_ROWS", 1_000)
+    assert domains.estimation_fraction(5_000, 60_000) == pytest.approx(0.2)
+    df = spark.range(0, 60_000, numPartitions=4).select(
+        F.col("id"), (F.rand(11) * 100).alias("x"), (F.rand(12) * 100).alias("y")
+    )
+    write(spark, df, table_path, ["x", "y"], cube_size=5_000)
+    status = IndexStatus.from_snapshot(_qsnap(table_path), 1)
+    counts, weights = status.cube_element_counts(), status.cube_weights()
+    inner = [counts[c] for c, w in weights.items() if w < MAX_WEIGHT]
+    assert len(inner) >= 5 and all(4_000 <= n <= 6_000 for n in inner), inner
+    _check_table(spark, table_path, np.arange(60_000), ["x", "y"])
+
+
 def test_write_with_large_arrow_var_types(spark, table_path) -> None:
-    """With spark.sql.execution.arrow.useLargeVarTypes the packed rows reach the write tasks as
-    large_binary (64-bit offsets); every row is still written once, blocks exact."""
+    """With spark.sql.execution.arrow.useLargeVarTypes the rows (and the packed rows of an
+    optimized write) reach the write tasks as large types (64-bit offsets); every row is still
+    written once, blocks exact."""
     key = "spark.sql.execution.arrow.useLargeVarTypes"
     previous = spark.conf.get(key, None)
     spark.conf.set(key, "true")
     try:
         write(spark, _data(spark, 3_000), table_path, ["x", "s"], cube_size=400)
+        write(spark, _data(spark, 2_000, start=3_000), table_path, ["x", "s"], optimize_write=True)
     finally:
         if previous is None:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, previous)
-    _check_table(spark, table_path, np.arange(3_000), ["x", "s"])
+    _check_table(spark, table_path, np.arange(5_000), ["x", "s"])

@@ -72,11 +72,14 @@ class QbeastTable:
         *,
         txn_app_id: str | None = None,
         txn_version: int | None = None,
+        optimize_write: bool | None = None,
     ) -> "WriteResult":
         """Index `df` into the table at `path` (created if missing) with the OTree writer.
 
         `cube_size=None` keeps the table's desired cube size on append (5,000,000 for a new table);
         a different size starts a new revision. `txn_app_id`/`txn_version` make the write idempotent.
+        `optimize_write=True` shuffles so each planned file is written once; by default every write
+        task writes its own part of each file (see `use.qbeast.writer.write`).
         """
         from use.qbeast.writer import write as _write
 
@@ -90,6 +93,7 @@ class QbeastTable:
             column_stats=column_stats,
             txn_app_id=txn_app_id,
             txn_version=txn_version,
+            optimize_write=optimize_write,
         )
 
     @staticmethod

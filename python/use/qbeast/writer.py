@@ -3,20 +3,22 @@ executor, that turns rows into Qbeast data files.
 
 Flow of `write` (every step a Spark job over the input, nothing collected but small metadata):
 1. validate everything that can be checked without touching the data (columns, cube size, mode,
-   schema and indexed columns against the existing table) so a bad call changes nothing;
+   settings, schema and indexed columns against the existing table) so a bad call changes nothing;
 2. one aggregation for the revision statistics (min/max per linear column, count);
 3. the row weight is Spark's own `hash()` of the indexed columns, so reads can recompute it;
-4. `mapInArrow` estimates cube domains per partition (`use.qbeast.domains`), the driver merges them
-   with the existing index and estimates cube weights (`use.qbeast.estimate`) and rolls the cubes up
-   into files (`use.qbeast.rollup`);
-5. a second `mapInArrow` assigns each row its cube and file and packs the rows, split by file, into
-   Arrow IPC blobs; the blobs are shuffled to one write task per core (files spread evenly by
-   their estimated rows), which groups them by file in memory (spilling to local disk past
-   `spark.qbeast.index.writeBufferBytes`) and writes each file with
-   `use.delta.datafile.write_data_file`, computing exact block statistics on the way and
-   returning the `AddFile`s as rows. Full rows cross the JVM/Python boundary once and Spark never
-   serializes them row by row (measured: the shuffle of rows plus a sort by file cost about twice
-   the whole plain parquet write);
+4. `mapInArrow` estimates cube domains per partition (`use.qbeast.domains`) on a seeded sample of
+   a large input, the driver merges them with the existing index and estimates cube weights
+   (`use.qbeast.estimate`) and rolls the cubes up into files (`use.qbeast.rollup`);
+5. a second `mapInArrow` assigns each row its cube and file (`_RowSplitter`), groups the rows by
+   file in memory (spilling to local disk past `spark.qbeast.index.writeBufferBytes`) and writes
+   each file with `use.delta.datafile.write_data_file`, computing exact block statistics on the
+   way and returning the `AddFile`s as rows. Full rows cross the JVM/Python boundary once and
+   Spark never serializes them row by row. By default there is no shuffle: each task (the input
+   coalesced to one per core) writes its own part of every planned file its rows fall into, as a
+   Delta write makes one file per task and partition. With `optimize_write` the rows, packed per
+   file as Arrow IPC blobs, are shuffled to one write task per core instead (files spread evenly by
+   their estimated rows), so each planned file is written once; the optimizer's rewrites always
+   do this (measured at 5M rows: the shuffle adds about 0.6x of a plain parquet write);
 6. the driver makes one Delta commit (after creating the table if it did not exist).
 
 File names are chosen on the driver before any task runs, so if anything fails before the commit
@@ -29,7 +31,7 @@ import contextlib
 import os
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +46,7 @@ from use.qbeast.domains import (
     CubeLookup,
     ExistingInnerCubes,
     estimate_domains,
+    estimation_fraction,
     group_cube_size,
 )
 from use.qbeast.estimate import assign_cubes, estimate
@@ -87,6 +90,12 @@ _DEFAULT_WRITE_BUFFER_BYTES = 512 << 20
 _ROW_GROUP_BYTES = 8 << 20
 _PACK_BYTES = 16 << 20
 _NARROW_BATCH_ROWS = 100_000
+# Arrow batches of whole rows: up to _NARROW_BATCH_ROWS rows, but no more than this many bytes.
+_FULL_BATCH_BYTES = 32 << 20
+_OPTIMIZE_WRITE_CONF = "spark.qbeast.index.optimizeWrite"
+_OPTIMIZE_WRITE_PROPERTY = "delta.autoOptimize.optimizeWrite"
+# The domain-estimation sample is seeded, so writing the same rows twice plans the same tree.
+_ESTIMATION_SEED = 20_240_611
 
 _RESULT_DDL = "path string, size bigint, modification_time bigint, stats string, blocks string, num_rows bigint"
 _RESULT_SCHEMA = pa.schema(
@@ -277,59 +286,119 @@ def _domains_task(
 
 
 @contextlib.contextmanager
-def _narrow_arrow_batches(spark: SparkSession) -> Iterator[None]:
-    """Larger Arrow batches for the passes that ship only the indexed columns and the weight.
+def _arrow_batches(spark: SparkSession, max_rows: int, max_bytes: int | None = None) -> Iterator[None]:
+    """Larger Arrow batches for the writer's `mapInArrow` passes, capped in bytes for wide rows.
 
     At Spark's default of 10,000 rows per batch the per-batch cost of the JVM -> Python transfer
-    dominates these narrow passes (measured: a no-op `mapInArrow` over 4 columns of 5M rows took
-    ~4.6 CPU-s at 10,000 rows per batch, ~3.3 at 100,000). Only ever raised, and restored after
-    the action, since it is a session setting.
+    dominates (measured on 5M rows: a no-op `mapInArrow` over 4 columns took ~4.6 CPU-s at 10,000
+    rows per batch, ~3.3 at 100,000; over 8 columns of ~200 bytes a row, 9.1 CPU-s vs 6.1). The row
+    limit is only ever raised and the byte limit only ever lowered, and both are restored after
+    the action, since they are session settings.
     """
-    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
-    previous = spark.conf.get(key, None)
-    try:
-        current = int(previous) if previous is not None else 10_000
-    except ValueError:
-        current = 10_000
-    if 0 < current < _NARROW_BATCH_ROWS:
-        spark.conf.set(key, str(_NARROW_BATCH_ROWS))
+    changes: dict[str, str] = {}
+    rows_key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    current_rows = _int_conf(spark, rows_key, 10_000)
+    if 0 < current_rows < max_rows:
+        changes[rows_key] = str(max_rows)
+    if max_bytes is not None:
+        bytes_key = "spark.sql.execution.arrow.maxBytesPerBatch"
+        if _int_conf(spark, bytes_key, 2**31 - 1) > max_bytes:
+            changes[bytes_key] = str(max_bytes)
+    previous = {key: spark.conf.get(key, None) for key in changes}
+    for key, value in changes.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        if 0 < current < _NARROW_BATCH_ROWS:
-            if previous is None:
+        for key, value in previous.items():
+            if value is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, previous)
+                spark.conf.set(key, value)
+
+
+def _int_conf(spark: SparkSession, key: str, default: int) -> int:
+    raw = spark.conf.get(key, None)
+    try:
+        return int(raw) if raw is not None else default
+    except ValueError:
+        return default
+
+
+def _one_task_per_core(df: DataFrame) -> DataFrame:
+    """`df` coalesced (no shuffle) to at most one partition per core for a `mapInArrow` pass.
+
+    Each Python task has a fixed cost (worker, Arrow stream; measured ~0.1 s), which for a narrow
+    or sampled pass is most of the work: over 8 cached partitions of 5M rows on 2 cores, a sampled
+    pass took 0.83 s in 8 tasks and 0.40 s in 2.
+    """
+    num_partitions = df.rdd.getNumPartitions()
+    num_tasks = max(1, min(num_partitions, df.sparkSession.sparkContext.defaultParallelism))
+    return df.coalesce(num_tasks) if num_tasks < num_partitions else df
 
 
 def _input_domains(
     spark: SparkSession, weighted: DataFrame, revision: Revision, existing_weights: Mapping[str, int], num_rows: int
 ) -> dict[str, float]:
+    """Cube domains of the input, estimated on a sample of it when it is large (`use.qbeast.domains.
+    estimation_fraction`): the estimate needs about a thousand rows per cube, not every row, and the
+    sample keeps this pass a small share of the write. Domains are scaled back to the whole input."""
     buffer_capacity = _buffer_capacity(spark)
-    num_partitions = weighted.rdd.getNumPartitions()
-    gcs = group_cube_size(revision.desired_cube_size, num_partitions, num_rows, buffer_capacity)
-    selected = weighted.select(*[weighted[c] for c in revision.columns], weighted[WEIGHT_COLUMN])
+    fraction = estimation_fraction(revision.desired_cube_size, num_rows)
+    source = _one_task_per_core(weighted)
+    num_partitions = source.rdd.getNumPartitions()
+    if fraction < 1.0:
+        source = source.sample(fraction=fraction, seed=_ESTIMATION_SEED)
+    gcs = group_cube_size(
+        max(1, int(round(revision.desired_cube_size * fraction))),
+        num_partitions,
+        max(1, int(round(num_rows * fraction))),
+        buffer_capacity,
+    )
+    selected = source.select(*[source[c] for c in revision.columns], source[WEIGHT_COLUMN])
     task = _domains_task(revision, gcs, dict(existing_weights), buffer_capacity)
-    with _narrow_arrow_batches(spark):
+    with _arrow_batches(spark, _NARROW_BATCH_ROWS):
         table = selected.mapInArrow(task, "cube string, domain double").toArrow()
     domains = CubeDomains(
         np.array([c.encode("ascii") for c in table.column("cube").to_pylist()], dtype="S"),
-        table.column("domain").to_numpy(),
+        table.column("domain").to_numpy() / fraction,
     ) if table.num_rows else CubeDomains.empty()
     return domains.to_dict()
 
 
-def _pack_task(
-    revision: Revision,
-    cube_weights: Mapping[str, int],
-    plan: RollupPlan,
-    part_keys: np.ndarray,
-    data_names: Sequence[str],
-    flush_bytes: int,
-) -> Any:
-    """Row -> cube and file, and the rows packed per file as Arrow IPC blobs (a `mapInArrow`
-    function, on the input's partitions).
+class _RowSplitter:
+    """Row -> cube and file for batches of input rows, the rows then split by file.
+
+    Shared by both write paths. Each piece holds the data columns plus the row's cube and weight
+    (what the block statistics need); pieces of one call are slices of one batch sorted by file.
+    """
+
+    def __init__(
+        self, revision: Revision, cube_weights: Mapping[str, int], plan: RollupPlan, data_names: Sequence[str]
+    ) -> None:
+        self._revision = revision
+        self._weights = CubeLookup(cube_weights)
+        self._files = plan.file_lookup()
+        self._data_names = list(data_names)
+
+    def split(self, batch: pa.RecordBatch) -> list[tuple[int, pa.RecordBatch]]:
+        weights = batch.column(WEIGHT_COLUMN).to_numpy(zero_copy_only=False).astype(np.int32)
+        assigned = assign_cubes(self._revision.transform(batch), weights, self._weights, self._files)
+        files = assigned.files
+        rows = pa.RecordBatch.from_arrays(
+            [*[batch.column(c) for c in self._data_names], assigned.cubes, batch.column(WEIGHT_COLUMN)],
+            names=[*self._data_names, CUBE_COLUMN, WEIGHT_COLUMN],
+        )
+        order = np.argsort(files, kind="stable")
+        sorted_files = files[order]
+        rows = rows.take(pa.array(order))
+        cuts = [0, *(np.flatnonzero(sorted_files[1:] != sorted_files[:-1]) + 1).tolist(), len(files)]
+        return [(int(sorted_files[a]), rows.slice(a, b - a)) for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def _pack_task(splitter: _RowSplitter, part_keys: np.ndarray, flush_bytes: int) -> Any:
+    """The rows split by file and packed as Arrow IPC blobs (a `mapInArrow` function, on the input's
+    partitions), for the shuffle of the optimized-write path.
 
     The rows cross from the JVM into Python once, here, and stay Arrow until they are parquet: what
     the shuffle moves is a few large binary values per input batch (`part`, `file`, `rows`), not
@@ -338,32 +407,18 @@ def _pack_task(
     """
     import pyarrow.ipc as ipc
 
-    weights_lookup = CubeLookup(cube_weights)
-    files_lookup = plan.file_lookup()
-    keep = [*data_names, CUBE_COLUMN, WEIGHT_COLUMN]
-
     def pack(pending: list[pa.RecordBatch]) -> pa.RecordBatch:
         batch = pending[0] if len(pending) == 1 else pa.concat_batches(pending)
-        weights = batch.column(WEIGHT_COLUMN).to_numpy(zero_copy_only=False).astype(np.int32)
-        assigned = assign_cubes(revision.transform(batch), weights, weights_lookup, files_lookup)
-        files = assigned.files
-        rows = pa.RecordBatch.from_arrays(
-            [*[batch.column(c) for c in data_names], assigned.cubes, batch.column(WEIGHT_COLUMN)], names=keep
-        )
-        order = np.argsort(files, kind="stable")
-        sorted_files = files[order]
-        rows = rows.take(pa.array(order))
-        cuts = [0, *(np.flatnonzero(sorted_files[1:] != sorted_files[:-1]) + 1).tolist(), len(files)]
         # All blobs go into one buffer, one IPC stream after another; the binary column is built
         # on it with the stream boundaries as offsets (no copy per blob).
         sink = pa.BufferOutputStream()
         offsets = [0]
         out_files = []
-        for a, b in zip(cuts[:-1], cuts[1:]):
-            with ipc.new_stream(sink, rows.schema) as writer:
-                writer.write_batch(rows.slice(a, b - a))
+        for file_index, piece in splitter.split(batch):
+            with ipc.new_stream(sink, piece.schema) as writer:
+                writer.write_batch(piece)
             offsets.append(sink.tell())
-            out_files.append(int(sorted_files[a]))
+            out_files.append(file_index)
         data = sink.getvalue()
         if offsets[-1] >= 1 << 31:
             raise InvalidArgumentError("a packed write batch exceeds 2 GiB; lower the input partition size")
@@ -516,7 +571,42 @@ def _chunks(batches: list[pa.RecordBatch], target_bytes: int) -> Iterator[pa.Rec
         yield group[0] if len(group) == 1 else pa.concat_batches(group)
 
 
-def _write_task(
+def _write_groups(
+    groups: _FileGroups,
+    file_name: Callable[[int], str],
+    table_root: str,
+    data_schema: pa.Schema,
+    cube_weights: Mapping[str, int],
+    data_change: bool,
+) -> Iterator[pa.RecordBatch]:
+    """Write each file of a task's groups in one go (row groups of `_ROW_GROUP_BYTES`) and describe
+    them as rows of `_RESULT_SCHEMA`."""
+    from use.delta.datafile import write_data_file
+
+    out: dict[str, list[Any]] = {f.name: [] for f in _RESULT_SCHEMA}
+    for file_index in groups.files():
+        pieces = groups.take(file_index)
+        cubes = [p.column(CUBE_COLUMN) for p in pieces]
+        weights = [p.column(WEIGHT_COLUMN) for p in pieces]
+        data = [p.select(data_schema.names) for p in pieces]
+        del pieces
+        name = file_name(file_index)
+        # A retry of a task that failed after publishing its file finds the file there; the driver
+        # never saw that attempt's metadata, so the file is replaced (speculative execution must
+        # stay off, Spark's default, for the same reason).
+        _delete_files(table_root, [name])
+        add = write_data_file(
+            table_root, _chunks(data, _ROW_GROUP_BYTES), schema=data_schema, file_name=name, data_change=data_change
+        )
+        del data
+        blocks, num_rows = _file_blocks(cubes, weights, cube_weights)
+        for key, value in zip(_RESULT_SCHEMA.names, (add.path, add.size, add.modification_time, add.stats, blocks, num_rows)):
+            out[key].append(value)
+    if out["path"]:
+        yield pa.RecordBatch.from_pydict(out, schema=_RESULT_SCHEMA)
+
+
+def _shuffled_write_task(
     table_root: str,
     names: Sequence[str],
     data_schema: pa.Schema,
@@ -525,16 +615,12 @@ def _write_task(
     buffer_bytes: int,
 ) -> Any:
     """One parquet file per file index of the partition, as a `mapInArrow` function over the
-    `(part, file, rows)` blobs of `_pack_task`: the pieces are grouped by file in memory
-    (`_FileGroups`), then each file is written in one go, in row groups of `_ROW_GROUP_BYTES`."""
+    `(part, file, rows)` blobs of `_pack_task`, grouped by file in memory (`_FileGroups`)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.ipc as ipc
 
-        from use.delta.datafile import write_data_file
-
         groups = _FileGroups(buffer_bytes)
-        out: dict[str, list[Any]] = {f.name: [] for f in _RESULT_SCHEMA}
         try:
             for batch in batches:
                 files = batch.column("file").to_numpy(zero_copy_only=False)
@@ -546,35 +632,56 @@ def _write_task(
                 for i in range(len(blobs)):
                     for piece in ipc.open_stream(data_buf.slice(int(offsets[i]), int(offsets[i + 1] - offsets[i]))):
                         groups.add(int(files[i]), piece)
-            for file_index in groups.files():
-                pieces = groups.take(file_index)
-                cubes = [p.column(CUBE_COLUMN) for p in pieces]
-                weights = [p.column(WEIGHT_COLUMN) for p in pieces]
-                data = [p.select(data_schema.names) for p in pieces]
-                del pieces
-                # A retry of a task that failed after publishing its file finds the file there; the
-                # driver never saw that attempt's metadata, so the file is replaced (speculative
-                # execution must stay off, Spark's default, for the same reason).
-                _delete_files(table_root, [names[file_index]])
-                add = write_data_file(
-                    table_root,
-                    _chunks(data, _ROW_GROUP_BYTES),
-                    schema=data_schema,
-                    file_name=names[file_index],
-                    data_change=data_change,
-                )
-                del data
-                blocks, num_rows = _file_blocks(cubes, weights, cube_weights)
-                for key, value in zip(
-                    _RESULT_SCHEMA.names, (add.path, add.size, add.modification_time, add.stats, blocks, num_rows)
-                ):
-                    out[key].append(value)
+            yield from _write_groups(groups, names.__getitem__, table_root, data_schema, cube_weights, data_change)
         finally:
             groups.close()
-        if out["path"]:
-            yield pa.RecordBatch.from_pydict(out, schema=_RESULT_SCHEMA)
 
     return run
+
+
+def _local_write_task(
+    splitter: _RowSplitter,
+    table_root: str,
+    write_id: uuid.UUID,
+    data_schema: pa.Schema,
+    cube_weights: Mapping[str, int],
+    data_change: bool,
+    buffer_bytes: int,
+) -> Any:
+    """Assign, group by file and write, all in the task that reads the rows (a `mapInArrow`
+    function): each task writes its own part of every file its rows fall into, named by
+    `_task_file_name`."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        task = context.partitionId() if context is not None else 0
+        groups = _FileGroups(buffer_bytes)
+        try:
+            for batch in batches:
+                if batch.num_rows:
+                    for file_index, piece in splitter.split(batch):
+                        groups.add(file_index, piece)
+            yield from _write_groups(
+                groups,
+                lambda f: _task_file_name(write_id, f, task),
+                table_root,
+                data_schema,
+                cube_weights,
+                data_change,
+            )
+        finally:
+            groups.close()
+
+    return run
+
+
+def _task_file_name(write_id: uuid.UUID, file_index: int, task: int) -> str:
+    """The name of task `task`'s part of file `file_index` of one write: `<uuid>.parquet` like every
+    Qbeast data file, the UUID derived from the write's id, so the driver knows every name a task
+    may use without shipping a list of them to the tasks."""
+    return f"{uuid.uuid5(write_id, f'{task}/{file_index}')}.parquet"
 
 
 def _delete_files(table_root: str, names: Iterable[str]) -> None:
@@ -583,6 +690,30 @@ def _delete_files(table_root: str, names: Iterable[str]) -> None:
             os.unlink(os.path.join(table_root, name))
         except FileNotFoundError:
             pass
+
+
+def _optimize_write(spark: SparkSession, requested: bool | None, configuration: Mapping[str, str] | None) -> bool:
+    """Whether a write shuffles its rows so each file of the plan is written once (see `write`).
+
+    The argument wins, then the Spark conf `spark.qbeast.index.optimizeWrite`, then the table
+    property `delta.autoOptimize.optimizeWrite`, then `False` (Delta's default as well)."""
+    if requested is not None:
+        if not isinstance(requested, bool):
+            raise InvalidArgumentError(f"optimize_write must be True, False or None (the settings decide), got {requested!r}")
+        return requested
+    for source, raw in (
+        (_OPTIMIZE_WRITE_CONF, spark.conf.get(_OPTIMIZE_WRITE_CONF, None)),
+        (_OPTIMIZE_WRITE_PROPERTY, (configuration or {}).get(_OPTIMIZE_WRITE_PROPERTY)),
+    ):
+        if raw is None:
+            continue
+        text = str(raw).strip().lower()
+        if text not in ("true", "false"):
+            from use.errors import ConfigError
+
+            raise ConfigError(f"{source} must be true or false, got {raw!r}")
+        return text == "true"
+    return False
 
 
 def _write_files(
@@ -594,27 +725,45 @@ def _write_files(
     table_root: str,
     data_schema: pa.Schema,
     data_change: bool,
-    names: Sequence[str],
     sizes: Mapping[str, int],
+    *,
+    optimize_write: bool,
+    written: list[str],
 ) -> tuple[list[AddFile], int]:
-    """Assign, repartition by file, write; returns the AddFiles (tagged) and the rows written.
+    """Assign rows to cubes and files and write the files; returns the AddFiles (tagged) and the
+    rows written. Every name a task may write goes to `written` before any task runs, so the caller
+    can delete them if anything fails before its commit.
 
-    `sizes` are the rows expected per cube (what the rollup grouped), used to spread the files
-    evenly over one write task per core.
-
-    The caller owns `names` and deletes them if anything fails before its commit.
+    With `optimize_write` the rows are shuffled so each file of the plan is written once, by one
+    write task per core (`sizes`, the rows expected per cube, spread the files evenly over them).
+    Without it, no shuffle: every task writes its own part of each file its rows fall into, so a
+    file of the plan becomes up to one file per task (the input is coalesced to one task per core
+    first, so there are few parts).
     """
+    splitter = _RowSplitter(revision, dict(cube_weights), plan, data_schema.names)
+    buffer_bytes = _write_buffer_bytes(spark)
     parallelism = max(1, spark.sparkContext.defaultParallelism)
-    num_tasks = max(1, min(plan.num_files, parallelism))
-    file_rows = [0] * plan.num_files
-    for cube, group in plan.group_of.items():
-        file_rows[plan.file_of_group[group]] += int(sizes.get(cube, 0))
-    part_keys = _partition_keys(num_tasks)[_balanced_parts(file_rows, num_tasks)].astype(np.int32)
-    pack = _pack_task(revision, dict(cube_weights), plan, part_keys, data_schema.names, _PACK_BYTES)
-    packed = weighted.mapInArrow(pack, "part int, file int, rows binary")
-    shuffled = packed.repartition(num_tasks, packed["part"])
-    task = _write_task(table_root, list(names), data_schema, dict(cube_weights), data_change, _write_buffer_bytes(spark))
-    result = shuffled.mapInArrow(task, _RESULT_DDL).toArrow()
+    if optimize_write:
+        names = _file_names(plan.num_files)
+        written.extend(names)
+        num_tasks = max(1, min(plan.num_files, parallelism))
+        file_rows = [0] * plan.num_files
+        for cube, group in plan.group_of.items():
+            file_rows[plan.file_of_group[group]] += int(sizes.get(cube, 0))
+        part_keys = _partition_keys(num_tasks)[_balanced_parts(file_rows, num_tasks)].astype(np.int32)
+        packed = weighted.mapInArrow(_pack_task(splitter, part_keys, _PACK_BYTES), "part int, file int, rows binary")
+        shuffled = packed.repartition(num_tasks, packed["part"])
+        task = _shuffled_write_task(table_root, names, data_schema, dict(cube_weights), data_change, buffer_bytes)
+        with _arrow_batches(spark, _NARROW_BATCH_ROWS, _FULL_BATCH_BYTES):
+            result = shuffled.mapInArrow(task, _RESULT_DDL).toArrow()
+    else:
+        source = _one_task_per_core(weighted)
+        num_tasks = source.rdd.getNumPartitions()
+        write_id = uuid.uuid4()
+        written.extend(_task_file_name(write_id, f, t) for t in range(num_tasks) for f in range(plan.num_files))
+        task = _local_write_task(splitter, table_root, write_id, data_schema, dict(cube_weights), data_change, buffer_bytes)
+        with _arrow_batches(spark, _NARROW_BATCH_ROWS, _FULL_BATCH_BYTES):
+            result = source.mapInArrow(task, _RESULT_DDL).toArrow()
     tags_revision = str(revision.revision_id)
     adds = [
         AddFile(
@@ -651,6 +800,8 @@ def _index(
     data_schema: pa.Schema,
     data_change: bool,
     written: list[str],
+    *,
+    optimize_write: bool,
 ) -> tuple[list[AddFile], int]:
     """The full write algorithm (§3.2-3.6) for rows of one revision; file names go to `written`
     before any file exists, so the caller can clean up."""
@@ -667,10 +818,18 @@ def _index(
         existing_domains=existing_domains,
     )
     plan = rollup(est.block_sizes, revision.desired_cube_size, d)
-    names = _file_names(plan.num_files)
-    written.extend(names)
     return _write_files(
-        spark, weighted, revision, est.cube_weights, plan, table_root, data_schema, data_change, names, est.block_sizes
+        spark,
+        weighted,
+        revision,
+        est.cube_weights,
+        plan,
+        table_root,
+        data_schema,
+        data_change,
+        est.block_sizes,
+        optimize_write=optimize_write,
+        written=written,
     )
 
 
@@ -722,6 +881,7 @@ def write(
     *,
     txn_app_id: str | None = None,
     txn_version: int | None = None,
+    optimize_write: bool | None = None,
 ) -> WriteResult:
     """Index `df` into the Qbeast table at `path` (created when missing) and commit it.
 
@@ -731,6 +891,12 @@ def write(
     the table properties) and 5,000,000 otherwise; a different size starts a new revision. With
     `txn_app_id`/`txn_version` the write is idempotent: a version already committed for that
     application id is skipped.
+
+    `optimize_write` (Delta's "optimized writes"): `True` shuffles the rows so each file of the
+    rollup plan is written once, `False` lets every task write its own part of each file its rows
+    fall into (no shuffle: the write costs little more than a plain parquet write, and the
+    optimizer's compaction merges the parts later). `None` takes `spark.qbeast.index.optimizeWrite`,
+    else the table property `delta.autoOptimize.optimizeWrite`, else `False`.
     """
     from use.delta.log import DeltaLog
 
@@ -742,6 +908,7 @@ def write(
     log = DeltaLog.for_path(root)
     snapshot = log.snapshot() if log.exists() else None
     qsnap = _qbeast_snapshot(snapshot) if snapshot is not None else None
+    shuffle = _optimize_write(spark, optimize_write, snapshot.metadata.configuration if snapshot is not None else None)
 
     if snapshot is not None and txn_app_id is not None:
         done = snapshot.app_transaction_version(txn_app_id)
@@ -785,7 +952,17 @@ def write(
             if not is_new and mode == "append" and qsnap is not None:
                 existing_weights, existing_domains = _existing_index(qsnap, revision.revision_id)
             adds, rows_written = _index(
-                spark, df, revision, num_rows, existing_weights, existing_domains, root, data_schema, True, written
+                spark,
+                df,
+                revision,
+                num_rows,
+                existing_weights,
+                existing_domains,
+                root,
+                data_schema,
+                True,
+                written,
+                optimize_write=shuffle,
             )
         version = _commit_write(
             log, snapshot, revision, is_new, mode, adds, rows_written, data_schema, column_stats, txn_app_id, txn_version
@@ -925,7 +1102,17 @@ def index_into_revision(
         if not is_new:
             existing_weights, existing_domains = _existing_index(qsnap, revision.revision_id)
         adds, rows = _index(
-            spark, df, revision, num_rows, existing_weights, existing_domains, root, data_schema, data_change, written
+            spark,
+            df,
+            revision,
+            num_rows,
+            existing_weights,
+            existing_domains,
+            root,
+            data_schema,
+            data_change,
+            written,
+            optimize_write=True,
         )
         metadata = None
         if is_new:
@@ -983,11 +1170,23 @@ def rewrite_with_existing_weights(
     plan = rollup(
         counts, revision.desired_cube_size, revision.dimension_count, cube_weights=cube_weights, sample_weight=sample_weight
     )
-    names = _file_names(plan.num_files)
+    written: list[str] = []
     try:
-        adds, _ = _write_files(spark, weighted, revision, cube_weights, plan, root, data_schema, data_change, names, counts)
+        adds, _ = _write_files(
+            spark,
+            weighted,
+            revision,
+            cube_weights,
+            plan,
+            root,
+            data_schema,
+            data_change,
+            counts,
+            optimize_write=True,
+            written=written,
+        )
     except BaseException:
-        _delete_files(root, names)
+        _delete_files(root, written)
         raise
     return adds
 
@@ -1010,8 +1209,9 @@ def _cube_counts(weighted: DataFrame, revision: Revision, cube_weights: Mapping[
                 [counts.field("values"), counts.field("counts").cast(pa.int64())], names=["cube", "n"]
             )
 
-    selected = weighted.select(*[weighted[c] for c in revision.columns], weighted[WEIGHT_COLUMN])
-    with _narrow_arrow_batches(weighted.sparkSession):
+    source = _one_task_per_core(weighted)
+    selected = source.select(*[source[c] for c in revision.columns], source[WEIGHT_COLUMN])
+    with _arrow_batches(weighted.sparkSession, _NARROW_BATCH_ROWS):
         table = selected.mapInArrow(run, "cube string, n bigint").toArrow()
     out: dict[str, int] = {}
     for cube, n in zip(table.column("cube").to_pylist(), table.column("n").to_pylist()):
