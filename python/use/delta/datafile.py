@@ -75,9 +75,11 @@ def _check_relative(name: str) -> str:
 
 def _batches(
     data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch], schema: pa.Schema | None
-) -> tuple[pa.Schema, Iterable[pa.RecordBatch]]:
+) -> tuple[pa.Schema, Iterable[pa.RecordBatch | pa.Table]]:
     if isinstance(data, pa.Table):
-        return data.schema, data.to_batches()
+        # Written whole: the writer cuts row groups of `row_group_size` rows across the table's
+        # chunks, so many small batches need no concatenation first.
+        return data.schema, [data]
     if isinstance(data, pa.RecordBatch):
         return data.schema, [data]
     it = iter(data)
@@ -100,7 +102,7 @@ def _batches(
     return first.schema, chain()
 
 
-def _conform(batch: pa.RecordBatch, target: pa.Schema, partition_columns: Iterable[str] = ()) -> pa.RecordBatch:
+def _conform(batch: pa.RecordBatch | pa.Table, target: pa.Schema, partition_columns: Iterable[str] = ()) -> Any:
     """Select and cast the batch's columns to the target schema (by name), or say what differs."""
     if batch.schema.equals(target, check_metadata=False):
         return batch
@@ -126,7 +128,7 @@ def _conform(batch: pa.RecordBatch, target: pa.Schema, partition_columns: Iterab
                     f"convert safely ({e}); cast the data to the table schema first"
                 ) from e
         cols.append(col)
-    return pa.RecordBatch.from_arrays(cols, schema=target)
+    return type(batch).from_arrays(cols, schema=target)
 
 
 # Dictionary encoding is chosen per column and file from a sample of the first batch: a column whose
@@ -135,7 +137,7 @@ _DICTIONARY_SAMPLE_ROWS = 2_000
 _DICTIONARY_MAX_DISTINCT_RATIO = 0.9
 
 
-def _dictionary_columns(batch: pa.RecordBatch) -> list[str] | bool:
+def _dictionary_columns(batch: pa.RecordBatch | pa.Table) -> list[str] | bool:
     """The columns worth dictionary-encoding in a file that starts with `batch`.
 
     Parquet writers start every column in dictionary encoding and fall back to plain encoding only
@@ -237,7 +239,10 @@ def write_data_file(
                     if leaf.name not in nan_columns and pc.any(pc.is_nan(values)).as_py():
                         nan_columns.add(leaf.name)
                 try:
-                    writer.write_batch(batch, row_group_size=row_group_size)
+                    if isinstance(batch, pa.Table):
+                        writer.write_table(batch, row_group_size=row_group_size)
+                    else:
+                        writer.write_batch(batch, row_group_size=row_group_size)
                 except pa.ArrowInvalid as e:
                     raise SchemaMismatchError(
                         f"data for {rel!r} cannot be stored as Delta parquet ({e}); e.g. round nanosecond "

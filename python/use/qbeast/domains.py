@@ -126,6 +126,10 @@ class CubeDomains:
         return {c.decode("ascii"): float(d) for c, d in zip(agg.cubes.tolist(), agg.domains.tolist())}
 
 
+KEY_SYMBOLS: int = 8
+"""Cube strings of up to this many symbols map to uint64 keys in the same order (`_as_u8`)."""
+
+
 class CubeLookup:
     """A small cube-string -> int64 table that numpy can probe for many rows at once.
 
@@ -139,6 +143,7 @@ class CubeLookup:
         self._cubes = np.array([k.encode("ascii") for k, _ in items], dtype=f"S{width}")
         self._values = np.array([int(v) for _, v in items], dtype=np.int64)
         self.max_depth_symbols = max([0] + [len(k) for k, _ in items])
+        self._keys = _as_u8(self._cubes) if width <= 8 else None
 
     def __len__(self) -> int:
         return int(self._cubes.shape[0])
@@ -163,6 +168,19 @@ class CubeLookup:
         out[found] = self._values[pos[found]]
         return out, found
 
+    def lookup_keys(self, keys: np.ndarray, default: int) -> tuple[np.ndarray, np.ndarray]:
+        """`lookup` for cube strings given as `KEY_SYMBOLS`-symbol integer keys (`_as_u8` order), for
+        callers that build the keys of many rows level by level; only for tables of such cubes."""
+        if self._keys is None:
+            raise InvalidArgumentError(f"cubes longer than {KEY_SYMBOLS} symbols have no integer key; use lookup()")
+        out = np.full(keys.shape[0], default, dtype=np.int64)
+        if not len(self) or not keys.shape[0]:
+            return out, np.zeros(keys.shape[0], dtype=bool)
+        pos = np.minimum(np.searchsorted(self._keys, keys), self._keys.shape[0] - 1)
+        found = self._keys[pos] == keys
+        out[found] = self._values[pos[found]]
+        return out, found
+
 
 class JointLookup:
     """Two cube tables probed with one search: the row assignment asks both the cube weights and
@@ -176,14 +194,30 @@ class JointLookup:
         self._second, self._has_second = second.lookup(strings, 0)
         self.max_depth_symbols = max(first.max_depth_symbols, second.max_depth_symbols)
 
+    @property
+    def has_keys(self) -> bool:
+        """Whether every cube of both tables has an integer key (`CubeLookup.lookup_keys`)."""
+        return self.max_depth_symbols <= KEY_SYMBOLS
+
     def lookup(self, cubes: np.ndarray, defaults: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """`(first values, found in first, second values, found in second)` per probed cube string."""
-        pos, found = self._index.lookup(cubes, 0)
+        return self._answer(*self._index.lookup(cubes, 0), defaults)
+
+    def lookup_keys(
+        self, keys: np.ndarray, defaults: tuple[int, int]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """`lookup` for integer cube keys (`CubeLookup.lookup_keys`)."""
+        return self._answer(*self._index.lookup_keys(keys, 0), defaults)
+
+    def _answer(
+        self, pos: np.ndarray, found: np.ndarray, defaults: tuple[int, int]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         has_first = found & self._has_first[pos] if len(self._index) else found
         has_second = found & self._has_second[pos] if len(self._index) else found
         first = np.where(has_first, self._first[pos] if len(self._index) else 0, defaults[0])
         second = np.where(has_second, self._second[pos] if len(self._index) else 0, defaults[1])
         return first, has_first, second, has_second
+
 
 
 def _as_u8(strings: np.ndarray) -> np.ndarray:

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from use.errors import InvalidArgumentError
 from use.qbeast.cube import container_symbols, cube_strings_at_depth, symbols_per_level
-from use.qbeast.domains import CubeLookup, JointLookup
+from use.qbeast.domains import KEY_SYMBOLS, CubeLookup, JointLookup
 from use.qbeast.weight import MAX_WEIGHT, MIN_WEIGHT, fraction, normalized_weight_to_weight
 
 
@@ -183,17 +183,27 @@ def assign_cubes(
     weight_of = np.full(n, MAX_WEIGHT, dtype=np.int64)
     file_of = np.full(n, -1, dtype=np.int64)
     active = np.arange(n)
+    # Cubes of up to KEY_SYMBOLS symbols are probed as integer keys grown one level at a time,
+    # deeper ones as strings cut from the symbols (the keys are about twice as fast).
+    keyed = table.has_keys and max_depth * spl <= KEY_SYMBOLS
+    keys = np.zeros(n, dtype=np.uint64)
     for depth in range(max_depth + 1):
         if not active.shape[0]:
             break
-        strings = cube_strings_at_depth(symbols[active], depth)
-        cw, has_weight, fid, has_file = table.lookup(strings, (MAX_WEIGHT, -1))
+        if keyed:
+            for k in range((depth - 1) * spl, depth * spl) if depth else ():
+                keys |= symbols[active, k].astype(np.uint64) << np.uint64(8 * (KEY_SYMBOLS - 1 - k))
+            cw, has_weight, fid, has_file = table.lookup_keys(keys, (MAX_WEIGHT, -1))
+        else:
+            strings = cube_strings_at_depth(symbols[active], depth)
+            cw, has_weight, fid, has_file = table.lookup(strings, (MAX_WEIGHT, -1))
         file_of[active[has_file]] = fid[has_file]
         stop = ~has_weight | (w[active] <= cw) | (depth == max_depth)
         stopped = active[stop]
         depth_of[stopped] = depth
         weight_of[stopped] = cw[stop]
         active = active[~stop]
+        keys = keys[~stop]
     if n and np.any(file_of < 0):
         raise InvalidArgumentError("the rollup plan has no file for some rows (it must hold the root cube)")
     return Assignment(

@@ -556,21 +556,6 @@ class _FileGroups:
             shutil.rmtree(self._spill_dir, ignore_errors=True)
 
 
-def _chunks(batches: list[pa.RecordBatch], target_bytes: int) -> Iterator[pa.RecordBatch]:
-    """Concatenate small pieces into batches of about `target_bytes`: each batch the parquet writer
-    gets becomes a row group, and row groups of a few hundred rows compress and scan badly."""
-    group: list[pa.RecordBatch] = []
-    size = 0
-    for b in batches:
-        group.append(b)
-        size += b.nbytes
-        if size >= target_bytes:
-            yield group[0] if len(group) == 1 else pa.concat_batches(group)
-            group, size = [], 0
-    if group:
-        yield group[0] if len(group) == 1 else pa.concat_batches(group)
-
-
 def _write_groups(
     groups: _FileGroups,
     file_name: Callable[[int], str],
@@ -595,9 +580,19 @@ def _write_groups(
         # never saw that attempt's metadata, so the file is replaced (speculative execution must
         # stay off, Spark's default, for the same reason).
         _delete_files(table_root, [name])
+        # One table over the pieces, cut into row groups of about _ROW_GROUP_BYTES by the writer
+        # (row groups of a few hundred rows, one per piece, would compress and scan badly).
+        table = pa.Table.from_batches(data)
+        rows = max(1, table.num_rows)
         add = write_data_file(
-            table_root, _chunks(data, _ROW_GROUP_BYTES), schema=data_schema, file_name=name, data_change=data_change
+            table_root,
+            table,
+            schema=data_schema,
+            file_name=name,
+            data_change=data_change,
+            row_group_size=max(1, int(_ROW_GROUP_BYTES * rows / max(1, table.nbytes))),
         )
+        del table
         del data
         blocks, num_rows = _file_blocks(cubes, weights, cube_weights)
         for key, value in zip(_RESULT_SCHEMA.names, (add.path, add.size, add.modification_time, add.stats, blocks, num_rows)):
