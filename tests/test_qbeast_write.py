@@ -341,9 +341,11 @@ def test_optimizer_entry_points(spark, table_path) -> None:
         os.unlink(os.path.join(table_path, a.path))
 
 
-def test_write_tasks_spill_past_their_buffer(spark, table_path) -> None:
-    """A write task whose rows outgrow spark.qbeast.index.writeBufferBytes spills them to local disk
-    and still writes every row once, blocks exact; a bad value is a typed error that writes nothing."""
+def test_write_tasks_bound_their_memory(spark, table_path) -> None:
+    """Past spark.qbeast.index.writeBufferBytes a write task writes its held rows out early (small
+    row groups); files past spark.qbeast.index.maxOpenFilesPerTask are grouped in memory and spilled
+    to local disk instead of kept open. Either way every row is written once, blocks exact, spill
+    files removed; bad values are typed errors that write nothing."""
     import glob
     import tempfile
 
@@ -354,19 +356,71 @@ def test_write_tasks_spill_past_their_buffer(spark, table_path) -> None:
     spark.conf.set("spark.qbeast.index.writeBufferBytes", "20000")
     try:
         result = write(spark, _data(spark, 6_000), table_path, ["x", "y"], cube_size=500)
+        assert result.num_rows == 6_000
+        spark.conf.set("spark.qbeast.index.maxOpenFilesPerTask", "1")
+        result = write(spark, _data(spark, 6_000, start=6_000), table_path, ["x", "y"], optimize_write=True)
+        assert result.num_rows == 6_000 and result.num_files > 2
     finally:
         spark.conf.unset("spark.qbeast.index.writeBufferBytes")
-    assert result.num_rows == 6_000
-    _check_table(spark, table_path, np.arange(6_000), ["x", "y"])
+        spark.conf.unset("spark.qbeast.index.maxOpenFilesPerTask")
+    _check_table(spark, table_path, np.arange(12_000), ["x", "y"])
     assert set(glob.glob(spills)) <= before  # the spill files are gone
     state = _state(table_path)
-    spark.conf.set("spark.qbeast.index.writeBufferBytes", "lots")
+    for key, value in (("spark.qbeast.index.writeBufferBytes", "lots"), ("spark.qbeast.index.maxOpenFilesPerTask", "0")):
+        spark.conf.set(key, value)
+        try:
+            with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+                write(spark, _data(spark, 100, start=12_000), table_path, ["x", "y"])
+        finally:
+            spark.conf.unset(key)
+        assert _state(table_path) == state
+
+
+def test_task_files_stream_row_groups_and_overflow(tmp_path) -> None:
+    """_TaskFiles on its own: pieces for 3 files arriving interleaved, a budget smaller than the
+    rows, at most 2 open files: files 0 and 1 are streamed in several row groups, file 2 goes
+    through the overflow groups; each file holds exactly its rows, blocks exact."""
+    import pyarrow as pa
+
+    from use.qbeast.writer import CUBE_COLUMN, WEIGHT_COLUMN, _TaskFiles
+
+    schema = pa.schema([("id", pa.int64()), ("v", pa.float64())])
+    files = _TaskFiles(
+        lambda f: f"f{f}.parquet", str(tmp_path), schema, {"": -5, "A": 100}, True, budget=30_000, max_open=2
+    )
+    expected: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    for i in range(60):
+        f = i % 3
+        ids = list(range(i * 500, i * 500 + 500))
+        expected[f] += ids
+        cubes = pa.array(["" if j % 2 else "A" for j in ids], pa.string())
+        weights = pa.array([j % 1000 - 500 for j in ids], pa.int32())
+        piece = pa.RecordBatch.from_arrays(
+            [pa.array(ids, pa.int64()), pa.array([float(j) for j in ids]), cubes, weights],
+            names=["id", "v", CUBE_COLUMN, WEIGHT_COLUMN],
+        )
+        files.add(f, piece)
     try:
-        with pytest.raises(ConfigError, match="writeBufferBytes"):
-            write(spark, _data(spark, 100, start=6_000), table_path, ["x", "y"])
+        (result,) = list(files.finish())
     finally:
-        spark.conf.unset("spark.qbeast.index.writeBufferBytes")
-    assert _state(table_path) == state
+        files.close()
+    assert result.column("path").to_pylist() == ["f0.parquet", "f1.parquet", "f2.parquet"]
+    for f, path, blocks in zip(range(3), result.column("path").to_pylist(), result.column("blocks").to_pylist()):
+        pf = pq.ParquetFile(os.path.join(tmp_path, path))
+        assert pf.read().column("id").to_pylist() == expected[f]
+        if f < 2:
+            assert pf.num_row_groups > 1  # streamed: written out as the budget filled
+        got = {b["cubeId"]: b for b in json.loads(blocks)}
+        ids = np.array(expected[f])
+        assert got["A"]["elementCount"] == int((ids % 2 == 0).sum()) and got["A"]["maxWeight"] == 100
+        assert got[""]["minWeight"] == int((ids[ids % 2 == 1] % 1000 - 500).min()) and got[""]["maxWeight"] == -5
+    assert sorted(os.listdir(tmp_path)) == ["f0.parquet", "f1.parquet", "f2.parquet"]
+    # A task that fails before finishing leaves no file, partial or published.
+    failed = _TaskFiles(lambda f: f"g{f}.parquet", str(tmp_path), schema, {}, True, budget=30_000, max_open=2)
+    for i in range(30):
+        failed.add(i % 3, piece)
+    failed.close()
+    assert sorted(os.listdir(tmp_path)) == ["f0.parquet", "f1.parquet", "f2.parquet"]
 
 
 def _files_per_cube(path: str) -> dict[str, int]:

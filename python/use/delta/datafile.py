@@ -9,7 +9,7 @@ file and an existing file is never overwritten.
 
 from __future__ import annotations
 
-import itertools
+import contextlib
 import os
 import urllib.parse
 import uuid
@@ -24,7 +24,7 @@ from use.delta.actions import AddFile
 from use.delta.stats import DEFAULT_NUM_INDEXED_COLS, file_stats_json, iter_leaf_arrays, stats_leaves
 from use.errors import InvalidArgumentError, SchemaMismatchError, StorageError
 
-__all__ = ["write_data_file", "partition_directory", "escape_partition_value", "local_root"]
+__all__ = ["DataFileWriter", "write_data_file", "partition_directory", "escape_partition_value", "local_root"]
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 # The characters Spark/Hive escape in partition directory names (ExternalCatalogUtils).
@@ -166,6 +166,157 @@ def _dictionary_columns(batch: pa.RecordBatch | pa.Table) -> list[str] | bool:
     return keep
 
 
+class DataFileWriter:
+    """One parquet data file of a Delta table, written in pieces and described as an `AddFile`.
+
+    For writers that fill several files at once from rows arriving in any order (the OTree write
+    tasks): each `write` appends row groups, `close` publishes the file and returns its `AddFile`,
+    `abort` (or leaving a `with` block on an exception) removes the partial file. The parquet
+    writer opens with the first piece, which decides the dictionary-encoded columns. Arguments as
+    `write_data_file`; `schema` is required here.
+    """
+
+    def __init__(
+        self,
+        table_root: str,
+        *,
+        schema: pa.Schema,
+        file_name: str | None = None,
+        data_change: bool = True,
+        tags: Mapping[str, str] | None = None,
+        partition_values: Mapping[str, str | None] | None = None,
+        stats_columns: int = DEFAULT_NUM_INDEXED_COLS,
+        stats_column_names: Sequence[str] | None = None,
+    ) -> None:
+        root = local_root(table_root)
+        if not os.path.isdir(root):
+            raise InvalidArgumentError(f"table root {table_root!r} is not an existing directory; create the table first")
+        if isinstance(stats_columns, bool) or not isinstance(stats_columns, int) or stats_columns < -1:
+            raise InvalidArgumentError(f"stats_columns must be -1 (all) or a non-negative int, got {stats_columns!r}")
+        self._table_root = table_root
+        self._pvals = dict(partition_values or {})
+        target = schema
+        if self._pvals:
+            target = pa.schema([f for f in target if f.name not in self._pvals], metadata=target.metadata)
+        if target.metadata:
+            target = target.remove_metadata()
+        if len(target) == 0:
+            raise InvalidArgumentError("write_data_file needs at least one data column besides the partition columns")
+        self._target = target
+        self._stats_columns = stats_columns
+        self._stats_column_names = stats_column_names
+        leaves = stats_leaves(target, num_indexed_cols=stats_columns, columns=stats_column_names)
+        self._float_leaves = [l for l in leaves if pa.types.is_floating(l.type)]
+        if file_name is None:
+            rel = f"{uuid.uuid4()}.parquet"
+            if self._pvals:
+                rel = f"{partition_directory(self._pvals)}/{rel}"
+        else:
+            rel = _check_relative(file_name)
+        self._rel = rel
+        self._final = os.path.join(root, *rel.split("/"))
+        if os.path.lexists(self._final):
+            raise InvalidArgumentError(f"data file {rel!r} already exists under {table_root!r}; choose another file_name")
+        self._tmp = os.path.join(
+            os.path.dirname(self._final), f".{os.path.basename(self._final)}.{uuid.uuid4().hex}.tmp"
+        )
+        self._data_change = data_change
+        self._tags = dict(tags) if tags is not None else None
+        self._writer: pq.ParquetWriter | None = None
+        self._nan_columns: set[str] = set()
+        self._closed = False
+
+    @property
+    def path(self) -> str:
+        """The file's path relative to the table root (not URL-encoded)."""
+        return self._rel
+
+    def _open(self, use_dictionary: list[str] | bool) -> pq.ParquetWriter:
+        os.makedirs(os.path.dirname(self._final), exist_ok=True)
+        self._writer = pq.ParquetWriter(
+            self._tmp,
+            self._target,
+            compression="snappy",
+            use_dictionary=use_dictionary,
+            write_statistics=True,
+            use_compliant_nested_type=True,
+            coerce_timestamps="us",
+            allow_truncated_timestamps=False,
+        )
+        return self._writer
+
+    def write(self, data: pa.RecordBatch | pa.Table, row_group_size: int | None = None) -> None:
+        """Append rows (a batch, or a table whose chunks the writer cuts into row groups of
+        `row_group_size` rows without concatenating them)."""
+        if self._closed:
+            raise InvalidArgumentError(f"data file {self._rel!r} is already closed")
+        data = _conform(data, self._target, self._pvals)
+        if data.num_rows == 0:
+            return
+        writer = self._writer if self._writer is not None else self._open(_dictionary_columns(data))
+        for leaf, values in iter_leaf_arrays(data, self._float_leaves):
+            if leaf.name not in self._nan_columns and pc.any(pc.is_nan(values)).as_py():
+                self._nan_columns.add(leaf.name)
+        try:
+            if isinstance(data, pa.Table):
+                writer.write_table(data, row_group_size=row_group_size)
+            else:
+                writer.write_batch(data, row_group_size=row_group_size)
+        except pa.ArrowInvalid as e:
+            self.abort()
+            raise SchemaMismatchError(
+                f"data for {self._rel!r} cannot be stored as Delta parquet ({e}); e.g. round nanosecond "
+                "timestamps to microseconds first"
+            ) from e
+
+    def close(self) -> AddFile:
+        """Finish the file, move it into place and describe it (stats from the footer just written)."""
+        if self._closed:
+            raise InvalidArgumentError(f"data file {self._rel!r} is already closed")
+        try:
+            writer = self._writer if self._writer is not None else self._open(True)
+            writer.close()
+            self._closed = True
+            metadata = pq.read_metadata(self._tmp)
+            _publish(self._tmp, self._final, self._rel, self._table_root)
+        except BaseException:
+            self.abort()
+            raise
+        st = os.stat(self._final)
+        stats = file_stats_json(
+            metadata,
+            self._target,
+            num_indexed_cols=self._stats_columns,
+            columns=self._stats_column_names,
+            nan_columns=self._nan_columns,
+        )
+        return AddFile(
+            path=urllib.parse.quote(self._rel, safe=_URI_SAFE),
+            size=int(st.st_size),
+            modification_time=int(st.st_mtime_ns // 1_000_000),
+            data_change=self._data_change,
+            partition_values=self._pvals,
+            stats=stats,
+            tags=self._tags,
+        )
+
+    def abort(self) -> None:
+        """Drop the partial file (nothing was published)."""
+        self._closed = True
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+        if os.path.lexists(self._tmp):
+            os.unlink(self._tmp)
+
+    def __enter__(self) -> DataFileWriter:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self.abort()
+
+
 def write_data_file(
     table_root: str,
     data: pa.Table | Iterable[pa.RecordBatch],
@@ -187,86 +338,20 @@ def write_data_file(
     `delta.dataSkippingNumIndexedCols` / `delta.dataSkippingStatsColumns`. The returned path is
     relative to the table root and URL-encoded as the log stores it.
     """
-    root = local_root(table_root)
-    if not os.path.isdir(root):
-        raise InvalidArgumentError(f"table root {table_root!r} is not an existing directory; create the table first")
-    if isinstance(stats_columns, bool) or not isinstance(stats_columns, int) or stats_columns < -1:
-        raise InvalidArgumentError(f"stats_columns must be -1 (all) or a non-negative int, got {stats_columns!r}")
-    pvals = dict(partition_values or {})
     data_schema, batches = _batches(data, schema)
-    target = schema if schema is not None else data_schema
-    if pvals:
-        target = pa.schema([f for f in target if f.name not in pvals], metadata=target.metadata)
-    if target.metadata:
-        target = target.remove_metadata()
-    if len(target) == 0:
-        raise InvalidArgumentError("write_data_file needs at least one data column besides the partition columns")
-    leaves = stats_leaves(target, num_indexed_cols=stats_columns, columns=stats_column_names)
-    float_leaves = [l for l in leaves if pa.types.is_floating(l.type)]
-
-    if file_name is None:
-        rel = f"{uuid.uuid4()}.parquet"
-        if pvals:
-            rel = f"{partition_directory(pvals)}/{rel}"
-    else:
-        rel = _check_relative(file_name)
-    final = os.path.join(root, *rel.split("/"))
-    directory = os.path.dirname(final)
-    if os.path.lexists(final):
-        raise InvalidArgumentError(f"data file {rel!r} already exists under {table_root!r}; choose another file_name")
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(final)}.{uuid.uuid4().hex}.tmp")
-    nan_columns: set[str] = set()
-    batches = iter(batches)
-    first = next(batches, None)
-    use_dictionary = _dictionary_columns(_conform(first, target, pvals)) if first is not None else True
-    try:
-        with pq.ParquetWriter(
-            tmp,
-            target,
-            compression="snappy",
-            use_dictionary=use_dictionary,
-            write_statistics=True,
-            use_compliant_nested_type=True,
-            coerce_timestamps="us",
-            allow_truncated_timestamps=False,
-        ) as writer:
-            for batch in itertools.chain([first] if first is not None else [], batches):
-                batch = _conform(batch, target, pvals)
-                if batch.num_rows == 0:
-                    continue
-                for leaf, values in iter_leaf_arrays(batch, float_leaves):
-                    if leaf.name not in nan_columns and pc.any(pc.is_nan(values)).as_py():
-                        nan_columns.add(leaf.name)
-                try:
-                    if isinstance(batch, pa.Table):
-                        writer.write_table(batch, row_group_size=row_group_size)
-                    else:
-                        writer.write_batch(batch, row_group_size=row_group_size)
-                except pa.ArrowInvalid as e:
-                    raise SchemaMismatchError(
-                        f"data for {rel!r} cannot be stored as Delta parquet ({e}); e.g. round nanosecond "
-                        "timestamps to microseconds first"
-                    ) from e
-        metadata = pq.read_metadata(tmp)
-        _publish(tmp, final, rel, table_root)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        raise
-    st = os.stat(final)
-    stats = file_stats_json(
-        metadata, target, num_indexed_cols=stats_columns, columns=stats_column_names, nan_columns=nan_columns
-    )
-    return AddFile(
-        path=urllib.parse.quote(rel, safe=_URI_SAFE),
-        size=int(st.st_size),
-        modification_time=int(st.st_mtime_ns // 1_000_000),
+    with DataFileWriter(
+        table_root,
+        schema=schema if schema is not None else data_schema,
+        file_name=file_name,
         data_change=data_change,
-        partition_values=pvals,
-        stats=stats,
-        tags=dict(tags) if tags is not None else None,
-    )
+        tags=tags,
+        partition_values=partition_values,
+        stats_columns=stats_columns,
+        stats_column_names=stats_column_names,
+    ) as writer:
+        for batch in batches:
+            writer.write(batch, row_group_size=row_group_size)
+        return writer.close()
 
 
 def _publish(tmp: str, final: str, rel: str, table_root: str) -> None:

@@ -9,9 +9,9 @@ Flow of `write` (every step a Spark job over the input, nothing collected but sm
 4. `mapInArrow` estimates cube domains per partition (`use.qbeast.domains`) on a seeded sample of
    a large input, the driver merges them with the existing index and estimates cube weights
    (`use.qbeast.estimate`) and rolls the cubes up into files (`use.qbeast.rollup`);
-5. a second `mapInArrow` assigns each row its cube and file (`_RowSplitter`), groups the rows by
-   file in memory (spilling to local disk past `spark.qbeast.index.writeBufferBytes`) and writes
-   each file with `use.delta.datafile.write_data_file`, computing exact block statistics on the
+5. a second `mapInArrow` assigns each row its cube and file (`_RowSplitter`) and streams the
+   rows into their files (`_TaskFiles`, one `use.delta.datafile.DataFileWriter` per file, memory
+   bounded by `spark.qbeast.index.writeBufferBytes`), computing exact block statistics on the
    way and returning the `AddFile`s as rows. Full rows cross the JVM/Python boundary once and
    Spark never serializes them row by row. By default there is no shuffle: each task (the input
    coalesced to one per core) writes its own part of every planned file its rows fall into, as a
@@ -85,6 +85,8 @@ _MODES = {"append": "Append", "overwrite": "Overwrite"}
 _BUFFER_CAPACITY_CONF = "spark.qbeast.index.cubeDomainsBufferCapacity"
 _WRITE_BUFFER_CONF = "spark.qbeast.index.writeBufferBytes"
 _DEFAULT_WRITE_BUFFER_BYTES = 512 << 20
+_MAX_OPEN_FILES_CONF = "spark.qbeast.index.maxOpenFilesPerTask"
+_DEFAULT_MAX_OPEN_FILES = 256
 # Row groups of ~8 MB of Arrow data (~40k rows of 200 bytes): big enough to compress and scan well,
 # small enough that Spark can split one file over several tasks (a sample often reads one file).
 _ROW_GROUP_BYTES = 8 << 20
@@ -210,21 +212,16 @@ def _with_weight(df: DataFrame, revision: Revision) -> DataFrame:
 
 
 def _buffer_capacity(spark: SparkSession) -> int:
-    raw = spark.conf.get(_BUFFER_CAPACITY_CONF, str(DEFAULT_BUFFER_CAPACITY))
-    try:
-        value = int(str(raw))
-    except ValueError:
-        value = 0
-    if value < 1:
-        from use.errors import ConfigError
-
-        raise ConfigError(f"{_BUFFER_CAPACITY_CONF} must be a positive integer (rows), got {raw!r}")
-    return value
+    return _positive_int_conf(spark, _BUFFER_CAPACITY_CONF, DEFAULT_BUFFER_CAPACITY, "rows")
 
 
 def _write_buffer_bytes(spark: SparkSession) -> int:
-    """Bytes of rows a write task groups in memory before it spills to local disk."""
-    raw = spark.conf.get(_WRITE_BUFFER_CONF, str(_DEFAULT_WRITE_BUFFER_BYTES))
+    """Bytes of rows a write task holds in memory before it writes (or spills) them."""
+    return _positive_int_conf(spark, _WRITE_BUFFER_CONF, _DEFAULT_WRITE_BUFFER_BYTES, "bytes")
+
+
+def _positive_int_conf(spark: SparkSession, key: str, default: int, unit: str) -> int:
+    raw = spark.conf.get(key, str(default))
     try:
         value = int(str(raw))
     except ValueError:
@@ -232,7 +229,7 @@ def _write_buffer_bytes(spark: SparkSession) -> int:
     if value < 1:
         from use.errors import ConfigError
 
-        raise ConfigError(f"{_WRITE_BUFFER_CONF} must be a positive integer (bytes), got {raw!r}")
+        raise ConfigError(f"{key} must be a positive integer ({unit}), got {raw!r}")
     return value
 
 
@@ -478,20 +475,33 @@ def _partition_keys(num_tasks: int) -> np.ndarray:
     return keys
 
 
-def _file_blocks(cubes: list[pa.Array], weights: list[pa.Array], cube_weights: Mapping[str, int]) -> tuple[str, int]:
-    """Exact block statistics of one file: per cube, row count and minimum row weight; the block
-    maxWeight is the cube's (estimated or existing) maxWeight, `MAX_WEIGHT` for a cube without one."""
+def _block_partial(pieces: Sequence[pa.RecordBatch]) -> pa.Table:
+    """Per cube of some rows of one file: the minimum row weight and the row count."""
+    table = pa.table(
+        {
+            "cube": pa.chunked_array([p.column(CUBE_COLUMN) for p in pieces], pa.string()),
+            "w": pa.chunked_array([p.column(WEIGHT_COLUMN) for p in pieces], pa.int32()),
+        }
+    )
+    grouped = table.group_by("cube").aggregate([("w", "min"), ("w", "count")])
+    return pa.table({"cube": grouped.column("cube"), "w_min": grouped.column("w_min"), "n": grouped.column("w_count")})
+
+
+def _blocks_json(partials: Sequence[pa.Table], cube_weights: Mapping[str, int]) -> tuple[str, int]:
+    """Exact block statistics of one file from the partials of all its rows: per cube, row count
+    and minimum row weight; the block maxWeight is the cube's (estimated or existing) maxWeight,
+    `MAX_WEIGHT` for a cube without one."""
     from use.qbeast.blocks import Block, blocks_json
     from use.qbeast.cube import cube_sort_key
 
-    table = pa.table({"cube": pa.chunked_array(cubes, pa.string()), "w": pa.chunked_array(weights, pa.int32())})
-    grouped = table.group_by("cube").aggregate([("w", "min"), ("w", "count")])
+    table = pa.concat_tables(partials)
+    grouped = table.group_by("cube").aggregate([("w_min", "min"), ("n", "sum")])
     rows = sorted(
-        zip(grouped.column("cube").to_pylist(), grouped.column("w_min").to_pylist(), grouped.column("w_count").to_pylist()),
+        zip(grouped.column("cube").to_pylist(), grouped.column("w_min_min").to_pylist(), grouped.column("n_sum").to_pylist()),
         key=lambda r: cube_sort_key(r[0]),
     )
     blocks = [Block(c, int(lo), int(cube_weights.get(c, MAX_WEIGHT)), int(n)) for c, lo, n in rows]
-    return blocks_json(blocks), int(table.num_rows)
+    return blocks_json(blocks), int(sum(int(r[2]) for r in rows))
 
 
 class _FileGroups:
@@ -556,49 +566,110 @@ class _FileGroups:
             shutil.rmtree(self._spill_dir, ignore_errors=True)
 
 
-def _write_groups(
-    groups: _FileGroups,
-    file_name: Callable[[int], str],
-    table_root: str,
-    data_schema: pa.Schema,
-    cube_weights: Mapping[str, int],
-    data_change: bool,
-) -> Iterator[pa.RecordBatch]:
-    """Write each file of a task's groups in one go (row groups of `_ROW_GROUP_BYTES`) and describe
-    them as rows of `_RESULT_SCHEMA`."""
-    from use.delta.datafile import write_data_file
+class _TaskFiles:
+    """The data files one write task fills, from pieces of rows arriving in any order.
 
-    out: dict[str, list[Any]] = {f.name: [] for f in _RESULT_SCHEMA}
-    for file_index in groups.files():
-        pieces = groups.take(file_index)
-        cubes = [p.column(CUBE_COLUMN) for p in pieces]
-        weights = [p.column(WEIGHT_COLUMN) for p in pieces]
-        data = [p.select(data_schema.names) for p in pieces]
-        del pieces
-        name = file_name(file_index)
+    The first `max_open` files the task meets are written as their rows come: each file's pieces
+    are held until they make a row group of `_ROW_GROUP_BYTES` (or, past `budget` bytes held in
+    all, the largest held group is written out early), so memory stays bounded and nothing is
+    copied to local disk. Files past `max_open` (a plan of thousands of small files) are not kept
+    open: their rows are grouped by `_FileGroups` (spilling past `budget`) and each written in one
+    go at the end. Block statistics are kept per file as small per-cube partials.
+    """
+
+    def __init__(
+        self,
+        file_name: Callable[[int], str],
+        table_root: str,
+        data_schema: pa.Schema,
+        cube_weights: Mapping[str, int],
+        data_change: bool,
+        budget: int,
+        max_open: int,
+    ) -> None:
+        self._file_name = file_name
+        self._root = table_root
+        self._schema = data_schema
+        self._cube_weights = cube_weights
+        self._data_change = data_change
+        self._budget = budget
+        self._max_open = max_open
+        self._writers: dict[int, Any] = {}
+        self._pending: dict[int, list[pa.RecordBatch]] = {}
+        self._pending_bytes: dict[int, int] = {}
+        self._held = 0
+        self._partials: dict[int, list[pa.Table]] = {}
+        self._overflow = _FileGroups(budget)
+
+    def add(self, file_index: int, piece: pa.RecordBatch) -> None:
+        if not piece.num_rows:
+            return
+        if file_index not in self._writers:
+            if len(self._writers) >= self._max_open:
+                self._overflow.add(file_index, piece)
+                return
+            self._writers[file_index] = self._open(file_index)
+        self._pending.setdefault(file_index, []).append(piece)
+        size = piece.nbytes
+        self._pending_bytes[file_index] = self._pending_bytes.get(file_index, 0) + size
+        self._held += size
+        if self._pending_bytes[file_index] >= _ROW_GROUP_BYTES:
+            self._flush(file_index)
+        while self._held > self._budget and self._pending:
+            self._flush(max(self._pending, key=self._pending_bytes.__getitem__))
+
+    def _open(self, file_index: int) -> Any:
+        from use.delta.datafile import DataFileWriter
+
+        name = self._file_name(file_index)
         # A retry of a task that failed after publishing its file finds the file there; the driver
         # never saw that attempt's metadata, so the file is replaced (speculative execution must
         # stay off, Spark's default, for the same reason).
-        _delete_files(table_root, [name])
-        # One table over the pieces, cut into row groups of about _ROW_GROUP_BYTES by the writer
-        # (row groups of a few hundred rows, one per piece, would compress and scan badly).
-        table = pa.Table.from_batches(data)
-        rows = max(1, table.num_rows)
-        add = write_data_file(
-            table_root,
-            table,
-            schema=data_schema,
-            file_name=name,
-            data_change=data_change,
-            row_group_size=max(1, int(_ROW_GROUP_BYTES * rows / max(1, table.nbytes))),
-        )
-        del table
-        del data
-        blocks, num_rows = _file_blocks(cubes, weights, cube_weights)
-        for key, value in zip(_RESULT_SCHEMA.names, (add.path, add.size, add.modification_time, add.stats, blocks, num_rows)):
-            out[key].append(value)
-    if out["path"]:
-        yield pa.RecordBatch.from_pydict(out, schema=_RESULT_SCHEMA)
+        _delete_files(self._root, [name])
+        return DataFileWriter(self._root, schema=self._schema, file_name=name, data_change=self._data_change)
+
+    def _flush(self, file_index: int) -> None:
+        pieces = self._pending.pop(file_index)
+        self._held -= self._pending_bytes.pop(file_index)
+        self._partials.setdefault(file_index, []).append(_block_partial(pieces))
+        # One row group over the pieces; the writer reads the chunks without concatenating them.
+        table = pa.Table.from_batches([p.select(self._schema.names) for p in pieces])
+        self._writers[file_index].write(table, row_group_size=max(1, table.num_rows))
+
+    def finish(self) -> Iterator[pa.RecordBatch]:
+        """Write what is held, close every file and describe them as rows of `_RESULT_SCHEMA`."""
+        out: dict[str, list[Any]] = {f.name: [] for f in _RESULT_SCHEMA}
+
+        def describe(add: AddFile, partials: Sequence[pa.Table]) -> None:
+            blocks, num_rows = _blocks_json(partials, self._cube_weights)
+            for key, value in zip(
+                _RESULT_SCHEMA.names, (add.path, add.size, add.modification_time, add.stats, blocks, num_rows)
+            ):
+                out[key].append(value)
+
+        for file_index in list(self._pending):
+            self._flush(file_index)
+        for file_index in sorted(self._writers):
+            describe(self._writers.pop(file_index).close(), self._partials.pop(file_index))
+        for file_index in self._overflow.files():
+            pieces = self._overflow.take(file_index)
+            self._writers[file_index] = self._open(file_index)
+            table = pa.Table.from_batches([p.select(self._schema.names) for p in pieces])
+            # Cut into row groups of about _ROW_GROUP_BYTES by the writer, across the pieces.
+            rows = max(1, int(_ROW_GROUP_BYTES * max(1, table.num_rows) / max(1, table.nbytes)))
+            self._writers[file_index].write(table, row_group_size=rows)
+            del table
+            describe(self._writers.pop(file_index).close(), [_block_partial(pieces)])
+        if out["path"]:
+            yield pa.RecordBatch.from_pydict(out, schema=_RESULT_SCHEMA)
+
+    def close(self) -> None:
+        """Drop every unfinished file (after a failure) and the overflow's spill files."""
+        for writer in self._writers.values():
+            writer.abort()
+        self._writers.clear()
+        self._pending.clear()
+        self._overflow.close()
 
 
 def _shuffled_write_task(
@@ -608,14 +679,17 @@ def _shuffled_write_task(
     cube_weights: Mapping[str, int],
     data_change: bool,
     buffer_bytes: int,
+    max_open: int,
 ) -> Any:
     """One parquet file per file index of the partition, as a `mapInArrow` function over the
-    `(part, file, rows)` blobs of `_pack_task`, grouped by file in memory (`_FileGroups`)."""
+    `(part, file, rows)` blobs of `_pack_task` (`_TaskFiles`)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.ipc as ipc
 
-        groups = _FileGroups(buffer_bytes)
+        groups = _TaskFiles(
+            names.__getitem__, table_root, data_schema, cube_weights, data_change, buffer_bytes, max_open
+        )
         try:
             for batch in batches:
                 files = batch.column("file").to_numpy(zero_copy_only=False)
@@ -627,7 +701,7 @@ def _shuffled_write_task(
                 for i in range(len(blobs)):
                     for piece in ipc.open_stream(data_buf.slice(int(offsets[i]), int(offsets[i + 1] - offsets[i]))):
                         groups.add(int(files[i]), piece)
-            yield from _write_groups(groups, names.__getitem__, table_root, data_schema, cube_weights, data_change)
+            yield from groups.finish()
         finally:
             groups.close()
 
@@ -642,32 +716,34 @@ def _local_write_task(
     cube_weights: Mapping[str, int],
     data_change: bool,
     buffer_bytes: int,
+    max_open: int,
 ) -> Any:
     """Assign, group by file and write, all in the task that reads the rows (a `mapInArrow`
-    function): each task writes its own part of every file its rows fall into, named by
-    `_task_file_name`."""
+    function): each task writes its own part of every file its rows fall into (`_TaskFiles`),
+    named by `_task_file_name`."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
 
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
-        groups = _FileGroups(buffer_bytes)
+        files = _TaskFiles(
+            lambda f: _task_file_name(write_id, f, task),
+            table_root,
+            data_schema,
+            cube_weights,
+            data_change,
+            buffer_bytes,
+            max_open,
+        )
         try:
             for batch in batches:
                 if batch.num_rows:
                     for file_index, piece in splitter.split(batch):
-                        groups.add(file_index, piece)
-            yield from _write_groups(
-                groups,
-                lambda f: _task_file_name(write_id, f, task),
-                table_root,
-                data_schema,
-                cube_weights,
-                data_change,
-            )
+                        files.add(file_index, piece)
+            yield from files.finish()
         finally:
-            groups.close()
+            files.close()
 
     return run
 
@@ -737,6 +813,7 @@ def _write_files(
     """
     splitter = _RowSplitter(revision, dict(cube_weights), plan, data_schema.names)
     buffer_bytes = _write_buffer_bytes(spark)
+    max_open = _positive_int_conf(spark, _MAX_OPEN_FILES_CONF, _DEFAULT_MAX_OPEN_FILES, "files")
     parallelism = max(1, spark.sparkContext.defaultParallelism)
     if optimize_write:
         names = _file_names(plan.num_files)
@@ -748,7 +825,9 @@ def _write_files(
         part_keys = _partition_keys(num_tasks)[_balanced_parts(file_rows, num_tasks)].astype(np.int32)
         packed = weighted.mapInArrow(_pack_task(splitter, part_keys, _PACK_BYTES), "part int, file int, rows binary")
         shuffled = packed.repartition(num_tasks, packed["part"])
-        task = _shuffled_write_task(table_root, names, data_schema, dict(cube_weights), data_change, buffer_bytes)
+        task = _shuffled_write_task(
+            table_root, names, data_schema, dict(cube_weights), data_change, buffer_bytes, max_open
+        )
         with _arrow_batches(spark, _NARROW_BATCH_ROWS, _FULL_BATCH_BYTES):
             result = shuffled.mapInArrow(task, _RESULT_DDL).toArrow()
     else:
@@ -756,7 +835,9 @@ def _write_files(
         num_tasks = source.rdd.getNumPartitions()
         write_id = uuid.uuid4()
         written.extend(_task_file_name(write_id, f, t) for t in range(num_tasks) for f in range(plan.num_files))
-        task = _local_write_task(splitter, table_root, write_id, data_schema, dict(cube_weights), data_change, buffer_bytes)
+        task = _local_write_task(
+            splitter, table_root, write_id, data_schema, dict(cube_weights), data_change, buffer_bytes, max_open
+        )
         with _arrow_batches(spark, _NARROW_BATCH_ROWS, _FULL_BATCH_BYTES):
             result = source.mapInArrow(task, _RESULT_DDL).toArrow()
     tags_revision = str(revision.revision_id)
