@@ -828,8 +828,10 @@ def _write_files(
         task = _shuffled_write_task(
             table_root, names, data_schema, dict(cube_weights), data_change, buffer_bytes, max_open
         )
-        with _arrow_batches(spark, _NARROW_BATCH_ROWS, _FULL_BATCH_BYTES):
-            result = shuffled.mapInArrow(task, _RESULT_DDL).toArrow()
+        # Spark's own Arrow batch sizes here: with 100,000-row input batches, a pack task sending
+        # its large blobs back and the JVM feeding it more rows stalled for good on a 20M-row
+        # write (Spark 4.1.1, both sides waiting on their sockets).
+        result = shuffled.mapInArrow(task, _RESULT_DDL).toArrow()
     else:
         source = _one_task_per_core(weighted)
         num_tasks = source.rdd.getNumPartitions()
