@@ -7,6 +7,7 @@ import os
 import re
 
 import numpy as np
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -307,17 +308,25 @@ def test_optimizer_entry_points(spark, table_path) -> None:
     status = IndexStatus.from_snapshot(qsnap, 1).cube_weights()
     files = qsnap.files_of_revision(1)
     df = spark.read.parquet(*[os.path.join(table_path, p) for p in files.column("path").to_pylist()])
-    adds = rewrite_with_existing_weights(spark, df, qsnap, 1)
-    assert adds and all(not a.data_change for a in adds)
-    counts: dict[str, int] = {}
-    files_per_cube: dict[str, int] = {}
-    for a in adds:
-        for b in json.loads(a.tags["blocks"]):
-            files_per_cube[b["cubeId"]] = files_per_cube.get(b["cubeId"], 0) + 1
-            assert b["maxWeight"] == status.get(b["cubeId"], MAX_WEIGHT)
-            counts[b["cubeId"]] = counts.get(b["cubeId"], 0) + b["elementCount"]
-    assert sum(counts.values()) == 8_000
-    assert set(files_per_cube.values()) == {1}  # every cube's blocks gathered into one file
+    # Shuffled (input size unknown), and in one task (small input, as the optimizer says): the
+    # same layout, every cube's blocks gathered into one file.
+    single = rewrite_with_existing_weights(spark, df, qsnap, 1, input_bytes=int(pc.sum(files.column("size")).as_py()))
+    layouts = []
+    for adds in (single, rewrite_with_existing_weights(spark, df, qsnap, 1)):
+        assert adds and all(not a.data_change for a in adds)
+        counts: dict[str, int] = {}
+        files_per_cube: dict[str, int] = {}
+        for a in adds:
+            for b in json.loads(a.tags["blocks"]):
+                files_per_cube[b["cubeId"]] = files_per_cube.get(b["cubeId"], 0) + 1
+                assert b["maxWeight"] == status.get(b["cubeId"], MAX_WEIGHT)
+                counts[b["cubeId"]] = counts.get(b["cubeId"], 0) + b["elementCount"]
+        assert sum(counts.values()) == 8_000
+        assert set(files_per_cube.values()) == {1}  # every cube's blocks gathered into one file
+        layouts.append(sorted(sorted(b["cubeId"] for b in json.loads(a.tags["blocks"])) for a in adds))
+    assert layouts[0] == layouts[1]
+    for a in single:
+        os.unlink(os.path.join(table_path, a.path))
     # Commit it the way the optimizer does, and the table still holds every row, exactly blocked.
     txn = DeltaLog.for_path(table_path).start_transaction()
     txn.add(*remove_actions(files, data_change=False), *adds)

@@ -339,13 +339,19 @@ def _rewrite(
     from use.qbeast import writer
 
     if task.kind == "index":
-        res = writer.index_into_revision(spark, df, qsnap, data_change=False)
+        res = writer.index_into_revision(spark, df, qsnap, data_change=False, input_bytes=task.bytes)
         return Rewrite(tuple(res.adds), res.metadata, int(res.revision_id))
     if task.kind == "compact":
         # A configured sampling fraction keeps every compaction sample-friendly (sampled and
         # non-sampled cubes in separate files), so no strategy re-mixes what another separated.
         adds = writer.rewrite_with_existing_weights(
-            spark, df, qsnap, task.revision_id, data_change=False, sampling_fraction=config.sampling_fraction
+            spark,
+            df,
+            qsnap,
+            task.revision_id,
+            data_change=False,
+            sampling_fraction=config.sampling_fraction,
+            input_bytes=task.bytes,
         )
         return Rewrite(tuple(adds), None, task.revision_id)
     raise InvalidArgumentError(f"unknown merge task kind {task.kind!r}")  # MergeTask validates; defensive
