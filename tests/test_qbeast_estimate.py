@@ -85,7 +85,7 @@ def test_assign_cubes_matches_scalar_walk() -> None:
     import numpy as np
 
     from use.qbeast.cube import CubeId
-    from use.qbeast.domains import CubeLookup, estimate_domains
+    from use.qbeast.domains import CubeLookup, JointLookup, estimate_domains
     from use.qbeast.estimate import assign_cubes
     from use.qbeast.rollup import rollup
 
@@ -97,7 +97,7 @@ def test_assign_cubes_matches_scalar_walk() -> None:
     domains = estimate_domains(points, weights, group_cube_size=100).to_dict()
     est = estimate(domains, 300, 2)
     plan = rollup(est.block_sizes, 300, 2)
-    got = assign_cubes(points, weights, CubeLookup(est.cube_weights), plan.file_lookup())
+    got = assign_cubes(points, weights, JointLookup(CubeLookup(est.cube_weights), plan.file_lookup()))
     cubes = got.cubes.to_pylist()
     for i in range(0, n, 7):
         for cube in CubeId.containers(points[i]):

@@ -193,6 +193,7 @@ class JointLookup:
         self._first, self._has_first = first.lookup(strings, 0)
         self._second, self._has_second = second.lookup(strings, 0)
         self.max_depth_symbols = max(first.max_depth_symbols, second.max_depth_symbols)
+        self.first_max_depth_symbols = first.max_depth_symbols
 
     @property
     def has_keys(self) -> bool:
@@ -217,7 +218,6 @@ class JointLookup:
         first = np.where(has_first, self._first[pos] if len(self._index) else 0, defaults[0])
         second = np.where(has_second, self._second[pos] if len(self._index) else 0, defaults[1])
         return first, has_first, second, has_second
-
 
 
 def _as_u8(strings: np.ndarray) -> np.ndarray:

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from use.errors import InvalidArgumentError
 from use.qbeast.cube import container_symbols, cube_strings_at_depth, symbols_per_level
-from use.qbeast.domains import KEY_SYMBOLS, CubeLookup, JointLookup
+from use.qbeast.domains import KEY_SYMBOLS, JointLookup
 from use.qbeast.weight import MAX_WEIGHT, MIN_WEIGHT, fraction, normalized_weight_to_weight
 
 
@@ -162,29 +162,28 @@ def _strings_from_symbols(symbols: np.ndarray, depths: np.ndarray, spl: int) -> 
 def assign_cubes(
     points: np.ndarray,
     weights: np.ndarray,
-    cube_weights: CubeLookup,
-    files: CubeLookup,
+    table: JointLookup,
 ) -> Assignment:
     """Walk each row down its containers and stop at the first cube whose maxWeight is at least the
     row's weight, or at the first cube with no weight (its block maxWeight is then `MAX_WEIGHT`).
 
-    The row's file is the file of its cube or of the nearest ancestor present in `files` (the
-    rollup plan, which always holds the root).
+    `table` joins the cube maxWeights (first) and the rollup plan's files (second), built once per
+    plan: `JointLookup(CubeLookup(cube_weights), plan.file_lookup())`. The row's file is the file of
+    its cube or of the nearest ancestor present in the plan (which always holds the root).
     """
     pts = np.asarray(points, dtype=np.float64)
     w = np.asarray(weights).astype(np.int64)
     n, d = pts.shape
     spl = symbols_per_level(d)
     # The walk ends at most one level below the deepest weighted cube.
-    max_depth = cube_weights.max_depth_symbols // spl + 1
-    table = JointLookup(cube_weights, files)
+    max_depth = table.first_max_depth_symbols // spl + 1
     symbols = container_symbols(pts, max_depth)
     depth_of = np.zeros(n, dtype=np.int32)
     weight_of = np.full(n, MAX_WEIGHT, dtype=np.int64)
     file_of = np.full(n, -1, dtype=np.int64)
     active = np.arange(n)
     # Cubes of up to KEY_SYMBOLS symbols are probed as integer keys grown one level at a time,
-    # deeper ones as strings cut from the symbols (the keys are about twice as fast).
+    # deeper ones as strings cut from the symbols (measured: the keyed walk ~20% faster).
     keyed = table.has_keys and max_depth * spl <= KEY_SYMBOLS
     keys = np.zeros(n, dtype=np.uint64)
     for depth in range(max_depth + 1):

@@ -46,6 +46,7 @@ from use.qbeast.domains import (
     CubeDomains,
     CubeLookup,
     ExistingInnerCubes,
+    JointLookup,
     estimate_domains,
     estimation_fraction,
     group_cube_size,
@@ -377,13 +378,12 @@ class _RowSplitter:
         self, revision: Revision, cube_weights: Mapping[str, int], plan: RollupPlan, data_names: Sequence[str]
     ) -> None:
         self._revision = revision
-        self._weights = CubeLookup(cube_weights)
-        self._files = plan.file_lookup()
+        self._table = JointLookup(CubeLookup(cube_weights), plan.file_lookup())
         self._data_names = list(data_names)
 
     def split(self, batch: pa.RecordBatch) -> list[tuple[int, pa.RecordBatch]]:
         weights = batch.column(WEIGHT_COLUMN).to_numpy(zero_copy_only=False).astype(np.int32)
-        assigned = assign_cubes(self._revision.transform(batch), weights, self._weights, self._files)
+        assigned = assign_cubes(self._revision.transform(batch), weights, self._table)
         files = assigned.files
         rows = pa.RecordBatch.from_arrays(
             [*[batch.column(c) for c in self._data_names], assigned.cubes, batch.column(WEIGHT_COLUMN)],
@@ -1291,14 +1291,13 @@ def _cube_counts(weighted: DataFrame, revision: Revision, cube_weights: Mapping[
     """Actual rows per cube when the rows are placed with the given cube maxWeights."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        lookup = CubeLookup(cube_weights)
-        root_only = CubeLookup({"": 0})
+        table = JointLookup(CubeLookup(cube_weights), CubeLookup({"": 0}))
         parts = []
         for batch in batches:
             if not batch.num_rows:
                 continue
             weights = batch.column(WEIGHT_COLUMN).to_numpy(zero_copy_only=False).astype(np.int32)
-            parts.append(assign_cubes(revision.transform(batch), weights, lookup, root_only).cubes)
+            parts.append(assign_cubes(revision.transform(batch), weights, table).cubes)
         if parts:
             counts = pa.chunked_array(parts, pa.string()).value_counts()
             yield pa.RecordBatch.from_arrays(
