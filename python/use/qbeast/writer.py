@@ -326,8 +326,9 @@ def _int_conf(spark: SparkSession, key: str, default: int) -> int:
         return default
 
 
-def _one_task_per_core(df: DataFrame) -> DataFrame:
-    """`df` coalesced (no shuffle) to at most one partition per core for a `mapInArrow` pass.
+def _one_task_per_core(df: DataFrame) -> tuple[DataFrame, int]:
+    """`df` coalesced (no shuffle) to at most one partition per core for a `mapInArrow` pass, and
+    its number of partitions.
 
     Each Python task has a fixed cost (worker, Arrow stream; measured ~0.1 s), which for a narrow
     or sampled pass is most of the work: over 8 cached partitions of 5M rows on 2 cores, a sampled
@@ -335,7 +336,7 @@ def _one_task_per_core(df: DataFrame) -> DataFrame:
     """
     num_partitions = df.rdd.getNumPartitions()
     num_tasks = max(1, min(num_partitions, df.sparkSession.sparkContext.defaultParallelism))
-    return df.coalesce(num_tasks) if num_tasks < num_partitions else df
+    return (df.coalesce(num_tasks) if num_tasks < num_partitions else df), num_tasks
 
 
 def _input_domains(
@@ -346,8 +347,7 @@ def _input_domains(
     sample keeps this pass a small share of the write. Domains are scaled back to the whole input."""
     buffer_capacity = _buffer_capacity(spark)
     fraction = estimation_fraction(revision.desired_cube_size, num_rows)
-    source = _one_task_per_core(weighted)
-    num_partitions = source.rdd.getNumPartitions()
+    source, num_partitions = _one_task_per_core(weighted)
     if fraction < 1.0:
         source = source.sample(fraction=fraction, seed=_ESTIMATION_SEED)
     gcs = group_cube_size(
@@ -631,12 +631,16 @@ class _TaskFiles:
         _delete_files(self._root, [name])
         return DataFileWriter(self._root, schema=self._schema, file_name=name, data_change=self._data_change)
 
+    def _data(self, pieces: Sequence[pa.RecordBatch]) -> pa.Table:
+        """The data columns of pieces as one table over them (no copy)."""
+        return pa.Table.from_batches([p.select(self._schema.names) for p in pieces])
+
     def _flush(self, file_index: int) -> None:
         pieces = self._pending.pop(file_index)
         self._held -= self._pending_bytes.pop(file_index)
         self._partials.setdefault(file_index, []).append(_block_partial(pieces))
         # One row group over the pieces; the writer reads the chunks without concatenating them.
-        table = pa.Table.from_batches([p.select(self._schema.names) for p in pieces])
+        table = self._data(pieces)
         self._writers[file_index].write(table, row_group_size=max(1, table.num_rows))
 
     def finish(self) -> Iterator[pa.RecordBatch]:
@@ -657,7 +661,7 @@ class _TaskFiles:
         for file_index in self._overflow.files():
             pieces = self._overflow.take(file_index)
             self._writers[file_index] = self._open(file_index)
-            table = pa.Table.from_batches([p.select(self._schema.names) for p in pieces])
+            table = self._data(pieces)
             # Cut into row groups of about _ROW_GROUP_BYTES by the writer, across the pieces.
             rows = max(1, int(_ROW_GROUP_BYTES * max(1, table.num_rows) / max(1, table.nbytes)))
             self._writers[file_index].write(table, row_group_size=rows)
@@ -841,8 +845,7 @@ def _write_files(
         # write (Spark 4.1.1, both sides waiting on their sockets).
         result = shuffled.mapInArrow(task, _RESULT_DDL).toArrow()
     else:
-        source = weighted.coalesce(1) if single_task else _one_task_per_core(weighted)
-        num_tasks = source.rdd.getNumPartitions()
+        source, num_tasks = (weighted.coalesce(1), 1) if single_task else _one_task_per_core(weighted)
         write_id = uuid.uuid4()
         written.extend(_task_file_name(write_id, f, t) for t in range(num_tasks) for f in range(plan.num_files))
         task = _local_write_task(
@@ -880,8 +883,7 @@ def _index(
     df: DataFrame,
     revision: Revision,
     num_rows: int,
-    existing_weights: Mapping[str, int] | None,
-    existing_domains: Mapping[str, float] | None,
+    existing: QbeastSnapshot | None,
     table_root: str,
     data_schema: pa.Schema,
     data_change: bool,
@@ -891,7 +893,12 @@ def _index(
     input_bytes: int | None = None,
 ) -> tuple[list[AddFile], int]:
     """The full write algorithm (§3.2-3.6) for rows of one revision; file names go to `written`
-    before any file exists, so the caller can clean up."""
+    before any file exists, so the caller can clean up. `existing` is the snapshot whose index of
+    this revision the rows extend (its cube weights respected), `None` to start the index afresh."""
+    existing_weights: dict[str, int] | None = None
+    existing_domains: dict[str, float] | None = None
+    if existing is not None:
+        existing_weights, existing_domains = _existing_index(existing, revision.revision_id)
     weighted = _with_weight(df, revision)
     d = revision.dimension_count
     input_domains = _input_domains(spark, weighted, revision, existing_weights or {}, num_rows)
@@ -1035,17 +1042,12 @@ def write(
         rows_written = 0
         if num_rows:
             os.makedirs(root, exist_ok=True)
-            existing_weights: dict[str, int] | None = None
-            existing_domains: dict[str, float] | None = None
-            if not is_new and mode == "append" and qsnap is not None:
-                existing_weights, existing_domains = _existing_index(qsnap, revision.revision_id)
             adds, rows_written = _index(
                 spark,
                 df,
                 revision,
                 num_rows,
-                existing_weights,
-                existing_domains,
+                qsnap if not is_new and mode == "append" else None,
                 root,
                 data_schema,
                 True,
@@ -1191,16 +1193,12 @@ def index_into_revision(
         return IndexedWrite((), None, latest.revision_id, 0)
     written: list[str] = []
     try:
-        existing_weights = existing_domains = None
-        if not is_new:
-            existing_weights, existing_domains = _existing_index(qsnap, revision.revision_id)
         adds, rows = _index(
             spark,
             df,
             revision,
             num_rows,
-            existing_weights,
-            existing_domains,
+            None if is_new else qsnap,
             root,
             data_schema,
             data_change,
@@ -1304,7 +1302,7 @@ def _cube_counts(weighted: DataFrame, revision: Revision, cube_weights: Mapping[
                 [counts.field("values"), counts.field("counts").cast(pa.int64())], names=["cube", "n"]
             )
 
-    source = _one_task_per_core(weighted)
+    source, _ = _one_task_per_core(weighted)
     selected = source.select(*[source[c] for c in revision.columns], source[WEIGHT_COLUMN])
     with _arrow_batches(weighted.sparkSession, _NARROW_BATCH_ROWS):
         table = selected.mapInArrow(run, "cube string, n bigint").toArrow()
