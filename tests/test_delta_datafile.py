@@ -147,3 +147,20 @@ def test_dictionary_encoding_only_for_columns_that_repeat(tmp_path):
     add = write_data_file(str(tmp_path), nested)
     meta = pq.ParquetFile(os.path.join(tmp_path, add.path)).metadata
     assert set(meta.row_group(0).column(0).encodings) & dictionary
+
+
+def test_compression_takes_spark_codec_names(tmp_path) -> None:
+    """Spark's names for `spark.sql.parquet.compression.codec`, case-insensitive; a name pyarrow cannot
+    write is a ConfigError that names the accepted ones, and no file is started."""
+    from use.delta.datafile import parquet_compression
+    from use.errors import ConfigError
+
+    assert [parquet_compression(c) for c in ("SNAPPY", "uncompressed", "none", "lz4_raw", "zstd", "gzip")] == [
+        "snappy", "none", "none", "lz4", "zstd", "gzip"
+    ]
+    add = write_data_file(str(tmp_path), _data(), compression="zstd")
+    assert pq.ParquetFile(os.path.join(tmp_path, add.path)).metadata.row_group(0).column(0).compression == "ZSTD"
+    for bad in ("lzo", "fast", None):
+        with pytest.raises(ConfigError, match=r"is not a parquet codec USE can write.*; use one of brotli, gzip"):
+            write_data_file(str(tmp_path), _data(), compression=bad)  # type: ignore[arg-type]
+    assert os.listdir(tmp_path) == [add.path]

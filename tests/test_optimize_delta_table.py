@@ -4,7 +4,9 @@ the result stays readable by delta-rs."""
 from __future__ import annotations
 
 import collections
+import os
 
+import pyarrow.parquet as pq
 import pytest
 
 from optimize_support import commit_actions, deltars_rows, plain_delta
@@ -58,11 +60,19 @@ def test_unpartitioned_table_and_a_target_file_size(spark, tmp_path) -> None:
     assert table.optimizations().count() == 0  # no events yet: an empty frame with the event schema
     files = table.snapshot().files
     total = sum(files.column("size").to_pylist())
-    # An explicit file list is one task; a target size of half the input splits its output in two.
-    result = table.optimize(files=files.column("path").to_pylist(), max_file_size=total // 2 + 1)
+    # An explicit file list is one task; a target size of half the input splits its output in two,
+    # compressed with the session's parquet codec and named for it, as Spark names its files.
+    spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
+    try:
+        result = table.optimize(files=files.column("path").to_pylist(), max_file_size=total // 2 + 1)
+    finally:
+        spark.conf.unset("spark.sql.parquet.compression.codec")
     assert result.outcome == "done" and len(result.committed) == 1
     assert result.committed[0].files_in == 4 and result.committed[0].files_out == 2
     assert table.snapshot().num_files == 2
+    for rel in table.snapshot().files.column("path").to_pylist():
+        assert rel.endswith(".zstd.parquet")
+        assert pq.ParquetFile(os.path.join(path, rel)).metadata.row_group(0).column(0).compression == "ZSTD"
     assert deltars_rows(path) == rows
     assert table.optimizations().count() == 1
 

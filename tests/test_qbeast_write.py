@@ -391,12 +391,11 @@ def test_task_files_stream_row_groups_and_overflow(tmp_path) -> None:
     through the overflow groups; each file holds exactly its rows, blocks exact."""
     import pyarrow as pa
 
-    from use.qbeast.writer import CUBE_COLUMN, WEIGHT_COLUMN, _TaskFiles
+    from use.qbeast.writer import CUBE_COLUMN, WEIGHT_COLUMN, _FileSettings, _TaskFiles
 
     schema = pa.schema([("id", pa.int64()), ("v", pa.float64())])
-    files = _TaskFiles(
-        lambda f: f"f{f}.parquet", str(tmp_path), schema, {"": -5, "A": 100}, True, budget=30_000, max_open=2
-    )
+    settings = _FileSettings(str(tmp_path), schema, {"": -5, "A": 100}, True, 30_000, max_open=2, compression="snappy")
+    files = _TaskFiles(lambda f: f"f{f}.parquet", settings)
     expected: dict[int, list[int]] = {0: [], 1: [], 2: []}
     for i in range(60):
         f = i % 3
@@ -425,7 +424,7 @@ def test_task_files_stream_row_groups_and_overflow(tmp_path) -> None:
         assert got[""]["minWeight"] == int((ids[ids % 2 == 1] % 1000 - 500).min()) and got[""]["maxWeight"] == -5
     assert sorted(os.listdir(tmp_path)) == ["f0.parquet", "f1.parquet", "f2.parquet"]
     # A task that fails before finishing leaves no file, partial or published.
-    failed = _TaskFiles(lambda f: f"g{f}.parquet", str(tmp_path), schema, {}, True, budget=30_000, max_open=2)
+    failed = _TaskFiles(lambda f: f"g{f}.parquet", settings)
     for i in range(30):
         failed.add(i % 3, piece)
     failed.close()
@@ -505,6 +504,33 @@ def test_bad_optimize_write_settings_write_nothing(spark, small_table) -> None:
     finally:
         spark.conf.unset("spark.qbeast.index.optimizeWrite")
     assert _state(small_table) == state
+
+
+def test_writes_use_the_session_parquet_codec(spark, small_table, table_path) -> None:
+    """Data files are compressed as Spark's own writer would (spark.sql.parquet.compression.codec,
+    snappy by default); a codec pyarrow cannot write is a ConfigError that changes nothing."""
+    from use.errors import ConfigError
+
+    def codecs(path: str) -> set[str]:
+        added = [a["add"]["path"] for a in _commit(path, _qsnap(path).version) if "add" in a]
+        return {pq.ParquetFile(os.path.join(path, p)).metadata.row_group(0).column(0).compression for p in added}
+
+    write(spark, _data(spark, 2_000), table_path, ["x", "y"], cube_size=500)
+    assert codecs(table_path) == {"SNAPPY"}
+    spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
+    try:
+        write(spark, _data(spark, 2_000, start=2_000), table_path, ["x", "y"])
+        assert codecs(table_path) == {"ZSTD"}
+        # Spark reads them back, and the rows are all there.
+        assert spark.read.parquet(table_path).count() == 4_000
+        _check_table(spark, table_path, np.arange(4_000), ["x", "y"])
+        state = _state(small_table)
+        spark.conf.set("spark.sql.parquet.compression.codec", "lzo")
+        with pytest.raises(ConfigError, match=r"spark\.sql\.parquet\.compression\.codec = 'lzo'.*zstd"):
+            write(spark, _data(spark, 100, start=9_000), small_table, ["x", "y"])
+        assert _state(small_table) == state
+    finally:
+        spark.conf.unset("spark.sql.parquet.compression.codec")
 
 
 def test_estimation_on_a_sample_keeps_cube_sizes(spark, table_path, monkeypatch) -> None:

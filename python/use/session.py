@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DEFAULT_CONF: Mapping[str, str] = {
     "spark.ui.enabled": "false",
@@ -43,3 +46,18 @@ def spark_session(app_name: str = "use", master: str | None = None, conf: Mappin
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+PARQUET_CODEC_CONF = "spark.sql.parquet.compression.codec"
+
+
+def parquet_codec(spark: "SparkSession") -> str:
+    """The parquet codec USE's data files are written with: the session's
+    `spark.sql.parquet.compression.codec` (snappy by default), as Spark's and Delta's own writers
+    take it, checked on the driver (`use.delta.datafile.parquet_compression`) before any file is
+    written, and passed to the write tasks by its Spark name."""
+    from use.delta.datafile import parquet_compression
+
+    codec = spark.conf.get(PARQUET_CODEC_CONF, "snappy") or "snappy"
+    parquet_compression(codec, f"the Spark conf {PARQUET_CODEC_CONF}")
+    return codec.strip().lower()

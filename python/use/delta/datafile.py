@@ -22,9 +22,16 @@ import pyarrow.parquet as pq
 
 from use.delta.actions import AddFile
 from use.delta.stats import DEFAULT_NUM_INDEXED_COLS, file_stats_json, iter_leaf_arrays, stats_leaves
-from use.errors import InvalidArgumentError, SchemaMismatchError, StorageError
+from use.errors import ConfigError, InvalidArgumentError, SchemaMismatchError, StorageError
 
-__all__ = ["DataFileWriter", "write_data_file", "partition_directory", "escape_partition_value", "local_root"]
+__all__ = [
+    "DataFileWriter",
+    "escape_partition_value",
+    "local_root",
+    "parquet_compression",
+    "partition_directory",
+    "write_data_file",
+]
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 # The characters Spark/Hive escape in partition directory names (ExternalCatalogUtils).
@@ -55,6 +62,34 @@ def local_root(table_root: str) -> str:
             f"table root {table_root!r} is not a local path; write_data_file writes to local (or mounted) file systems"
         )
     return table_root
+
+
+# Spark's parquet codec names (`spark.sql.parquet.compression.codec`) -> pyarrow's. pyarrow's "lz4"
+# is the LZ4_RAW codec of the parquet format, which Spark 3.4+ reads as "lz4_raw"; Spark's own
+# "lz4" writes Hadoop's framed LZ4, which pyarrow reads but does not write, so both become LZ4_RAW.
+_CODECS: Mapping[str, str] = {
+    "none": "none",
+    "uncompressed": "none",
+    "snappy": "snappy",
+    "gzip": "gzip",
+    "brotli": "brotli",
+    "lz4": "lz4",
+    "lz4_raw": "lz4",
+    "zstd": "zstd",
+}
+
+
+def parquet_compression(codec: Any, source: str = "compression") -> str:
+    """The pyarrow codec for a Spark parquet codec name (case-insensitive); `source` names where
+    the value came from, for the error."""
+    name = codec.strip().lower() if isinstance(codec, str) else None
+    if name not in _CODECS:
+        hint = " (LZO has no writer here)" if name == "lzo" else ""
+        raise ConfigError(
+            f"{source} = {codec!r} is not a parquet codec USE can write{hint}; use one of "
+            f"{', '.join(sorted(_CODECS))}"
+        )
+    return _CODECS[name]
 
 
 def _check_relative(name: str) -> str:
@@ -187,8 +222,10 @@ class DataFileWriter:
         partition_values: Mapping[str, str | None] | None = None,
         stats_columns: int = DEFAULT_NUM_INDEXED_COLS,
         stats_column_names: Sequence[str] | None = None,
+        compression: str = "snappy",
     ) -> None:
         root = local_root(table_root)
+        self._compression = parquet_compression(compression)
         if not os.path.isdir(root):
             raise InvalidArgumentError(f"table root {table_root!r} is not an existing directory; create the table first")
         if isinstance(stats_columns, bool) or not isinstance(stats_columns, int) or stats_columns < -1:
@@ -236,7 +273,7 @@ class DataFileWriter:
         self._writer = pq.ParquetWriter(
             self._tmp,
             self._target,
-            compression="snappy",
+            compression=self._compression,
             use_dictionary=use_dictionary,
             write_statistics=True,
             use_compliant_nested_type=True,
@@ -329,13 +366,16 @@ def write_data_file(
     stats_columns: int = DEFAULT_NUM_INDEXED_COLS,
     stats_column_names: Sequence[str] | None = None,
     row_group_size: int | None = None,
+    compression: str = "snappy",
 ) -> AddFile:
-    """Write `data` as one snappy parquet file under `table_root` and return its `AddFile`.
+    """Write `data` as one parquet file under `table_root` and return its `AddFile`.
 
     `schema` is the file's schema (data columns only; columns are selected and safely cast to it);
     partition columns named in `partition_values` are dropped from the data and the file goes to
     the Hive-style partition directory. `stats_columns` / `stats_column_names` are
-    `delta.dataSkippingNumIndexedCols` / `delta.dataSkippingStatsColumns`. The returned path is
+    `delta.dataSkippingNumIndexedCols` / `delta.dataSkippingStatsColumns`. `compression` is a Spark
+    parquet codec name (`parquet_compression`); writers on Spark pass the session's
+    `spark.sql.parquet.compression.codec` (`use.session.parquet_codec`). The returned path is
     relative to the table root and URL-encoded as the log stores it.
     """
     data_schema, batches = _batches(data, schema)
@@ -348,6 +388,7 @@ def write_data_file(
         partition_values=partition_values,
         stats_columns=stats_columns,
         stats_column_names=stats_column_names,
+        compression=compression,
     ) as writer:
         for batch in batches:
             writer.write(batch, row_group_size=row_group_size)

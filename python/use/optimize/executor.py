@@ -249,8 +249,9 @@ def _binpack(
     `write_data_file` inside `mapInArrow` (plain Delta files, partition values kept). With
     `sort_columns` (cluster-key overlap) the rows are range-partitioned and sorted by the key, so the
     output files do not overlap on it."""
-    from use.delta.datafile import partition_directory, write_data_file
+    from use.delta.datafile import parquet_compression, partition_directory, write_data_file
     from use.delta.stats import StatsConfig
+    from use.session import parquet_codec
     from use.optimize.strategies._common import output_files
     from use.delta.storage import absolute_path
 
@@ -275,6 +276,9 @@ def _binpack(
     # Hive-style directory, as Spark and delta-rs lay partitions out. No tags: plain Delta files and
     # the staging files of a Qbeast table stay what they were.
     pdir = partition_directory(part) if part else None
+    codec = parquet_codec(spark)
+    # Spark's file naming: the codec before the extension (none for uncompressed files).
+    suffix = ".parquet" if parquet_compression(codec) == "none" else f".{codec}.parquet"
 
     def write_partition(batches: Any) -> Any:
         from pyspark import TaskContext
@@ -282,7 +286,7 @@ def _binpack(
         ctx = TaskContext.get()
         pid = ctx.partitionId() if ctx else 0
         attempt = ctx.attemptNumber() if ctx else 0
-        name = f"{prefix}{pid:05d}-{attempt}.snappy.parquet"
+        name = f"{prefix}{pid:05d}-{attempt}{suffix}"
         first = None
         rest = iter(batches)
         for b in rest:
@@ -305,6 +309,7 @@ def _binpack(
             partition_values=part or None,
             stats_columns=stats.num_indexed_cols,
             stats_column_names=stats.columns,
+            compression=codec,
         )
         yield pa.RecordBatch.from_pydict({"add": [json.dumps(add.to_action()["add"])]})
 

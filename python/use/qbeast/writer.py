@@ -63,6 +63,7 @@ from use.qbeast.revision import (
 )
 from use.qbeast.rollup import RollupPlan, rollup
 from use.qbeast.weight import MAX_WEIGHT
+from use.session import parquet_codec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -569,6 +570,19 @@ class _FileGroups:
             shutil.rmtree(self._spill_dir, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class _FileSettings:
+    """What every write task needs to write and describe its files, decided on the driver."""
+
+    table_root: str
+    data_schema: pa.Schema
+    cube_weights: Mapping[str, int]
+    data_change: bool
+    buffer_bytes: int  # spark.qbeast.index.writeBufferBytes
+    max_open: int  # spark.qbeast.index.maxOpenFilesPerTask
+    compression: str  # spark.sql.parquet.compression.codec
+
+
 class _TaskFiles:
     """The data files one write task fills, from pieces of rows arriving in any order.
 
@@ -580,29 +594,20 @@ class _TaskFiles:
     go at the end. Block statistics are kept per file as small per-cube partials.
     """
 
-    def __init__(
-        self,
-        file_name: Callable[[int], str],
-        table_root: str,
-        data_schema: pa.Schema,
-        cube_weights: Mapping[str, int],
-        data_change: bool,
-        budget: int,
-        max_open: int,
-    ) -> None:
+    def __init__(self, file_name: Callable[[int], str], settings: _FileSettings) -> None:
         self._file_name = file_name
-        self._root = table_root
-        self._schema = data_schema
-        self._cube_weights = cube_weights
-        self._data_change = data_change
-        self._budget = budget
-        self._max_open = max_open
+        self._settings = settings
+        self._root = settings.table_root
+        self._schema = settings.data_schema
+        self._cube_weights = settings.cube_weights
+        self._budget = settings.buffer_bytes
+        self._max_open = settings.max_open
         self._writers: dict[int, Any] = {}
         self._pending: dict[int, list[pa.RecordBatch]] = {}
         self._pending_bytes: dict[int, int] = {}
         self._held = 0
         self._partials: dict[int, list[pa.Table]] = {}
-        self._overflow = _FileGroups(budget)
+        self._overflow = _FileGroups(settings.buffer_bytes)
 
     def add(self, file_index: int, piece: pa.RecordBatch) -> None:
         if not piece.num_rows:
@@ -629,7 +634,13 @@ class _TaskFiles:
         # never saw that attempt's metadata, so the file is replaced (speculative execution must
         # stay off, Spark's default, for the same reason).
         _delete_files(self._root, [name])
-        return DataFileWriter(self._root, schema=self._schema, file_name=name, data_change=self._data_change)
+        return DataFileWriter(
+            self._root,
+            schema=self._schema,
+            file_name=name,
+            data_change=self._settings.data_change,
+            compression=self._settings.compression,
+        )
 
     def _data(self, pieces: Sequence[pa.RecordBatch]) -> pa.Table:
         """The data columns of pieces as one table over them (no copy)."""
@@ -679,24 +690,14 @@ class _TaskFiles:
         self._overflow.close()
 
 
-def _shuffled_write_task(
-    table_root: str,
-    names: Sequence[str],
-    data_schema: pa.Schema,
-    cube_weights: Mapping[str, int],
-    data_change: bool,
-    buffer_bytes: int,
-    max_open: int,
-) -> Any:
+def _shuffled_write_task(names: Sequence[str], settings: _FileSettings) -> Any:
     """One parquet file per file index of the partition, as a `mapInArrow` function over the
     `(part, file, rows)` blobs of `_pack_task` (`_TaskFiles`)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.ipc as ipc
 
-        groups = _TaskFiles(
-            names.__getitem__, table_root, data_schema, cube_weights, data_change, buffer_bytes, max_open
-        )
+        groups = _TaskFiles(names.__getitem__, settings)
         try:
             for batch in batches:
                 files = batch.column("file").to_numpy(zero_copy_only=False)
@@ -715,16 +716,7 @@ def _shuffled_write_task(
     return run
 
 
-def _local_write_task(
-    splitter: _RowSplitter,
-    table_root: str,
-    write_id: uuid.UUID,
-    data_schema: pa.Schema,
-    cube_weights: Mapping[str, int],
-    data_change: bool,
-    buffer_bytes: int,
-    max_open: int,
-) -> Any:
+def _local_write_task(splitter: _RowSplitter, write_id: uuid.UUID, settings: _FileSettings) -> Any:
     """Assign, group by file and write, all in the task that reads the rows (a `mapInArrow`
     function): each task writes its own part of every file its rows fall into (`_TaskFiles`),
     named by `_task_file_name`."""
@@ -734,15 +726,7 @@ def _local_write_task(
 
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
-        files = _TaskFiles(
-            lambda f: _task_file_name(write_id, f, task),
-            table_root,
-            data_schema,
-            cube_weights,
-            data_change,
-            buffer_bytes,
-            max_open,
-        )
+        files = _TaskFiles(lambda f: _task_file_name(write_id, f, task), settings)
         try:
             for batch in batches:
                 if batch.num_rows:
@@ -823,8 +807,15 @@ def _write_files(
     stages cost more than the rows).
     """
     splitter = _RowSplitter(revision, dict(cube_weights), plan, data_schema.names)
-    buffer_bytes = _write_buffer_bytes(spark)
-    max_open = _positive_int_conf(spark, _MAX_OPEN_FILES_CONF, _DEFAULT_MAX_OPEN_FILES, "files")
+    settings = _FileSettings(
+        table_root=table_root,
+        data_schema=data_schema,
+        cube_weights=dict(cube_weights),
+        data_change=data_change,
+        buffer_bytes=_write_buffer_bytes(spark),
+        max_open=_positive_int_conf(spark, _MAX_OPEN_FILES_CONF, _DEFAULT_MAX_OPEN_FILES, "files"),
+        compression=parquet_codec(spark),
+    )
     parallelism = max(1, spark.sparkContext.defaultParallelism)
     single_task = optimize_write and input_bytes is not None and 0 <= input_bytes <= _SINGLE_TASK_BYTES
     if optimize_write and not single_task:
@@ -837,9 +828,7 @@ def _write_files(
         part_keys = _partition_keys(num_tasks)[_balanced_parts(file_rows, num_tasks)].astype(np.int32)
         packed = weighted.mapInArrow(_pack_task(splitter, part_keys, _PACK_BYTES), "part int, file int, rows binary")
         shuffled = packed.repartition(num_tasks, packed["part"])
-        task = _shuffled_write_task(
-            table_root, names, data_schema, dict(cube_weights), data_change, buffer_bytes, max_open
-        )
+        task = _shuffled_write_task(names, settings)
         # Spark's own Arrow batch sizes here: with 100,000-row input batches, a pack task sending
         # its large blobs back and the JVM feeding it more rows stalled for good on a 20M-row
         # write (Spark 4.1.1, both sides waiting on their sockets).
@@ -848,9 +837,7 @@ def _write_files(
         source, num_tasks = (weighted.coalesce(1), 1) if single_task else _one_task_per_core(weighted)
         write_id = uuid.uuid4()
         written.extend(_task_file_name(write_id, f, t) for t in range(num_tasks) for f in range(plan.num_files))
-        task = _local_write_task(
-            splitter, table_root, write_id, data_schema, dict(cube_weights), data_change, buffer_bytes, max_open
-        )
+        task = _local_write_task(splitter, write_id, settings)
         with _arrow_batches(spark, _NARROW_BATCH_ROWS, _FULL_BATCH_BYTES):
             result = source.mapInArrow(task, _RESULT_DDL).toArrow()
     tags_revision = str(revision.revision_id)
