@@ -586,22 +586,17 @@ class _FileSettings:
 class _TaskFiles:
     """The data files one write task fills, from pieces of rows arriving in any order.
 
-    The first `max_open` files the task meets are written as their rows come: each file's pieces
-    are held until they make a row group of `_ROW_GROUP_BYTES` (or, past `budget` bytes held in
-    all, the largest held group is written out early), so memory stays bounded and nothing is
-    copied to local disk. Files past `max_open` (a plan of thousands of small files) are not kept
-    open: their rows are grouped by `_FileGroups` (spilling past `budget`) and each written in one
-    go at the end. Block statistics are kept per file as small per-cube partials.
+    The first `settings.max_open` files the task meets are written as their rows come: each file's
+    pieces are held until they make a row group of `_ROW_GROUP_BYTES` (or, past
+    `settings.buffer_bytes` held in all, the largest held group is written out early), so memory
+    stays bounded and nothing is copied to local disk. Files past `max_open` (a plan of thousands
+    of small files) are not kept open: their rows are grouped by `_FileGroups` (spilling past the
+    same budget) and each written in one go at the end. Block statistics are kept per file as small per-cube partials.
     """
 
     def __init__(self, file_name: Callable[[int], str], settings: _FileSettings) -> None:
         self._file_name = file_name
         self._settings = settings
-        self._root = settings.table_root
-        self._schema = settings.data_schema
-        self._cube_weights = settings.cube_weights
-        self._budget = settings.buffer_bytes
-        self._max_open = settings.max_open
         self._writers: dict[int, Any] = {}
         self._pending: dict[int, list[pa.RecordBatch]] = {}
         self._pending_bytes: dict[int, int] = {}
@@ -613,7 +608,7 @@ class _TaskFiles:
         if not piece.num_rows:
             return
         if file_index not in self._writers:
-            if len(self._writers) >= self._max_open:
+            if len(self._writers) >= self._settings.max_open:
                 self._overflow.add(file_index, piece)
                 return
             self._writers[file_index] = self._open(file_index)
@@ -623,7 +618,7 @@ class _TaskFiles:
         self._held += size
         if self._pending_bytes[file_index] >= _ROW_GROUP_BYTES:
             self._flush(file_index)
-        while self._held > self._budget and self._pending:
+        while self._held > self._settings.buffer_bytes and self._pending:
             self._flush(max(self._pending, key=self._pending_bytes.__getitem__))
 
     def _open(self, file_index: int) -> Any:
@@ -633,10 +628,10 @@ class _TaskFiles:
         # A retry of a task that failed after publishing its file finds the file there; the driver
         # never saw that attempt's metadata, so the file is replaced (speculative execution must
         # stay off, Spark's default, for the same reason).
-        _delete_files(self._root, [name])
+        _delete_files(self._settings.table_root, [name])
         return DataFileWriter(
-            self._root,
-            schema=self._schema,
+            self._settings.table_root,
+            schema=self._settings.data_schema,
             file_name=name,
             data_change=self._settings.data_change,
             compression=self._settings.compression,
@@ -644,7 +639,7 @@ class _TaskFiles:
 
     def _data(self, pieces: Sequence[pa.RecordBatch]) -> pa.Table:
         """The data columns of pieces as one table over them (no copy)."""
-        return pa.Table.from_batches([p.select(self._schema.names) for p in pieces])
+        return pa.Table.from_batches([p.select(self._settings.data_schema.names) for p in pieces])
 
     def _flush(self, file_index: int) -> None:
         pieces = self._pending.pop(file_index)
@@ -659,7 +654,7 @@ class _TaskFiles:
         out: dict[str, list[Any]] = {f.name: [] for f in _RESULT_SCHEMA}
 
         def describe(add: AddFile, partials: Sequence[pa.Table]) -> None:
-            blocks, num_rows = _blocks_json(partials, self._cube_weights)
+            blocks, num_rows = _blocks_json(partials, self._settings.cube_weights)
             for key, value in zip(
                 _RESULT_SCHEMA.names, (add.path, add.size, add.modification_time, add.stats, blocks, num_rows)
             ):
