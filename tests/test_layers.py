@@ -19,6 +19,7 @@ FORBIDDEN = {
 # Modules that run Spark; every other module of these layers is pure (no pyspark).
 SPARK_MODULES = {
     "use.qbeast.writer",
+    "use.qbeast.jvm_write",
     "use.qbeast.reader",
     "use.qbeast.convert",
     "use.qbeast.datasource",

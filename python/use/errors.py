@@ -47,6 +47,10 @@ class VersionNotFoundError(UseError, LookupError):
     """A requested table version or timestamp is not available in the log."""
 
 
+class ShimBuildError(UseError):
+    """The JVM shim's Scala sources could not be compiled (or are not installed)."""
+
+
 class StorageError(UseError, OSError):
     """The storage layer failed or lacks a guarantee the log needs (e.g. put-if-absent)."""
 

@@ -26,6 +26,7 @@ from use.errors import ConfigError, InvalidArgumentError, SchemaMismatchError, S
 
 __all__ = [
     "DataFileWriter",
+    "dictionary_columns",
     "escape_partition_value",
     "local_root",
     "parquet_compression",
@@ -168,11 +169,11 @@ def _conform(batch: pa.RecordBatch | pa.Table, target: pa.Schema, partition_colu
 
 # Dictionary encoding is chosen per column and file from a sample of the first batch: a column whose
 # sampled values are nearly all distinct gets plain encoding from the start.
-_DICTIONARY_SAMPLE_ROWS = 2_000
+DICTIONARY_SAMPLE_ROWS = 2_000
 _DICTIONARY_MAX_DISTINCT_RATIO = 0.9
 
 
-def _dictionary_columns(batch: pa.RecordBatch | pa.Table) -> list[str] | bool:
+def dictionary_columns(batch: pa.RecordBatch | pa.Table) -> list[str] | bool:
     """The columns worth dictionary-encoding in a file that starts with `batch`.
 
     Parquet writers start every column in dictionary encoding and fall back to plain encoding only
@@ -189,7 +190,7 @@ def _dictionary_columns(batch: pa.RecordBatch | pa.Table) -> list[str] | bool:
     n = batch.num_rows
     if n == 0:
         return True
-    step = max(1, n // _DICTIONARY_SAMPLE_ROWS)
+    step = max(1, n // DICTIONARY_SAMPLE_ROWS)
     sample = batch.take(pa.array(range(0, n, step))) if step > 1 else batch
     keep = []
     for name, column in zip(sample.schema.names, sample.columns):
@@ -290,7 +291,7 @@ class DataFileWriter:
         data = _conform(data, self._target, self._pvals)
         if data.num_rows == 0:
             return
-        writer = self._writer if self._writer is not None else self._open(_dictionary_columns(data))
+        writer = self._writer if self._writer is not None else self._open(dictionary_columns(data))
         for leaf, values in iter_leaf_arrays(data, self._float_leaves):
             if leaf.name not in self._nan_columns and pc.any(pc.is_nan(values)).as_py():
                 self._nan_columns.add(leaf.name)

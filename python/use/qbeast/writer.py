@@ -52,6 +52,7 @@ from use.qbeast.domains import (
     group_cube_size,
 )
 from use.qbeast.estimate import assign_cubes, estimate
+from use.qbeast.jvm_write import JvmFile, write_in_jvm
 from use.qbeast.revision import (
     COLUMN_STATS_KEY,
     DEFAULT_CUBE_SIZE,
@@ -737,8 +738,29 @@ def _local_write_task(splitter: _RowSplitter, write_id: uuid.UUID, settings: _Fi
 def _task_file_name(write_id: uuid.UUID, file_index: int, task: int) -> str:
     """The name of task `task`'s part of file `file_index` of one write: `<uuid>.parquet` like every
     Qbeast data file, the UUID derived from the write's id, so the driver knows every name a task
-    may use without shipping a list of them to the tasks."""
-    return f"{uuid.uuid5(write_id, f'{task}/{file_index}')}.parquet"
+    may use without shipping a list of them to the tasks. A name-based UUID of version 3 (MD5), as
+    Java's `UUID.nameUUIDFromBytes` makes it, so the JVM path's tasks name their files the same way."""
+    return f"{uuid.uuid3(write_id, f'{task}/{file_index}')}.parquet"
+
+
+def _jvm_result(files: Sequence[JvmFile], settings: _FileSettings) -> pa.Table:
+    """The JVM path's files as rows of `_RESULT_SCHEMA`: Delta stats from each footer (as
+    `DataFileWriter.close` takes them), blocks as the Python path builds them."""
+    import pyarrow.parquet as pq
+
+    from use.delta.datafile import local_root
+    from use.delta.stats import file_stats_json
+
+    root = local_root(settings.table_root)
+    out: dict[str, list[Any]] = {f.name: [] for f in _RESULT_SCHEMA}
+    for f in files:
+        stats = file_stats_json(
+            pq.read_metadata(os.path.join(root, f.name)), settings.data_schema, nan_columns=f.nan_columns
+        )
+        blocks, num_rows = _blocks_json([f.blocks], settings.cube_weights)
+        for key, value in zip(_RESULT_SCHEMA.names, (f.name, f.size, f.modification_time, stats, blocks, num_rows)):
+            out[key].append(value)
+    return pa.Table.from_pydict(out, schema=_RESULT_SCHEMA)
 
 
 def _delete_files(table_root: str, names: Iterable[str]) -> None:
@@ -832,9 +854,24 @@ def _write_files(
         source, num_tasks = (weighted.coalesce(1), 1) if single_task else _one_task_per_core(weighted)
         write_id = uuid.uuid4()
         written.extend(_task_file_name(write_id, f, t) for t in range(num_tasks) for f in range(plan.num_files))
-        task = _local_write_task(splitter, write_id, settings)
-        with _arrow_batches(spark, _NARROW_BATCH_ROWS, _FULL_BATCH_BYTES):
-            result = source.mapInArrow(task, _RESULT_DDL).toArrow()
+        jvm_files = write_in_jvm(
+            spark,
+            source,
+            revision,
+            cube_weights,
+            plan,
+            table_root=table_root,
+            data_schema=data_schema,
+            weight_column=WEIGHT_COLUMN,
+            write_id=write_id,
+            codec=settings.compression,
+        )
+        if jvm_files is not None:
+            result = _jvm_result(jvm_files, settings)
+        else:
+            task = _local_write_task(splitter, write_id, settings)
+            with _arrow_batches(spark, _NARROW_BATCH_ROWS, _FULL_BATCH_BYTES):
+                result = source.mapInArrow(task, _RESULT_DDL).toArrow()
     tags_revision = str(revision.revision_id)
     adds = [
         AddFile(
