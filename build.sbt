@@ -1,6 +1,6 @@
 // For people who have sbt. The project's own setup compiles the JVM shim with the Scala compiler
-// shipped inside pyspark's jars (see jvm-shim/ once the SQL surface lands); nothing here is needed
-// to build or test USE.
+// shipped inside pyspark's jars (`python -m use.shim`, run on first use by use.session); nothing
+// here is needed to build or test USE.
 ThisBuild / scalaVersion := "2.13.16"
 
 lazy val shim = (project in file("jvm-shim"))

@@ -168,8 +168,23 @@ def all_columns_agg() -> list[Any]:
     ]
 
 
+def python_path_write(df: Any, path: str, cube_size: int) -> Any:
+    """The indexed write with the JVM path switched off: rows cross to Python as Arrow and pyarrow
+    writes them (what every write did before the JVM shim's OTreeFileWriter)."""
+    from use import QbeastTable
+    from use.qbeast.jvm_write import JVM_WRITE_CONF
+
+    spark = df.sparkSession
+    spark.conf.set(JVM_WRITE_CONF, "false")
+    try:
+        return QbeastTable.write(df, path, INDEXED, cube_size=cube_size)
+    finally:
+        spark.conf.unset(JVM_WRITE_CONF)
+
+
 def timed_writes(df: Any, base: str, cube_size: int, rounds: int) -> dict[str, Any]:
-    """Plain, indexed and indexed-with-optimize_write writes of the same cached rows, alternated
+    """Plain, indexed (JVM path), indexed-with-optimize_write and indexed on the Python path
+    (`spark.qbeast.index.jvmWrite=false`) writes of the same cached rows, alternated
     `rounds` times; each is reported as its best round (wall and CPU separately).
 
     Alternating puts the writers under the same machine load, and the best round is the writer's
@@ -186,6 +201,7 @@ def timed_writes(df: Any, base: str, cube_size: int, rounds: int) -> dict[str, A
             ("plain", lambda: df.write.parquet(scratch)),
             ("write", lambda: QbeastTable.write(df, scratch, INDEXED, cube_size=cube_size)),
             ("optimized", lambda: QbeastTable.write(df, scratch, INDEXED, cube_size=cube_size, optimize_write=True)),
+            ("python", lambda: python_path_write(df, scratch, cube_size)),
         ):
             shutil.rmtree(scratch, ignore_errors=True)
             wall, cpu, _ = timed_cpu(fn)
@@ -200,6 +216,7 @@ def timed_writes(df: Any, base: str, cube_size: int, rounds: int) -> dict[str, A
         out[f"t_{label}"], out[f"c_{label}"] = wall, cpu
     out["write_ratio"] = out["t_write"] / out["t_plain"]
     out["optimized_ratio"] = out["t_optimized"] / out["t_plain"]
+    out["python_ratio"] = out["t_python"] / out["t_plain"]
     return out
 
 
@@ -274,6 +291,7 @@ def report(rows: int, master: str, t_plain: float, plain_files: int, plain_bytes
         line("write CPU-s: qbeast / plain", [f"{r['c_write']:.1f}/{r['c_plain']:.1f}" for r in runs]),
         line("write CPU / plain write CPU", [f"{r['c_write'] / r['c_plain']:.2f}x" for r in runs]),
         line("optimize_write=True (shuffle) time / plain", [f"{r['optimized_ratio']:.2f}x" for r in runs]),
+        line("Python path (jvmWrite=false) time / plain", [f"{r['python_ratio']:.2f}x" for r in runs]),
         line("sample(0.01): bytes read / total", [pct(r["sample_plan"].bytes, r["sample_plan"].total_bytes) for r in runs], "<= 3%"),
         line("sample(0.01): files read / total", [f"{r['sample_plan'].num_files}/{r['sample_plan'].total_files}" for r in runs]),
         line("sample(0.01) time (s), all columns", [f"{r['t_sample']:.3f}" for r in runs]),

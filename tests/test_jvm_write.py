@@ -235,3 +235,13 @@ def test_shim_build_is_cached_and_reports_compile_errors(tmp_path, monkeypatch) 
     # The failed build left no partial jar; the good one is still there for its sources.
     assert sorted(p.name for p in (tmp_path / "build").iterdir()) == [jar.name]
     assert isinstance(shim.SOURCE_DIR, Path)
+
+
+def test_session_settings_put_the_shim_after_the_callers_jars() -> None:
+    from use.session import session_settings
+    from use.shim import build_shim
+
+    jar = str(build_shim())
+    assert session_settings()["spark.jars"] == jar
+    mine = session_settings({"spark.jars": "/opt/extra.jar", "spark.sql.shuffle.partitions": "3"})
+    assert mine["spark.jars"] == f"/opt/extra.jar,{jar}" and mine["spark.sql.shuffle.partitions"] == "3"

@@ -41,22 +41,25 @@ def spark_session(app_name: str = "use", master: str | None = None, conf: Mappin
         # about the host name resolving to a loopback address.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name).master(master)
-    settings = {**DEFAULT_CONF, **_shim_conf(), **(conf or {})}
-    for key, value in settings.items():
+    for key, value in session_settings(conf).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
 
 
-def _shim_conf() -> dict[str, str]:
-    """The JVM shim's jar on the driver's and the executors' class paths (`spark.jars` is given to
-    spark-submit when pyspark launches the JVM, so the driver's py4j sees the classes too); nothing
-    when it cannot be built (USE then takes its Python paths)."""
+def session_settings(conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """USE's defaults under the caller's `conf`, plus the JVM shim's jar on the driver's and the
+    executors' class paths (`spark.jars` is given to spark-submit when pyspark launches the JVM, so
+    the driver's py4j sees the classes too), after any jars the caller lists; no jar when it cannot
+    be built (USE then takes its Python paths)."""
     from use.shim import shim_jar
 
+    settings = {**DEFAULT_CONF, **(conf or {})}
     jar = shim_jar()
-    return {"spark.jars": str(jar)} if jar is not None else {}
+    if jar is not None:
+        settings["spark.jars"] = ",".join(j for j in (settings.get("spark.jars", "").strip(), str(jar)) if j)
+    return settings
 
 
 PARQUET_CODEC_CONF = "spark.sql.parquet.compression.codec"

@@ -9,7 +9,11 @@ Flow of `write` (every step a Spark job over the input, nothing collected but sm
 4. `mapInArrow` estimates cube domains per partition (`use.qbeast.domains`) on a seeded sample of
    a large input, the driver merges them with the existing index and estimates cube weights
    (`use.qbeast.estimate`) and rolls the cubes up into files (`use.qbeast.rollup`);
-5. a second `mapInArrow` assigns each row its cube and file (`_RowSplitter`) and streams the
+5. the rows are assigned to cubes and files and written. Where it can (`use.qbeast.jvm_write`),
+   this happens in the JVM: Spark expressions transform the indexed columns, the shim's
+   `OTreeFileWriter` walks each row down the planned cubes and writes it with Spark's parquet
+   writer, and only block statistics come back. Otherwise a second `mapInArrow` assigns each row
+   its cube and file (`_RowSplitter`) and streams the
    rows into their files (`_TaskFiles`, one `use.delta.datafile.DataFileWriter` per file, memory
    bounded by `spark.qbeast.index.writeBufferBytes`), computing exact block statistics on the
    way and returning the `AddFile`s as rows. Full rows cross the JVM/Python boundary once and
