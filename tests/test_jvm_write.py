@@ -11,13 +11,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-
+from test_qbeast_write import _check_table, _listing, _qsnap
 from use.delta.log import DeltaLog
 from use.errors import ConfigError, ShimBuildError
 from use.qbeast.jvm_write import JVM_WRITE_CONF, point_columns
 from use.qbeast.writer import write
-
-from test_qbeast_write import _check_table, _listing, _qsnap
 
 
 def _writer_of(path: str) -> set[str]:
@@ -131,7 +129,7 @@ def test_both_paths_write_the_same_files(spark, tmp_path, python_path) -> None:
     live = set(_qsnap(tables["true"]).files.column("path").to_pylist())
     assert {p for p in _listing(tables["true"]) if not p.startswith("_delta_log/")} == live
     # Timestamps as INT64 microseconds (Spark's INT96 default would leave them without stats).
-    any_file = os.path.join(tables["true"], sorted(live)[0])
+    any_file = os.path.join(tables["true"], min(live))
     ts = pq.read_metadata(any_file).schema.column(3)
     assert (ts.name, ts.physical_type) == ("ts", "INT64") and "timeUnit=microseconds" in str(ts.logical_type)
     assert spark.read.parquet(tables["true"]).count() == 10_000
@@ -144,7 +142,7 @@ def test_point_columns_equal_numpy_transform_bit_for_bit(spark, tmp_path) -> Non
     import pyarrow as pa
 
     path = str(tmp_path / "space")
-    utc = dt.timezone.utc
+    utc = dt.UTC
     space = pa.table(
         {
             "l": pa.array([-(2**61), 2**62], pa.int64()),

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -65,7 +66,7 @@ def session_settings(conf: Mapping[str, str] | None = None) -> dict[str, str]:
 PARQUET_CODEC_CONF = "spark.sql.parquet.compression.codec"
 
 
-def parquet_codec(spark: "SparkSession") -> str:
+def parquet_codec(spark: SparkSession) -> str:
     """The parquet codec USE's data files are written with: the session's
     `spark.sql.parquet.compression.codec` (snappy by default), as Spark's and Delta's own writers
     take it, checked on the driver (`use.delta.datafile.parquet_compression`) before any file is

@@ -23,7 +23,7 @@ from use.errors import ShimBuildError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["SOURCE_DIR", "shim_jar", "build_shim", "shim_loaded"]
+__all__ = ["SOURCE_DIR", "build_shim", "shim_jar", "shim_loaded"]
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SOURCE_DIR = _PROJECT_ROOT / "jvm-shim" / "src" / "main" / "scala"
@@ -109,10 +109,12 @@ def shim_jar() -> Path | None:
 def shim_loaded(spark: SparkSession) -> bool:
     """Whether this session's driver can see the shim's classes (a session started by
     `use.session.spark_session` can; one built elsewhere may not)."""
+    from py4j.protocol import Py4JJavaError
+
     jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
     try:
         jvm.java.lang.Class.forName(_PROBE_CLASS, False, jvm.java.lang.Thread.currentThread().getContextClassLoader())
-    except Exception:  # py4j raises Py4JJavaError (ClassNotFoundException) for a session without it
+    except Py4JJavaError:  # ClassNotFoundException: a session started without the jar
         return False
     return True
 

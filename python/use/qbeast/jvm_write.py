@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from use.qbeast.revision import Revision
     from use.qbeast.rollup import RollupPlan
 
-__all__ = ["JVM_WRITE_CONF", "JvmFile", "jvm_write_enabled", "point_columns", "cube_records", "write_in_jvm"]
+__all__ = ["JVM_WRITE_CONF", "JvmFile", "cube_records", "jvm_write_enabled", "point_columns", "write_in_jvm"]
 
 JVM_WRITE_CONF = "spark.qbeast.index.jvmWrite"
 # Codecs Spark's parquet writer writes as the Python path's pyarrow does (Spark's "lz4" is the
