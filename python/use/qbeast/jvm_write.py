@@ -157,7 +157,7 @@ def _parse_line(line: str, data_names: Sequence[str], nested_floats: frozenset[s
     w_min: list[int] = []
     counts: list[int] = []
     for block in blocks.split(";") if blocks else ():
-        depth, bits, n, lo, _hi = (int(v) for v in block.split(","))
+        depth, bits, n, lo = (int(v) for v in block.split(","))
         cubes.append(CubeId(dimensions, depth, bits).to_string())
         w_min.append(lo)
         counts.append(n)

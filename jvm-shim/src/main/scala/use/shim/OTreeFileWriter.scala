@@ -133,7 +133,8 @@ object OTreeFileWriter {
     UUID.nameUUIDFromBytes(namespace ++ s"$task/$file".getBytes(StandardCharsets.UTF_8)).toString + ".parquet"
 }
 
-/** One open data file of a task: its writer, rows and blocks (cube key -> count, min weight, max weight). */
+/** One open data file of a task: its writer, rows and blocks (cube key -> count, min weight; the
+  * block's maxWeight is its cube's, which the driver knows). */
 private final class OpenFile(val name: String, val path: Path, val writer: OutputWriter, floats: Int) {
   var rows: Long = 0L
   // Rows are handed to the parquet writer a run at a time: interleaving single rows over dozens of
@@ -191,7 +192,6 @@ private final class TaskFiles(task: Int, baseConf: Configuration, factory: Outpu
     var depth = 0
     var bits = 0L
     var file = -1
-    var blockWeight = OTreeFileWriter.MaxWeight
     var walking = true
     while (walking) {
       val idx = table.find(depth, bits)
@@ -199,7 +199,6 @@ private final class TaskFiles(task: Int, baseConf: Configuration, factory: Outpu
       val hasWeight = idx >= 0 && table.hasWeight(idx)
       val cw = if (hasWeight) table.weight(idx) else OTreeFileWriter.MaxWeight
       if (!hasWeight || w <= cw || depth == maxDepth) {
-        blockWeight = cw
         walking = false
       } else {
         var dim = 0
@@ -228,7 +227,7 @@ private final class TaskFiles(task: Int, baseConf: Configuration, factory: Outpu
     val key = (depth.toLong << 57) | bits
     var block = open.blocks.getOrNull(key)
     if (block == null) {
-      block = Array(0L, Long.MaxValue, blockWeight.toLong)
+      block = Array(0L, Long.MaxValue)
       open.blocks.update(key, block)
     }
     block(0) += 1
@@ -261,7 +260,7 @@ private final class TaskFiles(task: Int, baseConf: Configuration, factory: Outpu
       val status = open.path.getFileSystem(context.getConfiguration).getFileStatus(open.path)
       val nans = floatColumns.indices.filter(open.nan(_)).map(floatColumns(_)).mkString(",")
       val blocks = open.blocks.toSeq.map { case (key, b) =>
-        s"${key >>> 57},${key & ((1L << 57) - 1)},${b(0)},${b(1)},${b(2)}"
+        s"${key >>> 57},${key & ((1L << 57) - 1)},${b(0)},${b(1)}"
       }.mkString(";")
       String.format(Locale.ROOT, "%s\t%d\t%d\t%d\t%s\t%s",
         open.name, Long.box(status.getLen), Long.box(status.getModificationTime), Long.box(open.rows), nans, blocks)
