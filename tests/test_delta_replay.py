@@ -143,9 +143,6 @@ def set_protocol(log: DeltaLog, protocol: dict, configuration: dict | None = Non
         ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}, None, "deletionVectors"),
         ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["v2Checkpoint"], "writerFeatures": ["v2Checkpoint"]}, None, "v2Checkpoint"),
         ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["someFutureThing"], "writerFeatures": ["someFutureThing"]}, None, "someFutureThing"),
-        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "domainMetadata"]}, None, "rowTracking"),
-        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]}, None, "inCommitTimestamp"),
-        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["icebergCompatV2"]}, None, "icebergCompatV2"),
         ({"minReaderVersion": 2, "minWriterVersion": 5}, {"delta.columnMapping.mode": "name"}, "column mapping"),
         ({"minReaderVersion": 4, "minWriterVersion": 7}, None, "reader version 4"),
     ],
@@ -175,6 +172,34 @@ def test_supported_features_read_and_written(table_path, protocol, configuration
     txn = fresh.start_transaction()
     txn.add(AddFile("b.parquet", 1, 1))
     assert txn.commit("WRITE") == 3
+
+
+@pytest.mark.parametrize(
+    "protocol, feature",
+    [
+        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "domainMetadata"]}, "rowTracking"),
+        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]}, "inCommitTimestamp"),
+        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["icebergCompatV1", "columnMapping"]}, "icebergCompatV1"),
+        ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [], "writerFeatures": ["icebergCompatV2"]}, "icebergCompatV2"),
+        ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["timestampNtz"],
+          "writerFeatures": ["timestampNtz", "clustering", "domainMetadata"]}, "clustering"),
+        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["someFutureWriterThing"]}, "someFutureWriterThing"),
+    ],
+)
+def test_writer_only_features_read_but_not_written(table_path, protocol, feature):
+    # A reader needs only the reader features (delta-rs and delta-spark read these tables); a
+    # writer must honour every writer feature, so the write is refused by name, with nothing written.
+    log = make_table(table_path)
+    set_protocol(log, protocol)
+    fresh = DeltaLog.for_path(table_path)
+    snap = fresh.snapshot()
+    assert snap.version == 2 and snap.files.column("path").to_pylist() == ["a.parquet"]
+    before = sorted(os.listdir(log.log_dir))
+    txn = fresh.start_transaction()
+    txn.add(AddFile("b.parquet", 1, 1))
+    with pytest.raises(UnsupportedFeatureError, match=f"{feature}.*can read this table but not write"):
+        txn.commit("WRITE")
+    assert sorted(os.listdir(log.log_dir)) == before
 
 
 def test_check_constraints_read_only(table_path):

@@ -26,32 +26,19 @@ from use.errors import ConfigError, UnsupportedFeatureError
 # --- features ---------------------------------------------------------------------------------------
 
 READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck", "columnMapping"})
-"""Reader features we can read (columnMapping only with mode `none`)."""
-
-WRITER_FEATURES_READABLE = frozenset(
-    {
-        "appendOnly",
-        "invariants",
-        "checkConstraints",
-        "changeDataFeed",
-        "generatedColumns",
-        "allowColumnDefaults",
-        "identityColumns",
-        "timestampNtz",
-        "domainMetadata",
-        "vacuumProtocolCheck",
-        "columnMapping",
-        "clustering",
-    }
-)
-"""Writer features that do not change how a table is read (and whose data we can read)."""
+"""Reader features (listed in `readerFeatures` of a (3, 7) protocol) we can read (columnMapping only
+with mode `none`). Only these decide whether a table can be read: a writer-only feature (listed in
+`writerFeatures` alone, e.g. inCommitTimestamp, rowTracking, icebergCompatV1/V2, domainMetadata,
+clustering) changes what a writer must do, never what a reader sees, so readers ignore it as
+delta-spark and delta-rs do."""
 
 WRITER_FEATURES_WRITABLE = frozenset(
     {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "allowColumnDefaults",
      "identityColumns", "timestampNtz", "domainMetadata", "vacuumProtocolCheck", "columnMapping"}
 )
 """Writer features we can honour when writing, provided they are not *active* in a way we cannot
-enforce (declared invariants, constraints, generated or identity columns: see `check_write_support`)."""
+enforce (declared invariants, constraints, generated or identity columns: see `check_write_support`).
+Every other writer feature makes the table read-only for USE."""
 
 
 def _column_mapping_mode(metadata: Metadata) -> str:
@@ -74,12 +61,6 @@ def check_read_support(protocol: Protocol, metadata: Metadata, table: str) -> No
         for f in protocol.reader_features or ():
             if f not in READER_FEATURES_SUPPORTED:
                 raise UnsupportedFeatureError(f"table {table} uses the Delta reader feature {f!r}, which USE does not support")
-    if protocol.min_writer_version == 7:
-        for f in protocol.writer_features or ():
-            if f not in WRITER_FEATURES_READABLE:
-                raise UnsupportedFeatureError(
-                    f"table {table} uses the Delta table feature {f!r}, which USE does not support"
-                )
     if metadata.configuration.get("delta.enableDeletionVectors", "false").lower() == "true" and protocol.min_writer_version < 7:
         raise UnsupportedFeatureError(f"table {table} enables deletion vectors, which USE does not support")
 
@@ -114,7 +95,10 @@ def check_write_support(protocol: Protocol, metadata: Metadata, table: str) -> N
     if protocol.min_writer_version == 7:
         for f in protocol.writer_features or ():
             if f not in WRITER_FEATURES_WRITABLE:
-                raise UnsupportedFeatureError(f"table {table} uses the Delta writer feature {f!r}, which USE cannot write")
+                raise UnsupportedFeatureError(
+                    f"table {table} uses the Delta writer feature {f!r}, which USE cannot honour: USE can read this "
+                    "table but not write to it; write with an engine that supports the feature (delta-spark, delta-rs)"
+                )
     wf = set(protocol.writer_features or ()) if protocol.min_writer_version == 7 else None
 
     def supported(feature: str, legacy_version: int) -> bool:
