@@ -111,15 +111,19 @@ def _chunked_to_array(a: Any) -> Any:
 
 
 def typed_partition_values(files: pa.Table, column: str, type_: pa.DataType) -> pa.Array:
-    """One partition column of every file as typed values (null partitions and bad text -> null)."""
+    """One partition column of every file as typed values (null partitions and bad text -> null).
+
+    An empty string is null for every type, strings included: the protocol writes a null partition
+    value as "" or null, so a string partition can never hold the empty string.
+    """
     from use.delta.stats import _convert  # the one string -> typed value conversion
 
     raw = pc.map_lookup(files.column("partition_values"), pa.scalar(column), "first")
     raw = _chunked_to_array(raw)
+    raw = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
     t = _storage(type_)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return raw.cast(t)
-    raw = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
     if pa.types.is_timestamp(t):
         raw = pc.replace_substring(raw, " ", "T", max_replacements=1)
     return _chunked_to_array(_convert(raw, t))
