@@ -70,6 +70,36 @@ def test_fast_path_without_known_partition_columns():
     assert parse_commits(items)[0].adds.to_pylist() == parse_commit(*items[0]).adds.to_pylist()
 
 
+def metadata_line(partition_columns: list[str], schema_string: str = '{"type":"struct","fields":[]}') -> str:
+    return line("metaData", {"id": "x", "format": {"provider": "parquet", "options": {}}, "schemaString": schema_string,
+                             "partitionColumns": partition_columns, "configuration": {}})
+
+
+def add_line(path: str, partition_values: dict) -> str:
+    return line("add", {"path": path, "partitionValues": partition_values, "size": 1, "modificationTime": 1, "dataChange": True})
+
+
+def test_fast_path_types_partition_values_per_commit():
+    # The shape of Delta's golden table time-travel-partition-changes-b: version 1 changes the
+    # partition column; every action keeps exactly the keys its line has, in one batch or apart.
+    v0 = [line("protocol", {"minReaderVersion": 1, "minWriterVersion": 2}), metadata_line(["a"]),
+          add_line("a=0/f0.parquet", {"a": "0"}), add_line("a=1/f1.parquet", {"a": "1"})]
+    v1 = [metadata_line(["b"]), add_line("b=0/g0.parquet", {"b": "0"}), add_line("b=1/g1.parquet", {"b": None}),
+          line("remove", {"path": "a=0/f0.parquet", "deletionTimestamp": 9, "dataChange": True}),
+          line("remove", {"path": "a=1/f1.parquet", "deletionTimestamp": 9, "dataChange": True, "partitionValues": {"a": "1"}})]
+    v2 = [add_line("b=2/g2.parquet", {"b": "2"}), add_line("b=3/g3.parquet", {"b": "3"})]
+    items = [(v, f"{v}.json", "\n".join(c).encode()) for v, c in enumerate((v0, v1, v2))]
+    for start, known in ((0, ()), (1, ("a",)), (2, ("b",))):
+        for fast, (v, p, d) in zip(parse_commits(items[start:], known), items[start:]):
+            exact = parse_commit(v, p, d)
+            assert fast.adds.to_pylist() == exact.adds.to_pylist()
+            assert fast.removes.to_pylist() == exact.removes.to_pylist()
+    _, b1, b2 = parse_commits(items)
+    assert [dict(x) for x in b1.adds.column("partition_values").to_pylist()] == [{"b": "0"}, {"b": None}]
+    assert [dict(x) for x in b2.adds.column("partition_values").to_pylist()] == [{"b": "2"}, {"b": "3"}]
+    assert [None if x is None else dict(x) for x in b1.removes.column("partition_values").to_pylist()] == [None, {"a": "1"}]
+
+
 def make_table(path: str) -> DeltaLog:
     log = DeltaLog.for_path(path)
     log.create(SCHEMA)
@@ -105,6 +135,29 @@ def test_corrupted_commit(table_path, content, match):
     # Earlier versions stay readable, and nothing was touched.
     assert DeltaLog.for_path(table_path).snapshot(version=1).files.num_rows == 1
     assert sorted(os.listdir(log.log_dir)) == before
+
+
+@pytest.mark.parametrize(
+    "content, where",
+    [
+        # in the columnar fast path (every line after the header is a file action) ...
+        (b'{"commitInfo":{}}\n{"add":{"path":"b\xff.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}\n', "line 2"),
+        (b'{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}\n'
+         b'{"add":{"path":"c.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true,"stats":"{\\"s\\":\\"\xc3\\"}"}}\n', "line 2"),
+        # ... and in the exact one
+        (b'{"commitInfo":{"operation":"\xe2\x82"}}\n', "line 1"),
+        (b'{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}\n{"txn":{"appId":"\xff","version":1}}\n', "line 2"),
+    ],
+)
+def test_invalid_utf8_is_corrupt_log(table_path, content, where):
+    log = make_table(table_path)
+    with open(os.path.join(log.log_dir, f"{2:020d}.json"), "wb") as fh:
+        fh.write(content)
+    with pytest.raises(CorruptLogError, match=rf"00000000000000000002\.json {where} is not valid JSON"):
+        DeltaLog.for_path(table_path).snapshot()
+    with pytest.raises(CorruptLogError, match=where):
+        parse_commits([(2, "2.json", content)])
+    assert DeltaLog.for_path(table_path).snapshot(version=1).files.num_rows == 1
 
 
 def test_gap_in_log(table_path):

@@ -508,24 +508,32 @@ def _file_action_schema(partition_columns: Sequence[str]) -> pa.Schema:
 
 
 def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Sequence[str] = ()) -> list[CommitActions]:
-    """Parse a run of commit files (version order) with one columnar JSON read for all add/remove lines.
+    """Parse a run of commit files (version order) with few columnar JSON reads for all add/remove lines.
 
     Only lines that start exactly like `{"add":` / `{"remove":` go through pyarrow.json (with the
-    partition-value and other guessable fields typed explicitly); everything else, and any batch the
+    partition-value and other guessable fields typed explicitly); everything else, and any commit the
     columnar reader cannot type safely or that is malformed, goes through the exact line parser,
     which names the file and line of the problem.
+
+    `partition_columns` are those in force before the first commit. Each commit's file actions are
+    read with the partition columns in force *for that commit* (its own metaData, else the last
+    one before it): JSON objects read as structs give every row every key of the schema, so reading
+    commits of two partitionings together would give each add a null value for the other one's
+    columns, keys its line does not have. Commits sharing partition columns share one read.
     """
     outs: list[CommitActions] = []
-    fast_chunks: list[bytes | memoryview] = []
+    chunks: list[list[bytes | memoryview]] = []
     counts: list[int] = []
     slow_files: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
-    part_cols = list(dict.fromkeys(partition_columns))
+    groups: dict[tuple[str, ...], list[int]] = {}
+    cols = tuple(dict.fromkeys(partition_columns))
     for version, path, data in items:
         if not data.strip():
             raise CorruptLogError(f"commit file {path} is empty; a commit must hold at least one action")
         out = CommitActions(version, FILES_SCHEMA.empty_table(), TOMBSTONES_SCHEMA.empty_table())
         adds: list[dict[str, Any]] = []
         removes: list[dict[str, Any]] = []
+        fast: list[bytes | memoryview] = []
         n_fast = 0
         # Writers put commitInfo/protocol/metaData/txn first: parse those lines one by one ...
         pos, lineno, size = 0, 0, len(data)
@@ -545,25 +553,31 @@ def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Se
             # Python, no copy), hand the rest of the file to the columnar reader as it is.
             n_lines = data.count(b"\n", pos, end) + 1
             if data.count(b'\n{"add":', pos, end) + data.count(b'\n{"remove":', pos, end) + 1 == n_lines:
-                fast_chunks.append(memoryview(data)[pos:end])
+                fast.append(memoryview(data)[pos:end])
                 n_fast = n_lines
             else:
                 for i, raw in enumerate(data[pos:end].split(b"\n"), lineno + 1):
                     if raw.startswith(_ADD_PREFIX) or raw.startswith(_REMOVE_PREFIX):
-                        fast_chunks.append(raw)
+                        fast.append(raw)
                         n_fast += 1
                     elif raw.strip():
                         _parse_line(out, raw, f"{path} line {i}", adds, removes)
-        if out.metadata is not None:
-            part_cols.extend(c for c in out.metadata.partition_columns if c not in part_cols)
+        if out.metadata is not None:  # wherever its line was: it governs this commit's files
+            cols = tuple(dict.fromkeys(out.metadata.partition_columns))
+        if n_fast:
+            groups.setdefault(cols, []).append(len(outs))
         outs.append(out)
+        chunks.append(fast)
         counts.append(n_fast)
         slow_files.append((adds, removes))
-    if fast_chunks:
+    for group_cols, members in groups.items():
         try:
-            _fill_fast(outs, counts, fast_chunks, part_cols)
+            _fill_fast([outs[i] for i in members], [counts[i] for i in members], [c for i in members for c in chunks[i]], group_cols)
         except (_FastPathUnavailable, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            return [parse_commit(v, p, d) for v, p, d in items]
+            for i in members:
+                exact = parse_commit(*items[i])
+                outs[i] = exact
+                slow_files[i] = ([], [])
     for out, (adds, removes), (_, path, _) in zip(outs, slow_files, items):
         if adds:
             out.adds = pa.concat_tables([out.adds, _rows_to_files(adds, path)])
@@ -572,8 +586,21 @@ def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Se
     return outs
 
 
-def _fill_fast(outs: list[CommitActions], counts: list[int], chunks: list[bytes | memoryview], part_cols: list[str]) -> None:
+def _valid_utf8(buf: bytes) -> bool:
+    """Is `buf` valid UTF-8? pyarrow.json does not check (it would hand invalid text on to Python,
+    which fails later, untyped); Arrow's full validation of one string value does, at GB/s."""
+    arr = pa.Array.from_buffers(pa.large_string(), 1, [None, pa.py_buffer(np.array([0, len(buf)], dtype=np.int64)), pa.py_buffer(buf)])
+    try:
+        arr.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def _fill_fast(outs: list[CommitActions], counts: list[int], chunks: list[bytes | memoryview], part_cols: Sequence[str]) -> None:
     buf = b"\n".join(chunks)
+    if not _valid_utf8(buf):
+        raise _FastPathUnavailable("invalid UTF-8")  # the exact parser names the file and line
     parse = pa_json.ParseOptions(explicit_schema=_file_action_schema(part_cols), unexpected_field_behavior="infer")
     try:
         # 1 MiB blocks are parsed in parallel ...
@@ -583,11 +610,18 @@ def _fill_fast(outs: list[CommitActions], counts: list[int], chunks: list[bytes 
         table = pa_json.read_json(io.BytesIO(buf), read_options=pa_json.ReadOptions(block_size=len(buf) + 1), parse_options=parse)
     if table.num_rows != sum(counts):
         raise _FastPathUnavailable("row count mismatch")
+    kinds = [k for k in ("add", "remove") if k in table.column_names]
+    for kind in kinds:
+        pv = table.schema.field(kind).type.field("partitionValues").type
+        if [pv.field(i).name for i in range(pv.num_fields)] != list(part_cols):
+            # A partition key outside the columns in force (e.g. a remove of a file written under an
+            # earlier partitioning): as a struct field it would appear, null, in every other row.
+            raise _FastPathUnavailable("partition values with other keys than the partition columns")
+    if len(kinds) == 2 and pc.any(pc.and_(table.column("add").is_valid(), table.column("remove").is_valid())).as_py():
+        raise _FastPathUnavailable("a line with both an add and a remove")  # the exact parser refuses it
     row_version = np.repeat(np.arange(len(outs)), counts)
-    for kind in ("add", "remove"):
-        col = table.column(kind).combine_chunks() if kind in table.column_names else None
-        if col is None:
-            continue
+    for kind in kinds:
+        col = table.column(kind).combine_chunks()
         valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         if not valid.any():
             continue
