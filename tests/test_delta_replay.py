@@ -160,6 +160,29 @@ def test_invalid_utf8_is_corrupt_log(table_path, content, where):
     assert DeltaLog.for_path(table_path).snapshot(version=1).files.num_rows == 1
 
 
+def test_superseded_malformed_metadata_is_not_validated(table_path):
+    # As in a Databricks DLT table (delta-rs test data delta-live-table): version 0's metaData has no
+    # schemaString, version 1 restates a full one. Only the metaData that wins the replay counts.
+    log = DeltaLog.for_path(table_path)
+    os.makedirs(log.log_dir)
+    full = json.loads(metadata_line(["d"], '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},'
+                                           '{"name":"d","type":"string","nullable":true,"metadata":{}}]}'))["metaData"]
+    partial = {k: v for k, v in full.items() if k != "schemaString"}
+    write_commit(log, 0, [line("commitInfo", {"operation": "DLT REFRESH"}), line("protocol", {"minReaderVersion": 1, "minWriterVersion": 2}),
+                          line("metaData", partial)])
+    write_commit(log, 1, [line("commitInfo", {"operation": "DLT SETUP"}), line("metaData", full), add_line("d=x/a.parquet", {"d": "x"})])
+    for snap in (DeltaLog.for_path(table_path).snapshot(), log.snapshot()):
+        assert snap.version == 1 and snap.schema.names == ["id", "d"]
+        assert [dict(v) for v in snap.files.column("partition_values").to_pylist()] == [{"d": "x"}]
+    with pytest.raises(CorruptLogError, match=r"00000000000000000000\.json line 3: metaData action is malformed.*schemaString"):
+        DeltaLog.for_path(table_path).snapshot(version=0)
+    # A malformed metaData that wins is refused, however it is reached (replay or moving a cached snapshot on).
+    write_commit(log, 2, [line("commitInfo", {}), line("metaData", partial)])
+    for reader in (DeltaLog.for_path(table_path), log):
+        with pytest.raises(CorruptLogError, match=r"00000000000000000002\.json line 2: metaData action is malformed"):
+            reader.snapshot()
+
+
 def test_gap_in_log(table_path):
     log = make_table(table_path)
     write_commit(log, 3, [line("commitInfo", {})])

@@ -241,6 +241,14 @@ class CommitActions:
     domains: dict[str, dict[str, Any]] = field(default_factory=dict)
     commit_info: dict[str, Any] | None = None
     other_actions: set[str] = field(default_factory=set)
+    metadata_error: CorruptLogError | None = None
+    """Why this commit's metaData action could not be read (then `metadata` is None): an error only
+    if no later commit replaces it (`_fold_table_actions`)."""
+
+    @property
+    def changes_metadata(self) -> bool:
+        """Does this commit hold a metaData action (well-formed or not)?"""
+        return self.metadata is not None or self.metadata_error is not None
 
 
 _KNOWN_ACTIONS = {"add", "remove", "metaData", "protocol", "txn", "commitInfo", "cdc", "domainMetadata"}
@@ -319,9 +327,9 @@ def _parse_line(out: CommitActions, raw: bytes, where: str, adds: list[dict[str,
         removes.append(body)
     elif kind == "metaData":
         try:
-            out.metadata = Metadata.from_dict(body)
+            out.metadata, out.metadata_error = Metadata.from_dict(body), None
         except CorruptLogError as exc:
-            raise CorruptLogError(f"{where}: {exc}") from exc
+            out.metadata, out.metadata_error = None, CorruptLogError(f"{where}: {exc}")
     elif kind == "protocol":
         try:
             out.protocol = Protocol.from_dict(body)
@@ -780,6 +788,38 @@ def choose_start(listing: LogListing, version: int) -> CheckpointFiles | None:
     )
 
 
+def _fold_table_actions(
+    commits: Sequence[CommitActions],
+    protocol: Protocol | None,
+    metadata: Metadata | None,
+    txns: Mapping[str, tuple[int, int | None]],
+    domains: Mapping[str, dict[str, Any]],
+) -> tuple[Protocol | None, Metadata | None, dict[str, tuple[int, int | None]], dict[str, dict[str, Any]]]:
+    """The table-level actions after `commits` (oldest first): newest protocol and metaData win,
+    application transactions and domains accumulate.
+
+    Only the winning metaData must be well-formed: a malformed one that a later commit restates
+    (Databricks DLT writes a first metaData without a schema) is never used, so it is no error,
+    as in delta-rs and delta-spark.
+    """
+    txns, domains = dict(txns), dict(domains)
+    metadata_error: CorruptLogError | None = None
+    for c in commits:
+        if c.protocol is not None:
+            protocol = c.protocol
+        if c.changes_metadata:
+            metadata, metadata_error = c.metadata, c.metadata_error
+        txns.update(c.txns)
+        for d, body in c.domains.items():
+            if body.get("removed"):
+                domains.pop(d, None)
+            else:
+                domains[d] = body
+    if metadata_error is not None:
+        raise metadata_error
+    return protocol, metadata, txns, domains
+
+
 def replay(store: LocalLogStore, listing: LogListing, version: int) -> LogState:
     """Table state at `version` from the listing (checkpoint + commit tail)."""
     from use.delta.checkpoint import read_checkpoint  # checkpoint imports replay's shapes
@@ -792,21 +832,13 @@ def replay(store: LocalLogStore, listing: LogListing, version: int) -> LogState:
         base = None
         start = 0
     commits = read_commits(store, listing, start, version, base.metadata.partition_columns if base and base.metadata else ())
-    protocol = base.protocol if base else None
-    metadata = base.metadata if base else None
-    txns = dict(base.txns) if base else {}
-    domains = dict(base.domains) if base else {}
-    for c in commits:
-        if c.protocol is not None:
-            protocol = c.protocol
-        if c.metadata is not None:
-            metadata = c.metadata
-        txns.update(c.txns)
-        for d, body in c.domains.items():
-            if body.get("removed"):
-                domains.pop(d, None)
-            else:
-                domains[d] = body
+    protocol, metadata, txns, domains = _fold_table_actions(
+        commits,
+        base.protocol if base else None,
+        base.metadata if base else None,
+        base.txns if base else {},
+        base.domains if base else {},
+    )
     if protocol is None or metadata is None:
         missing = "protocol" if protocol is None else "metaData"
         raise CorruptLogError(
@@ -833,17 +865,8 @@ def replay(store: LocalLogStore, listing: LogListing, version: int) -> LogState:
 def advance(store: LocalLogStore, listing: LogListing, state: LogState, version: int) -> LogState:
     """State at a later `version`, replaying only the commits after `state.version`."""
     commits = read_commits(store, listing, state.version + 1, version, state.metadata.partition_columns)
-    protocol, metadata = state.protocol, state.metadata
-    txns, domains = dict(state.txns), dict(state.domains)
-    for c in commits:
-        protocol = c.protocol or protocol
-        metadata = c.metadata or metadata
-        txns.update(c.txns)
-        for d, body in c.domains.items():
-            if body.get("removed"):
-                domains.pop(d, None)
-            else:
-                domains[d] = body
+    protocol, metadata, txns, domains = _fold_table_actions(commits, state.protocol, state.metadata, state.txns, state.domains)
+    assert protocol is not None and metadata is not None  # the state had both
     files, tombstones = reconcile(state.files, state.tombstones, commits)
     return LogState(
         version=version,

@@ -321,7 +321,7 @@ class Transaction:
         advice = "; the table is unchanged by this transaction: re-read the table and retry"
         if winner.protocol is not None:
             raise ProtocolChangedError(f"the protocol of {table} changed concurrently in {who}{advice}")
-        if winner.metadata is not None:
+        if winner.changes_metadata:
             raise MetadataChangedError(f"the metadata (schema or properties) of {table} changed concurrently in {who}{advice}")
         snapshot_isolation = self.isolation_level == "SnapshotIsolation"
         if not snapshot_isolation and self._read_whole_table and winner.adds.num_rows:
