@@ -183,6 +183,44 @@ def test_superseded_malformed_metadata_is_not_validated(table_path):
             reader.snapshot()
 
 
+def test_unknown_keys_are_ignored(table_path):
+    # The shape of Delta's transaction_log_schema_evolvability fixture: a later writer adds unknown
+    # top-level keys beside an action, unknown fields inside one, and unknown actions. delta-spark
+    # and delta-rs read such lines, ignoring what they do not know.
+    log = make_table(table_path)
+    lines = [
+        '{"commitInfo":{"operation":"WRITE","isBlindAppend":true},"some_new_action_alongside":["a","1"]}',
+        '{"some_new_action":{"a":1}}',
+        '{"add":{"path":"b.parquet","partitionValues":{},"size":2,"modificationTime":1,"dataChange":true,"some_new_field":1},'
+        '"some_new_action_alongside":["a","1"]}',
+        '{"remove":{"path":"a.parquet","deletionTimestamp":5,"dataChange":true},"some_new_action_alongside":{"x":[1]}}',
+    ]
+    write_commit(log, 2, lines)
+    content = ("\n".join(lines) + "\n").encode()
+    (fast,), exact = parse_commits([(2, "2.json", content)]), parse_commit(2, "2.json", content)
+    assert fast.adds.to_pylist() == exact.adds.to_pylist() and fast.removes.to_pylist() == exact.removes.to_pylist()
+    assert exact.commit_info == {"operation": "WRITE", "isBlindAppend": True}
+    snap = DeltaLog.for_path(table_path).snapshot()
+    assert snap.version == 2 and snap.files.column("path").to_pylist() == ["b.parquet"]
+    assert snap.all_tombstones.column("path").to_pylist() == ["a.parquet"]
+
+
+@pytest.mark.parametrize("content", [
+    '{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true},'
+    '"remove":{"path":"a.parquet","deletionTimestamp":5,"dataChange":true}}\n',
+    '{"commitInfo":{}}\n{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true},'
+    '"remove":{"path":"a.parquet","deletionTimestamp":5,"dataChange":true}}\n',
+    '{"commitInfo":{},"protocol":{"minReaderVersion":1,"minWriterVersion":2}}\n',
+    '{}\n',
+])
+def test_line_with_two_actions_or_none_is_corrupt(table_path, content):
+    log = make_table(table_path)
+    with open(os.path.join(log.log_dir, f"{2:020d}.json"), "w") as fh:
+        fh.write(content)
+    with pytest.raises(CorruptLogError, match=r"00000000000000000002\.json line \d+ must hold exactly one action"):
+        DeltaLog.for_path(table_path).snapshot()
+
+
 def test_gap_in_log(table_path):
     log = make_table(table_path)
     write_commit(log, 3, [line("commitInfo", {})])

@@ -312,9 +312,20 @@ def _parse_line(out: CommitActions, raw: bytes, where: str, adds: list[dict[str,
         obj = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise CorruptLogError(f"{where} is not valid JSON ({exc}); the commit file is corrupted") from exc
-    if not isinstance(obj, dict) or len(obj) != 1:
-        raise CorruptLogError(f"{where} must be a JSON object with exactly one action key, got {raw[:200]!r}")
-    ((kind, body),) = obj.items()
+    if not isinstance(obj, dict):
+        raise CorruptLogError(f"{where} must be a JSON object holding one action, got {raw[:200]!r}")
+    if len(obj) == 1:
+        ((kind, body),) = obj.items()
+    else:
+        # Keys a later protocol adds beside an action are ignored, as delta-spark and delta-rs do;
+        # two actions on one line (or none) is not a log any writer produces.
+        known = [k for k in obj if k in _KNOWN_ACTIONS]
+        if len(known) != 1:
+            raise CorruptLogError(
+                f"{where} must hold exactly one action, got {'none' if not obj else 'the keys ' + ', '.join(map(repr, obj))}; "
+                "the commit file is corrupted"
+            )
+        kind, body = known[0], obj[known[0]]
     if not isinstance(body, dict):
         raise CorruptLogError(f"{where}: action {kind!r} must be a JSON object")
     if kind == "add":
