@@ -86,6 +86,11 @@ class ConcurrentTransactionError(ConcurrentModificationError):
     """An application transaction id (`txn` action) was committed concurrently."""
 
 
+class StaleTransactionError(ConcurrentModificationError):
+    """Commits made after the transaction's read version are gone from the log (log cleanup deleted
+    them), so its conflicts cannot be checked; nothing was committed: re-read the table and retry."""
+
+
 class CommitRetriesExceededError(ConcurrentModificationError):
     """The commit could not find a free version after the allowed number of retries."""
 
