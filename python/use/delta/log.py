@@ -205,7 +205,7 @@ class DeltaLog:
         """The latest snapshot, or the one at `version`, or the latest one committed at or before `timestamp`.
 
         Commit times are the commit files' modification times made strictly increasing (as Delta
-        does); a timestamp after the last commit gives the latest version (as delta-rs does), one
+        does), or a commit's `inCommitTimestamp` where it records one (`_commit_times`); a timestamp after the last commit gives the latest version (as delta-rs does), one
         before the earliest reconstructable commit is a VersionNotFoundError. Naive datetimes and
         ISO strings without an offset are read as UTC. Resolving a timestamp stats every commit
         file; loading by version (or the latest) lists names only and stats just the commits from
@@ -219,7 +219,7 @@ class DeltaLog:
         latest = listing.latest_version
         stamps: dict[int, int] | None = None
         if timestamp is not None:
-            stamps = listing.commit_timestamps()
+            stamps = self._commit_times(listing)
             target = self._version_at(listing, stamps, _to_ms(timestamp))
         elif version is not None:
             if isinstance(version, bool) or not isinstance(version, int):
@@ -248,7 +248,9 @@ class DeltaLog:
         if cached is not None and sig != self._signature(listing, cached.version):
             cached = None  # the table was deleted and re-created under us: the cache is someone else's
         if cached is not None and cached.version == target:
-            return cached
+            if stamps is None or stamps.get(target, cached.timestamp) == cached.timestamp:
+                return cached
+            return Snapshot(self.table_root, target, stamps[target], cached.state)  # the time it was found by
         state: LogState | None = None
         if (
             cached is not None
@@ -265,7 +267,9 @@ class DeltaLog:
         if state is None:
             state = replay(self.store, listing, target)
         check_read_support(state.protocol, state.metadata, self.table_root)
-        ts = stamps.get(target) if stamps is not None else listing.commit_timestamp(target)
+        ts = stamps.get(target) if stamps is not None else _in_commit_timestamp(state.latest_commit_info)
+        if ts is None:
+            ts = listing.commit_timestamp(target)
         if ts is None:
             cp = listing.checkpoints.get(target)
             ts = self.store.modification_time(cp.paths[0]) if cp else 0
@@ -274,6 +278,31 @@ class DeltaLog:
             if self._cached is None or self._cached.version <= target or self._cached_sig != self._signature(listing, self._cached.version):
                 self._cached, self._cached_sig = snap, self._signature(listing, target)
         return snap
+
+    def _commit_times(self, listing: LogListing) -> dict[int, int]:
+        """Every commit's time, for time travel by timestamp: its `inCommitTimestamp` where it has one,
+        else its file's modification time (made increasing).
+
+        With the writer feature inCommitTimestamp, a commit records the time it succeeded; readers
+        should use it (the protocol's recommendation, which Delta follows), because file times
+        change when a log is copied or restored. Writers record it in every commit from the one
+        that enables the feature on, so the commits carrying one are a suffix of the log: they are
+        read newest first (their first line) until one has none, which on other tables is the
+        latest commit alone.
+        """
+        stamps = listing.commit_timestamps()
+        for v in sorted(stamps, reverse=True):
+            try:
+                ict = _in_commit_timestamp(_read_commit_info(listing.commits[v].path))
+            except FileNotFoundError:
+                del stamps[v]  # cleaned up since the listing
+                continue
+            except CorruptLogError:
+                break  # a replay of that version reports it; its time is the file's
+            if ict is None:
+                break
+            stamps[v] = ict
+        return stamps
 
     def _version_at(self, listing: LogListing, stamps: Mapping[int, int], ts: int) -> int:
         if not stamps:
@@ -314,10 +343,11 @@ class DeltaLog:
                 info = _read_commit_info(cf.path)
             except FileNotFoundError:
                 continue  # cleaned up while we were listing
+            ict = _in_commit_timestamp(info)
             out.append(
                 HistoryEntry(
                     version=v,
-                    timestamp=stamps[v],
+                    timestamp=stamps[v] if ict is None else ict,
                     operation=str(info.get("operation", "UNKNOWN")),
                     parameters=dict(info.get("operationParameters") or {}),
                     metrics=dict(info.get("operationMetrics") or {}),
@@ -398,6 +428,12 @@ class DeltaLog:
                 self.store.delete(os.path.join(self.log_dir, name))
                 deleted.append(name)
         return sorted(deleted)
+
+
+def _in_commit_timestamp(commit_info: Mapping[str, Any] | None) -> int | None:
+    """The commit time a commitInfo records under the writer feature inCommitTimestamp, if any."""
+    value = (commit_info or {}).get("inCommitTimestamp")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _read_commit_info(path: str) -> dict[str, Any]:
