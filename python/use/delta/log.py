@@ -205,11 +205,12 @@ class DeltaLog:
         """The latest snapshot, or the one at `version`, or the latest one committed at or before `timestamp`.
 
         Commit times are the commit files' modification times made strictly increasing (as Delta
-        does), or a commit's `inCommitTimestamp` where it records one (`_commit_times`); a timestamp after the last commit gives the latest version (as delta-rs does), one
-        before the earliest reconstructable commit is a VersionNotFoundError. Naive datetimes and
-        ISO strings without an offset are read as UTC. Resolving a timestamp stats every commit
-        file; loading by version (or the latest) lists names only and stats just the commits from
-        the snapshot's checkpoint on (see `LogListing.commit_timestamp` for its `timestamp`).
+        does), or a commit's `inCommitTimestamp` where it records one (`_commit_times`); a
+        timestamp after the last commit gives the latest version (as delta-rs does), one before
+        the earliest reconstructable commit is a VersionNotFoundError. Naive datetimes and ISO
+        strings without an offset are read as UTC. Resolving a timestamp stats every commit file;
+        loading by version (or the latest) lists names only and stats just the commits from the
+        snapshot's checkpoint on (see `LogListing.commit_timestamp` for its `timestamp`).
         """
         if version is not None and timestamp is not None:
             raise InvalidArgumentError("give either version or timestamp, not both")

@@ -175,7 +175,8 @@ class Transaction:
         # them changing data, may be rebased freely; any other action (metaData, protocol, an
         # application transaction) keeps the table's default level.
         file_actions = [*self._adds, *self._removes]
-        if file_actions and not any(a.data_change for a in file_actions) and self._metadata is None and self._protocol is None and not self._txns:
+        only_file_actions = self._metadata is None and self._protocol is None and not self._txns
+        if file_actions and only_file_actions and not any(a.data_change for a in file_actions):
             return "SnapshotIsolation"
         return "WriteSerializable"
 
