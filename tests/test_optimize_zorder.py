@@ -21,7 +21,7 @@ from use import DeltaTable
 from use.cli import main
 from use.delta.predicates import And, Comparison
 from use.delta.skipping import files_matching
-from use.errors import ConfigError
+from use.errors import ConfigError, InvalidArgumentError
 from use.optimize import curves
 from use.optimize.loop import CONVERGED
 from use.optimize.strategies.zorder import ZCUBE_CURVE_TAG, ZCUBE_ID_TAG, ZCUBE_ZORDER_BY_TAG
@@ -248,6 +248,7 @@ def _typed_table(path: str, configuration: dict[str, str] | None = None) -> str:
         ({"zorder_by": []}, ConfigError, "zorder-by"),
         ({"zorder_by": "x", "zorder_min_cube_size": -1}, ConfigError, "zorder_min_cube_size"),
         ({"strategy": "Hilbert"}, ConfigError, "needs use.optimization.zorder-by"),
+        ({"zorder_by": "x", "files": ["p=a/f.parquet"]}, InvalidArgumentError, "cannot be combined"),
     ],
 )
 def test_bad_zorder_input_leaves_the_table_as_it_was(spark, tmp_path, kwargs, error, message) -> None:
