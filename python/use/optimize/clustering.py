@@ -71,7 +71,7 @@ def _hashable(df: DataFrame) -> list[Any]:
             return ok(t.elementType)
         return True
 
-    return [F.col(f"`{f.name}`") for f in df.schema.fields if ok(f.dataType)]
+    return [F.col("`" + f.name.replace("`", "``") + "`") for f in df.schema.fields if ok(f.dataType)]
 
 
 def clustered(df: DataFrame, task: MergeTask, num_files: int, rows: int | None) -> DataFrame:

@@ -196,12 +196,15 @@ class _CurveClustering:
         scores = (new_bytes + config.open_file_cost * np.maximum(0, nfiles - n_out)) / np.maximum(1, nbytes)
         order = [int(g) for g in np.argsort(-scores, kind="stable") if selected[g]]
         label = ",".join(columns)
+        # The candidates grouped by partition once, so each task slices its files out of them.
+        by_group = idx[candidate][np.argsort(gids[candidate], kind="stable")]
+        ends = np.cumsum(nfiles)
         tasks: list[MergeTask] = []
         total = 0
         for g in order:
             if tasks and total + int(nbytes[g]) > config.bytes_per_iter:
                 break
-            rows = sort_files(snapshot, idx[candidate & (gids == g)], [])
+            rows = sort_files(snapshot, by_group[ends[g] - nfiles[g] : ends[g]], [])
             k = int(rows.size)
             reason = (
                 f"{self.curve} by {label}: {int(new_files[g])} file(s) not clustered by this key, "
