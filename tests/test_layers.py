@@ -24,6 +24,7 @@ SPARK_MODULES = {
     "use.qbeast.convert",
     "use.qbeast.datasource",
     "use.optimize.executor",
+    "use.optimize.clustering",
     "use.optimize.loop",
     "use.optimize.delta_table",
 }

@@ -2,7 +2,7 @@
 
 A plain Delta table (one without Qbeast metadata) gets the same continuous optimization as a Qbeast
 table, with the strategies that apply to plain files: Delta bin packing, Relyt's small-file and
-cluster-key-overlap strategies. The object only holds the path and session; each call reads the
+cluster-key-overlap strategies, and Delta's OPTIMIZE ZORDER BY (ZOrder, Hilbert). The object only holds the path and session; each call reads the
 latest snapshot. Every method delegates: optimization to `use.optimize.loop`, history and vacuum to
 `use.delta`, so the two table classes cannot drift apart.
 """
@@ -66,17 +66,28 @@ class DeltaTable:
         max_iterations: int | None = None,
         stop: "StopLike" = None,
         all_tasks: bool = False,
+        zorder_by: str | Sequence[str] | None = None,
         **config_overrides: Any,
     ) -> "OptimizeResult":
         """Optimize until nothing is selected (see `use.optimize.loop.optimize_path`).
 
-        `config_overrides` are `use.optimization.*` keys given as keyword arguments (field names such
-        as `max_file_size=...`, or a mapping passed as `overrides=`); they win over table properties.
+        `zorder_by` (columns, or "a,b") is Delta's OPTIMIZE ... ZORDER BY: the `ZOrder` strategy, or
+        the key of `strategy="Hilbert"`. `config_overrides` are `use.optimization.*` keys given as
+        keyword arguments (field names such as `max_file_size=...`, or a mapping passed as
+        `overrides=`); they win over table properties.
         """
+        from use.optimize.config import zorder_request
         from use.optimize.loop import optimize_path
 
+        if zorder_by is not None and files is not None:
+            raise InvalidArgumentError(
+                "zorder_by and files cannot be combined: an explicit file list is bin-packed as it is; "
+                "Z-ordering selects the files of each partition itself (give zorder_by alone)"
+            )
         overrides: dict[str, Any] = dict(config_overrides.pop("overrides", None) or {})
         overrides.update(config_overrides)
+        strategy, zorder = zorder_request(strategy, zorder_by)
+        overrides.update(zorder)
         return optimize_path(
             self._spark,
             self._path,

@@ -248,7 +248,8 @@ def _binpack(
     """Delta bin packing: repartition to the number of files the bin needs, write each partition with
     `write_data_file` inside `mapInArrow` (plain Delta files, partition values kept). With
     `sort_columns` (cluster-key overlap) the rows are range-partitioned and sorted by the key, so the
-    output files do not overlap on it."""
+    output files do not overlap on it. A "cluster" task takes its row order from
+    `use.optimize.clustering` (ZOrder/Hilbert key ranges) and tags its files as one ZCube."""
     from use.delta.datafile import parquet_compression, partition_directory, write_data_file
     from use.delta.stats import StatsConfig
     from use.session import parquet_codec
@@ -261,14 +262,20 @@ def _binpack(
     if part:
         df = df.drop(*part)  # not stored in the files; the AddFile carries them
     n = min(output_files(task.bytes, config.max_file_size), task.num_files)
-    if n == 1:
+    if task.kind == "cluster":
+        from use.optimize import clustering
+
+        rows = num_records(qsnap.files.take(pa.array(task_file_rows(qsnap, task), pa.int64())), schema)
+        # Not capped by the input file count: one large unclustered file becomes several ranges.
+        out = clustering.clustered(df, task, output_files(task.bytes, config.max_file_size), rows)
+    elif n == 1:
         out = df.coalesce(1)
     elif task.sort_columns:
         # Clustering rewrite: each output file gets its own key range, or the outputs would overlap again.
         out = df.repartitionByRange(n, *task.sort_columns)
     else:
         out = df.repartition(n)
-    if task.sort_columns:
+    if task.sort_columns and task.kind != "cluster":
         out = out.sortWithinPartitions(*task.sort_columns)
     stats = StatsConfig.from_configuration(qsnap.configuration)
     prefix = f"{BINPACK_PREFIX}{uuid.uuid4().hex}-"
@@ -319,6 +326,8 @@ def _binpack(
         _delete_prefixed(root, prefix, set())
         raise
     adds = tuple(_add_from_json(json.loads(r["add"])) for r in rows)
+    if task.kind == "cluster":
+        adds = clustering.tagged(adds, task)
     # Retried/speculative attempts may have left a second copy of a partition: keep only the reported ones.
     _delete_prefixed(root, prefix, {os.path.abspath(absolute_path(root, a.path)) for a in adds})
     return Rewrite(adds, None, task.revision_id)
@@ -339,7 +348,7 @@ def _add_from_json(d: dict[str, Any]) -> AddFile:
 def _rewrite(
     spark: SparkSession, df: DataFrame, qsnap: QbeastSnapshot, task: MergeTask, config: OptimizationConfig
 ) -> Rewrite:
-    if task.kind == "binpack":
+    if task.kind in ("binpack", "cluster"):
         return _binpack(spark, df, qsnap, task, config)
     from use.qbeast import writer
 
@@ -508,6 +517,10 @@ def run_task(
             "revisionId": str(task.revision_id),
             "reason": task.reason,
         }
+        if task.kind == "cluster":
+            from use.optimize.clustering import commit_parameters
+
+            parameters.update(commit_parameters(task))
         version = txn.commit(
             OPERATION,
             parameters,

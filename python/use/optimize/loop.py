@@ -155,8 +155,9 @@ def _validate_max_iterations(max_iterations: int | None) -> None:
 
 
 def _made_progress(m: IterationMetrics) -> bool:
-    """Indexing always progresses (staging files leave revision 0); a rewrite must shrink something."""
-    if m.kind == "index":
+    """Indexing always progresses (staging files leave revision 0), so does clustering (its files
+    become one ZCube of the key, which is not selected again); other rewrites must shrink something."""
+    if m.kind in ("index", "cluster"):
         return True
     return m.files_out < m.files_in or m.blocks_out < m.blocks_in
 

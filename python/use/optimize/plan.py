@@ -14,14 +14,18 @@ from typing import Any, Iterable, Mapping
 import pyarrow as pa
 
 from use.errors import InvalidArgumentError
+from use.optimize.curves import CURVES
 
 #: Task kinds. "index": staging rows are indexed into the latest revision (a new revision may appear);
 #: "compact": files of one indexed revision are rewritten with that revision's existing cube weights;
-#: "binpack": files are rewritten as plain Delta files (optionally sorted by `sort_columns`).
+#: "binpack": files are rewritten as plain Delta files (optionally sorted by `sort_columns`);
+#: "cluster": files are rewritten as plain Delta files ordered by the `curve` key of `cluster_by`
+#: (ZOrder/Hilbert, `use.optimize.clustering`), tagged as one ZCube.
 KIND_INDEX = "index"
 KIND_COMPACT = "compact"
 KIND_BINPACK = "binpack"
-KINDS = (KIND_INDEX, KIND_COMPACT, KIND_BINPACK)
+KIND_CLUSTER = "cluster"
+KINDS = (KIND_INDEX, KIND_COMPACT, KIND_BINPACK, KIND_CLUSTER)
 
 #: `revision_id` of tasks on a plain Delta table (no Qbeast revisions at all).
 PLAIN_DELTA_REVISION = -1
@@ -44,6 +48,8 @@ class MergeTask:
     scheduling weight). `partition_values` is a sorted tuple of (column, value) pairs so the task stays
     hashable; `partition_dict` gives the mapping. `sort_columns` asks a "binpack" rewrite to sort the
     output by those columns (the cluster-key strategy: merged files must not overlap again).
+    `cluster_by` and `curve` are the key of a "cluster" task (column names as Spark parses them,
+    backticks around names with dots) and are set exactly for that kind.
     """
 
     strategy: str
@@ -56,6 +62,8 @@ class MergeTask:
     kind: str
     partition_values: tuple[tuple[str, str | None], ...] = ()
     sort_columns: tuple[str, ...] = ()
+    cluster_by: tuple[str, ...] = ()
+    curve: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -63,6 +71,14 @@ class MergeTask:
         object.__setattr__(self, "paths", tuple(self.paths))
         object.__setattr__(self, "partition_values", _freeze_partition(self.partition_values))  # type: ignore[arg-type]
         object.__setattr__(self, "sort_columns", tuple(self.sort_columns))
+        object.__setattr__(self, "cluster_by", tuple(self.cluster_by))
+        if self.kind == KIND_CLUSTER and (not self.cluster_by or self.curve not in CURVES):
+            raise InvalidArgumentError(
+                f"a cluster MergeTask needs cluster_by columns and a curve in {', '.join(CURVES)}, "
+                f"got {self.cluster_by!r} and {self.curve!r}"
+            )
+        if self.kind != KIND_CLUSTER and (self.cluster_by or self.curve):
+            raise InvalidArgumentError(f"cluster_by and curve belong to cluster tasks, not to {self.kind!r} tasks")
         if self.num_files != len(self.paths):
             raise InvalidArgumentError(
                 f"MergeTask.num_files ({self.num_files}) must equal the number of paths ({len(self.paths)})"
@@ -85,6 +101,8 @@ class MergeTask:
             "reason": self.reason,
             "partition_values": self.partition_dict,
             "sort_columns": list(self.sort_columns),
+            "cluster_by": list(self.cluster_by),
+            "curve": self.curve,
             "paths": list(self.paths),
         }
 
