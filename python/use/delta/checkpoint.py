@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from use.delta.actions import DELETION_VECTOR_TYPE, FILES_SCHEMA, STRING_MAP, TOMBSTONES_SCHEMA, Metadata, Protocol
 from use.delta.replay import CheckpointFiles, LogState
+from use.delta.stats import stats_json_from_parsed
 from use.delta.storage import LocalLogStore
 from use.errors import CorruptLogError, UnsupportedFeatureError
 
@@ -101,6 +102,18 @@ def _non_null_rows(col: pa.ChunkedArray) -> pa.ChunkedArray:
     return col.filter(valid)
 
 
+def _stats_of(add: pa.ChunkedArray, n: int) -> pa.ChunkedArray | pa.Array:
+    """The adds' JSON stats; where a checkpoint kept only `stats_parsed`
+    (`delta.checkpoint.writeStatsAsStruct`), those rendered as JSON, so skipping still has them."""
+    stats = _child(add, "stats", pa.string(), n)
+    if add.type.get_field_index("stats_parsed") < 0 or stats.null_count == 0:
+        return stats
+    parsed = pc.struct_field(add, "stats_parsed")
+    if parsed.null_count == len(parsed):
+        return stats
+    return pc.coalesce(stats, stats_json_from_parsed(parsed))
+
+
 def _files_from(add: pa.ChunkedArray) -> pa.Table:
     add = _non_null_rows(add)
     n = len(add)
@@ -109,7 +122,7 @@ def _files_from(add: pa.ChunkedArray) -> pa.Table:
         "size": _child(add, "size", pa.int64(), n),
         "modification_time": _child(add, "modificationTime", pa.int64(), n),
         "data_change": _child(add, "dataChange", pa.bool_(), n),
-        "stats": _child(add, "stats", pa.string(), n),
+        "stats": _stats_of(add, n),
         "tags": _child(add, "tags", STRING_MAP, n),
         "partition_values": _child(add, "partitionValues", STRING_MAP, n),
         "deletion_vector": _child(add, "deletionVector", DELETION_VECTOR_TYPE, n),

@@ -509,6 +509,60 @@ def file_stats_json(
     )
 
 
+def _render_parsed(value: Any, t: pa.DataType, *, is_max: bool) -> Any:
+    if pa.types.is_struct(t):
+        out = {}
+        for i in range(t.num_fields):
+            f = t.field(i)
+            rendered = _render_parsed(value.get(f.name), f.type, is_max=is_max) if value is not None else None
+            if rendered is not None:
+                out[f.name] = rendered
+        return out or None
+    if value is None:
+        return None
+    if pa.types.is_timestamp(t):
+        if value.tzinfo is not None:
+            value = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+        # Exact values, so exact microseconds; always with `Z`: a zoneless parquet timestamp here may be
+        # Spark's INT96 of a UTC timestamp, and a reader that took zoneless text as local time could
+        # prune wrongly, while `Z` on a timestamp_ntz bound at worst makes it unreadable (no pruning).
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return str(value)  # already as the writer truncated it
+    return _render_value(value, t, is_max=is_max)
+
+
+def stats_json_from_parsed(parsed: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """`add.stats_parsed` (a checkpoint written with `delta.checkpoint.writeStatsAsStruct=true`, and
+    maybe without JSON stats) as `add.stats` text, null where a row has none.
+
+    Only checkpoints that dropped the JSON stats need this, so it renders row by row in Python.
+    """
+    arr = parsed.combine_chunks() if isinstance(parsed, pa.ChunkedArray) else parsed
+    t = arr.type
+    out: list[str | None] = []
+    for row in arr.to_pylist():
+        if row is None:
+            out.append(None)
+            continue
+        stats: dict[str, Any] = {}
+        for i in range(t.num_fields):
+            f = t.field(i)
+            v = row.get(f.name)
+            if v is None:
+                continue
+            if f.name in ("minValues", "maxValues") and pa.types.is_struct(f.type):
+                rendered = _render_parsed(v, f.type, is_max=f.name == "maxValues")
+            elif f.name == "nullCount" and pa.types.is_struct(f.type):
+                rendered = _render_parsed(v, f.type, is_max=False)
+            else:
+                rendered = v if isinstance(v, (int, bool)) else None
+            if rendered is not None:
+                stats[f.name] = rendered
+        out.append(stats_to_json(stats) if stats else None)
+    return pa.array(out, pa.string())
+
+
 # --- parsing the stats of a whole snapshot -------------------------------------------------------
 
 
