@@ -146,7 +146,6 @@ def set_protocol(log: DeltaLog, protocol: dict, configuration: dict | None = Non
         ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "domainMetadata"]}, None, "rowTracking"),
         ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]}, None, "inCommitTimestamp"),
         ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["icebergCompatV2"]}, None, "icebergCompatV2"),
-        ({"minReaderVersion": 2, "minWriterVersion": 5}, {"delta.columnMapping.mode": "name"}, "column mapping"),
         ({"minReaderVersion": 4, "minWriterVersion": 7}, None, "reader version 4"),
     ],
 )

@@ -33,7 +33,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -42,6 +42,9 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from use.errors import ConfigError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from use.delta.columnmapping import ColumnMapping
 
 __all__ = [
     "DEFAULT_NUM_INDEXED_COLS",
@@ -809,18 +812,32 @@ def _read_json_slow(stats: pa.ChunkedArray | pa.Array, schema: pa.Schema) -> pa.
     return pa.Table.from_arrays([pc.struct_field(arr, [i]) for i in range(struct_type.num_fields)], schema=schema)
 
 
-def parse_stats(files: pa.Table, schema: pa.Schema, columns: Iterable[str] | None = None) -> pa.Table:
+def parse_stats(
+    files: pa.Table,
+    schema: pa.Schema,
+    columns: Iterable[str] | None = None,
+    *,
+    column_mapping: ColumnMapping | None = None,
+) -> pa.Table:
     """Parse the `stats` column of a snapshot's files into typed columns, one row per file.
 
     Output: `num_records` (int64) and, for every leaf column selected by `columns` (default: every
     leaf of `schema`; a struct name selects its leaves), `min.<col>` / `max.<col>` typed as the
     column (booleans included, binary and collections left out) and `null_count.<col>` (int64).
     Nested columns are named with dots (`min.s.x`); see `stat_column`. Null means "unknown".
+
+    Output names are always the logical (schema) names; with an active `column_mapping` the stats
+    JSON is read by the physical names the log keeps.
     """
     if "stats" not in files.column_names:
         raise InvalidArgumentError(f"files table has no 'stats' column (columns: {files.column_names})")
     leaves = _wanted_leaves(schema, columns)
-    json_schema = _stats_schema(leaves)
+    stored = (
+        [LeafColumn(column_mapping.physical_path(l.path), l.type) for l in leaves]
+        if column_mapping is not None and column_mapping.active
+        else leaves
+    )
+    json_schema = _stats_schema(stored)
     stats = files.column("stats")
     n = files.num_rows
     table = _read_json_fast(*_newline_joined(stats), json_schema, n) if n else None
@@ -829,16 +846,15 @@ def parse_stats(files: pa.Table, schema: pa.Schema, columns: Iterable[str] | Non
     out_names: list[str] = ["num_records"]
     out_cols: list[Any] = [table.column("numRecords")]
     names = set(json_schema.names)
-    for leaf in leaves:
+    for leaf, at in zip(leaves, stored):
         jt = _json_type(leaf.type)
         if jt is not None and "minValues" in names:
             for kind, top in (("min", "minValues"), ("max", "maxValues")):
-                raw = _field_path(table.column(top), leaf.path)
                 out_names.append(stat_column(kind, leaf.path))
-                out_cols.append(_convert(raw, leaf.type))
+                out_cols.append(_convert(_field_path(table.column(top), at.path), leaf.type))
         if "nullCount" in names:
             out_names.append(stat_column("null_count", leaf.path))
-            out_cols.append(_field_path(table.column("nullCount"), leaf.path))
+            out_cols.append(_field_path(table.column("nullCount"), at.path))
     return pa.table(dict(zip(out_names, out_cols)))
 
 
