@@ -26,8 +26,15 @@ from use.errors import ConfigError, UnsupportedFeatureError
 
 # --- features ---------------------------------------------------------------------------------------
 
-READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck", "columnMapping"})
-"""Reader features we can read: column mapping in every mode (`use.delta.columnmapping`)."""
+READER_FEATURES_SUPPORTED = frozenset(
+    {"timestampNtz", "vacuumProtocolCheck", "columnMapping", "v2Checkpoint"}
+)
+"""Reader features we can read: column mapping in every mode (`use.delta.columnmapping`), V2
+checkpoints with sidecars (`use.delta.checkpoint`)."""
+
+READ_ONLY_READER_FEATURES = frozenset({"columnMapping", "v2Checkpoint"})
+"""Reader features USE reads but does not write: a write to such a table is refused by name
+(column mapping only when its mode is `name` or `id`)."""
 
 WRITER_FEATURES_READABLE = frozenset(
     {
@@ -43,6 +50,7 @@ WRITER_FEATURES_READABLE = frozenset(
         "vacuumProtocolCheck",
         "columnMapping",
         "clustering",
+        "v2Checkpoint",
     }
 )
 """Writer features that do not change how a table is read (and whose data we can read)."""
@@ -112,6 +120,13 @@ def check_write_support(protocol: Protocol, metadata: Metadata, table: str) -> N
             "does not write it; write with an engine that supports column mapping (delta-spark, delta-rs)",
             feature="columnMapping",
         )
+    for f in protocol.reader_features or ():
+        if f in READ_ONLY_READER_FEATURES and f != "columnMapping":
+            raise UnsupportedFeatureError(
+                f"table {table} uses the Delta feature {f!r}: USE reads it but does not write it; write with an engine "
+                "that supports it (delta-spark, delta-rs)",
+                feature=f,
+            )
     if protocol.min_writer_version > 7:
         raise UnsupportedFeatureError(f"table {table} needs Delta writer version {protocol.min_writer_version}; USE writes up to 7")
     if protocol.min_writer_version == 7:
