@@ -1,6 +1,6 @@
 """Reader features written here by hand, so they are tested without the real-log corpus: V2 checkpoints
-(UUID-named JSON and parquet, classic-named V2 spec, sidecars, `_last_checkpoint` with V2 information).
-Each table is also read by delta-rs, which must agree."""
+(UUID-named JSON and parquet, classic-named V2 spec, sidecars, `_last_checkpoint` with V2 information)
+and type widening. Each table is also read by delta-rs, which must agree."""
 
 from __future__ import annotations
 
@@ -189,3 +189,116 @@ def test_v2_checkpoint_tables_are_read_only(tmp_path):
         txn.commit("WRITE")
     assert err.value.feature == "v2Checkpoint"
     assert sorted(os.listdir(log.log_dir)) == before
+
+
+# --- type widening ------------------------------------------------------------------------------------
+
+OLD = {"a": ("integer", pa.int32()), "f": ("float", pa.float32()), "d": ("date", pa.date32()),
+       "dec": ("decimal(5,2)", pa.decimal128(5, 2))}
+NEW = {"a": ("long", pa.int64()), "f": ("double", pa.float64()), "d": ("timestamp_ntz", pa.timestamp("us")),
+       "dec": ("decimal(10,4)", pa.decimal128(10, 4))}
+F32 = float(np.float32(3.4))  # 3.4000000953674316: the old file's value, read as a double
+
+
+def _schema_string(types: dict, changes: bool) -> str:
+    fields = []
+    for name, (delta_type, _) in types.items():
+        meta = {"delta.typeChanges": [{"fromType": OLD[name][0], "toType": delta_type}]} if changes else {}
+        fields.append({"name": name, "type": delta_type, "nullable": True, "metadata": meta})
+    return json.dumps({"type": "struct", "fields": fields})
+
+
+def widened_table(root: str, change: tuple[str, str] | None = None) -> None:
+    """v0: a file of the old types; v1: protocol with typeWidening, schema widened; v2: a file of the new types."""
+    os.makedirs(os.path.join(root, "_delta_log"))
+    old = pa.table({"a": pa.array([1, 2], pa.int32()), "f": pa.array([3.4, 1.5], pa.float32()),
+                    "d": pa.array([dt.date(2024, 9, 9), dt.date(2024, 9, 1)], pa.date32()),
+                    "dec": pa.array([decimal.Decimal("1.25"), decimal.Decimal("-2.50")], pa.decimal128(5, 2))})
+    new = pa.table({"a": pa.array([2**40, 5], pa.int64()), "f": pa.array([1.2345678901, 9.0], pa.float64()),
+                    "d": pa.array([dt.datetime(2024, 9, 10, 12, 34, 56, 123000), dt.datetime(2024, 9, 9, 1)], pa.timestamp("us")),
+                    "dec": pa.array([decimal.Decimal("123456.7891"), decimal.Decimal("0.0001")], pa.decimal128(10, 4))})
+    old_stats = {"numRecords": 2, "minValues": {"a": 1, "f": 1.5, "d": "2024-09-01", "dec": -2.50},
+                 "maxValues": {"a": 2, "f": 3.4, "d": "2024-09-09", "dec": 1.25}, "nullCount": dict.fromkeys(OLD, 0)}
+    new_stats = {"numRecords": 2, "minValues": {"a": 5, "f": 1.2345678901, "d": "2024-09-09T01:00:00.000000", "dec": 0.0001},
+                 "maxValues": {"a": 2**40, "f": 9.0, "d": "2024-09-10T12:34:56.123000", "dec": 123456.7891},
+                 "nullCount": dict.fromkeys(OLD, 0)}
+    for name, data in (("old.parquet", old), ("new.parquet", new)):
+        pq.write_table(data, os.path.join(root, name))
+    meta = {"id": "tw", "format": {"provider": "parquet", "options": {}}, "partitionColumns": [], "createdTime": 1}
+    write_commit(root, 0, [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+                           {"metaData": {**meta, "schemaString": _schema_string(OLD, False), "configuration": {}}},
+                           {"add": {"path": "old.parquet", "partitionValues": {}, "size": os.path.getsize(os.path.join(root, "old.parquet")),
+                                    "modificationTime": 1, "dataChange": True, "stats": json.dumps(old_stats)}}])
+    widened = _schema_string(NEW, True)
+    if change is not None:
+        doc = json.loads(widened)
+        doc["fields"][0]["metadata"]["delta.typeChanges"] = [{"fromType": change[0], "toType": change[1]}]
+        widened = json.dumps(doc)
+    write_commit(root, 1, [{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["timestampNtz", "typeWidening"],
+                                         "writerFeatures": ["timestampNtz", "typeWidening"]}},
+                           {"metaData": {**meta, "schemaString": widened, "configuration": {"delta.enableTypeWidening": "true"}}}])
+    write_commit(root, 2, [{"add": {"path": "new.parquet", "partitionValues": {}, "size": os.path.getsize(os.path.join(root, "new.parquet")),
+                                    "modificationTime": 2, "dataChange": True, "stats": json.dumps(new_stats)}}])
+
+
+def test_widened_table_stats_and_skipping(tmp_path):
+    root = str(tmp_path / "t")
+    widened_table(root)
+    snap = DeltaLog.for_path(root).snapshot()
+    assert [f.type for f in snap.schema] == [t for _, t in NEW.values()]
+    paths = snap.files.column("path").to_pylist()
+    parsed = parse_stats(snap.files, snap.schema)
+    old = paths.index("old.parquet")
+    assert parsed.column("max.a")[old].as_py() == 2
+    assert parsed.column("max.d")[old].as_py() == dt.datetime(2024, 9, 9)  # a date bound read as a timestamp
+    assert parsed.column("min.dec")[old].as_py() == decimal.Decimal("-2.5000")
+    # "3.4" is the float's text, not the float widened to a double: no bound is used for f.
+    assert parsed.column("max.f").null_count == snap.num_files
+
+    def kept(predicate):
+        return sorted(p for p, k in zip(paths, files_matching(snap.files, predicate, snap.schema).to_pylist()) if k)
+
+    assert kept(Comparison("f", "=", F32)) == ["new.parquet", "old.parquet"]
+    assert kept(Comparison("a", ">", 2)) == ["new.parquet"]
+    assert kept(Comparison("d", "<", dt.datetime(2024, 9, 9, 0, 30))) == ["old.parquet"]
+    assert kept(Comparison("dec", "<", decimal.Decimal("-1"))) == ["old.parquet"]
+
+
+def test_spark_reads_old_files_as_the_widened_type(spark, tmp_path):
+    from use import DeltaTable
+
+    root = str(tmp_path / "t")
+    widened_table(root)
+    df = DeltaTable.for_path(spark, root).read()
+    assert [f.dataType.simpleString() for f in df.schema.fields] == ["bigint", "double", "timestamp_ntz", "decimal(10,4)"]
+    rows = sorted(tuple(r) for r in df.collect())
+    assert rows[0] == (1, F32, dt.datetime(2024, 9, 9), decimal.Decimal("1.2500"))
+    assert (2**40, 1.2345678901, dt.datetime(2024, 9, 10, 12, 34, 56, 123000), decimal.Decimal("123456.7891")) in rows
+    assert sorted(r["a"] for r in DeltaTable.for_path(spark, root).read(filter=f"f = {F32!r}").collect()) == [1]
+
+
+@pytest.mark.parametrize("change", [("long", "integer"), ("string", "integer"), ("decimal(5,2)", "decimal(5,3)"), ("double", "float")])
+def test_unsupported_type_change_is_refused(tmp_path, change):
+    root = str(tmp_path / "t")
+    widened_table(root, change)
+    with pytest.raises(UnsupportedFeatureError, match=re.escape(f"widened column a from '{change[0]}' to '{change[1]}'")) as err:
+        DeltaLog.for_path(root).snapshot()
+    assert err.value.feature == "typeWidening"
+    assert DeltaLog.for_path(root).snapshot(version=0).version == 0
+
+
+def test_widened_table_is_read_only(tmp_path):
+    root = str(tmp_path / "t")
+    widened_table(root)
+    txn = DeltaLog.for_path(root).start_transaction()
+    txn.add(AddFile("x.parquet", 1, 1))
+    with pytest.raises(UnsupportedFeatureError, match="typeWidening") as err:
+        txn.commit("WRITE")
+    assert err.value.feature == "typeWidening"
+    assert sorted(os.listdir(os.path.join(root, "_delta_log"))) == [f"{v:020d}.json" for v in range(3)]
+
+
+def test_delta_rs_reads_the_widened_table_too(tmp_path):
+    root = str(tmp_path / "t")
+    widened_table(root)
+    assert set(rs_files(root)) == set(DeltaLog.for_path(root).snapshot().files.column("path").to_pylist())

@@ -22,17 +22,19 @@ from use.delta.actions import Metadata, Protocol
 from use.delta.columnmapping import ColumnMapping, column_mapping_mode
 from use.delta.replay import LogState
 from use.delta.schema import schema_from_json
+from use.delta.typewidening import FEATURES as TYPE_WIDENING_FEATURES
+from use.delta.typewidening import check_type_changes
 from use.errors import ConfigError, UnsupportedFeatureError
 
 # --- features ---------------------------------------------------------------------------------------
 
 READER_FEATURES_SUPPORTED = frozenset(
-    {"timestampNtz", "vacuumProtocolCheck", "columnMapping", "v2Checkpoint"}
+    {"timestampNtz", "vacuumProtocolCheck", "columnMapping", "v2Checkpoint", "typeWidening", "typeWidening-preview"}
 )
 """Reader features we can read: column mapping in every mode (`use.delta.columnmapping`), V2
-checkpoints with sidecars (`use.delta.checkpoint`)."""
+checkpoints with sidecars (`use.delta.checkpoint`), widened column types (`use.delta.typewidening`)."""
 
-READ_ONLY_READER_FEATURES = frozenset({"columnMapping", "v2Checkpoint"})
+READ_ONLY_READER_FEATURES = frozenset({"columnMapping", "v2Checkpoint", "typeWidening", "typeWidening-preview"})
 """Reader features USE reads but does not write: a write to such a table is refused by name
 (column mapping only when its mode is `name` or `id`)."""
 
@@ -51,6 +53,8 @@ WRITER_FEATURES_READABLE = frozenset(
         "columnMapping",
         "clustering",
         "v2Checkpoint",
+        "typeWidening",
+        "typeWidening-preview",
     }
 )
 """Writer features that do not change how a table is read (and whose data we can read)."""
@@ -75,9 +79,14 @@ def check_read_support(protocol: Protocol, metadata: Metadata, table: str) -> No
                 raise UnsupportedFeatureError(
                     f"table {table} uses the Delta reader feature {f!r}, which USE does not support", feature=f
                 )
-    if column_mapping_mode(protocol, metadata) != "none":
-        # A mapped schema must name every column's physical name (and id).
-        ColumnMapping.of(protocol, metadata, schema_from_json(metadata.schema_string))
+    if column_mapping_mode(protocol, metadata) != "none" or any(
+        f in (protocol.reader_features or ()) for f in TYPE_WIDENING_FEATURES
+    ):
+        # Both need the schema: a mapped schema must name every column's physical name (and id),
+        # a widened one may only record type changes the protocol allows.
+        schema = schema_from_json(metadata.schema_string)
+        ColumnMapping.of(protocol, metadata, schema)
+        check_type_changes(protocol, schema, table)
     if protocol.min_writer_version == 7:
         for f in protocol.writer_features or ():
             if f not in WRITER_FEATURES_READABLE:

@@ -41,6 +41,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from use.delta.typewidening import inexact_stat_leaves
 from use.errors import ConfigError, InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -827,7 +828,9 @@ def parse_stats(
     Nested columns are named with dots (`min.s.x`); see `stat_column`. Null means "unknown".
 
     Output names are always the logical (schema) names; with an active `column_mapping` the stats
-    JSON is read by the physical names the log keeps.
+    JSON is read by the physical names the log keeps. Min/max of a column widened from float to
+    double are left null (`use.delta.typewidening`: old files' bounds are not bounds of the widened
+    values).
     """
     if "stats" not in files.column_names:
         raise InvalidArgumentError(f"files table has no 'stats' column (columns: {files.column_names})")
@@ -837,6 +840,7 @@ def parse_stats(
         if column_mapping is not None and column_mapping.active
         else leaves
     )
+    inexact = inexact_stat_leaves(schema)
     json_schema = _stats_schema(stored)
     stats = files.column("stats")
     n = files.num_rows
@@ -851,7 +855,10 @@ def parse_stats(
         if jt is not None and "minValues" in names:
             for kind, top in (("min", "minValues"), ("max", "maxValues")):
                 out_names.append(stat_column(kind, leaf.path))
-                out_cols.append(_convert(_field_path(table.column(top), at.path), leaf.type))
+                if leaf.path in inexact:
+                    out_cols.append(pa.nulls(n, leaf.type))
+                else:
+                    out_cols.append(_convert(_field_path(table.column(top), at.path), leaf.type))
         if "nullCount" in names:
             out_names.append(stat_column("null_count", leaf.path))
             out_cols.append(_field_path(table.column("nullCount"), at.path))
