@@ -54,6 +54,26 @@ def column_mapping_mode(protocol: Protocol, metadata: Metadata) -> str:
     return mode
 
 
+def partition_value_keys(metadata: Metadata) -> tuple[str, ...]:
+    """The keys `add.partitionValues` use under this metaData: the partition columns' physical names
+    when the table property asks for column mapping (`name` or `id`), else the columns themselves.
+
+    The log replay types partition values by these keys before the protocol of the version is
+    settled, so the property alone decides here; a name without a physical name stays itself.
+    """
+    mode = metadata.configuration.get(MODE_KEY, "none").strip().lower()
+    if mode not in ("name", "id") or not metadata.partition_columns:
+        return tuple(metadata.partition_columns)
+    try:
+        fields = json.loads(metadata.schema_string).get("fields") or []
+    except (ValueError, AttributeError):
+        return tuple(metadata.partition_columns)
+    physical = {
+        f.get("name"): (f.get("metadata") or {}).get(PHYSICAL_NAME_KEY) for f in fields if isinstance(f, dict)
+    }
+    return tuple(physical.get(c) or c for c in metadata.partition_columns)
+
+
 def _meta(f: pa.Field, key: str) -> str | None:
     if not f.metadata:
         return None

@@ -30,6 +30,7 @@ from use.delta.actions import (
     Metadata,
     Protocol,
 )
+from use.delta.columnmapping import partition_value_keys
 from use.delta.storage import FileInfo, LocalLogStore
 from use.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
 
@@ -558,7 +559,7 @@ def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Se
                     elif raw.strip():
                         _parse_line(out, raw, f"{path} line {i}", adds, removes)
         if out.metadata is not None:
-            part_cols.extend(c for c in out.metadata.partition_columns if c not in part_cols)
+            part_cols.extend(c for c in partition_value_keys(out.metadata) if c not in part_cols)
         outs.append(out)
         counts.append(n_fast)
         slow_files.append((adds, removes))
@@ -755,7 +756,7 @@ def replay(store: LocalLogStore, listing: LogListing, version: int) -> LogState:
     else:
         base = None
         start = 0
-    commits = read_commits(store, listing, start, version, base.metadata.partition_columns if base and base.metadata else ())
+    commits = read_commits(store, listing, start, version, partition_value_keys(base.metadata) if base and base.metadata else ())
     protocol = base.protocol if base else None
     metadata = base.metadata if base else None
     txns = dict(base.txns) if base else {}
@@ -796,7 +797,7 @@ def replay(store: LocalLogStore, listing: LogListing, version: int) -> LogState:
 
 def advance(store: LocalLogStore, listing: LogListing, state: LogState, version: int) -> LogState:
     """State at a later `version`, replaying only the commits after `state.version`."""
-    commits = read_commits(store, listing, state.version + 1, version, state.metadata.partition_columns)
+    commits = read_commits(store, listing, state.version + 1, version, partition_value_keys(state.metadata))
     protocol, metadata = state.protocol, state.metadata
     txns, domains = dict(state.txns), dict(state.domains)
     for c in commits:
