@@ -111,6 +111,15 @@ def make_table(root: str, mode: str = "name", *, odd_names: bool = False, null_p
             fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
 
 
+def edit_first_commit(root: str, old: str, new: str) -> None:
+    path = os.path.join(root, "_delta_log", f"{0:020d}.json")
+    with open(path) as fh:
+        text = fh.read()
+    assert old in text
+    with open(path, "w") as fh:
+        fh.write(text.replace(old, new))
+
+
 def expected_rows(part_filter=None) -> list[tuple]:
     return sorted((r[0], r[1], r[2], p) for p, rows in ROWS.items() for r in rows if part_filter is None or p == part_filter)
 
@@ -176,11 +185,7 @@ def test_skipping_uses_physical_stats_and_partition_keys(tmp_path):
 def test_mapped_schema_without_physical_names_is_corrupt(tmp_path):
     root = str(tmp_path / "t")
     make_table(root, "name")
-    path = os.path.join(root, "_delta_log", f"{0:020d}.json")
-    with open(path) as fh:
-        text = fh.read()
-    with open(path, "w") as fh:
-        fh.write(text.replace('\\"delta.columnMapping.physicalName\\": \\"col-91bc-name\\"', '\\"x\\": 1'))
+    edit_first_commit(root, '\\"delta.columnMapping.physicalName\\": \\"col-91bc-name\\"', '\\"x\\": 1')
     with pytest.raises(CorruptLogError, match="Name With Space has no delta.columnMapping.physicalName"):
         DeltaLog.for_path(root).snapshot()
 
@@ -188,11 +193,7 @@ def test_mapped_schema_without_physical_names_is_corrupt(tmp_path):
 def test_unknown_column_mapping_mode_is_refused(tmp_path):
     root = str(tmp_path / "t")
     make_table(root, "name")
-    path = os.path.join(root, "_delta_log", f"{0:020d}.json")
-    with open(path) as fh:
-        text = fh.read()
-    with open(path, "w") as fh:
-        fh.write(text.replace('"delta.columnMapping.mode": "name"', '"delta.columnMapping.mode": "ordinal"'))
+    edit_first_commit(root, '"delta.columnMapping.mode": "name"', '"delta.columnMapping.mode": "ordinal"')
     with pytest.raises(UnsupportedFeatureError, match="ordinal") as err:
         DeltaLog.for_path(root).snapshot()
     assert err.value.feature == "columnMapping"
@@ -202,11 +203,7 @@ def test_mode_ignored_without_protocol_support(tmp_path):
     # The property counts only when the protocol supports column mapping: here files use display names.
     root = str(tmp_path / "t")
     make_table(root, "name")
-    path = os.path.join(root, "_delta_log", f"{0:020d}.json")
-    with open(path) as fh:
-        text = fh.read()
-    with open(path, "w") as fh:
-        fh.write(text.replace('"minReaderVersion": 2', '"minReaderVersion": 1'))
+    edit_first_commit(root, '"minReaderVersion": 2', '"minReaderVersion": 1')
     cm = DeltaLog.for_path(root).snapshot().column_mapping
     assert cm.mode == "none" and cm.physical_name("Part") == "Part" and cm.physical_path(("s", "inner x")) == ("s", "inner x")
 

@@ -68,10 +68,13 @@ def partition_value_keys(metadata: Metadata) -> tuple[str, ...]:
         fields = json.loads(metadata.schema_string).get("fields") or []
     except (ValueError, AttributeError):
         return tuple(metadata.partition_columns)
-    physical = {
-        f.get("name"): (f.get("metadata") or {}).get(PHYSICAL_NAME_KEY) for f in fields if isinstance(f, dict)
-    }
-    return tuple(physical.get(c) or c for c in metadata.partition_columns)
+    physical: dict[str, str] = {}
+    for f in fields if isinstance(fields, list) else []:
+        meta = f.get("metadata") if isinstance(f, dict) else None
+        name = meta.get(PHYSICAL_NAME_KEY) if isinstance(meta, dict) else None
+        if isinstance(name, str) and name:
+            physical[str(f.get("name"))] = name
+    return tuple(physical.get(c, c) for c in metadata.partition_columns)
 
 
 def _meta(f: pa.Field, key: str) -> str | None:
