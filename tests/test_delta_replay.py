@@ -255,9 +255,7 @@ def set_protocol(log: DeltaLog, protocol: dict, configuration: dict | None = Non
     "protocol, configuration, feature",
     [
         ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}, None, "deletionVectors"),
-        ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["v2Checkpoint"], "writerFeatures": ["v2Checkpoint"]}, None, "v2Checkpoint"),
         ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["someFutureThing"], "writerFeatures": ["someFutureThing"]}, None, "someFutureThing"),
-        ({"minReaderVersion": 2, "minWriterVersion": 5}, {"delta.columnMapping.mode": "name"}, "column mapping"),
         ({"minReaderVersion": 4, "minWriterVersion": 7}, None, "reader version 4"),
     ],
 )
@@ -366,26 +364,6 @@ def test_fast_path_long_lines_and_trailing_commit_info():
     assert fast.adds.to_pylist() == exact.adds.to_pylist()
     assert fast.adds.column("stats")[0].as_py() == big
     assert fast.commit_info == {"operation": "WRITE"}
-
-
-def test_v2_checkpoint_only_log_refused(table_path):
-    log = make_table(table_path)
-    write_commit(log, 2, [line("commitInfo", {})])
-    open(os.path.join(log.log_dir, f"{2:020d}.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json"), "w").close()
-    for v in range(2):
-        os.remove(os.path.join(log.log_dir, f"{v:020d}.json"))
-    with pytest.raises(UnsupportedFeatureError, match="v2Checkpoint"):
-        DeltaLog.for_path(table_path).snapshot()
-
-
-def test_v2_spec_classic_checkpoint_refused(table_path):
-    import pyarrow.parquet as pq
-
-    log = make_table(table_path)
-    t = pa.table({"checkpointMetadata": pa.array([{"version": 1}], pa.struct([("version", pa.int64())]))})
-    pq.write_table(t, os.path.join(log.log_dir, f"{1:020d}.checkpoint.parquet"))
-    with pytest.raises(UnsupportedFeatureError, match="v2Checkpoint"):
-        DeltaLog.for_path(table_path).snapshot()
 
 
 def test_reconcile_keeps_untouched_base_without_copy():

@@ -62,7 +62,7 @@ def test_pushed_filters_prune_files(registered, tmp_path):
     kept = list(reader.pushFilters([GreaterThanOrEqual(("x",), 1000), LessThan(("x",), 1050)]))
     assert len(kept) == 2  # every filter is still re-checked by Spark
     parts = reader.partitions()
-    assert sum(len(p.value) for p in parts) == 1
+    assert sum(len(p.value[0]) for p in parts) == 1  # (paths, column mapping) per partition
     assert spark.read.format("qbeast").load(path).filter("x >= 1000 and x < 1050").count() == 50
 
 

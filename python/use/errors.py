@@ -40,7 +40,16 @@ class CorruptLogError(UseError):
 
 
 class UnsupportedFeatureError(UseError):
-    """The table uses a Delta reader/writer feature this implementation does not support."""
+    """The table uses a Delta reader/writer feature this implementation does not support.
+
+    `feature` names the Delta table feature (as the protocol spells it, e.g. `deletionVectors`,
+    `columnMapping`) when the refusal is about one, so callers can tell refusals apart without
+    parsing the message.
+    """
+
+    def __init__(self, message: str, feature: str | None = None) -> None:
+        super().__init__(message)
+        self.feature = feature
 
 
 class VersionNotFoundError(UseError, LookupError):

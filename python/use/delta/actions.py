@@ -284,6 +284,10 @@ class Metadata:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Metadata:
+        for key in ("id", "schemaString"):
+            # A checkpoint holds a missing field as null: str(None) would make it the text "None".
+            if key in d and not isinstance(d[key], str):
+                raise CorruptLogError(f"metaData action is malformed ({key} must be a string, got {d[key]!r})")
         try:
             fmt = d.get("format") or {}
             return cls(

@@ -30,8 +30,9 @@ from use.delta.actions import (
     Metadata,
     Protocol,
 )
+from use.delta.columnmapping import partition_value_keys
 from use.delta.storage import FileInfo, LocalLogStore
-from use.errors import CorruptLogError, TableNotFoundError, UnsupportedFeatureError, VersionNotFoundError
+from use.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
 
 LOG_DIR_NAME = "_delta_log"
 
@@ -115,8 +116,6 @@ class LogListing:
     log_dir: str
     commits: Mapping[int, CommitFile]
     checkpoints: Mapping[int, CheckpointFiles]
-    v2_checkpoints: frozenset[int] = frozenset()
-    """Versions with UUID-named (V2-spec) checkpoints, which are not read (feature v2Checkpoint)."""
 
     @property
     def is_empty(self) -> bool:
@@ -189,7 +188,7 @@ def list_log(store: LocalLogStore, log_dir: str) -> LogListing:
     commits: dict[int, CommitFile] = {}
     parts: dict[int, dict[int, set[int]]] = {}
     classic: dict[int, str] = {}
-    v2: set[int] = set()
+    uuid_named: dict[int, str] = {}
     for name in store.list_names(log_dir):
         m = _COMMIT_RE.match(name)
         if m:
@@ -202,17 +201,22 @@ def list_log(store: LocalLogStore, log_dir: str) -> LogListing:
             continue
         m = _UUID_CP_RE.match(name)
         if m:
-            v2.add(int(m.group(1)))
+            # Racing writers may leave several for one version; any is valid, so pick one deterministically.
+            v = int(m.group(1))
+            if v not in uuid_named or name < uuid_named[v]:
+                uuid_named[v] = name
             continue
         m = _MULTI_CP_RE.match(name)
         if m:
             parts.setdefault(int(m.group(1)), {}).setdefault(int(m.group(3)), set()).add(int(m.group(2)))
     checkpoints: dict[int, CheckpointFiles] = {}
-    for v, name in classic.items():
+    # A UUID-named (V2-spec) checkpoint is the primary one of a v2Checkpoint table; a classic one of
+    # the same version is its copy for older readers. Either is complete by construction.
+    for v, name in {**classic, **uuid_named}.items():
         checkpoints[v] = CheckpointFiles(v, (os.path.join(log_dir, name),), (), store)
     for v, by_total in parts.items():
         if v in checkpoints:
-            continue  # a classic checkpoint of the same version is complete by construction
+            continue  # a classic or UUID-named checkpoint of the same version is complete by construction
         best: CheckpointFiles | None = None
         for total, got in sorted(by_total.items()):
             names = tuple(f"{v:020d}.checkpoint.{i:010d}.{total:010d}.parquet" for i in range(1, total + 1))
@@ -222,7 +226,7 @@ def list_log(store: LocalLogStore, log_dir: str) -> LogListing:
                 best = cand
         assert best is not None
         checkpoints[v] = best
-    return LogListing(log_dir, commits, checkpoints, frozenset(v2))
+    return LogListing(log_dir, commits, checkpoints)
 
 
 # --- parsed actions --------------------------------------------------------------------------------
@@ -582,7 +586,7 @@ def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Se
                     elif raw.strip():
                         _parse_line(out, raw, f"{path} line {i}", adds, removes)
         if out.metadata is not None:  # wherever its line was: it governs this commit's files
-            cols = tuple(dict.fromkeys(out.metadata.partition_columns))
+            cols = tuple(dict.fromkeys(partition_value_keys(out.metadata)))
         if n_fast:
             groups.setdefault(cols, []).append(len(outs))
         outs.append(out)
@@ -784,11 +788,6 @@ def choose_start(listing: LogListing, version: int) -> CheckpointFiles | None:
     gap = [x for x in range(0, version + 1) if x not in listing.commits]
     if not gap:
         return None
-    if any(v <= version for v in listing.v2_checkpoints):
-        raise UnsupportedFeatureError(
-            f"version {version} of {os.path.dirname(listing.log_dir)} can only be reconstructed from a UUID-named V2 "
-            "checkpoint (feature 'v2Checkpoint'), which USE does not support"
-        )
     if 0 in listing.commits:
         problems.append(f"commit file {commit_name(gap[0])} is missing (the log has a gap)")
     if problems:
@@ -842,7 +841,7 @@ def replay(store: LocalLogStore, listing: LogListing, version: int) -> LogState:
     else:
         base = None
         start = 0
-    commits = read_commits(store, listing, start, version, base.metadata.partition_columns if base and base.metadata else ())
+    commits = read_commits(store, listing, start, version, partition_value_keys(base.metadata) if base and base.metadata else ())
     protocol, metadata, txns, domains = _fold_table_actions(
         commits,
         base.protocol if base else None,
@@ -875,7 +874,7 @@ def replay(store: LocalLogStore, listing: LogListing, version: int) -> LogState:
 
 def advance(store: LocalLogStore, listing: LogListing, state: LogState, version: int) -> LogState:
     """State at a later `version`, replaying only the commits after `state.version`."""
-    commits = read_commits(store, listing, state.version + 1, version, state.metadata.partition_columns)
+    commits = read_commits(store, listing, state.version + 1, version, partition_value_keys(state.metadata))
     protocol, metadata, txns, domains = _fold_table_actions(commits, state.protocol, state.metadata, state.txns, state.domains)
     assert protocol is not None and metadata is not None  # the state had both
     files, tombstones = reconcile(state.files, state.tombstones, commits)

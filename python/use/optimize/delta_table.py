@@ -2,9 +2,10 @@
 
 A plain Delta table (one without Qbeast metadata) gets the same continuous optimization as a Qbeast
 table, with the strategies that apply to plain files: Delta bin packing, Relyt's small-file and
-cluster-key-overlap strategies, and Delta's OPTIMIZE ZORDER BY (ZOrder, Hilbert). The object only holds the path and session; each call reads the
-latest snapshot. Every method delegates: optimization to `use.optimize.loop`, history and vacuum to
-`use.delta`, so the two table classes cannot drift apart.
+cluster-key-overlap strategies, and Delta's OPTIMIZE ZORDER BY (ZOrder, Hilbert). The object only holds the
+path and session; each call reads the latest snapshot. Every method delegates: reading to
+`use.qbeast.reader` (as `QbeastTable.read`), optimization to `use.optimize.loop`, history and vacuum
+to `use.delta`, so the two table classes cannot drift apart.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class DeltaTable:
-    """A Delta table at a path: optimize, optimizations, history, vacuum."""
+    """A Delta table at a path: read, optimize, optimizations, history, vacuum."""
 
     def __init__(self, spark: "SparkSession", path: str) -> None:
         self._spark = spark
@@ -56,6 +57,13 @@ class DeltaTable:
     def snapshot(self) -> "Snapshot":
         """The latest snapshot (read now, never cached)."""
         return self.log.snapshot()
+
+    def read(self, filter: Any = None) -> "DataFrame":
+        """The table's rows (logical column names, also under column mapping), optionally filtered:
+        files are pruned by Delta stats and partition values before Spark's parquet reader runs."""
+        from use.qbeast.reader import read
+
+        return read(self._spark, self._path, filter=filter)
 
     def optimize(
         self,

@@ -330,6 +330,7 @@ def optimize_path(
     bad input raises a typed error and leaves the table as it was.
     """
     from use.delta import DeltaLog
+    from use.delta.snapshot import check_write_support
     from use.errors import TableNotFoundError
     from use.optimize.config import OptimizationConfig
     from use.optimize.executor import run_task
@@ -353,6 +354,9 @@ def optimize_path(
             f"no table at {location!r}: there is no Delta log with commits; check the path or write the table first"
         )
     first = log.snapshot()
+    if not dry_run:
+        # Before any file is rewritten: a feature USE reads but cannot write refuses here.
+        check_write_support(first.protocol, first.metadata, first.table_root)
     given: dict[str, Any] = dict(overrides or {})
     if bytes_per_iter is not None:
         given["bytes-per-iter"] = bytes_per_iter

@@ -153,16 +153,21 @@ class QbeastReader(DataSourceReader):
                 acc = 0
             groups[-1].append(p)
             acc += int(size)
-        return [InputPartition(g) for g in groups] or [InputPartition([])]
+        # Under column mapping the files hold physical names: the mapping travels with each partition.
+        mapping = qsnap.column_mapping if qsnap.column_mapping is not None and qsnap.column_mapping.active else None
+        return [InputPartition((g, mapping)) for g in groups] or [InputPartition(([], None))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
         from pyspark.sql.pandas.types import to_arrow_schema
 
         schema = to_arrow_schema(self.schema, prefers_large_types=False) if hasattr(self.schema, "fields") else self.schema
-        for path in partition.value:
-            table = _conform(pq.read_table(path), schema)
-            yield from table.to_batches()
+        paths, mapping = partition.value
+        for path in paths:
+            data = pq.read_table(path)
+            if mapping is not None:
+                data = mapping.to_logical(data)
+            yield from _conform(data, schema).to_batches()
 
 
 @dataclass(frozen=True)
@@ -266,6 +271,7 @@ class QbeastDataSource(DataSource):
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from use.delta import DeltaLog
+        from use.delta.snapshot import check_write_support
 
         path = _path_option(self.options)
         if overwrite:
@@ -277,7 +283,9 @@ class QbeastDataSource(DataSource):
         arrow_schema = pa.schema([pa.field(f.name, f.type, True) for f in arrow_schema])
         log = DeltaLog.for_path(path)
         if log.exists():
-            table_schema = log.snapshot().schema
+            snap = log.snapshot()
+            check_write_support(snap.protocol, snap.metadata, path)  # before any task writes a file
+            table_schema = snap.schema
             if [(f.name, f.type) for f in table_schema] != [(f.name, f.type) for f in arrow_schema]:
                 raise SchemaMismatchError(
                     f"the data's schema {arrow_schema} does not match the table at {path!r} ({table_schema}); select and "

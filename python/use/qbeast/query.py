@@ -439,7 +439,14 @@ def select_files(
         if predicate is not None and n:
             from use.delta.skipping import files_matching
 
-            stats_mask = files_matching(files, predicate, qsnap.schema)
+            mapping = getattr(qsnap, "column_mapping", None)
+            if mapping is not None and mapping.active:
+                # The files' stats and partition values are keyed by physical names.
+                stats_mask = files_matching(
+                    files, predicate, qsnap.schema, partition_columns=qsnap.partition_columns, column_mapping=mapping
+                )
+            else:
+                stats_mask = files_matching(files, predicate, qsnap.schema)
         else:
             stats_mask = np.ones(n, dtype=bool)
     if isinstance(stats_mask, (pa.Array, pa.ChunkedArray)):

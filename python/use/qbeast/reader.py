@@ -333,12 +333,74 @@ def _glob_escape(path: str) -> str:
     return "".join(out)
 
 
+FIELD_ID_READ_CONF = "spark.sql.parquet.fieldId.read.enabled"
+_SPARK_FIELD_ID_KEY = "parquet.field.id"
+
+
+def _with_field_ids(spark_type: Any, arrow_type: pa.DataType) -> Any:
+    """`spark_type` (converted from `arrow_type`) with each struct field's parquet field id from the
+    Arrow field metadata in Spark's metadata key, so Spark's reader matches columns by id."""
+    from pyspark.sql.types import ArrayType, MapType, StructField, StructType
+
+    if isinstance(spark_type, StructType):
+        fields = []
+        for sf, af in zip(spark_type.fields, arrow_type):
+            meta = dict(sf.metadata or {})
+            raw = (af.metadata or {}).get(b"PARQUET:field_id")
+            if raw is not None:
+                meta[_SPARK_FIELD_ID_KEY] = int(raw)
+            fields.append(StructField(sf.name, _with_field_ids(sf.dataType, af.type), sf.nullable, meta))
+        return StructType(fields)
+    if isinstance(spark_type, ArrayType):
+        return ArrayType(_with_field_ids(spark_type.elementType, arrow_type.value_type), spark_type.containsNull)
+    if isinstance(spark_type, MapType):
+        return MapType(
+            _with_field_ids(spark_type.keyType, arrow_type.key_type),
+            _with_field_ids(spark_type.valueType, arrow_type.item_type),
+            spark_type.valueContainsNull,
+        )
+    return spark_type
+
+
+def _col(name: str) -> "Column":
+    """A column by its exact name (dots, spaces and backticks taken literally)."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _stored_schema(spark: "SparkSession", qsnap: "QbeastSnapshot") -> "tuple[StructType, dict[str, str]]":
+    """The Spark schema to read the data files with, and logical name -> stored (physical) name.
+
+    Without column mapping both are the table's own names. With it, files hold physical names (mode
+    `name`), or are matched by parquet field id (mode `id`: Spark does that when the read schema
+    carries `parquet.field.id` and `spark.sql.parquet.fieldId.read.enabled` is on, which a read of
+    such a table turns on; Delta writers write the physical names too, and those are what is
+    requested).
+    """
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    logical = spark_schema(qsnap)
+    mapping = qsnap.column_mapping
+    if mapping is None or not mapping.active:
+        return logical, {n: n for n in logical.names}
+    physical_arrow = mapping.physical_schema
+    stored = from_arrow_schema(physical_arrow, prefer_timestamp_ntz=True)
+    if mapping.mode == "id":
+        stored = _with_field_ids(stored, physical_arrow)
+        if str(spark.conf.get(FIELD_ID_READ_CONF, "false")).lower() != "true":
+            spark.conf.set(FIELD_ID_READ_CONF, "true")
+    return stored, dict(zip(logical.names, stored.names))
+
+
 def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "DataFrame":
     """Spark's parquet reader over exactly these files (rows of `qsnap.files`), with the table schema.
 
     Partition columns are not stored in the data files: their values come from the log's
     `partitionValues` (as every Delta reader must take them; directory names are only a
-    convention), added as typed literals to the scan of each partition's files.
+    convention), added as typed literals to the scan of each partition's files. Under column
+    mapping the files are read by their physical names (or field ids) and the columns come out
+    under the logical names (nested struct fields too).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
@@ -346,24 +408,36 @@ def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "Da
     schema = spark_schema(qsnap)
     if not files.num_rows:
         return spark.createDataFrame([], schema)
+    stored, names = _stored_schema(spark, qsnap)
     paths = [_glob_escape(absolute_path(qsnap.table_root, p)) for p in files.column("path").to_pylist()]
-    if not qsnap.partition_columns:
-        return spark.read.schema(schema).parquet(*paths)
     parts = set(qsnap.partition_columns)
-    data_schema = StructType([f for f in schema.fields if f.name not in parts])
+    data_fields = [(f, stored[names[f.name]]) for f in schema.fields if f.name not in parts]
+
+    def logical(stored_field: Any, f: Any) -> "Column":
+        col = _col(stored_field.name)
+        # A struct read under physical names is renamed by a cast (Spark casts structs by position).
+        return (col.cast(f.dataType) if stored_field.dataType != f.dataType else col).alias(f.name)
+
+    data_schema = StructType([sf for _, sf in data_fields])
+    identity = all(sf.name == f.name and sf.dataType == f.dataType for f, sf in data_fields)
+    if not parts:
+        df = spark.read.schema(data_schema).parquet(*paths)
+        return df if identity else df.select(*[logical(sf, f) for f, sf in data_fields])
+    mapping = qsnap.column_mapping
+    keys = [mapping.physical_name(c) if mapping is not None else c for c in qsnap.partition_columns]
     by_partition: dict[tuple[str | None, ...], list[str]] = {}
     for path, values in zip(paths, files.column("partition_values").to_pylist()):
-        mapping = dict(values or ())
-        key = tuple(mapping.get(c) or None for c in qsnap.partition_columns)  # "" is null, as in Delta
+        found = dict(values or ())
+        key = tuple(found.get(k) or None for k in keys)  # "" is null, as in Delta
         by_partition.setdefault(key, []).append(path)
     frames = [
         spark.read.schema(data_schema)
         .parquet(*group)
         .select(
-            *[F.col(f.name) for f in data_schema.fields],
+            *[logical(sf, f) for f, sf in data_fields],
             *[F.lit(v).cast(schema[c].dataType).alias(c) for c, v in zip(qsnap.partition_columns, key)],
         )
-        .select(*schema.names)
+        .select(*[_col(n) for n in schema.names])
         for key, group in by_partition.items()
     ]
     return functools.reduce(lambda a, b: a.unionByName(b), frames)

@@ -1017,6 +1017,7 @@ def write(
     else the table property `delta.autoOptimize.optimizeWrite`, else `False`.
     """
     from use.delta.log import DeltaLog
+    from use.delta.snapshot import check_write_support
 
     mode = _check_mode(mode)
     size = None if cube_size is None else _check_cube_size(cube_size)
@@ -1025,6 +1026,9 @@ def write(
     data_schema = _arrow_schema(df)
     log = DeltaLog.for_path(root)
     snapshot = log.snapshot() if log.exists() else None
+    if snapshot is not None:
+        # Before any file is written: a feature USE reads but cannot write refuses the write here.
+        check_write_support(snapshot.protocol, snapshot.metadata, root)
     qsnap = _qbeast_snapshot(snapshot) if snapshot is not None else None
     shuffle = _optimize_write(spark, optimize_write, snapshot.metadata.configuration if snapshot is not None else None)
 
