@@ -135,10 +135,9 @@ def test_vacuum_dry_run_then_forced(tmp_path, capsys) -> None:
 
 
 def test_vacuum_reports_sizes_in_binary_units_with_exact_bytes() -> None:
-    from use.cli.vacuum import describe_vacuum
     from use.delta.vacuum import VacuumResult
 
-    text = describe_vacuum(VacuumResult(("a.parquet", "b.parquet"), 3 * 1024 * 1024 + 5, True))
+    text = str(VacuumResult(("a.parquet", "b.parquet"), 3 * 1024 * 1024 + 5, True))
     assert text.splitlines() == ["would delete 2 files, 3.0 MiB (3,145,733 B)", "  a.parquet", "  b.parquet"]
 
 

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # pragma: no cover
-    from use.delta.vacuum import VacuumResult
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -35,15 +31,6 @@ def run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         enforce_retention_check=not args.force,
     )
-    print(describe_vacuum(result))
+    print(result)  # what was deleted, with its size, then the files
     return 0
 
-
-def describe_vacuum(result: "VacuumResult") -> str:
-    """What a vacuum deleted (or would delete), with its size, then one file per line."""
-    from use.display import format_bytes_exact, plural
-
-    verb = "would delete" if result.dry_run else "deleted"
-    lines = [f"{verb} {plural(len(result.files), 'file')}, {format_bytes_exact(result.bytes)}"]
-    lines += [f"  {path}" for path in result.files]
-    return "\n".join(lines)

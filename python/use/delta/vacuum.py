@@ -44,6 +44,15 @@ class VacuumResult:
     bytes: int
     dry_run: bool
 
+    def __str__(self) -> str:
+        """What was deleted (or would be), with its size, then one file per line (`use vacuum` prints this)."""
+        from use.display import format_bytes_exact, plural
+
+        verb = "would delete" if self.dry_run else "deleted"
+        lines = [f"{verb} {plural(len(self.files), 'file')}, {format_bytes_exact(self.bytes)}"]
+        lines += [f"  {path}" for path in self.files]
+        return "\n".join(lines)
+
 
 def _is_hidden(name: str, partition_columns: Sequence[str]) -> bool:
     """Delta's DeltaTableUtils.isHiddenDirectory, applied to every path component."""
