@@ -22,9 +22,9 @@ from use.optimize.loop import (
     NO_PROGRESS,
     STOPPED,
     StopToken,
-    format_metrics_table,
     run_loop,
 )
+from use.optimize.report import format_metrics_table
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,8 @@ def _positive_int(value: str | None, flag: str) -> int | None:
 
 def run(args: argparse.Namespace) -> int:
     from use.optimize.config import zorder_request
-    from use.optimize.loop import format_iteration, format_metrics_table, optimize_path
+    from use.optimize.loop import optimize_path
+    from use.optimize.report import format_iteration
     from use.session import spark_session
 
     revision_id = _positive_int(args.revision_id, "--revision-id")
@@ -79,14 +80,5 @@ def run(args: argparse.Namespace) -> int:
         all_tasks=args.all_tasks,
         on_iteration=lambda m: print(format_iteration(m), flush=True),
     )
-    if result.dry_run:
-        print(result.plan.render() if result.plan is not None else "nothing to optimize")
-        return 0
-    print(format_metrics_table(result.iterations))
-    totals = result.totals()
-    print(
-        f"{result.outcome}: {totals['committed']} of {totals['iterations']} tasks committed, "
-        f"{totals['files_in']} files ({totals['bytes_in']} B) rewritten into {totals['files_out']} files "
-        f"({totals['bytes_out']} B)"
-    )
+    print(result)  # the plan of a dry run, else the metrics table and a summary line
     return 0

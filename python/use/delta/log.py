@@ -35,6 +35,9 @@ from use.delta.snapshot import Snapshot, TableConfig, check_read_support, valida
 from use.delta.storage import LocalLogStore, resolve_table_root
 from use.delta.transaction import Transaction, engine_info
 from use.errors import (
+    CLI,
+    PYTHON,
+    SQL,
     CorruptLogError,
     InvalidArgumentError,
     TableAlreadyExistsError,
@@ -114,8 +117,13 @@ class DeltaLog:
 
     def _not_found(self) -> TableNotFoundError:
         return TableNotFoundError(
-            f"no Delta table at {self.table_root}: {self.log_dir} holds no commits; create it with "
-            "DeltaLog.for_path(path).create(schema) or check the path"
+            f"no Delta table at {self.table_root}: {self.log_dir} holds no commits",
+            hints={
+                PYTHON: "check the path, or create the table with DeltaTable.write(df, path) or "
+                "DeltaLog.for_path(path).create(schema)",
+                CLI: "check --table-location: it must name the directory of an existing Delta table",
+                SQL: "check the table's path or name",
+            },
         )
 
     # --- create --------------------------------------------------------------------------------------
@@ -130,35 +138,14 @@ class DeltaLog:
         description: str | None = None,
     ) -> Snapshot:
         """Create the table (version 0: protocol, metaData, commitInfo 'CREATE TABLE')."""
-        if not isinstance(schema, pa.Schema):
-            raise InvalidArgumentError(f"create needs a pyarrow.Schema, got {type(schema).__name__}")
-        if len(schema) == 0:
-            raise InvalidArgumentError("a table needs at least one column")
-        if isinstance(partition_columns, str):
-            raise InvalidArgumentError(f"partition_columns must be a sequence of column names, got the string {partition_columns!r}")
-        parts = tuple(partition_columns)
-        if len(set(parts)) != len(parts):
-            raise InvalidArgumentError(f"partition columns {list(parts)} contain duplicates")
-        for c in parts:
-            if c not in schema.names:
-                raise InvalidArgumentError(f"partition column {c!r} is not in the schema (columns: {schema.names})")
-            if not is_primitive(schema.field(c).type):
-                raise InvalidArgumentError(f"partition column {c!r} has nested type {schema.field(c).type}; partition by a primitive column")
-        if len(parts) == len(schema):
-            raise InvalidArgumentError("at least one column must not be a partition column")
-        conf = validate_configuration(dict(configuration or {}))
-        schema_string = schema_to_json(schema)
-        for label, value in (("name", name), ("description", description)):
-            if value is not None and not isinstance(value, str):
-                raise InvalidArgumentError(f"table {label} must be a string")
+        protocol, metadata, conf = self._new_table(schema, partition_columns, configuration, name, description)
+        parts = tuple(metadata.partition_columns)
         listing = self._listing()
         if not listing.is_empty:
             raise TableAlreadyExistsError(
                 f"a Delta table already exists at {self.table_root} (latest version {listing.latest_version}); "
                 "open it with DeltaLog.for_path(path).snapshot() or choose another path"
             )
-        protocol = self._protocol_for(schema, conf)
-        metadata = Metadata.new(schema_string, parts, conf, name=name, description=description)
         info = CommitInfo(
             timestamp=int(time.time() * 1000),
             operation="CREATE TABLE",
@@ -186,6 +173,65 @@ class DeltaLog:
         with self._lock:
             self._cached, self._cached_sig = snap, (st.st_size, st.st_mtime_ns // 1_000_000)
         return snap
+
+    def create_transaction(
+        self,
+        schema: pa.Schema,
+        partition_columns: tuple[str, ...] | list[str] = (),
+        configuration: Mapping[str, str] | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> Transaction:
+        """A transaction that creates the table: its commit is version 0, holding the protocol, the
+        metaData and whatever the caller adds (data files), so a table and its first data appear in
+        one commit, as Spark's `df.write.format("delta").save(path)` makes them. Arguments are checked
+        as in `create`; a table that exists already (or is created concurrently, which the commit's
+        put-if-absent detects) makes it fail with a typed error and nothing written."""
+        protocol, metadata, _ = self._new_table(schema, partition_columns, configuration, name, description)
+        listing = self._listing()
+        if not listing.is_empty:
+            raise TableAlreadyExistsError(
+                f"a Delta table already exists at {self.table_root} (latest version {listing.latest_version}); "
+                "append to it or choose another path"
+            )
+        state = LogState(-1, protocol, metadata, _empty_files(), _empty_tombstones(), {}, {}, None, None)
+        txn = Transaction(self, Snapshot(self.table_root, -1, 0, state))
+        txn.add(protocol, metadata)
+        return txn
+
+    def _new_table(
+        self,
+        schema: pa.Schema,
+        partition_columns: tuple[str, ...] | list[str],
+        configuration: Mapping[str, str] | None,
+        name: str | None,
+        description: str | None,
+    ) -> tuple[Protocol, Metadata, dict[str, str]]:
+        """The protocol and metaData of a new table, every argument checked."""
+        if not isinstance(schema, pa.Schema):
+            raise InvalidArgumentError(f"create needs a pyarrow.Schema, got {type(schema).__name__}")
+        if len(schema) == 0:
+            raise InvalidArgumentError("a table needs at least one column")
+        if isinstance(partition_columns, str):
+            raise InvalidArgumentError(f"partition_columns must be a sequence of column names, got the string {partition_columns!r}")
+        parts = tuple(partition_columns)
+        if len(set(parts)) != len(parts):
+            raise InvalidArgumentError(f"partition columns {list(parts)} contain duplicates")
+        for c in parts:
+            if c not in schema.names:
+                raise InvalidArgumentError(f"partition column {c!r} is not in the schema (columns: {schema.names})")
+            if not is_primitive(schema.field(c).type):
+                raise InvalidArgumentError(f"partition column {c!r} has nested type {schema.field(c).type}; partition by a primitive column")
+        if len(parts) == len(schema):
+            raise InvalidArgumentError("at least one column must not be a partition column")
+        conf = validate_configuration(dict(configuration or {}))
+        schema_string = schema_to_json(schema)
+        for label, value in (("name", name), ("description", description)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidArgumentError(f"table {label} must be a string")
+        metadata = Metadata.new(schema_string, parts, conf, name=name, description=description)
+        return self._protocol_for(schema, conf), metadata, conf
 
     @staticmethod
     def _protocol_for(schema: pa.Schema, conf: Mapping[str, str]) -> Protocol:

@@ -151,3 +151,35 @@ def uses_timestamp_ntz(schema: pa.Schema) -> bool:
 
 def is_primitive(t: pa.DataType) -> bool:
     return not (pa.types.is_nested(t))
+
+
+def _normalized(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_large_binary(t):
+        return pa.binary()
+    return t
+
+
+def check_append_schema(data: pa.Schema, table: pa.Schema, path: str) -> None:
+    """Appends must bring exactly the table's columns with the same types (order may differ); a
+    SchemaMismatchError naming every difference otherwise."""
+    extra = [n for n in data.names if n not in table.names]
+    missing = [n for n in table.names if n not in data.names]
+    differing = [
+        f"{f.name} ({data.field(f.name).type} in the data, {f.type} in the table)"
+        for f in table
+        if f.name in data.names and _normalized(data.field(f.name).type) != _normalized(f.type)
+    ]
+    if extra or missing or differing:
+        parts = []
+        if extra:
+            parts.append(f"columns not in the table: {', '.join(extra)}")
+        if missing:
+            parts.append(f"table columns missing from the data: {', '.join(missing)}")
+        if differing:
+            parts.append(f"columns with another type: {', '.join(differing)}")
+        raise SchemaMismatchError(
+            f"the data does not match the schema of {path} ({'; '.join(parts)}); select and cast the data to the "
+            f"table's columns {table.names}, or write with mode='overwrite' to replace the table"
+        )

@@ -259,7 +259,7 @@ class Transaction:
             operation_metrics=metrics,
             engine_info=engine_info(),
             is_blind_append=self.is_blind_append,
-            read_version=self.read_version,
+            read_version=self.read_version if self.read_version >= 0 else None,  # a creating commit read nothing
             txn_id=self.txn_id,
             isolation_level=self.isolation_level,
             tags=tags,

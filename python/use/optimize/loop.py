@@ -31,8 +31,6 @@ __all__ = [
     "IterationMetrics",
     "OptimizeResult",
     "run_loop",
-    "format_metrics_table",
-    "format_iteration",
     "optimize_path",
     "optimizations",
     "optimizations_table",
@@ -111,6 +109,12 @@ class OptimizeResult:
     outcome: str
     plan: Plan | None = None
     dry_run: bool = False
+    note: str | None = None  # why nothing was selected, when nothing was (`use.optimize.report`)
+
+    def __str__(self) -> str:
+        from use.optimize.report import render_result
+
+        return render_result(self)
 
     def __iter__(self) -> Iterator[IterationMetrics]:
         return iter(self.iterations)
@@ -229,68 +233,6 @@ def run_loop(
                 return result(DONE)
 
 
-# --- presentation ---------------------------------------------------------------------------------------
-
-_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("iter", "iteration"),
-    ("strategy", "strategy"),
-    ("kind", "kind"),
-    ("rev", "revision_id"),
-    ("status", "status"),
-    ("version", "version"),
-    ("files in", "files_in"),
-    ("files out", "files_out"),
-    ("bytes in", "bytes_in"),
-    ("bytes out", "bytes_out"),
-    ("avg in", "avg_file_size_in"),
-    ("avg out", "avg_file_size_out"),
-    ("cubes in", "cubes_in"),
-    ("cubes out", "cubes_out"),
-    ("blocks in", "blocks_in"),
-    ("blocks out", "blocks_out"),
-    ("rows", "rows"),
-    ("ms", "time_ms"),
-)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.0f}"
-    return str(value)
-
-
-def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A plain fixed-width text table (CLI output and benchmarks)."""
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines.extend("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells)
-    return "\n".join(lines)
-
-
-def format_metrics_table(iterations: Sequence[IterationMetrics]) -> str:
-    return format_table(
-        [h for h, _ in _COLUMNS], [[getattr(m, attr) for _, attr in _COLUMNS] for m in iterations]
-    )
-
-
-def format_iteration(m: IterationMetrics) -> str:
-    """One progress line per iteration."""
-    if not m.committed:
-        return (
-            f"iteration {m.iteration}: {m.strategy}/{m.kind} revision {m.revision_id}: abandoned "
-            f"({m.error or 'conflict'}); re-planning"
-        )
-    return (
-        f"iteration {m.iteration}: {m.strategy}/{m.kind} revision {m.revision_id}: "
-        f"{m.files_in} files ({m.bytes_in} B, {m.blocks_in} blocks) -> {m.files_out} files "
-        f"({m.bytes_out} B, {m.blocks_out} blocks), {m.rows} rows, {m.time_ms} ms, version {m.version}"
-    )
-
-
 # --- wiring to the real table -------------------------------------------------------------------------------
 
 
@@ -388,7 +330,7 @@ def optimize_path(
         snap, qsnap = state
         return run_task(spark, log, snap, qsnap, task, config, stop=stop)
 
-    return run_loop(
+    result = run_loop(
         snapshot_fn=snapshot_fn,
         plan_fn=plan_fn,
         execute_fn=execute_fn,
@@ -398,6 +340,13 @@ def optimize_path(
         dry_run=dry_run,
         on_iteration=on_iteration,
     )
+    nothing = result.outcome == CONVERGED or (result.outcome == DRY_RUN and (result.plan is None or result.plan.is_empty))
+    if nothing and not result.iterations and files is None:
+        from use.optimize.report import explain_nothing_selected
+
+        qsnap = QbeastSnapshot.from_delta(first)
+        result = replace(result, note=explain_nothing_selected(qsnap, planner.chain(qsnap)))
+    return result
 
 
 def optimizations_table(location: str) -> Any:
@@ -410,12 +359,16 @@ def optimizations_table(location: str) -> Any:
 
 
 def optimizations(spark: Any, location: str) -> Any:
-    """The table's optimization events as a Spark DataFrame (the `<table>.optimizations` rows)."""
+    """The table's optimization events as a Spark DataFrame (the `<table>.optimizations` rows), with
+    `started_at` and `finished_at` as timestamps (the events store epoch milliseconds)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from use.optimize.events import EVENT_SCHEMA
-
     table = optimizations_table(location)
+    for name in ("started_at", "finished_at"):
+        i = table.schema.get_field_index(name)
+        table = table.set_column(i, name, pc.cast(table.column(i), pa.timestamp("ms", tz="UTC")))
     if table.num_rows == 0:
-        return spark.createDataFrame([], from_arrow_schema(EVENT_SCHEMA))
+        return spark.createDataFrame([], from_arrow_schema(table.schema))
     return spark.createDataFrame(table)

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
 
+from use.display import format_bytes, format_bytes_exact, shorten, text_table
 from use.errors import InvalidArgumentError
 from use.optimize.curves import CURVES
 
@@ -29,6 +30,15 @@ KINDS = (KIND_INDEX, KIND_COMPACT, KIND_BINPACK, KIND_CLUSTER)
 
 #: `revision_id` of tasks on a plain Delta table (no Qbeast revisions at all).
 PLAIN_DELTA_REVISION = -1
+
+
+def revision_label(revision_id: int) -> str:
+    """`revision 3`, `staging revision 0`, or `plain Delta` for a table without an index (never "-1")."""
+    if revision_id == PLAIN_DELTA_REVISION:
+        return "plain Delta"
+    if revision_id == 0:
+        return "staging revision 0"
+    return f"revision {revision_id}"
 
 
 def _freeze_partition(values: Mapping[str, str | None] | Iterable[tuple[str, str | None]] | None) -> tuple[tuple[str, str | None], ...]:
@@ -177,39 +187,23 @@ class Plan:
         cols = ("#", "kind", "revision", "files", "bytes", "score", "partition", "reason")
         rows = [
             (
-                str(i),
+                i,
                 t.kind,
-                str(t.revision_id),
-                str(t.num_files),
-                _human_bytes(t.bytes),
+                revision_label(t.revision_id),
+                t.num_files,
+                format_bytes(t.bytes),
                 f"{t.score:.4g}",
                 ",".join(f"{k}={v}" for k, v in t.partition_values) or "-",
-                t.reason if len(t.reason) <= max_reason else t.reason[: max_reason - 3] + "...",
+                shorten(t.reason, max_reason),
             )
             for i, t in enumerate(self.tasks)
         ]
-        widths = [max(len(c), *(len(r[j]) for r in rows)) for j, c in enumerate(cols)]
-        right = {0, 2, 3, 4, 5}
-
-        def line(cells: tuple[str, ...]) -> str:
-            return "  ".join(c.rjust(w) if j in right else c.ljust(w) for j, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-        out = [head, line(cols), line(tuple("-" * w for w in widths))]
-        out += [line(r) for r in rows]
+        out = [head, text_table(cols, rows)]
         out.append(
-            f"total: {len(self.tasks)} task(s), {self.num_files} file(s), {_human_bytes(self.bytes)}"
+            f"total: {len(self.tasks)} task(s), {self.num_files} file(s), {format_bytes_exact(self.bytes)}"
             + (" (one-shot)" if self.one_shot else "")
         )
         return "\n".join(out)
 
     def __str__(self) -> str:
         return self.render()
-
-
-def _human_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"  # pragma: no cover

@@ -229,8 +229,11 @@ def filter_column(filter: FilterArg) -> "Column | None":
     if isinstance(filter, str):
         if not filter.strip():
             raise InvalidArgumentError("filter must be a non-empty SQL boolean expression or a pyspark Column")
+        from use.session import quiet_query_errors
+
         try:
-            return F.expr(filter)
+            with quiet_query_errors():
+                return F.expr(filter)
         except Exception as exc:
             raise InvalidArgumentError(f"filter {filter!r} is not a valid SQL expression: {_first_line(exc)}") from None
     if isinstance(filter, Column):
@@ -248,9 +251,12 @@ def translate_filter(spark: "SparkSession", schema: "StructType", filter: Filter
     col = filter_column(filter)
     if col is None:
         return None
+    from use.session import quiet_query_errors
+
     empty = spark.createDataFrame([], schema)
     try:
-        analyzed = empty.filter(col)._jdf.queryExecution().analyzed()
+        with quiet_query_errors():  # the typed error below is the whole report
+            analyzed = empty.filter(col)._jdf.queryExecution().analyzed()
     except Exception as exc:
         raise InvalidArgumentError(
             f"filter {filter!r} cannot be applied to the table (columns: {', '.join(schema.fieldNames())}): "

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from use.errors import CorruptIndexMetadataError, IndexColumnError, InvalidArgumentError
+from use.errors import PYTHON, CorruptIndexMetadataError, IndexColumnError, InvalidArgumentError
 from use.qbeast.transform import (
     EmptyTransformation,
     EmptyTransformer,
@@ -30,6 +30,7 @@ from use.qbeast.transform import (
     TRANSFORMER_TYPES,
     jackson_dumps,
     make_transformer,
+    quantiles_hint,
     transformation_from_json_obj,
     transformer_from_json_obj,
 )
@@ -349,10 +350,13 @@ def compute_revision_change(
                 changes.append(None)
     for t, ch in zip(transformers, changes):
         if isinstance(ch, EmptyTransformation) or (ch is None and isinstance(_current(base, t), EmptyTransformation)):
-            hint = ""
             if t.type_name == "quantiles":
-                hint = f"; quantile columns need their quantiles in the columnStats option as {t.column_name}_quantiles"
-            raise InvalidArgumentError(f"column {t.column_name!r} has no statistics to build its transformation{hint}")
+                raise InvalidArgumentError(
+                    f"column {t.column_name!r} is indexed as {t.column_name}:quantiles, which needs its quantiles "
+                    f"given as {t.column_name}_quantiles (the columnStats option)",
+                    hints={PYTHON: quantiles_hint(t.column_name)},
+                )
+            raise InvalidArgumentError(f"column {t.column_name!r} has no statistics to build its transformation")
 
     cube_changed = size != base.desired_cube_size
     if not (cube_changed or any(transformer_changed) or any(c is not None for c in changes)):

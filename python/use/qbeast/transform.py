@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from use.errors import CorruptIndexMetadataError, InvalidArgumentError, UnsupportedTypeError
+from use.errors import PYTHON, CorruptIndexMetadataError, InvalidArgumentError, UnsupportedTypeError
 from use.qbeast.weight import SCALA_ARRAY_SEED, scala_murmur_bytes, scala_murmur_strings
 
 PACKAGE = "io.qbeast.core.transform."
@@ -858,7 +858,9 @@ class LinearTransformer(Transformer):
         if self.data_type not in ORDERED_TYPES:
             raise UnsupportedTypeError(
                 f"column {self.column_name!r} has type {self.data_type}, which the linear transformer cannot "
-                f"index; use {self.column_name}:hashing or {self.column_name}:quantiles"
+                f"index; use {self.column_name}:hashing, or {self.column_name}:quantiles with its quantiles given "
+                f"as {self.column_name}_quantiles",
+                hints={PYTHON: quantiles_hint(self.column_name)},
             )
 
     @property
@@ -877,7 +879,8 @@ class LinearTransformer(Transformer):
             if isinstance(v, float) and not math.isfinite(v):
                 raise InvalidArgumentError(
                     f"column {c!r} has a {name} of {v}; a linear index needs finite values (filter NaN/infinite "
-                    f"rows, or index the column with {c}:quantiles)"
+                    f"rows, or index the column with {c}:quantiles, its quantiles given as {c}_quantiles)",
+                    hints={PYTHON: quantiles_hint(c)},
                 )
         if lo is None or hi is None or lo == hi:
             return IdentityTransformation(hi if lo is None else lo, self.data_type)
@@ -906,6 +909,14 @@ class HashTransformer(Transformer):
 
     def to_json_obj(self) -> dict[str, Any]:
         return {"className": self.class_name, "columnName": self.column_name, "dataType": self.data_type}
+
+
+def quantiles_hint(column: str) -> str:
+    """How a Python caller gives a quantiles column its boundaries (the one wording every message uses)."""
+    return (
+        f"pass column_stats={{'{column}_quantiles': QbeastTable.compute_quantiles(df, '{column}')}} to "
+        "QbeastTable.write"
+    )
 
 
 def _quantiles_from(stats: Mapping[str, Any], key: str, column: str) -> Sequence[Any] | None:

@@ -44,7 +44,8 @@ import numpy as np
 import pyarrow as pa
 
 from use.delta.actions import AddFile, Metadata
-from use.errors import IndexColumnError, InvalidArgumentError, SchemaMismatchError
+from use.delta.schema import check_append_schema
+from use.errors import IndexColumnError, InvalidArgumentError
 from use.qbeast.domains import (
     DEFAULT_BUFFER_CAPACITY,
     CubeDomains,
@@ -168,37 +169,6 @@ def _arrow_schema(df: DataFrame) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(df.schema, prefers_large_types=False)
-
-
-def _normalized(t: pa.DataType) -> pa.DataType:
-    if pa.types.is_large_string(t):
-        return pa.string()
-    if pa.types.is_large_binary(t):
-        return pa.binary()
-    return t
-
-
-def _check_schema_compatible(data: pa.Schema, table: pa.Schema, path: str) -> None:
-    """Appends must bring exactly the table's columns with the same types (order may differ)."""
-    extra = [n for n in data.names if n not in table.names]
-    missing = [n for n in table.names if n not in data.names]
-    differing = [
-        f"{f.name} ({data.field(f.name).type} in the data, {f.type} in the table)"
-        for f in table
-        if f.name in data.names and _normalized(data.field(f.name).type) != _normalized(f.type)
-    ]
-    if extra or missing or differing:
-        parts = []
-        if extra:
-            parts.append(f"columns not in the table: {', '.join(extra)}")
-        if missing:
-            parts.append(f"table columns missing from the data: {', '.join(missing)}")
-        if differing:
-            parts.append(f"columns with another type: {', '.join(differing)}")
-        raise SchemaMismatchError(
-            f"the data does not match the schema of {path} ({'; '.join(parts)}); select and cast the data to the "
-            f"table's columns {table.names}, or write with mode='overwrite' to replace the table"
-        )
 
 
 def _check_txn(txn_app_id: Any, txn_version: Any) -> None:
@@ -1039,7 +1009,7 @@ def write(
 
     existing_rev: Revision | None = None
     if snapshot is not None and mode == "append":
-        _check_schema_compatible(data_schema, snapshot.schema, root)
+        check_append_schema(data_schema, snapshot.schema, root)
         df = df.select(*[df[c] for c in snapshot.schema.names])
         data_schema = _arrow_schema(df)
         if qsnap is not None and qsnap.revisions:
@@ -1207,7 +1177,7 @@ def index_into_revision(
     root = qsnap.table_root
     latest = qsnap.revisions[qsnap.latest_revision_id]
     data_schema = _arrow_schema(df)
-    _check_schema_compatible(data_schema, qsnap.schema, root)
+    check_append_schema(data_schema, qsnap.schema, root)
     df = df.select(*[df[c] for c in qsnap.schema.names])
     data_schema = _arrow_schema(df)
     transformers = parse_column_specs(list(latest.columns), data_schema, existing=latest)
@@ -1274,7 +1244,7 @@ def rewrite_with_existing_weights(
     revision = qsnap.revisions[revision_id]
     root = qsnap.table_root
     data_schema = _arrow_schema(df)
-    _check_schema_compatible(data_schema, qsnap.schema, root)
+    check_append_schema(data_schema, qsnap.schema, root)
     df = df.select(*[df[c] for c in qsnap.schema.names])
     data_schema = _arrow_schema(df)
     cube_weights, _ = _existing_index(qsnap, revision_id)

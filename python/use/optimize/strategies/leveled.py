@@ -54,6 +54,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
+from use.display import format_bytes
 from use.optimize.config import OptimizationConfig
 from use.optimize.plan import KIND_COMPACT, MergeTask, Plan
 from use.optimize.strategies._common import (
@@ -210,7 +211,7 @@ def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConf
     if ncubes > 1:
         reason += f"; with {ncubes - 1} more fragmented inner cube(s)"
     if k < own.size:
-        reason += f"; {k} of {own.size} files within task-max-bytes={config.task_limit}"
+        reason += f"; {k} of {own.size} files within task-max-bytes={format_bytes(config.task_limit)}"
     return MergeTask(strategy, revision_id, paths_of(snapshot, files), nbytes, n, merge_score(nbytes, n, config), reason, KIND_COMPACT)
 
 
@@ -272,7 +273,7 @@ class LeveledCompactionSelection:
         nbytes = int(sizes[:k].sum())
         reason = _group_reason(groups, g, "")
         if k < idx.size:
-            reason += f"; {k} of {idx.size} files within task-max-bytes={config.task_limit}"
+            reason += f"; {k} of {idx.size} files within task-max-bytes={format_bytes(config.task_limit)}"
         task = MergeTask(self.name, rid, paths_of(snapshot, idx[:k]), nbytes, k, merge_score(nbytes, k, config), reason, KIND_COMPACT)
         return Plan((task,), self.name, snapshot.version)
 

@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from use.display import format_bytes
 from use.errors import ConfigError
 from use.optimize.config import PREFIX, OptimizationConfig
 from use.optimize.plan import KIND_COMPACT, MergeTask, Plan
@@ -119,7 +120,7 @@ class SamplingOverheadReduction:
             ob = float(overhead[idx[i:j]].sum())
             reason = (
                 f"sample({f:g}) overhead: {j - i} file(s) with offset blocks or mixed sampled/non-sampled "
-                f"blocks, ~{int(ob)} overhead bytes"
+                f"blocks, ~{format_bytes(ob)} of overhead"
             )
             tasks.append(MergeTask(self.name, rid, paths_of(snapshot, idx[i:j]), nbytes, j - i, ob / max(1, nbytes), reason, KIND_COMPACT))
         return Plan(tuple(tasks), self.name, snapshot.version)

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from use.display import format_bytes
 from use.optimize.config import OptimizationConfig
 from use.optimize.plan import KIND_INDEX, MergeTask, Plan
 from use.optimize.strategies._common import (
@@ -58,7 +59,7 @@ class UnindexedFilesSelection:
             since = f" modified since {ts:%Y-%m-%d %H:%M:%S} UTC"
         reason = (
             f"index {k} of {idx.size} staging files{since}, oldest first, "
-            f"up to batchBytes={config.unindexed_batch_bytes}"
+            f"up to batchBytes={format_bytes(config.unindexed_batch_bytes)}"
         )
         task = MergeTask(self.name, 0, paths_of(snapshot, sel), nbytes, k, index_score(nbytes, k, config), reason, KIND_INDEX)
         return Plan((task,), self.name, snapshot.version)
