@@ -131,8 +131,8 @@ def test_each_partition_becomes_one_zcube_and_one_commit(spark, tmp_path) -> Non
         (add,) = [a["add"] for a in commit if "add" in a]
         assert add["path"].startswith(f"s={add['partitionValues']['s']}/") and add["tags"][ZCUBE_ZORDER_BY_TAG] == '["x","y"]'
     assert seen == {"s0", "s1", "s2"}
-    version = table.history()[0].version
-    assert len(table.optimize(zorder_by="x,y")) == 0 and table.history()[0].version == version
+    version = table.log.history()[0].version
+    assert len(table.optimize(zorder_by="x,y")) == 0 and table.log.history()[0].version == version
 
 
 def test_single_large_files_are_clustered_into_target_sized_files_in_every_partition(spark, tmp_path) -> None:
@@ -198,10 +198,10 @@ def test_cli_zorder_by_and_hilbert(spark, tmp_path, capsys) -> None:
     assert "plan: strategy=ZOrder" in out and "cluster" in out and "zorder by a,b: 3 file(s)" in out
     assert main(["optimize", "--table-location", path, "--strategy", "Hilbert", "--zorder-by", "b,a"]) == 0
     out = capsys.readouterr().out
-    assert "Hilbert/cluster revision -1: 3 files" in out and out.strip().splitlines()[-1].startswith("converged: 1 of 1")
+    assert "Hilbert/cluster plain Delta: 3 files" in out and out.strip().splitlines()[-1].startswith("converged: 1 of 1")
     assert json.loads(DeltaRsTable(path).history(1)[0]["operationParameters"]["clusterBy"]) == ["b", "a"]
     assert main(["optimize", "--table-location", path, "--strategy", "Hilbert", "--zorder-by", "b,a"]) == 0
-    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("converged: 0 of 0")
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("converged: nothing to optimize")
     assert _rows(path) == rows
 
 
