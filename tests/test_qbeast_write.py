@@ -279,13 +279,13 @@ def test_schema_mismatch_names_the_columns(spark, small_table, table_path) -> No
 def test_failure_before_commit_deletes_written_files(spark, small_table, table_path, monkeypatch) -> None:
     before = _state(small_table)
     written: list[str] = []
-    real = writer._commit_write
+    real = writer.commit_write
 
     def fail(log, snapshot, revision, is_new, mode, adds, *args, **kwargs):
         written.extend(a.path for a in adds)
         raise RuntimeError("injected failure after the files were written")
 
-    monkeypatch.setattr(writer, "_commit_write", fail)
+    monkeypatch.setattr(writer, "commit_write", fail)
     with pytest.raises(RuntimeError, match="injected"):
         write(spark, _data(spark, 3_000, start=20_000), small_table, ["x", "y"])
     assert written  # files existed when the failure struck
@@ -391,7 +391,8 @@ def test_task_files_stream_row_groups_and_overflow(tmp_path) -> None:
     through the overflow groups; each file holds exactly its rows, blocks exact."""
     import pyarrow as pa
 
-    from use.qbeast.writer import CUBE_COLUMN, WEIGHT_COLUMN, _FileSettings, _TaskFiles
+    from use.qbeast.index_plan import WEIGHT_COLUMN
+    from use.qbeast.write_tasks import CUBE_COLUMN, _FileSettings, _TaskFiles
 
     schema = pa.schema([("id", pa.int64()), ("v", pa.float64())])
     settings = _FileSettings(str(tmp_path), schema, {"": -5, "A": 100}, True, 30_000, max_open=2, compression="snappy")
