@@ -19,15 +19,9 @@ from use.qbeast.revision import (
     staging_revision,
     stats_aggregations,
 )
-from use.qbeast.transform import (
-    CDFNumericQuantilesTransformation,
-    EmptyTransformer,
-    HashTransformation,
-    HashTransformer,
-    IdentityTransformation,
-    LinearTransformation,
-    LinearTransformer,
-)
+from use.qbeast.transform import HashTransformation, IdentityTransformation, LinearTransformation
+from use.qbeast.transform_quantiles import CDFNumericQuantilesTransformation
+from use.qbeast.transformers import EmptyTransformer, HashTransformer, LinearTransformer
 
 SCHEMA = pa.schema([("id", pa.int32()), ("name", pa.string()), ("x", pa.float64()), ("b", pa.bool_())])
 

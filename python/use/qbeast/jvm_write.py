@@ -75,7 +75,7 @@ def jvm_write_enabled(spark: SparkSession) -> bool:
 
 def _number(column: Column, data_type: Any) -> Column | None:
     """The column in the transformation's number space as a double, as `use.qbeast.transform.
-    _array_to_float64` computes it; `None` for types whose numpy conversion Spark cannot match
+    array_to_float64` computes it; `None` for types whose numpy conversion Spark cannot match
     bit for bit (decimals, timestamps without a time zone)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T

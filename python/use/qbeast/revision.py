@@ -21,14 +21,12 @@ import numpy as np
 import pyarrow as pa
 
 from use.errors import CorruptIndexMetadataError, IndexColumnError, InvalidArgumentError
-from use.qbeast.transform import (
-    EmptyTransformation,
+from use.qbeast.java_values import jackson_dumps
+from use.qbeast.transform import TRANSFORMER_TYPES, EmptyTransformation, Transformation
+from use.qbeast.transformers import (
     EmptyTransformer,
     LinearTransformer,
-    Transformation,
     Transformer,
-    TRANSFORMER_TYPES,
-    jackson_dumps,
     make_transformer,
     transformation_from_json_obj,
     transformer_from_json_obj,
