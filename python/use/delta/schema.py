@@ -151,3 +151,28 @@ def uses_timestamp_ntz(schema: pa.Schema) -> bool:
 
 def is_primitive(t: pa.DataType) -> bool:
     return not (pa.types.is_nested(t))
+
+
+def as_nullable(schema: pa.Schema) -> pa.Schema:
+    """The schema with every column, nested field, array element and map value nullable (map keys
+    stay required), as Delta stores the schema of data written to a new table (Spark's
+    `StructType.asNullable`): a column that happened to have no nulls in the first write must
+    not refuse them in the next one, whoever writes it."""
+
+    def loosen(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_struct(t):
+            return pa.struct([_loose_field(t.field(i)) for i in range(t.num_fields)])
+        if pa.types.is_map(t):
+            return pa.map_(t.key_field, _loose_field(t.item_field))
+        if pa.types.is_large_list(t):
+            return pa.large_list(_loose_field(t.value_field))
+        if pa.types.is_fixed_size_list(t):
+            return pa.list_(_loose_field(t.value_field), t.list_size)
+        if pa.types.is_list(t):
+            return pa.list_(_loose_field(t.value_field))
+        return t
+
+    def _loose_field(f: pa.Field) -> pa.Field:
+        return pa.field(f.name, loosen(f.type), True, metadata=f.metadata)
+
+    return pa.schema([_loose_field(f) for f in schema], metadata=schema.metadata)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -37,43 +37,63 @@ def commit_write(
     adds: list[AddFile],
     num_rows: int,
     data_schema: pa.Schema,
+    *,
     column_stats: Mapping[str, Any] | str | None,
+    columns_to_index: Sequence[str] | str,
     txn_app_id: str | None,
     txn_version: int | None,
 ) -> int:
-    """One Delta commit for the write.
+    """One Delta commit for the write; returns the table version after it.
 
-    A new table is created first (version 0, holding the revision in its metadata, or only the
-    staging revision when nothing was written), then the files are committed. On an existing
-    table a `metaData` action is written only when the revision changes or on overwrite, and an
-    overwrite removes every live file of the snapshot the write was planned on (and declares it
-    read the whole table, so a concurrent append makes it fail rather than be silently dropped).
+    A new table (`snapshot` None) is created by this very commit: version 0 holds the protocol,
+    the `metaData` with the revision (only the staging revision when nothing was written) and the
+    files, as Delta and qbeast-spark write a new table, so no reader ever sees it empty. On an
+    existing table a `metaData` action is written only when the revision changes or on overwrite,
+    and an overwrite removes every live file of the snapshot the write was planned on (and declares
+    it read the whole table, so a concurrent append makes it fail rather than be silently dropped).
+    A new table's schema, and an overwrite's, is stored nullable as Delta stores a written schema.
     """
-    from use.delta.actions import remove_actions
-    from use.delta.schema import schema_to_json
+    from use.delta.actions import SetTransaction, remove_actions
+    from use.delta.schema import as_nullable, schema_to_json
     from use.delta.transaction import Transaction
     from use.qbeast.revision import staging_revision
 
     extra = {COLUMN_STATS_KEY: column_stats_text(column_stats)}
     wrote = bool(num_rows) and bool(revision.transformations)
-    metadata_action: Metadata | None = None
-    removes: list[Any] = []
+    parameters = {"mode": MODES[mode], "partitionBy": json.dumps([])}
     if snapshot is None:
         declared = revision if wrote else staging_revision(
             revision.table_id, revision.columns, revision.desired_cube_size, int(time.time() * 1000)
         )
-        conf = configuration_with_revision({}, declared, add_staging=True, overwrite=True, extra=extra)
-        snapshot = log.create(data_schema, configuration=conf)
-    else:
-        if wrote and (is_new or mode == "overwrite"):
-            overwrite = mode == "overwrite"
-            conf = configuration_with_revision(
-                snapshot.metadata.configuration, revision, add_staging=True, overwrite=overwrite, extra=extra
-            )
-            schema_string = schema_to_json(data_schema) if overwrite else snapshot.metadata.schema_string
-            metadata_action = replace(snapshot.metadata, configuration=conf, schema_string=schema_string)
-        if mode == "overwrite":
-            removes = remove_actions(snapshot.files, data_change=True)
+        conf = configuration_with_revision(
+            {}, declared, add_staging=True, overwrite=True, extra=extra, columns_to_index=columns_to_index
+        )
+        txns = [] if txn_app_id is None else [SetTransaction(txn_app_id, int(txn_version), int(time.time() * 1000))]  # type: ignore[arg-type]
+        created = log.create(
+            as_nullable(data_schema),
+            configuration=conf,
+            actions=[*adds, *txns],
+            operation="WRITE",
+            operation_parameters=parameters,
+            operation_metrics={"numFiles": str(len(adds)), "numOutputRows": str(num_rows)},
+        )
+        return int(created.version)
+    metadata_action: Metadata | None = None
+    removes: list[Any] = []
+    if wrote and (is_new or mode == "overwrite"):
+        overwrite = mode == "overwrite"
+        conf = configuration_with_revision(
+            snapshot.metadata.configuration,
+            revision,
+            add_staging=True,
+            overwrite=overwrite,
+            extra=extra,
+            columns_to_index=columns_to_index,
+        )
+        schema_string = schema_to_json(as_nullable(data_schema)) if overwrite else snapshot.metadata.schema_string
+        metadata_action = replace(snapshot.metadata, configuration=conf, schema_string=schema_string)
+    if mode == "overwrite":
+        removes = remove_actions(snapshot.files, data_change=True)
     if not (adds or removes or metadata_action is not None or txn_app_id is not None):
         return int(snapshot.version)
     # The transaction is based on the snapshot the write was planned on, so every commit since then
@@ -91,7 +111,7 @@ def commit_write(
         txn.set_app_transaction(txn_app_id, int(txn_version))  # type: ignore[arg-type]
     return txn.commit(
         "WRITE",
-        {"mode": MODES[mode], "partitionBy": json.dumps([])},
+        parameters,
         {"numFiles": str(len(adds)), "numOutputRows": str(num_rows), "numRemovedFiles": str(len(removes))},
     )
 

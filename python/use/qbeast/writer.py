@@ -312,7 +312,18 @@ def write(
                 optimize_write=shuffle,
             )
         version = commit_write(
-            log, snapshot, revision, is_new, mode, adds, rows_written, data_schema, column_stats, txn_app_id, txn_version
+            log,
+            snapshot,
+            revision,
+            is_new,
+            mode,
+            adds,
+            rows_written,
+            data_schema,
+            column_stats=column_stats,
+            columns_to_index=columns_to_index,
+            txn_app_id=txn_app_id,
+            txn_version=txn_version,
         )
     except BaseException:
         delete_files(root, written)
