@@ -139,3 +139,26 @@ def test_create_with_first_files_checks_them_and_writes_nothing_when_bad(tmp_pat
     log = DeltaLog.for_path(str(tmp_path / "t"))
     snap = log.create(schema, actions=[add], operation="WRITE", operation_parameters={"mode": "Append"})
     assert snap.version == 0 and snap.files.column("path").to_pylist() == ["f.parquet"]
+
+
+# --- B2: sample(1.0) and sample(0) as qbeast-spark's SampleRule ------------------------------------
+
+
+def test_sample_one_drops_the_max_hash_and_sample_zero_returns_nothing(spark, tmp_path) -> None:
+    """qbeast-spark rewrites `sample(f)` into `hash < Weight(f)`: Weight(1.0) = 2^31-1, so the rows
+    hashing to exactly that are not in `sample(1.0)`, and Weight(0.0) = -2^31 selects nothing.
+    Before, sample(1.0) kept every row and sample(0) was refused."""
+    from use.qbeast.reader import plan_read, read
+    from use.qbeast.writer import write
+
+    assert spark.sql(f"SELECT hash({HASH_IS_MAX})").first()[0] == 2**31 - 1
+    path = str(tmp_path / "t")
+    df = spark.sql(f"SELECT CAST(id AS INT) AS x, id AS v FROM range(1000) UNION ALL SELECT {HASH_IS_MAX}, -1")
+    write(spark, df, path, ["x"], cube_size=100)
+    whole = read(spark, path, sample=1.0)
+    assert whole.count() == 1000 and whole.filter(f"x = {HASH_IS_MAX}").count() == 0
+    assert read(spark, path).count() == 1001
+    assert read(spark, path, sample=0).count() == 0 and read(spark, path, sample=0.0).count() == 0
+    from use.qbeast.reader import load_snapshot
+
+    assert plan_read(spark, load_snapshot(path), sample=0).num_files == 0

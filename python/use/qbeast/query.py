@@ -435,6 +435,8 @@ def select_files(
         lo, hi = weight_range
         if lo > hi:
             raise InvalidArgumentError(f"weight range {weight_range} is empty: weightFrom must be <= weightTo")
+        if lo == hi:  # [lo, lo) holds no row (a sample of 0): not even a staging file is read
+            return pa.array(np.zeros(n, dtype=bool), type=pa.bool_())
     if stats_mask is None:
         if predicate is not None and n:
             from use.delta.skipping import files_matching

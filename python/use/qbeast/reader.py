@@ -77,14 +77,18 @@ _COMPARISONS: dict[str, str] = {
 
 
 def check_sample(sample: Any) -> float | None:
-    """The sample fraction as a float in (0, 1], or None; anything else is a typed error."""
+    """The sample fraction as a float in [0, 1], or None; anything else is a typed error.
+
+    As in qbeast-spark (whose `SampleRule` turns `sample(f)` into `hash < Weight(f)`), 0 is a valid
+    fraction that selects nothing, and 1.0 selects every row but those whose hash is exactly
+    `Weight(1.0)` = 2^31-1."""
     if sample is None:
         return None
     if isinstance(sample, bool) or not isinstance(sample, (int, float)):
-        raise InvalidArgumentError(f"sample must be a fraction in (0, 1] (e.g. 0.1), got {sample!r}")
+        raise InvalidArgumentError(f"sample must be a fraction in [0, 1] (e.g. 0.1), got {sample!r}")
     f = float(sample)
-    if not (0.0 < f <= 1.0):
-        raise InvalidArgumentError(f"sample must be a fraction in (0, 1] (e.g. 0.1), got {sample!r}")
+    if not (0.0 <= f <= 1.0):
+        raise InvalidArgumentError(f"sample must be a fraction in [0, 1] (e.g. 0.1), got {sample!r}")
     return f
 
 
@@ -301,7 +305,7 @@ def plan_read(
         predicate = translate_filter(spark, spark_schema(qsnap), filter)
     weight_range: tuple[int, int] | None = None
     columns: tuple[str, ...] = ()
-    if fraction is not None and fraction < 1.0:
+    if fraction is not None:
         columns = tuple(indexed_columns(qsnap))
         weight_range = (MIN_WEIGHT, int(weight_from_fraction(fraction)))
     mask = select_files(qsnap, predicate, weight_range)
@@ -391,7 +395,8 @@ def read(
     """Read a table, pruning files by Delta stats, cube space and sample weight range.
 
     `sample=f` returns exactly the rows with `hash(indexed columns) < Weight(f)` (qbeast's
-    deterministic sample; `f=1.0` is the whole table). `filter` is a SQL string or a pyspark Column.
+    deterministic sample, as qbeast-spark's `df.sample(f)`: `f=0` returns nothing, `f=1.0` every
+    row but those whose hash is 2^31-1). `filter` is a SQL string or a pyspark Column.
     """
     check_sample(sample)
     qsnap = load_snapshot(table) if isinstance(table, str) else table
