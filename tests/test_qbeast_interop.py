@@ -162,3 +162,86 @@ def test_sample_one_drops_the_max_hash_and_sample_zero_returns_nothing(spark, tm
     from use.qbeast.reader import load_snapshot
 
     assert plan_read(spark, load_snapshot(path), sample=0).num_files == 0
+
+
+# --- B2: legacy null values, float and decimal bounds as upstream reads and computes them ----------
+
+P = "io.qbeast.core.transform."
+
+
+def test_legacy_linear_null_value_is_regenerated_as_upstream(spark) -> None:
+    """A pre-0.2 LinearTransformation has no nullValue; Scala seeds a `Random` with
+    `MurmurHash3.stringHash` of the JSON tree its deserializer sees, which no longer holds the
+    `className` type id (qbeast-spark's JSONSerializationTests: tree
+    `{"minNumber":0,"maxNumber":10,"orderedDataType":"IntegerDataType"}`, null value
+    `0 + (nextDouble * 10).toInt`). Before, `className` was hashed too (null value 4, not 7)."""
+    from use.qbeast.java_values import JavaRandom, scala_string_hash
+    from use.qbeast.transformers import transformation_from_json_obj
+
+    tree = '{"minNumber":0,"maxNumber":10,"orderedDataType":"IntegerDataType"}'
+    jvm = spark.sparkContext._jvm
+    murmur = getattr(getattr(jvm.scala.util.hashing, "MurmurHash3$"), "MODULE$")  # Scala's library, in Spark's JVM
+    seed = murmur.stringHash(tree)
+    assert scala_string_hash(tree) == seed
+    r = jvm.java.util.Random(seed).nextDouble()
+    assert JavaRandom(seed).next_double() == r
+    legacy = {"className": P + "LinearTransformation", "minNumber": 0, "maxNumber": 10, "orderedDataType": "IntegerDataType"}
+    t = transformation_from_json_obj(legacy)
+    assert t.null_value == 0 + int(r * 10) == 7
+    wide = transformation_from_json_obj(dict(legacy, maxNumber=4_000_000, orderedDataType="LongDataType"))
+    wide_tree = '{"minNumber":0,"maxNumber":4000000,"orderedDataType":"LongDataType"}'
+    wide_seed = murmur.stringHash(wide_tree)
+    assert wide.null_value == int(jvm.java.util.Random(wide_seed).nextDouble() * 4_000_000)
+
+
+def test_float_bounds_are_the_float32_upstream_reads() -> None:
+    """Scala reads a FloatDataType bound as `floatValue` of the JSON number: 0.10002996772527695 for
+    "0.10002997", not the double 0.10002997. Before, the double was used, so the revision read back
+    from the log differed from the one the rows were placed with."""
+    import json
+
+    import numpy as np
+    import pyarrow as pa
+
+    from use.qbeast.transform import LinearTransformation
+    from use.qbeast.transformers import LinearTransformer, transformation_from_json_obj
+
+    obj = {"className": P + "LinearTransformation", "minNumber": 0.1, "maxNumber": 0.10002997, "nullValue": 0.1,
+           "orderedDataType": "FloatDataType"}
+    t = transformation_from_json_obj(obj)
+    assert t.max_number == 0.10002996772527695 and t.min_number == float(np.float32(0.1))
+    values = pa.array([0.1, 0.10001, 0.10002997], pa.float32())
+    mn, mx = float(np.float32(0.1)), float(np.float32(0.10002997))
+    expected = (np.asarray(values, np.float64) - mn) * (1.0 / (mx - mn))  # upstream: (v - mn) * scale
+    assert np.array_equal(t.transform(values), np.clip(expected, 0, 1))
+    # the transformation the writer makes from a Float column's statistics survives its own JSON
+    made = LinearTransformer("f", "FloatDataType").make_transformation({"f_min": 0.1, "f_max": 0.3})
+    assert isinstance(made, LinearTransformation) and made.min_number == float(np.float32(0.1))
+    assert transformation_from_json_obj(json.loads(made.to_json())) == made
+    ident = transformation_from_json_obj(
+        {"className": P + "IdentityTransformation", "identityValue": 0.1, "orderedDataType": "FloatDataType"}
+    )
+    assert ident.identity_value == float(np.float32(0.1))
+
+
+def test_decimals_become_doubles_as_java_big_decimal(spark) -> None:
+    """qbeast-spark transforms a decimal with `BigDecimal.doubleValue` (correctly rounded); Arrow's
+    decimal -> double cast is one ulp off for many values (56834724.12 -> 56834724.120000005)."""
+    import decimal
+
+    import pyarrow as pa
+
+    from use.qbeast.transform import LinearTransformation
+
+    jvm = spark.sparkContext._jvm
+    texts = ["56834724.12", "24615360.58", "-947.487905666", "658125430.829133", "0.1", "-9510765630201553.937"]
+    t = LinearTransformation(-1e17, 1e17, 0.0, "DecimalDataType")
+    for text in texts:
+        d = decimal.Decimal(text)
+        arr = pa.array([d], pa.decimal128(20, max(0, -d.as_tuple().exponent)))
+        # py4j hands a BigDecimal back as a Python Decimal; Java's text parse gives the same
+        # correctly rounded double as `BigDecimal.doubleValue`
+        java = float(jvm.java.lang.Double.parseDouble(text))
+        assert java == float(d)
+        assert t.transform(arr)[0] == (java - -1e17) * (1.0 / (1e17 - -1e17)), text
+        assert t.transform_value(d) == t.transform(arr)[0]

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from use.errors import InvalidArgumentError, UnsupportedTypeError
-from use.qbeast.java_values import JavaFloat, jackson_dumps, java_double_str
+from use.qbeast.java_values import JavaFloat, float32, jackson_dumps, java_double_str, jvm_double_to_int, wrap_int
 from use.qbeast.weight import SCALA_ARRAY_SEED, scala_murmur_bytes, scala_murmur_strings
 
 PACKAGE = "io.qbeast.core.transform."
@@ -90,9 +90,17 @@ def qdatatype_of(arrow_type: pa.DataType, column: str = "?") -> str:
 
 
 def random_between(lo: Any, hi: Any, data_type: str, r: float) -> Any:
-    """`LinearTransformation.generateRandomNumber`: integral types truncate like `.toLong/.toInt`."""
+    """`LinearTransformation.generateRandomNumber(min, max)` for a random double `r` in [0, 1), in
+    the JVM arithmetic of the bounds' Scala type: Int (`IntegerDataType`) and Long (long, date and
+    timestamp millis) subtract with wrap-around and truncate `r * range` with `.toInt`/`.toLong`;
+    Float computes in float32; Double (double and decimal) in double."""
+    if data_type == INTEGER:
+        return wrap_int(int(lo) + jvm_double_to_int(r * wrap_int(int(hi) - int(lo))))
     if data_type in INTEGRAL_TYPES:
-        return int(lo) + int(r * (int(hi) - int(lo)))
+        return wrap_int(int(lo) + jvm_double_to_int(r * wrap_int(int(hi) - int(lo), 64), 64), 64)
+    if data_type == FLOAT:
+        span = float(np.float32(hi) - np.float32(lo))  # Float - Float, widened for `r * span`
+        return float(np.float32(lo) + np.float32(r * span))
     return float(lo) + r * (float(hi) - float(lo))
 
 
@@ -105,7 +113,8 @@ def to_number(value: Any, data_type: str) -> int | float | None:
     """A Python value (from Spark `collect`, a literal or JSON) in the transformation's number space.
 
     Dates become UTC-midnight epoch millis; datetimes epoch millis (a naive datetime is read as the
-    process's local time, which is what PySpark hands back from `collect`); decimals floats.
+    process's local time, which is what PySpark hands back from `collect`); decimals floats; float
+    values the float32 they are in Scala (a `Float` column's statistics, its `columnStats`).
     """
     if value is None:
         return None
@@ -132,7 +141,7 @@ def to_number(value: Any, data_type: str) -> int | float | None:
         return int(value)
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating, decimal.Decimal)):
         raise InvalidArgumentError(f"{value!r} is not a {data_type} value")
-    return float(value)
+    return float32(value) if data_type == FLOAT else float(value)
 
 
 def array_to_float64(arr: pa.Array | pa.ChunkedArray, data_type: str) -> tuple[np.ndarray, np.ndarray]:
@@ -150,7 +159,12 @@ def array_to_float64(arr: pa.Array | pa.ChunkedArray, data_type: str) -> tuple[n
         raw = arr.cast(pa.int64()).to_numpy(zero_copy_only=False)
         ms = raw * 1000 if per_ms is None else np.floor_divide(raw, per_ms)
         values = ms.astype(np.float64)
-    elif pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+    elif pa.types.is_decimal(t):
+        # Through the decimal text: Arrow's own decimal -> double cast is off by one ulp for many
+        # values (it scales by an inexact power of ten), the text parse is correctly rounded, as
+        # Java's `BigDecimal.doubleValue` that qbeast-spark transforms decimals with.
+        values = pc.cast(pc.cast(arr, pa.string()), pa.float64()).to_numpy(zero_copy_only=False)
+    elif pa.types.is_integer(t) or pa.types.is_floating(t):
         values = pc.cast(arr, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
     else:
         raise UnsupportedTypeError(f"a {data_type} transformation cannot transform an Arrow {t} column")
@@ -218,6 +232,12 @@ class LinearTransformation(Transformation):
             raise InvalidArgumentError(
                 f"a linear transformation needs an ordered data type ({sorted(ORDERED_TYPES)}), got {self.ordered_data_type!r}"
             )
+        if self.ordered_data_type == FLOAT:
+            # Scala keeps Float bounds as Float (JSON `floatValue`): the float32 of the JSON text, not
+            # the double it reads as (0.10002996772527695 for "0.10002997", not 0.10002997).
+            for name in ("min_number", "max_number", "null_value"):
+                if getattr(self, name) is not None:
+                    object.__setattr__(self, name, float32(getattr(self, name)))
         for name in ("min_number", "max_number"):
             v = getattr(self, name)
             if v is None or (isinstance(v, float) and not math.isfinite(v)):
@@ -303,6 +323,10 @@ class IdentityTransformation(Transformation):
     ordered_data_type: str
 
     class_name: ClassVar[str] = PACKAGE + "IdentityTransformation"
+
+    def __post_init__(self) -> None:
+        if self.ordered_data_type == FLOAT and self.identity_value is not None:
+            object.__setattr__(self, "identity_value", float32(self.identity_value))  # a Scala Float
 
     def transform(self, array: pa.Array | pa.ChunkedArray) -> np.ndarray:
         return np.zeros(len(array), dtype=np.float64)

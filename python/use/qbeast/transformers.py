@@ -344,8 +344,10 @@ def transformation_from_json_obj(obj: Any, where: str = "transformation") -> Tra
             hi = _typed_number(_require(obj, "maxNumber", where), dt, "maxNumber", where)
             nv = _typed_number(obj.get("nullValue"), dt, "nullValue", where)
             if nv is None:
-                # Scala regenerates a missing null value deterministically from the JSON text.
-                seed = scala_string_hash(jackson_dumps(obj))
+                # A pre-0.2 table: Scala regenerates the null value from a Random seeded with the
+                # string hash of the JSON tree its deserializer sees. Jackson has already taken the
+                # `className` type id out of that tree, so the text hashed has every field but it.
+                seed = scala_string_hash(jackson_dumps({k: v for k, v in obj.items() if k != "className"}))
                 nv = random_between(lo, hi, dt, JavaRandom(seed).next_double())
             return LinearTransformation(lo, hi, nv, dt)  # type: ignore[arg-type]
         if name == IdentityTransformation.class_name:

@@ -114,11 +114,17 @@ def _normalized(t: pa.DataType) -> pa.DataType:
 
 
 def _check_schema_compatible(data: pa.Schema, table: pa.Schema, path: str) -> None:
-    """Appends must bring exactly the table's columns with the same types (order may differ)."""
+    """Appends must bring exactly the table's columns with the same types (order may differ).
+    Nullability is not compared: a written schema is stored nullable (nested fields too), as Delta
+    stores it, and data that has no nulls fits it."""
+    from use.delta.schema import as_nullable
+
+    shown = data
+    data, table = as_nullable(data), as_nullable(table)
     extra = [n for n in data.names if n not in table.names]
     missing = [n for n in table.names if n not in data.names]
     differing = [
-        f"{f.name} ({data.field(f.name).type} in the data, {f.type} in the table)"
+        f"{f.name} ({shown.field(f.name).type} in the data, {f.type} in the table)"
         for f in table
         if f.name in data.names and _normalized(data.field(f.name).type) != _normalized(f.type)
     ]
