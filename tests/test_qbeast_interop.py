@@ -245,3 +245,33 @@ def test_decimals_become_doubles_as_java_big_decimal(spark) -> None:
         assert java == float(d)
         assert t.transform(arr)[0] == (java - -1e17) * (1.0 / (1e17 - -1e17)), text
         assert t.transform_value(d) == t.transform(arr)[0]
+
+
+# --- B2: BETWEEN prunes as its comparisons do ------------------------------------------------------
+
+
+def test_between_is_translated_into_a_pruning_predicate(spark, tmp_path) -> None:
+    """Spark's optimizer hands qbeast-spark `x >= a AND x <= b` for a BETWEEN; the analyzed plan we
+    translate still holds `Between` (its replacement a `With` over a common-expression reference),
+    which was an untranslatable `Unknown` before, so it pruned nothing."""
+    import datetime as dt
+
+    from use.delta.predicates import And, Comparison, Not
+    from use.qbeast.reader import load_snapshot, plan_read, read, translate_filter
+    from use.qbeast.writer import write
+
+    schema = spark.createDataFrame([], "x int, d date, s string").schema
+    assert translate_filter(spark, schema, "x BETWEEN 10 AND 20") == And(Comparison("x", ">=", 10), Comparison("x", "<=", 20))
+    assert translate_filter(spark, schema, "d BETWEEN '2024-01-01' AND '2024-01-05'") == And(
+        Comparison("d", ">=", dt.date(2024, 1, 1)), Comparison("d", "<=", dt.date(2024, 1, 5))
+    )
+    assert translate_filter(spark, schema, "x NOT BETWEEN 1 AND 2") == Not(And(Comparison("x", ">=", 1), Comparison("x", "<=", 2)))
+
+    path = str(tmp_path / "t")
+    df = spark.range(0, 4_000, numPartitions=2).selectExpr("CAST(id AS INT) AS x", "CAST(id * 7 % 1000 AS INT) AS y")
+    write(spark, df, path, ["x", "y"], cube_size=250, optimize_write=True)
+    qsnap = load_snapshot(path)
+    between = plan_read(spark, qsnap, filter="x BETWEEN 100 AND 300")
+    compared = plan_read(spark, qsnap, filter="x >= 100 AND x <= 300")
+    assert between.num_files == compared.num_files < between.total_files
+    assert read(spark, path, filter="x BETWEEN 100 AND 300").count() == 201
