@@ -275,3 +275,59 @@ def test_between_is_translated_into_a_pruning_predicate(spark, tmp_path) -> None
     compared = plan_read(spark, qsnap, filter="x >= 100 AND x <= 300")
     assert between.num_files == compared.num_files < between.total_files
     assert read(spark, path, filter="x BETWEEN 100 AND 300").count() == 201
+
+
+# --- B1: dates written by a JVM outside UTC ---------------------------------------------------------
+
+
+def _shift_date_bounds(path: str, column: str, shift_ms: int) -> None:
+    """Rewrite the latest revision's linear bounds and null value of `column` shifted by `shift_ms`,
+    as qbeast-spark on a JVM at UTC-shift writes them (`java.sql.Date.getTime` is local midnight):
+    the rows stay where they are, which is exactly where that JVM would have put them."""
+    from dataclasses import replace
+
+    from use.qbeast.revision import REVISION_PREFIX, Revision
+
+    log = DeltaLog.for_path(path)
+    meta = log.snapshot().metadata
+    conf = dict(meta.configuration)
+    key = f"{REVISION_PREFIX}{conf['qbeast.lastRevisionID']}"
+    obj = json.loads(conf[key])
+    i = [t["columnName"] for t in obj["columnTransformers"]].index(column)
+    for field in ("minNumber", "maxNumber", "nullValue"):
+        obj["transformations"][i][field] += shift_ms
+    conf[key] = Revision.from_json_obj(obj).to_json()
+    txn = log.start_transaction()
+    txn.add(replace(meta, configuration=conf))
+    txn.commit("SET TBLPROPERTIES", {"properties": {key: conf[key]}})
+
+
+@pytest.mark.parametrize("shift_hours", [1, -12])
+def test_dates_written_in_any_jvm_time_zone_read_exactly(spark, tmp_path, shift_hours) -> None:
+    """A date-indexed table whose revision bounds sit at a non-UTC JVM's local midnight (UTC+1:
+    -3,600,000 ms) returns every row of every day. Before, a UTC-midnight literal landed an hour
+    off the rows' coordinates, and cube pruning dropped the files of most days."""
+    import datetime as dt
+
+    from use.qbeast.reader import load_snapshot, plan_read, read
+    from use.qbeast.writer import write
+
+    path = str(tmp_path / "t")
+    days = 10
+    df = spark.range(0, days * 300, numPartitions=2).selectExpr(
+        f"date_add(DATE '2024-01-01', CAST(id % {days} AS INT)) AS d", "id", "CAST(id * 37 % 1000 AS DOUBLE) AS v"
+    )
+    write(spark, df, path, ["d", "id"], cube_size=40, optimize_write=True)
+    _shift_date_bounds(path, "d", -shift_hours * 3_600_000)
+    qsnap = load_snapshot(path)
+    assert qsnap.revisions[1].transformations[0].min_number % 86_400_000 == (-shift_hours * 3_600_000) % 86_400_000
+    total = qsnap.files.num_rows
+    for k in range(days):
+        day = dt.date(2024, 1, 1) + dt.timedelta(days=k)
+        where = f"d = DATE '{day.isoformat()}'"
+        assert read(spark, path, filter=where).count() == 300, where
+        assert plan_read(spark, qsnap, filter=where).num_files < total  # still pruned
+    assert read(spark, path, filter="d >= DATE '2024-01-04' AND d < DATE '2024-01-06'").count() == 600
+    assert read(spark, path, filter="d <= DATE '2024-01-01'").count() == 300
+    assert read(spark, path, filter="d BETWEEN DATE '2024-01-10' AND DATE '2024-01-31'").count() == 300
+    assert read(spark, path, filter="d IN (DATE '2024-01-02', DATE '2024-01-09')").count() == 600
