@@ -331,3 +331,33 @@ def test_dates_written_in_any_jvm_time_zone_read_exactly(spark, tmp_path, shift_
     assert read(spark, path, filter="d <= DATE '2024-01-01'").count() == 300
     assert read(spark, path, filter="d BETWEEN DATE '2024-01-10' AND DATE '2024-01-31'").count() == 300
     assert read(spark, path, filter="d IN (DATE '2024-01-02', DATE '2024-01-09')").count() == 600
+
+
+def test_timestamp_ntz_columns_are_refused_and_nothing_is_written(spark, tmp_path) -> None:
+    """qbeast-spark maps only TIMESTAMP to TimestampDataType (`SparkToQTypesUtils`): an indexed
+    TIMESTAMP_NTZ would make a table it cannot append to or optimize. Before, such a column was
+    indexed as TimestampDataType."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from use.errors import UnsupportedTypeError
+    from use.qbeast.convert import convert_to_qbeast
+    from use.qbeast.writer import write
+
+    df = spark.sql("SELECT id, TIMESTAMP_NTZ '2024-01-01 10:00:00' + make_interval(0, 0, 0, 0, 0, id) AS ts FROM range(50)")
+    path = str(tmp_path / "t")
+    for spec in (["id", "ts"], ["ts:hashing"], "id,ts:linear"):
+        with pytest.raises(UnsupportedTypeError, match="TIMESTAMP_NTZ.*CAST\\(ts AS TIMESTAMP\\)"):
+            write(spark, df, path, spec)
+        assert not os.path.exists(path)
+    # the same column as TIMESTAMP is indexed
+    write(spark, df.selectExpr("id", "CAST(ts AS TIMESTAMP) AS ts"), path, ["id", "ts"], cube_size=20)
+    assert DeltaLog.for_path(path).snapshot().version == 0
+    # converting a parquet directory with one: refused before its log exists
+    parquet = str(tmp_path / "p")
+    os.makedirs(parquet)
+    pq.write_table(pa.table({"id": [1, 2], "ts": pa.array([0, 1], pa.timestamp("us"))}), os.path.join(parquet, "a.parquet"))
+    with pytest.raises(UnsupportedTypeError, match="TIMESTAMP_NTZ"):
+        convert_to_qbeast(parquet, ["id", "ts"])
+    assert sorted(os.listdir(parquet)) == ["a.parquet"]
+    assert convert_to_qbeast(parquet, ["id"]).converted  # the other columns may stay NTZ

@@ -63,8 +63,9 @@ TRANSFORMER_TYPES: tuple[str, ...] = ("linear", "hashing", "quantiles")
 def qdatatype_of(arrow_type: pa.DataType, column: str = "?") -> str:
     """The qbeast-spark QDataType name of an Arrow type (only the types qbeast-spark can index).
 
-    Spark's byte/short/boolean/binary columns have no QDataType upstream; indexing them here would
-    make a table qbeast-spark cannot append to, so they are refused with a hint to cast.
+    Spark's byte/short/boolean/binary and timestamp_ntz columns have no QDataType upstream
+    (`SparkToQTypesUtils`); indexing them here would make a table qbeast-spark cannot append to, so
+    they are refused with a hint to cast.
     """
     t = arrow_type
     if pa.types.is_int32(t):
@@ -78,6 +79,12 @@ def qdatatype_of(arrow_type: pa.DataType, column: str = "?") -> str:
     if pa.types.is_decimal(t):
         return DECIMAL
     if pa.types.is_timestamp(t):
+        if t.tz is None:
+            raise UnsupportedTypeError(
+                f"column {column!r} is a TIMESTAMP_NTZ (timestamp without time zone), which cannot be indexed: "
+                f"qbeast-spark maps only TIMESTAMP to its TimestampDataType, so it could not append to or "
+                f"optimize such an index; index CAST({column} AS TIMESTAMP) (a column of that type) instead"
+            )
         return TIMESTAMP
     if pa.types.is_date(t):
         return DATE
