@@ -68,7 +68,9 @@ def commit_write(
         conf = configuration_with_revision(
             {}, declared, add_staging=True, overwrite=True, extra=extra, columns_to_index=columns_to_index
         )
-        txns = [] if txn_app_id is None else [SetTransaction(txn_app_id, int(txn_version), int(time.time() * 1000))]  # type: ignore[arg-type]
+        txns = []
+        if txn_app_id is not None:
+            txns.append(SetTransaction(txn_app_id, int(txn_version), int(time.time() * 1000)))  # type: ignore[arg-type]
         created = log.create(
             as_nullable(data_schema),
             configuration=conf,

@@ -506,11 +506,13 @@ def write_files(
     input_bytes: int | None = None,
 ) -> tuple[list[AddFile], int]:
     """Assign the rows of `weighted` (data columns and `WEIGHT_COLUMN`) to cubes and files as
-    `index` plans and write the files; returns the AddFiles (tagged) and the rows written. Every name a task may write goes to `written` before any task runs, so the caller
-    can delete them if anything fails before its commit.
+    `index` plans and write the files; returns the AddFiles (tagged) and the rows written. Every
+    name a task may write goes to `written` before any task runs, so the caller can delete them if
+    anything fails before its commit.
 
     With `optimize_write` the rows are shuffled so each file of the plan is written once, by one
-    write task per core (`index.sizes`, the rows expected per cube, spread the files evenly over them).
+    write task per core (`index.sizes`, the rows expected per cube, spread the files evenly over
+    them).
     Without it, no shuffle: every task writes its own part of each file its rows fall into, so a
     file of the plan becomes up to one file per task (the input is coalesced to one task per core
     first, so there are few parts). An optimized write of at most `_SINGLE_TASK_BYTES` of input
