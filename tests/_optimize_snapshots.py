@@ -9,7 +9,8 @@ import pyarrow as pa
 
 from use.qbeast.revision import Revision, configuration_with_revision, staging_revision
 from use.qbeast.snapshot import QbeastSnapshot
-from use.qbeast.transform import LinearTransformation, LinearTransformer
+from use.qbeast.transform import LinearTransformation
+from use.qbeast.transformers import LinearTransformer
 
 MIN_W = -(2**31)
 MAX_W = 2**31 - 1

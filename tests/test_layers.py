@@ -19,6 +19,8 @@ FORBIDDEN = {
 # Modules that run Spark; every other module of these layers is pure (no pyspark).
 SPARK_MODULES = {
     "use.qbeast.writer",
+    "use.qbeast.index_plan",
+    "use.qbeast.write_tasks",
     "use.qbeast.jvm_write",
     "use.qbeast.reader",
     "use.qbeast.convert",

@@ -13,13 +13,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from use.delta.actions import CommitInfo, Metadata, Protocol, action_json_line
+from use.delta.actions import AddFile, CommitInfo, Metadata, Protocol, SetTransaction, action_json_line
 from use.delta.checkpoint import checkpoint_name, write_checkpoint
 from use.delta.replay import (
     LOG_DIR_NAME,
@@ -33,7 +33,7 @@ from use.delta.replay import (
 from use.delta.schema import is_primitive, schema_to_json, uses_timestamp_ntz
 from use.delta.snapshot import Snapshot, TableConfig, check_read_support, validate_configuration
 from use.delta.storage import LocalLogStore, resolve_table_root
-from use.delta.transaction import Transaction, engine_info
+from use.delta.transaction import Transaction, _string_map, engine_info
 from use.errors import (
     CLI,
     PYTHON,
@@ -136,8 +136,18 @@ class DeltaLog:
         *,
         name: str | None = None,
         description: str | None = None,
+        actions: Sequence[AddFile | SetTransaction] = (),
+        operation: str = "CREATE TABLE",
+        operation_parameters: Mapping[str, Any] | None = None,
+        operation_metrics: Mapping[str, Any] | None = None,
     ) -> Snapshot:
-        """Create the table (version 0: protocol, metaData, commitInfo 'CREATE TABLE')."""
+        """Create the table (version 0: protocol, metaData, commitInfo 'CREATE TABLE').
+
+        With `actions` the table is created together with its first files (and application
+        transactions) in that one commit, as Delta writes a new table or converts a parquet
+        directory: no reader ever sees the table without them. `operation` and its parameters and
+        metrics then name what made it (e.g. `WRITE`, `CONVERT`).
+        """
         protocol, metadata, conf = self._new_table(schema, partition_columns, configuration, name, description)
         parts = tuple(metadata.partition_columns)
         listing = self._listing()
@@ -146,16 +156,19 @@ class DeltaLog:
                 f"a Delta table already exists at {self.table_root} (latest version {listing.latest_version}); "
                 "open it with DeltaLog.for_path(path).snapshot() or choose another path"
             )
-        info = CommitInfo(
-            timestamp=int(time.time() * 1000),
-            operation="CREATE TABLE",
-            operation_parameters={
+        first = _first_actions(actions, parts)
+        if operation_parameters is None:
+            operation_parameters = {
                 "isManaged": "false",
                 **({"description": description} if description is not None else {}),
                 "partitionBy": json.dumps(list(parts)),
                 "properties": json.dumps(conf),
-            },
-            operation_metrics={},
+            }
+        info = CommitInfo(
+            timestamp=int(time.time() * 1000),
+            operation=operation,
+            operation_parameters=_string_map(operation_parameters, "operation parameters", scalars_ok=False),
+            operation_metrics=_string_map(operation_metrics, "operation metrics", scalars_ok=True),
             engine_info=engine_info(),
             is_blind_append=True,
             read_version=None,
@@ -163,10 +176,14 @@ class DeltaLog:
             isolation_level="Serializable",
             tags={},
         )
-        data = ("\n".join(action_json_line(a) for a in (info, protocol, metadata)) + "\n").encode()
+        data = ("\n".join(action_json_line(a) for a in (info, protocol, metadata, *first)) + "\n").encode()
         path = os.path.join(self.log_dir, commit_name(0))
         if not self.store.put_if_absent(path, data):
             raise TableAlreadyExistsError(f"a Delta table was created concurrently at {self.table_root}")
+        if first:
+            with self._lock:
+                self._cached, self._cached_sig = None, None
+            return self.snapshot(version=0)
         state = LogState(0, protocol, metadata, _empty_files(), _empty_tombstones(), {}, {}, None, info.to_action()["commitInfo"])
         st = os.stat(path)
         snap = Snapshot(self.table_root, 0, st.st_mtime_ns // 1_000_000, state)
@@ -481,6 +498,35 @@ def _in_commit_timestamp(commit_info: Mapping[str, Any] | None) -> int | None:
     """The commit time a commitInfo records under the writer feature inCommitTimestamp, if any."""
     value = (commit_info or {}).get("inCommitTimestamp")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _first_actions(actions: Sequence[Any], partition_columns: tuple[str, ...]) -> list[AddFile | SetTransaction]:
+    """The file and transaction actions of a table's first commit, checked as a transaction checks
+    its own (`Transaction._validate`): known kinds, each path once, partition values for exactly
+    the partition columns."""
+    out: list[AddFile | SetTransaction] = []
+    paths: set[str] = set()
+    apps: set[str] = set()
+    for a in actions:
+        if isinstance(a, AddFile):
+            if a.path in paths:
+                raise InvalidArgumentError(f"file {a.path} is added twice in one commit")
+            if set(a.partition_values) != set(partition_columns):
+                raise InvalidArgumentError(
+                    f"file {a.path} has partition values for {sorted(a.partition_values)} but the table is partitioned "
+                    f"by {sorted(partition_columns)}"
+                )
+            paths.add(a.path)
+        elif isinstance(a, SetTransaction):
+            if a.app_id in apps:
+                raise InvalidArgumentError(f"application transaction {a.app_id!r} set twice in one transaction")
+            apps.add(a.app_id)
+        else:
+            raise InvalidArgumentError(
+                f"a table's first commit takes AddFile and SetTransaction actions, got {type(a).__name__}"
+            )
+        out.append(a)
+    return out
 
 
 def _read_commit_info(path: str) -> dict[str, Any]:

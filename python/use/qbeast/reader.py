@@ -20,7 +20,7 @@ import datetime as _dt
 import functools
 import decimal as _decimal
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Mapping, Union
 
 import numpy as np
 import pyarrow as pa
@@ -77,14 +77,18 @@ _COMPARISONS: dict[str, str] = {
 
 
 def check_sample(sample: Any) -> float | None:
-    """The sample fraction as a float in (0, 1], or None; anything else is a typed error."""
+    """The sample fraction as a float in [0, 1], or None; anything else is a typed error.
+
+    As in qbeast-spark (whose `SampleRule` turns `sample(f)` into `hash < Weight(f)`), 0 is a valid
+    fraction that selects nothing, and 1.0 selects every row but those whose hash is exactly
+    `Weight(1.0)` = 2^31-1."""
     if sample is None:
         return None
     if isinstance(sample, bool) or not isinstance(sample, (int, float)):
-        raise InvalidArgumentError(f"sample must be a fraction in (0, 1] (e.g. 0.1), got {sample!r}")
+        raise InvalidArgumentError(f"sample must be a fraction in [0, 1] (e.g. 0.1), got {sample!r}")
     f = float(sample)
-    if not (0.0 < f <= 1.0):
-        raise InvalidArgumentError(f"sample must be a fraction in (0, 1] (e.g. 0.1), got {sample!r}")
+    if not (0.0 <= f <= 1.0):
+        raise InvalidArgumentError(f"sample must be a fraction in [0, 1] (e.g. 0.1), got {sample!r}")
     return f
 
 
@@ -170,8 +174,11 @@ def _constant(expr: Any) -> Any:
     return _python_value(value, expr.dataType().simpleString())
 
 
-def _column(expr: Any) -> str | None:
+def _column(expr: Any, refs: Mapping[int, Any] | None = None) -> str | None:
     name = expr.getClass().getSimpleName()
+    if name == "CommonExpressionRef" and refs:
+        target = refs.get(int(expr.id().id()))
+        return None if target is None else _column(target, refs)
     if name == "AttributeReference":
         return str(expr.name())
     if name == "Cast":
@@ -184,33 +191,43 @@ def _column(expr: Any) -> str | None:
     return None
 
 
-def expression_to_predicate(expr: Any) -> Predicate:
-    """Translate a resolved Catalyst expression (a py4j object) into the typed predicate language."""
+def expression_to_predicate(expr: Any, refs: Mapping[int, Any] | None = None) -> Predicate:
+    """Translate a resolved Catalyst expression (a py4j object) into the typed predicate language.
+
+    `x BETWEEN a AND b` stays a `Between` after analysis; its replacement, which Spark evaluates and
+    whose bounds the analyzer has cast, is `x >= a AND x <= b` over a common-expression reference
+    to `x` (a `With`): `refs` maps the ids of such references to the expressions they stand for.
+    """
     name = expr.getClass().getSimpleName()
     try:
+        if name == "Between":
+            return expression_to_predicate(expr.replacement(), refs)
+        if name == "With":
+            defs = {int(d.id().id()): d.child() for d in _seq(expr.defs())}
+            return expression_to_predicate(expr.child(), {**(refs or {}), **defs})
         if name == "And":
-            return And(expression_to_predicate(expr.left()), expression_to_predicate(expr.right()))
+            return And(expression_to_predicate(expr.left(), refs), expression_to_predicate(expr.right(), refs))
         if name == "Or":
-            return Or(expression_to_predicate(expr.left()), expression_to_predicate(expr.right()))
+            return Or(expression_to_predicate(expr.left(), refs), expression_to_predicate(expr.right(), refs))
         if name == "Not":
-            return Not(expression_to_predicate(expr.child()))
+            return Not(expression_to_predicate(expr.child(), refs))
         if name in ("IsNull", "IsNotNull"):
-            col = _column(expr.child())
+            col = _column(expr.child(), refs)
             if col is not None:
                 return IsNull(col) if name == "IsNull" else IsNotNull(col)
         if name in _COMPARISONS or name == "EqualNullSafe":
             op = _COMPARISONS.get(name, "=")
             left, right = expr.left(), expr.right()
-            col, other, flipped = _column(left), right, False
+            col, other, flipped = _column(left, refs), right, False
             if col is None:
-                col, other, flipped = _column(right), left, True
+                col, other, flipped = _column(right, refs), left, True
             if col is not None:
                 value = _constant(other)
                 if value is None:
                     return IsNull(col) if name == "EqualNullSafe" else Unknown(str(expr.toString()))
                 return Comparison.flipped(value, op, col) if flipped else Comparison(col, op, value)  # type: ignore[arg-type]
         if name == "In":
-            col = _column(expr.value())
+            col = _column(expr.value(), refs)
             if col is not None:
                 values = tuple(v for v in (_constant(e) for e in _seq(expr.list())) if v is not None)
                 return InList(col, values)
@@ -307,7 +324,7 @@ def plan_read(
         predicate = translate_filter(spark, spark_schema(qsnap), filter)
     weight_range: tuple[int, int] | None = None
     columns: tuple[str, ...] = ()
-    if fraction is not None and fraction < 1.0:
+    if fraction is not None:
         columns = tuple(indexed_columns(qsnap))
         weight_range = (MIN_WEIGHT, int(weight_from_fraction(fraction)))
     mask = select_files(qsnap, predicate, weight_range)
@@ -471,7 +488,8 @@ def read(
     """Read a table, pruning files by Delta stats, cube space and sample weight range.
 
     `sample=f` returns exactly the rows with `hash(indexed columns) < Weight(f)` (qbeast's
-    deterministic sample; `f=1.0` is the whole table). `filter` is a SQL string or a pyspark Column.
+    deterministic sample, as qbeast-spark's `df.sample(f)`: `f=0` returns nothing, `f=1.0` every
+    row but those whose hash is 2^31-1). `filter` is a SQL string or a pyspark Column.
     """
     check_sample(sample)
     qsnap = load_snapshot(table) if isinstance(table, str) else table

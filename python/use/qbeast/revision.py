@@ -21,14 +21,12 @@ import numpy as np
 import pyarrow as pa
 
 from use.errors import PYTHON, CorruptIndexMetadataError, IndexColumnError, InvalidArgumentError
-from use.qbeast.transform import (
-    EmptyTransformation,
+from use.qbeast.java_values import jackson_dumps
+from use.qbeast.transform import TRANSFORMER_TYPES, EmptyTransformation, Transformation
+from use.qbeast.transformers import (
     EmptyTransformer,
     LinearTransformer,
-    Transformation,
     Transformer,
-    TRANSFORMER_TYPES,
-    jackson_dumps,
     make_transformer,
     quantiles_hint,
     transformation_from_json_obj,
@@ -220,6 +218,14 @@ def split_column_specs(specs: Sequence[str] | str) -> list[tuple[str, str | None
             raise IndexColumnError(f"column {name!r} appears twice in the columns to index {specs!r}")
         seen.add(name)
     return out
+
+
+def columns_to_index_text(specs: Sequence[str] | str) -> str:
+    """The `columnsToIndex` table property for the columns a user asked for: their own specs, joined
+    with commas (qbeast-spark keeps the option text it was given, `x,y:hashing`, not the typed specs
+    it derived), each item without the surrounding blanks this parser ignores."""
+    items = specs.split(",") if isinstance(specs, str) else list(specs)
+    return ",".join(str(s).strip() for s in items if str(s).strip())
 
 
 def parse_column_specs(
@@ -430,13 +436,16 @@ def configuration_with_revision(
     add_staging: bool = True,
     overwrite: bool = False,
     extra: Mapping[str, str] | None = None,
+    columns_to_index: Sequence[str] | str | None = None,
 ) -> dict[str, str]:
     """New table properties holding `revision` (§7.1).
 
     `overwrite` drops every previous revision first. `add_staging` adds revision 0 (EmptyTransformers,
     timestamp - 1) when absent, as qbeast-spark does on a table's first revision. The 0.8 keys
     (`columnsToIndex`, `cubeSize`, `tableFormat`, `columnStats`) and the `extra` write options are
-    written too; `extra["columnStats"]` is the columnStats option.
+    written too; `extra["columnStats"]` is the columnStats option. `columnsToIndex` is the user's
+    column specs (`columns_to_index`) as qbeast-spark keeps its option, or, when the write had none
+    (an optimization indexing staged rows), the revision's column names, as qbeast-spark fills it in.
     """
     extra = dict(extra or {})
     out = {
@@ -450,8 +459,8 @@ def configuration_with_revision(
         out[f"{REVISION_PREFIX}{STAGING_ID}"] = staging.to_json()
     previous = latest_revision_id(out) if LAST_REVISION_KEY in out else -1
     out[LAST_REVISION_KEY] = str(max(previous, revision.revision_id))
-    out[COLUMNS_TO_INDEX_KEY] = ",".join(
-        t.column_name if isinstance(t, EmptyTransformer) else t.spec for t in revision.column_transformers
+    out[COLUMNS_TO_INDEX_KEY] = (
+        columns_to_index_text(columns_to_index) if columns_to_index is not None else ",".join(revision.columns)
     )
     out[CUBE_SIZE_KEY] = str(revision.desired_cube_size)
     out[TABLE_FORMAT_KEY] = "delta"
