@@ -36,6 +36,7 @@ __all__ = [
     "optimize_path",
     "optimizations",
     "optimizations_table",
+    "session_defaults",
     "CONVERGED",
     "MAX_ITERATIONS",
     "STOPPED",
@@ -293,7 +294,7 @@ def format_iteration(m: IterationMetrics) -> str:
 # --- wiring to the real table -------------------------------------------------------------------------------
 
 
-def _session_defaults(spark: Any) -> dict[str, str]:
+def session_defaults(spark: Any) -> dict[str, str]:
     """`spark.qbeast.use.optimization.*` session settings (table-key defaults)."""
     from use.optimize.config import SPARK_OPT_PREFIX
 
@@ -359,7 +360,7 @@ def optimize_path(
         given["revision-rewrite"] = revision_rewrite
     if strategy is not None:
         given["strategies"] = strategy if isinstance(strategy, str) else ",".join(strategy)
-    config = OptimizationConfig.from_properties(first.configuration, given, spark_conf=_session_defaults(spark))
+    config = OptimizationConfig.from_properties(first.configuration, given, spark_conf=session_defaults(spark))
     planner = Planner(None, config)
     planned_once = [False]
 
@@ -396,7 +397,8 @@ def optimize_path(
 
 
 def optimizations_table(location: str) -> Any:
-    """Every optimization event of the table at `location`, oldest first, as an Arrow table."""
+    """Every optimization event of the table at `location`, oldest first, as an Arrow table
+    (`OPTIMIZATIONS_SCHEMA`: the seed's fields and the commit version)."""
     from use.delta import DeltaLog
     from use.optimize.events import events_from_history
 
@@ -408,9 +410,9 @@ def optimizations(spark: Any, location: str) -> Any:
     """The table's optimization events as a Spark DataFrame (the `<table>.optimizations` rows)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from use.optimize.events import EVENT_SCHEMA
+    from use.optimize.events import OPTIMIZATIONS_SCHEMA
 
     table = optimizations_table(location)
     if table.num_rows == 0:
-        return spark.createDataFrame([], from_arrow_schema(EVENT_SCHEMA))
+        return spark.createDataFrame([], from_arrow_schema(OPTIMIZATIONS_SCHEMA))
     return spark.createDataFrame(table)
