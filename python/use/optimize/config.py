@@ -352,6 +352,13 @@ class OptimizationConfig:
         """Bin-packing candidate threshold (min-file-size, defaulting to max-file-size like Delta)."""
         return self.min_file_size if self.min_file_size is not None else self.max_file_size
 
+    @property
+    def continuous(self) -> bool:
+        """The seeds' rule for a continuously optimized table: `use.optimization.type` is set or
+        `use.optimization.autoOptimize.enabled` is true (the service schedules it; a manual trigger
+        on it is ignored)."""
+        return self.type is not None or self.auto_optimize_enabled is True
+
     # --- parsing --------------------------------------------------------------------------------
 
     @classmethod
