@@ -17,18 +17,18 @@ Prints one row per case: rows out, median seconds of `--runs` runs.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from planner_scale import _files, _time  # noqa: E402  (the same synthetic files and timing)
 import use.insights as insights  # noqa: E402
 from use.delta import DeltaLog  # noqa: E402
 from use.insights.facts import TableFacts  # noqa: E402
@@ -62,23 +62,6 @@ def _tree(max_depth: int) -> tuple[list[str], np.ndarray]:
         level = [c + s for c in level for s in CHILD_SYMBOLS]
         cubes.extend(level)
     return cubes, np.array([len(c) for c in cubes], dtype=np.int32)
-
-
-def _files(n: int, rids: np.ndarray, rng: np.random.Generator, stats: pa.Array | None) -> pa.Table:
-    sizes = np.clip(rng.lognormal(mean=16.0, sigma=1.5, size=n), 1_000, 2 * 1024**3).astype(np.int64)
-    return pa.table(
-        {
-            "path": pa.array([f"part-{i:07d}.parquet" for i in range(n)], pa.string()),
-            "size": sizes,
-            "modification_time": rng.integers(1_600_000_000_000, 1_700_000_000_000, n),
-            "data_change": pa.array(np.ones(n, dtype=bool)),
-            "stats": stats if stats is not None else pa.nulls(n, pa.string()),
-            "tags": pa.nulls(n, pa.map_(pa.string(), pa.string())),
-            "partition_values": pa.array([[]] * n, pa.map_(pa.string(), pa.string())),
-            "deletion_vector": pa.nulls(n, pa.struct([("storageType", pa.string()), ("pathOrInlineDv", pa.string())])),
-            "revision_id": pa.array(rids, pa.int64()),
-        }
-    )
 
 
 def qbeast_snapshot(n: int, blocks_per_file: int, rng: np.random.Generator) -> QbeastSnapshot:
@@ -127,15 +110,6 @@ def delta_snapshot(n: int, rng: np.random.Generator) -> QbeastSnapshot:
         files=_files(n, np.zeros(n, dtype=np.int64), rng, stats), blocks=None, revisions={}, version=1, table_root="/bench/delta",
         configuration={"use.optimization.overlap.cluster-key": "id"}, schema=pa.schema([("id", pa.int64())]),
     )  # fmt: skip
-
-
-def _time(fn: Callable[[], Any], runs: int) -> tuple[float, Any]:
-    times, out = [], None
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def main() -> None:
