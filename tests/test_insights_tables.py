@@ -154,3 +154,15 @@ def test_unknown_insight_names_list_the_valid_ones(tmp_path) -> None:
         insights.for_path(str(tmp_path / "missing"), "files")
     assert insights.schema("layout") == insights.LAYOUT_SCHEMA
     assert set(insights.LAKE_INSIGHTS) == {"metastore_summary", "optimizations"}
+
+
+def test_the_readme_documents_every_column() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Insights") : readme.index("## Benchmarks")]
+    schemas = {**{n: i.schema for n, i in insights.TABLE_INSIGHTS.items()}, **insights.LAKE_INSIGHTS}
+    for name, schema in schemas.items():
+        assert f"| `{name}` |" in section, name
+        for column in schema.names:
+            assert column in section, f"{name}.{column}"
