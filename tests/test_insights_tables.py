@@ -145,6 +145,15 @@ def test_plan_is_the_planners_next_plan() -> None:
         insights.plan(snap, revision_id=9)
 
 
+def test_empty_tables_have_the_declared_schemas() -> None:
+    from _optimize_snapshots import delta_snapshot, files_table, qbeast_snapshot
+
+    for snap in (qbeast_snapshot(files_table([], []), []), delta_snapshot(files_table([], []))):
+        for name in ("files", "cubes", "revisions", "layout", "plan"):
+            assert getattr(insights, name)(snap).schema == insights.schema(name), name
+        assert insights.health_score(snap) == 100.0
+
+
 def test_unknown_insight_names_list_the_valid_ones(tmp_path) -> None:
     with pytest.raises(InvalidArgumentError, match="optimizations, history, files, cubes, revisions, layout, plan"):
         insights.for_path(str(tmp_path), "nope")

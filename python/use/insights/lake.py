@@ -148,7 +148,7 @@ def _log_columns(facts: TableFacts, errors: list[str], spark_conf: Mapping[str, 
 
     def optimizer() -> dict[str, Any]:
         config = facts.config(spark_conf)
-        out["auto_optimize"] = config.continuous
+        out["auto_optimize"] = config.continuous  # known even if planning fails below
         return {"pending_bytes": next_plan(facts.qsnap, config).bytes, "health_score": health_score(facts.qsnap, config)}
 
     for part in (records, index, events, optimizer):

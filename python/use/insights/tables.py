@@ -171,7 +171,6 @@ class BlockFacts:
     def __init__(self, qsnap: Any) -> None:
         n = qsnap.files.num_rows
         blocks: pa.Table = qsnap.blocks
-        self.num_files = n
         self.is_qbeast = bool(qsnap.is_qbeast)
         self.max_count = np.zeros(n, dtype=np.int64)
         self.count = np.zeros(n, dtype=np.int64)
@@ -191,8 +190,8 @@ class BlockFacts:
         self.num_blocks = np.bincount(fi, minlength=n).astype(np.int64)
         # A file belongs to one revision, so its distinct cubes are its distinct cube strings.
         codes = _np(pc.dictionary_encode(blocks.column("cube_id").combine_chunks()).indices)
-        pairs = distinct(fi * (int(codes.max()) + 1) + codes)
-        self.num_cubes = np.bincount(pairs // (int(codes.max()) + 1), minlength=n).astype(np.int64)
+        width = int(codes.max()) + 1
+        self.num_cubes = np.bincount(distinct(fi * width + codes) // width, minlength=n).astype(np.int64)
         self.min_weight = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
         self.max_weight = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
         np.minimum.at(self.min_weight, fi, _np(blocks.column("min_weight")))
