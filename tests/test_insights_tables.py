@@ -159,6 +159,8 @@ def test_unknown_insight_names_list_the_valid_ones(tmp_path) -> None:
         insights.for_path(str(tmp_path), "nope")
     with pytest.raises(InvalidArgumentError, match="unknown insight table"):
         insights.schema("Files")
+    with pytest.raises(InvalidArgumentError, match="insight 'files' takes no option revision_id; it accepts spark_conf"):
+        insights.for_path(str(tmp_path), "files", revision_id=1)
     with pytest.raises(TableNotFoundError, match="does not exist"):
         insights.for_path(str(tmp_path / "missing"), "files")
     assert insights.schema("layout") == insights.LAYOUT_SCHEMA

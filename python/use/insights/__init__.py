@@ -90,15 +90,16 @@ __all__ = [
 class Insight:
     """One per-table insight: its name, fixed schema and how it is computed from a table's facts.
 
-    `compute(facts, spark_conf=None, **options)`: `spark_conf` (session `spark.qbeast.use.*`
-    defaults, as `optimize()` reads them) matters to `layout` and `plan`; `plan` also takes
-    `revision_id`.
+    `compute(facts, spark_conf=None, **options)` with `options` among `options`: `spark_conf`
+    (session `spark.qbeast.use.optimization.*` defaults, as `optimize()` reads them) is accepted by
+    every insight and used by `layout` and `plan`; `plan` also takes `revision_id`.
     """
 
     name: str
     schema: pa.Schema
     compute: Callable[..., pa.Table]
     doc: str
+    options: tuple[str, ...] = ()
 
 
 def _layout(facts: TableFacts, spark_conf: Mapping[str, str] | None = None) -> pa.Table:
@@ -118,7 +119,7 @@ TABLE_INSIGHTS: Mapping[str, Insight] = {
         Insight("cubes", CUBES_SCHEMA, lambda f, **_: cubes(f.qsnap), "one row per cube of each indexed revision"),
         Insight("revisions", REVISIONS_SCHEMA, lambda f, **_: revisions(f.qsnap), "one row per revision"),
         Insight("layout", LAYOUT_SCHEMA, _layout, "layout figures and health score per revision"),
-        Insight("plan", PLAN_SCHEMA, _plan, "the optimizer's next plan, one row per merge task"),
+        Insight("plan", PLAN_SCHEMA, _plan, "the optimizer's next plan, one row per merge task", ("revision_id",)),
     )
 }
 
@@ -144,8 +145,12 @@ def schema(name: str) -> pa.Schema:
 def for_path(location: str, name: str, **options: Any) -> pa.Table:
     """The insight table `name` of the Delta/Qbeast table at `location`, from its latest snapshot.
 
-    Reads only storage (a reader in a Python worker can call it). The name is checked before the
-    table is read; TableNotFoundError when there is no table at `location`.
+    Reads only storage (a reader in a Python worker can call it). The name and options are checked
+    before the table is read; TableNotFoundError when there is no table at `location`.
     """
     insight = _insight(name)
+    unknown = sorted(set(options) - {"spark_conf", *insight.options})
+    if unknown:
+        accepted = ", ".join(("spark_conf", *insight.options))
+        raise InvalidArgumentError(f"insight {name!r} takes no option {', '.join(unknown)}; it accepts {accepted}")
     return insight.compute(TableFacts.load(location), **options)
