@@ -51,6 +51,14 @@ def test_seed_examples_parse() -> None:
     assert c.unindexed_from_timestamp == 1_672_531_200_000
 
 
+def test_continuous_optimization_follows_the_seeds_rule() -> None:
+    # a table is continuously optimized when use.optimization.type is set or autoOptimize.enabled=true
+    assert OptimizationConfig.from_properties({P + "type": "CubeDefragmentation"}).continuous
+    assert OptimizationConfig.from_properties({P + "autoOptimize.enabled": "true"}).continuous
+    assert not OptimizationConfig.from_properties({P + "autoOptimize.enabled": "false"}).continuous
+    assert not OptimizationConfig.from_properties({P + "bytes-per-iter": "5000000"}).continuous
+
+
 def test_every_key_parses_and_round_trips() -> None:
     props = {
         P + "type": "SamplingOverheadReduction",

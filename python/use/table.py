@@ -20,6 +20,7 @@ from use.qbeast.reader import FilterArg, load_snapshot
 from use.qbeast.reader import read as _read
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from use.optimize.loop import OptimizeResult, StopLike
@@ -236,6 +237,18 @@ class QbeastTable(TableSurface):
             bytes_per_iter=bytes_per_iter, dry_run=dry_run, max_iterations=max_iterations, stop=stop,
             all_tasks=all_tasks, overrides=overrides, on_iteration=progress_callback(progress),
         )  # fmt: skip
+
+    # --- insights (delegated to use.insights) -----------------------------------------------------
+
+    def insight(self, name: str, **options: Any) -> "pa.Table":
+        """The insight table `name` (optimizations, history, files, cubes, revisions, layout, plan;
+        see `use.insights`) of the latest snapshot, as a `pyarrow.Table` (no Spark job). The
+        session's `spark.qbeast.use.optimization.*` defaults count for `layout` and `plan`, as they
+        do for `optimize()`; `plan` also takes `revision_id`."""
+        from use.insights import for_path
+        from use.optimize.loop import session_defaults
+
+        return for_path(self._path, name, spark_conf=session_defaults(self._spark), **options)
 
     def __repr__(self) -> str:
         return f"QbeastTable({self._path!r})"

@@ -385,6 +385,13 @@ class OptimizationConfig:
             return self.zorder_min_cube_size
         return DEFAULT_MIN_CUBE_FILES * self.max_file_size
 
+    @property
+    def continuous(self) -> bool:
+        """The seeds' rule for a continuously optimized table: `use.optimization.type` is set or
+        `use.optimization.autoOptimize.enabled` is true (the service schedules it; a manual trigger
+        on it is ignored)."""
+        return self.type is not None or self.auto_optimize_enabled is True
+
     # --- parsing --------------------------------------------------------------------------------
 
     @classmethod

@@ -34,6 +34,7 @@ __all__ = [
     "optimize_path",
     "optimizations",
     "optimizations_table",
+    "session_defaults",
     "CONVERGED",
     "MAX_ITERATIONS",
     "STOPPED",
@@ -236,7 +237,7 @@ def run_loop(
 # --- wiring to the real table -------------------------------------------------------------------------------
 
 
-def _session_defaults(spark: Any) -> dict[str, str]:
+def session_defaults(spark: Any) -> dict[str, str]:
     """`spark.qbeast.use.optimization.*` session settings (table-key defaults)."""
     from use.optimize.config import SPARK_OPT_PREFIX
 
@@ -306,7 +307,7 @@ def optimize_path(
         given["revision-rewrite"] = revision_rewrite
     if strategy is not None:
         given["strategies"] = strategy if isinstance(strategy, str) else ",".join(strategy)
-    config = OptimizationConfig.from_properties(first.configuration, given, spark_conf=_session_defaults(spark))
+    config = OptimizationConfig.from_properties(first.configuration, given, spark_conf=session_defaults(spark))
     planner = Planner(None, config)
     planned_once = [False]
 
@@ -350,7 +351,8 @@ def optimize_path(
 
 
 def optimizations_table(location: str) -> Any:
-    """Every optimization event of the table at `location`, oldest first, as an Arrow table."""
+    """Every optimization event of the table at `location`, oldest first, as an Arrow table
+    (`OPTIMIZATIONS_SCHEMA`: the seed's fields and the commit version)."""
     from use.delta import DeltaLog
     from use.optimize.events import events_from_history
 
