@@ -8,6 +8,7 @@ touching a table.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -25,6 +26,36 @@ KINDS = (KIND_INDEX, KIND_COMPACT, KIND_BINPACK)
 
 #: `revision_id` of tasks on a plain Delta table (no Qbeast revisions at all).
 PLAIN_DELTA_REVISION = -1
+
+#: `add.tags` key on every file written by a `revision-rewrite` task (value: the table version the
+#: rewrite was planned on). It is how a revision rewrite is one-shot without hidden state: once every
+#: live file of the revision carries it, nothing has changed the revision since it was rewritten, and
+#: a revision rewrite selects nothing. Any write or other rewrite adds files without it.
+REVISION_REWRITE_TAG = "use.optimization.revisionRewrite"
+
+
+@dataclass(frozen=True)
+class Gain:
+    """What a task's rewrite is expected to reduce; a task with no gain is never planned.
+
+    `files`: files fewer after the rewrite; `blocks`: redundant blocks removed (blocks beyond one per
+    cube among the task's files: a rewrite puts each cube in one file); `read_cost`: bytes a query
+    reads needlessly today that the rewrite removes (staging files scanned in full, sampling overhead,
+    key-range overlap). Computed from the snapshot by `use.optimize.gain` (the planner's guard); the
+    optimize loop checks the measurable parts (files, blocks) against the committed rewrite.
+    """
+
+    files: int = 0
+    blocks: int = 0
+    read_cost: float = 0.0
+
+    def __bool__(self) -> bool:
+        return self.files > 0 or self.blocks > 0 or self.read_cost > 0
+
+    def describe(self) -> str:
+        parts = [f"-{self.files} files"] * (self.files > 0) + [f"-{self.blocks} blocks"] * (self.blocks > 0)
+        parts += [f"-{self.read_cost:.0f} B read"] * (self.read_cost > 0)
+        return ", ".join(parts) or "nothing"
 
 
 def _freeze_partition(values: Mapping[str, str | None] | Iterable[tuple[str, str | None]] | None) -> tuple[tuple[str, str | None], ...]:
@@ -44,6 +75,8 @@ class MergeTask:
     scheduling weight). `partition_values` is a sorted tuple of (column, value) pairs so the task stays
     hashable; `partition_dict` gives the mapping. `sort_columns` asks a "binpack" rewrite to sort the
     output by those columns (the cluster-key strategy: merged files must not overlap again).
+    `revision_rewrite` marks the tasks of a `revision-rewrite` plan: their outputs carry
+    `REVISION_REWRITE_TAG`. `gain` is set by the planner's guard (`use.optimize.gain`).
     """
 
     strategy: str
@@ -56,6 +89,8 @@ class MergeTask:
     kind: str
     partition_values: tuple[tuple[str, str | None], ...] = ()
     sort_columns: tuple[str, ...] = ()
+    revision_rewrite: bool = False
+    gain: Gain | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -85,6 +120,8 @@ class MergeTask:
             "reason": self.reason,
             "partition_values": self.partition_dict,
             "sort_columns": list(self.sort_columns),
+            "revision_rewrite": self.revision_rewrite,
+            "gain": None if self.gain is None else dataclasses.asdict(self.gain),
             "paths": list(self.paths),
         }
 
