@@ -52,11 +52,6 @@ class Gain:
     def __bool__(self) -> bool:
         return self.files > 0 or self.blocks > 0 or self.read_cost > 0
 
-    def describe(self) -> str:
-        parts = [f"-{self.files} files"] * (self.files > 0) + [f"-{self.blocks} blocks"] * (self.blocks > 0)
-        parts += [f"-{self.read_cost:.0f} B read"] * (self.read_cost > 0)
-        return ", ".join(parts) or "nothing"
-
 
 def _freeze_partition(values: Mapping[str, str | None] | Iterable[tuple[str, str | None]] | None) -> tuple[tuple[str, str | None], ...]:
     if values is None:
