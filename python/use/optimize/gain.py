@@ -78,11 +78,15 @@ def redundant_blocks(snapshot: Any, rows: Sequence[np.ndarray]) -> np.ndarray:
     flat = np.concatenate(rows) if rows else np.zeros(0, np.int64)
     if flat.size == 0:
         return out
-    fi = np.asarray(blocks.column("file_index").to_numpy(zero_copy_only=False), dtype=np.int64)
+    # only the blocks of the tasks' files (one hash lookup), sorted by file
+    file_index = blocks.column("file_index")
+    mine = np.flatnonzero(np.asarray(pc.is_in(file_index, value_set=pa.array(flat, pa.int64())).to_numpy(zero_copy_only=False), dtype=bool))
+    fi = np.asarray(file_index.take(pa.array(mine, pa.int64())).to_numpy(zero_copy_only=False), dtype=np.int64)
+    by_file = np.argsort(fi, kind="stable")
+    order, fi = mine[by_file], fi[by_file]
     # blocks of every (group, file) pair: a file in two groups counts for both
-    order = np.argsort(fi, kind="stable")
-    lo = np.searchsorted(fi[order], flat, side="left")
-    hi = np.searchsorted(fi[order], flat, side="right")
+    lo = np.searchsorted(fi, flat, side="left")
+    hi = np.searchsorted(fi, flat, side="right")
     counts = hi - lo
     if not counts.any():
         return out
