@@ -19,7 +19,7 @@ Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_
 | `use.optimization.type` | a strategy name | unset | strategy for indexed revisions (`CubeDefragmentation`, `LeveledCompaction`, ...) |
 | `use.optimization.strategies` | comma-separated strategy names | unset | the whole ordered chain (replaces the default chain) |
 | `use.optimization.bytes-per-iter` | integer bytes > 0 | 1000000000 | bytes rewritten per iteration (one plan) |
-| `use.optimization.revision-rewrite` | true/false | false | rewrite every file of the revision, once |
+| `use.optimization.revision-rewrite` | true/false | false | rewrite every file of the revision, once after each change to it |
 | `use.optimization.revision-id` | integer >= 0 | latest | revision to optimize |
 | `use.optimization.task-max-bytes` | integer bytes > 0 | bytes-per-iter | IO limit of one merge task |
 | `use.optimization.sampling-fraction` | number in (0, 1) | unset | fraction f for SamplingOverheadReduction |
@@ -266,7 +266,7 @@ CONFIG_KEYS: tuple[KeySpec, ...] = (
     KeySpec("bytes-per-iter", "bytes_per_iter", _positive_bytes, "integer bytes > 0", str(DEFAULT_BYTES_PER_ITER),
             "bytes rewritten per iteration (one plan)"),
     KeySpec("revision-rewrite", "revision_rewrite", _bool, "true/false", "false",
-            "rewrite every file of the revision, as a one-shot plan"),
+            "rewrite every file of the revision, once after each change to it (one-shot: a rewritten revision is not rewritten again)"),
     KeySpec("revision-id", "revision_id", _revision_id, "integer >= 0", "latest",
             "revision to optimize (0 = only the staging files)"),
     KeySpec("task-max-bytes", "task_max_bytes", _positive_bytes, "integer bytes > 0", "bytes-per-iter",

@@ -23,7 +23,7 @@ import os
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from use.delta.actions import AddFile, Metadata, add_files_table, paths_in, remove_actions
 from use.errors import ConcurrentModificationError, InvalidArgumentError, RowCountMismatchError
+from use.optimize.plan import KIND_INDEX, REVISION_REWRITE_TAG
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -300,6 +301,15 @@ def _rewrite(
     raise InvalidArgumentError(f"unknown merge task kind {task.kind!r}")  # MergeTask validates; defensive
 
 
+def _mark_revision_rewrite(result: Rewrite, planned_version: int) -> Rewrite:
+    """Tag every output of a revision-rewrite task, so the planner can tell from the log that the
+    revision needs no rewrite until something else adds a file to it (`REVISION_REWRITE_TAG`)."""
+    adds = tuple(
+        replace(a, tags={**(a.tags or {}), REVISION_REWRITE_TAG: str(planned_version)}) for a in result.adds
+    )
+    return replace(result, adds=adds)
+
+
 # --- one task, one commit ---------------------------------------------------------------------------------
 
 
@@ -413,6 +423,8 @@ def run_task(
         df = scan(spark, qsnap, in_files)
         result = _rewrite(spark, df, qsnap, task, config)
         written = result.adds
+        if task.revision_rewrite and task.kind != KIND_INDEX:
+            result = _mark_revision_rewrite(result, snapshot.version)
         out_files = add_files_table(list(result.adds))
         rows_out = num_records(out_files, qsnap.schema)
         if rows_in is not None and rows_out is not None and rows_in != rows_out:

@@ -2,9 +2,25 @@
 
 Every iteration plans from a *fresh* snapshot, so work done by the previous iteration and by
 concurrent writers is always seen, and a task abandoned because its input vanished is simply planned
-again (or not) from the new state. The loop ends when the planner selects nothing, when
-`max_iterations` tasks have run, when a stop is requested, or when a task made no progress (a guard
-against a strategy that keeps selecting work it cannot improve).
+again (or not) from the new state. The planner only plans tasks whose rewrite gains something
+(`use.optimize.gain`), so the loop reaches a fixed point: the planner selects nothing, and a further
+run commits nothing.
+
+Why a run ended (`OptimizeResult.outcome`), one meaning each:
+
+* `converged`: the planner selected nothing: the table is at the fixed point of the strategy chain
+  for this configuration, and another run with it commits nothing (until the table changes);
+* `done`: a one-shot request (an explicit file list, a revision rewrite) ran all its tasks; it says
+  nothing about the rest of the table (a later run may still find work);
+* `max_iterations`, `stopped`: the run was cut short by its iteration budget or a stop request;
+  the work left is planned by the next run;
+* `conflicts`: too many tasks in a row were abandoned because concurrent writers removed their
+  files; the writers win, the next run re-plans;
+* `no_progress`: a committed rewrite did not deliver the gain the planner estimated for it (fewer
+  files, or fewer blocks per cube): an estimate is wrong, which is a bug to report; the run stops
+  there so it cannot rewrite without end. Read-cost gains (sampling overhead, key overlap) cannot be
+  measured from a commit and are judged by the next plan instead;
+* `dry_run`: only planned.
 
 A stop request is checked between tasks, and a stop arriving while a task's Spark jobs run cancels
 them (`use.optimize.executor.run_task`): the running task always ends cleanly (committed, or
@@ -46,14 +62,14 @@ __all__ = [
     "ABANDONED",
 ]
 
-# Why a run ended (`OptimizeResult.outcome`).
-CONVERGED = "converged"  # the planner selected nothing
+# Why a run ended (`OptimizeResult.outcome`; the module docstring gives each one meaning).
+CONVERGED = "converged"  # the planner selected nothing: the fixed point; another run commits nothing
 MAX_ITERATIONS = "max_iterations"  # the iteration budget was used up
 STOPPED = "stopped"  # a stop was requested
 DRY_RUN = "dry_run"  # only planned
-NO_PROGRESS = "no_progress"  # a rewrite reduced neither files nor blocks; re-running would loop forever
+NO_PROGRESS = "no_progress"  # a commit did not deliver its estimated gain (a bug); stopped to not loop
 CONFLICTS = "conflicts"  # too many consecutive tasks lost to concurrent writers; the writers win
-DONE = "done"  # a single-pass run (explicit files) ran its plan
+DONE = "done"  # a one-shot request (explicit files, revision rewrite) ran all its tasks
 
 S = TypeVar("S")
 
@@ -159,12 +175,27 @@ def _validate_max_iterations(max_iterations: int | None) -> None:
         )
 
 
-def _made_progress(m: IterationMetrics) -> bool:
-    """Indexing always progresses (staging files leave revision 0), so does clustering (its files
-    become one ZCube of the key, which is not selected again); other rewrites must shrink something."""
+def delivered(task: Any, m: IterationMetrics) -> bool:
+    """Did a committed rewrite deliver the gain its plan estimated (`MergeTask.gain`)?
+
+    Indexing always does (staging files leave revision 0), so does clustering (its files become one
+    ZCube of the key, which is not selected again). A file gain must show as fewer files out
+    than in; a block gain as fewer blocks beyond one per cube (blocks - cubes: a compaction puts
+    each cube in one file, though rows moving down into child cubes may add blocks of new cubes) or
+    fewer files. A read-cost gain is not measurable from the commit and is taken as delivered: the
+    next plan judges it (its files are not selected again). A task without an estimate (not from
+    the planner) must reduce files or blocks.
+    """
     if m.kind in ("index", "cluster"):
         return True
-    return m.files_out < m.files_in or m.blocks_out < m.blocks_in
+    fewer_files = m.files_out < m.files_in
+    gain = getattr(task, "gain", None)
+    if gain is None:
+        return fewer_files or m.blocks_out < m.blocks_in
+    if gain.read_cost > 0:
+        return True
+    fewer_redundant = m.blocks_out - m.cubes_out < m.blocks_in - m.cubes_in
+    return (gain.files > 0 and fewer_files) or (gain.blocks > 0 and (fewer_redundant or fewer_files))
 
 
 def run_loop(
@@ -186,7 +217,8 @@ def run_loop(
     its metrics, with status ABANDONED (and nothing changed) when it lost to a concurrent writer.
     An abandoned task ends the current plan: the next iteration re-plans from a fresh snapshot.
     `single_pass` (or a plan marked `one_shot`: explicit file lists, whole-revision rewrites) runs one
-    plan and ends, because re-planning would select the same kind of work forever.
+    plan and ends (`done`): its tasks were asked for, so they are not held to a gain estimate. Every
+    other committed task must deliver its estimated gain (`delivered`), or the run ends `no_progress`.
     """
     _validate_max_iterations(max_iterations)
     is_stop_requested(stop)  # validates the type before any work
@@ -227,7 +259,7 @@ def run_loop(
                     return result(CONFLICTS)
                 break  # the plan is stale: re-plan from a fresh snapshot
             abandoned_streak = 0
-            if not _made_progress(metrics):
+            if not one_shot and not delivered(task, metrics):
                 return result(NO_PROGRESS)
         else:
             if one_shot:
