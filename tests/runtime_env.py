@@ -93,6 +93,21 @@ class _NotARuntimeDependency:
 
 
 sys.meta_path.insert(0, _NotARuntimeDependency)
+
+# Probes such as pyspark's `have_package` ask importlib.util.find_spec, which must answer "not
+# installed" (None) for a blocked module rather than raise.
+import importlib.util as _util
+
+_find_spec = _util.find_spec
+
+
+def _find_spec_unless_blocked(name, package=None):
+    if name.partition(".")[0] in _BLOCKED:
+        return None
+    return _find_spec(name, package)
+
+
+_util.find_spec = _find_spec_unless_blocked
 '''
 
 

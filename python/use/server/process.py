@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
-from use.errors import ServerError
+from use.errors import ServerError, UseError
 from use.server.config import READY_PREFIX, ServerOptions, check_data_dir, check_port_free, spark_conf
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["Service", "UseServer", "serve"]
 
 log = logging.getLogger("use.server")
+log.addHandler(logging.NullHandler())  # until the data dir's log is open: never Python's stderr fallback
 
 # How long the Thrift server may take to listen once started (it returned in under half a second
 # in every measurement; the margin is for a loaded machine).
@@ -105,6 +106,10 @@ class UseServer:
                 self._started_services.append(service)
                 log.info("service %s started", service.name)
             log.info("ready in %.1f s: %s", time.monotonic() - started, self.options.jdbc_url)
+        except UseError as e:
+            log.error("start failed: %s", e)
+            self.stop()
+            raise
         except BaseException:
             log.exception("start failed")
             self.stop()
@@ -228,7 +233,8 @@ class UseServer:
             _logged("stopping Spark", self.spark.stop)
             _logged("shutting down the Derby metastore", self._shutdown_derby)
             _logged("ending the JVM", self._end_jvm)
-        shutil.rmtree(self.options.data_dir.tmp, ignore_errors=True)
+        if self._lock_fd is not None:  # the data dir is ours (not another server's that holds it)
+            shutil.rmtree(self.options.data_dir.tmp, ignore_errors=True)
         log.info("stopped")
         if self._log_handler is not None:
             log.removeHandler(self._log_handler)
@@ -290,6 +296,9 @@ def _output_to(path: os.PathLike[str]) -> Iterator[None]:
             os.close(fd)
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 def _print(line: str) -> None:
     print(line, flush=True)  # a pipe (tests, supervisors) must see the ready line at once
 
@@ -305,13 +314,18 @@ def serve(options: ServerOptions, services: Sequence[Service] = (), out: Callabl
         log.info("received %s", signal.Signals(signum).name)
         server.request_stop()
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, on_signal) for s in _STOP_SIGNALS}
     try:
         url = server.start()
-        d = options.data_dir
-        out(f"{READY_PREFIX}{url}")
-        out(f"use serve: data dir {d.root}, log {d.log_file}; stop with Ctrl-C (SIGINT) or SIGTERM")
-        server.wait()
+        # pyspark's SparkContext puts its own SIGINT handler in place (cancel jobs, raise
+        # KeyboardInterrupt): the server's comes back on top of it.
+        for s in _STOP_SIGNALS:
+            signal.signal(s, on_signal)
+        if not server._stop_requested.is_set():
+            d = options.data_dir
+            out(f"{READY_PREFIX}{url}")
+            out(f"use serve: data dir {d.root}, log {d.log_file}; stop with Ctrl-C (SIGINT) or SIGTERM")
+            server.wait()
     finally:
         server.stop()
         for s, handler in previous.items():
