@@ -12,11 +12,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "python" / "use"
 
 # layer -> packages it must never import
 FORBIDDEN = {
-    "use.delta": ("pyspark", "use.qbeast", "use.optimize", "use.insights", "use.table", "use.cli"),
-    "use.qbeast": ("use.optimize", "use.insights", "use.table", "use.cli"),
-    "use.optimize": ("use.insights", "use.table", "use.cli"),
+    "use.delta": ("pyspark", "use.qbeast", "use.optimize", "use.insights", "use.table", "use.cli", "use.server"),
+    "use.qbeast": ("use.optimize", "use.insights", "use.table", "use.cli", "use.server"),
+    "use.optimize": ("use.insights", "use.table", "use.cli", "use.server"),
     # insights are pure functions of table facts: no Spark at all, nothing above them
-    "use.insights": ("pyspark", "use.table", "use.cli"),
+    "use.insights": ("pyspark", "use.table", "use.cli", "use.server"),
 }
 # Modules that run Spark; every other module of these layers is pure (no pyspark).
 SPARK_MODULES = {

@@ -102,6 +102,11 @@ class VersionNotFoundError(UseError, LookupError):
     """A requested table version or timestamp is not available in the log."""
 
 
+class ServerError(UseError):
+    """`use serve` cannot start or keep running (port in use, data directory not writable, the
+    Thrift server never listened)."""
+
+
 class ShimBuildError(UseError):
     """The JVM shim's Scala sources could not be compiled (or are not installed)."""
 

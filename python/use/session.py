@@ -62,10 +62,16 @@ def session_settings(conf: Mapping[str, str] | None = None) -> dict[str, str]:
     jar = shim_jar()
     if jar is not None:
         settings["spark.jars"] = ",".join(j for j in (settings.get("spark.jars", "").strip(), str(jar)) if j)
+        # Also on the driver JVM's own class path: `spark.jars` land in a URLClassLoader that Hive's
+        # SessionState.close() closes (every JDBC session close in `use serve` does), after which
+        # the jar's classes not loaded yet cannot be loaded at all.
+        driver_path = settings.get(DRIVER_CLASS_PATH_CONF, "").strip()
+        settings[DRIVER_CLASS_PATH_CONF] = os.pathsep.join(p for p in (driver_path, str(jar)) if p)
     return settings
 
 
 PARQUET_CODEC_CONF = "spark.sql.parquet.compression.codec"
+DRIVER_CLASS_PATH_CONF = "spark.driver.extraClassPath"
 
 
 def parquet_codec(spark: SparkSession) -> str:
