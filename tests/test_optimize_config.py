@@ -200,3 +200,42 @@ def test_service_config_interval() -> None:
         assert "spark.qbeast.use.optimization-interval" in str(info.value) and repr(bad) in str(info.value)
     with pytest.raises(ConfigError, match="bytes-per-iter"):
         ServiceConfig.from_spark_conf({"spark.qbeast.use.optimization.bytes-per-iter": "x"})
+
+
+def test_service_config_concurrency_and_gc_keys() -> None:
+    from use.optimize.config import gc_enabled
+
+    default = ServiceConfig.from_spark_conf({})
+    assert (default.max_concurrent_optimizations, default.gc_interval_s) == (1, 3600.0)
+    conf = {"spark.qbeast.use.max-concurrent-optimizations": "3", "spark.qbeast.use.gc-interval": "30s"}
+    parsed = ServiceConfig.from_spark_conf(conf)
+    assert (parsed.max_concurrent_optimizations, parsed.gc_interval_s) == (3, 30.0)
+    for key, bad in [
+        ("spark.qbeast.use.max-concurrent-optimizations", "0"),
+        ("spark.qbeast.use.max-concurrent-optimizations", "two"),
+        ("spark.qbeast.use.max-concurrent-optimizations", "1.5"),
+        ("spark.qbeast.use.gc-interval", "hourly"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            ServiceConfig.from_spark_conf({key: bad})
+        assert key in str(info.value) and repr(bad) in str(info.value)
+    assert gc_enabled({}) is False and gc_enabled({"use.gc.enabled": "TRUE"}) is True
+    assert gc_enabled({"use.gc.enabled": "false"}) is False
+    with pytest.raises(ConfigError, match=r"use.gc.enabled.*true or false"):
+        gc_enabled({"use.gc.enabled": "yes"})
+    for key in ("use.gc.enabled", "spark.qbeast.use.max-concurrent-optimizations", "spark.qbeast.use.gc-interval"):
+        assert f"`{key}`" in CONFIG_KEYS_MARKDOWN and f"`{key}`" in config_module.__doc__
+
+
+@pytest.mark.parametrize(
+    "props,continuous",
+    [
+        ({}, False),
+        ({P + "type": "CubeDefragmentation"}, True),
+        ({P + "autoOptimize.enabled": "true"}, True),
+        ({P + "autoOptimize.enabled": "false"}, False),
+        ({P + "bytes-per-iter": "5"}, False),
+    ],
+)
+def test_continuous_optimization_is_asked_for_by_type_or_auto_optimize(props, continuous) -> None:
+    assert OptimizationConfig.from_properties(props).continuous is continuous

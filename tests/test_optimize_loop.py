@@ -358,6 +358,39 @@ def test_stop_while_a_task_runs_cancels_it_cleanly(spark, tmp_path, monkeypatch)
     assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None  # job properties restored
 
 
+@pytest.mark.spark
+def test_a_separate_cancel_lets_the_running_task_commit_on_stop(spark, tmp_path, monkeypatch) -> None:
+    """With `cancel` given apart from `stop`, a stop arriving during a task lets it finish and commit
+    (the service's UNSET); the task's jobs carry the given job group and description."""
+    from optimize_support import deltars_rows, plain_delta
+
+    from use.optimize import executor
+    from use.optimize.loop import optimize_path
+
+    path = plain_delta(str(tmp_path / "t"))
+    rows = deltars_rows(path)
+    stop, cancel = StopToken(), StopToken()
+    real_rewrite = executor._rewrite
+    seen: list[tuple[str | None, str | None]] = []
+
+    def rewrite_with_stop(spark_, *args, **kwargs):
+        stop.request_stop()
+        sc = spark_.sparkContext
+        seen.append((sc.getLocalProperty("spark.jobGroup.id"), sc.getLocalProperty("spark.job.description")))
+        return real_rewrite(spark_, *args, **kwargs)
+
+    monkeypatch.setattr(executor, "_rewrite", rewrite_with_stop)
+    result = optimize_path(spark, path, stop=stop, cancel=cancel, job_group="my-group", job_description="my run")
+    assert result.outcome == STOPPED and len(result) == 1 and result.iterations[0].status == COMMITTED
+    assert deltars_rows(path) == rows
+    assert seen[0][0] == "my-group" and seen[0][1].startswith("my run: binpack")
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup("my-group")
+    # A set cancel alone also ends the loop (the task it cancelled is not re-planned forever).
+    stop2, cancel2 = StopToken(), StopToken()
+    cancel2.request_stop()
+    assert optimize_path(spark, path, stop=stop2, cancel=cancel2).outcome == STOPPED
+
+
 def test_result_as_an_arrow_table() -> None:
     table = _Table([_Task("a", 1.0), _Task("b", 2.0)])
     rows = run_loop(**_steps(table)).to_table()

@@ -199,3 +199,10 @@ class TableConstraintError(UseError, ValueError):
 
 class RowCountMismatchError(UseError):
     """A merge task's rewrite produced a different number of rows than it read; it was not committed."""
+
+
+# --- the continuous optimization service ----------------------------------------------------------
+
+
+class ServiceError(UseError):
+    """The optimization service cannot do what was asked in its current state (not started, stopping)."""

@@ -38,7 +38,10 @@ Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_
 | `use.optimization.autoOptimize.optimizeUnindexedFiles.prioritize` | true/false | true | staging files before indexed revisions |
 | `use.optimization.autoOptimize.optimizeUnindexedFiles.batchBytes` | integer bytes > 0 | 10000000000 | bytes of staging files indexed per task |
 | `use.optimization.autoOptimize.optimizeUnindexedFiles.fromTimestamp` | epoch ms, or `YYYY-MM-DD HH:MM:SS` / `YYYY-MM-DD` (UTC) | 0 | staging files modified earlier are ignored |
+| `use.gc.enabled` | true/false | false | the service vacuums the table and cleans its expired log files |
 | `spark.qbeast.use.optimization-interval` | duration, e.g. `10 minutes`, `30s`, `1h` | 10 minutes | period of the service's optimization runs |
+| `spark.qbeast.use.max-concurrent-optimizations` | integer >= 1 | 1 | optimization runs the service runs at once |
+| `spark.qbeast.use.gc-interval` | duration | 1 hour | period of the service's GC of tables with `use.gc.enabled` |
 | `spark.qbeast.use.optimization.<key>` | as `use.optimization.<key>` | | session default of a table key |
 """
 
@@ -55,6 +58,10 @@ PREFIX = "use.optimization."
 SPARK_PREFIX = "spark.qbeast.use."
 SPARK_OPT_PREFIX = SPARK_PREFIX + "optimization."
 INTERVAL_KEY = SPARK_PREFIX + "optimization-interval"
+MAX_CONCURRENT_KEY = SPARK_PREFIX + "max-concurrent-optimizations"
+GC_INTERVAL_KEY = SPARK_PREFIX + "gc-interval"
+#: Table property: the service garbage-collects the table (vacuum + expired log cleanup).
+GC_ENABLED_KEY = "use.gc.enabled"
 
 DEFAULT_BYTES_PER_ITER = 1_000_000_000
 DEFAULT_BATCH_BYTES = 10_000_000_000
@@ -64,6 +71,8 @@ DEFAULT_SMALL_FILE_COUNT = 50  # Delta autoCompact.minNumFiles
 DEFAULT_OVERLAP_DEPTH = 2  # Relyt's example table (max depth 3) is optimized with the defaults
 DEFAULT_OPEN_FILE_COST = 4 * 1024**2  # Spark spark.sql.files.openCostInBytes
 DEFAULT_INTERVAL_SECONDS = 600.0
+DEFAULT_GC_INTERVAL_SECONDS = 3600.0
+DEFAULT_MAX_CONCURRENT = 1
 DEFAULT_MIN_CUBE_FILES = 100  # Delta's clustering minCubeSize: 100 x optimize.maxFileSize
 
 
@@ -87,44 +96,35 @@ def _int_text(value: Any, form: str) -> int:
     return int(text)
 
 
-def _positive_bytes(value: Any) -> int:
-    form = "a positive integer number of bytes, e.g. 5000000"
+def _at_least(value: Any, minimum: int, form: str) -> int:
     n = _int_text(value, form)
-    if n <= 0:
+    if n < minimum:
         raise _Bad(form)
     return n
+
+
+def _positive_bytes(value: Any) -> int:
+    return _at_least(value, 1, "a positive integer number of bytes, e.g. 5000000")
 
 
 def _non_negative_bytes(value: Any) -> int:
-    form = "a non-negative integer number of bytes, e.g. 4194304"
-    n = _int_text(value, form)
-    if n < 0:
-        raise _Bad(form)
-    return n
+    return _at_least(value, 0, "a non-negative integer number of bytes, e.g. 4194304")
 
 
 def _revision_id(value: Any) -> int:
-    form = "a revision id: an integer >= 0 (0 is the staging revision)"
-    n = _int_text(value, form)
-    if n < 0:
-        raise _Bad(form)
-    return n
+    return _at_least(value, 0, "a revision id: an integer >= 0 (0 is the staging revision)")
 
 
 def _count_threshold(value: Any) -> int:
-    form = "an integer >= 2 (the number of small files that triggers a merge)"
-    n = _int_text(value, form)
-    if n < 2:
-        raise _Bad(form)
-    return n
+    return _at_least(value, 2, "an integer >= 2 (the number of small files that triggers a merge)")
 
 
 def _depth_threshold(value: Any) -> int:
-    form = "an integer >= 1 (the overlap depth above which files are merged)"
-    n = _int_text(value, form)
-    if n < 1:
-        raise _Bad(form)
-    return n
+    return _at_least(value, 1, "an integer >= 1 (the overlap depth above which files are merged)")
+
+
+def _positive_int(value: Any) -> int:
+    return _at_least(value, 1, "an integer >= 1")
 
 
 def _bool(value: Any) -> bool:
@@ -312,7 +312,10 @@ _BY_FIELD = {spec.field: spec for spec in CONFIG_KEYS}
 def _markdown() -> str:
     rows = ["| key | accepted values | default | meaning |", "|---|---|---|---|"]
     rows += [f"| `{s.full_key}` | {s.accepted} | {s.default} | {s.meaning} |" for s in CONFIG_KEYS]
+    rows.append(f"| `{GC_ENABLED_KEY}` | true/false | false | the service vacuums the table and cleans its expired log files |")
     rows.append(f"| `{INTERVAL_KEY}` | duration, e.g. `10 minutes`, `30s`, `1h` | 10 minutes | period of the service's optimization runs |")
+    rows.append(f"| `{MAX_CONCURRENT_KEY}` | integer >= 1 | {DEFAULT_MAX_CONCURRENT} | optimization runs the service runs at once |")
+    rows.append(f"| `{GC_INTERVAL_KEY}` | duration | 1 hour | period of the service's GC of tables with `{GC_ENABLED_KEY}` |")
     rows.append(f"| `{SPARK_OPT_PREFIX}<key>` | as `{PREFIX}<key>` | | session default of a table key |")
     return "\n".join(rows)
 
@@ -495,22 +498,44 @@ def zorder_request(strategy: Any, zorder_by: Any) -> tuple[Any, dict[str, Any]]:
     return ("ZOrder" if strategy is None else strategy), {PREFIX + "zorder-by": zorder_by}
 
 
+def gc_enabled(props: Mapping[str, str] | None) -> bool:
+    """The table property `use.gc.enabled` (default false); ConfigError for a value that is not
+    true/false, so a typo does not silently leave a table without GC."""
+    raw = (props or {}).get(GC_ENABLED_KEY)
+    if raw is None:
+        return False
+    try:
+        return _bool(raw)
+    except _Bad as e:
+        raise _error(GC_ENABLED_KEY, raw, str(e)) from None
+
+
+def _conf_value(conf: Mapping[str, str], key: str, parse: Callable[[Any], Any], default: Any) -> Any:
+    if key not in conf:
+        return default
+    try:
+        return parse(conf[key])
+    except _Bad as e:
+        raise _error(key, conf[key], str(e)) from None
+
+
 @dataclass(frozen=True)
 class ServiceConfig:
     """Session-level (Spark conf) settings of the continuous-optimization service."""
 
     optimization_interval_s: float = DEFAULT_INTERVAL_SECONDS
+    max_concurrent_optimizations: int = DEFAULT_MAX_CONCURRENT
+    gc_interval_s: float = DEFAULT_GC_INTERVAL_SECONDS
 
     @classmethod
     def from_spark_conf(cls, conf: Mapping[str, str] | None) -> "ServiceConfig":
-        """Parse `spark.qbeast.use.optimization-interval`; `spark.qbeast.use.optimization.*` keys
-        are validated too (they are table-key defaults, see `OptimizationConfig.from_properties`)."""
+        """Parse `spark.qbeast.use.optimization-interval`, `.max-concurrent-optimizations` and
+        `.gc-interval`; `spark.qbeast.use.optimization.*` keys are validated too (they are table-key
+        defaults, see `OptimizationConfig.from_properties`)."""
         conf = conf or {}
         OptimizationConfig.from_properties({}, spark_conf=conf)  # validates the session defaults
-        interval = DEFAULT_INTERVAL_SECONDS
-        if INTERVAL_KEY in conf:
-            try:
-                interval = parse_duration(conf[INTERVAL_KEY])
-            except _Bad as e:
-                raise _error(INTERVAL_KEY, conf[INTERVAL_KEY], str(e)) from None
-        return cls(optimization_interval_s=interval)
+        return cls(
+            optimization_interval_s=_conf_value(conf, INTERVAL_KEY, parse_duration, DEFAULT_INTERVAL_SECONDS),
+            max_concurrent_optimizations=_conf_value(conf, MAX_CONCURRENT_KEY, _positive_int, DEFAULT_MAX_CONCURRENT),
+            gc_interval_s=_conf_value(conf, GC_INTERVAL_KEY, parse_duration, DEFAULT_GC_INTERVAL_SECONDS),
+        )

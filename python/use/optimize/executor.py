@@ -372,6 +372,8 @@ def run_task(
     *,
     optimization_name: str | None = None,
     stop: Any = None,
+    job_group: str | None = None,
+    job_description: str | None = None,
 ) -> IterationMetrics:
     """Run one merge task planned on `snapshot` and commit it; ABANDONED metrics on a lost conflict.
 
@@ -379,6 +381,11 @@ def run_task(
     files are deleted; the table is then exactly as before. `stop` (a `threading.Event` or a
     `StopToken`) set while the task's Spark jobs run cancels them: the task is abandoned cleanly
     (error "StopRequested"). A stop arriving after the rewrite lets the task commit.
+
+    The task's Spark jobs run in job group `job_group` (default: a fresh group per task), which is
+    what a stop cancels, so a caller running tasks one after another on one thread (the service's
+    runs) may give all of them its own group; `job_description` prefixes their description so
+    operators see whose work it is in the Spark UI.
     """
     from use.delta.transaction import Transaction
     from use.optimize import events
@@ -416,8 +423,9 @@ def run_task(
 
     sc = spark.sparkContext
     previous = {k: sc.getLocalProperty(k) for k in _JOB_PROPERTIES}
-    group = f"use-optimize-{uuid.uuid4().hex}"
-    sc.setJobGroup(group, f"USE optimize: {task.kind} {task.num_files} files of {root} ({task.strategy})")
+    group = job_group or f"use-optimize-{uuid.uuid4().hex}"
+    what = f"{task.kind} {task.num_files} files of {root} ({task.strategy})"
+    sc.setJobGroup(group, f"{job_description}: {what}" if job_description else f"USE optimize: {what}")
     watcher = _StopWatcher(sc, group, stop)
     try:
         df = scan(spark, qsnap, in_files)

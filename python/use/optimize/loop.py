@@ -104,6 +104,18 @@ class StopToken:
 StopLike = StopToken | threading.Event | None
 
 
+class _EitherStop(StopToken):
+    """Stop requested when any of the given tokens is set (a loop stops on `stop` or `cancel`)."""
+
+    def __init__(self, *tokens: StopLike) -> None:
+        super().__init__()
+        self._tokens = tokens
+
+    @property
+    def stop_requested(self) -> bool:
+        return any(is_stop_requested(t) for t in self._tokens)
+
+
 def is_stop_requested(stop: StopLike) -> bool:
     if stop is None:
         return False
@@ -269,15 +281,20 @@ def run_loop(
 # --- wiring to the real table -------------------------------------------------------------------------------
 
 
-def session_defaults(spark: Any) -> dict[str, str]:
-    """`spark.qbeast.use.optimization.*` session settings (table-key defaults)."""
-    from use.optimize.config import SPARK_OPT_PREFIX
-
+def session_conf(spark: Any, prefix: str) -> dict[str, str]:
+    """The session's Spark conf entries whose key starts with `prefix` (e.g. `spark.qbeast.use.`)."""
     try:
         conf = dict(spark.conf.getAll)  # pyspark >= 4.0: a dict of the runtime conf
     except Exception:  # noqa: BLE001 - older or remote sessions: fall back to the context conf
         conf = dict(spark.sparkContext.getConf().getAll())
-    return {k: str(v) for k, v in conf.items() if k.startswith(SPARK_OPT_PREFIX)}
+    return {k: str(v) for k, v in conf.items() if k.startswith(prefix)}
+
+
+def session_defaults(spark: Any) -> dict[str, str]:
+    """`spark.qbeast.use.optimization.*` session settings (table-key defaults)."""
+    from use.optimize.config import SPARK_OPT_PREFIX
+
+    return session_conf(spark, SPARK_OPT_PREFIX)
 
 
 def optimize_path(
@@ -295,6 +312,9 @@ def optimize_path(
     all_tasks: bool = False,
     overrides: Mapping[str, Any] | None = None,
     on_iteration: Callable[[IterationMetrics], None] | None = None,
+    cancel: StopLike = None,
+    job_group: str | None = None,
+    job_description: str | None = None,
 ) -> OptimizeResult:
     """Optimize the table at `location` until the planner selects nothing (the guide's optimize()).
 
@@ -303,6 +323,11 @@ def optimize_path(
     `strategy` replaces the strategy chain (one name or several); `files` rewrites exactly those
     files once. Every argument is checked, and the first plan made, before anything is written, so
     bad input raises a typed error and leaves the table as it was.
+
+    `stop` ends the run between tasks; `cancel` (default: `stop` itself) also cancels the Spark jobs
+    of the task that is running, which is then abandoned. Passing a separate `cancel` lets a caller
+    ask for "finish the current task, then end" (the service on UNSET) and keep the hard stop for a
+    shutdown. `job_group`/`job_description` label the run's Spark jobs (see `run_task`).
     """
     from use.delta import DeltaLog
     from use.delta.snapshot import check_write_support
@@ -319,6 +344,7 @@ def optimize_path(
         raise InvalidArgumentError(f"all_tasks must be True or False, got {all_tasks!r}")
     _validate_max_iterations(max_iterations)
     is_stop_requested(stop)
+    is_stop_requested(cancel)
     if files is not None:
         if isinstance(files, str) or not all(isinstance(f, str) for f in files):
             raise InvalidArgumentError("files must be a list of data file paths (strings), not a single string")
@@ -361,14 +387,17 @@ def optimize_path(
 
     def execute_fn(task: MergeTask, state: tuple[Any, Any]) -> IterationMetrics:
         snap, qsnap = state
-        return run_task(spark, log, snap, qsnap, task, config, stop=stop)
+        return run_task(
+            spark, log, snap, qsnap, task, config, stop=stop if cancel is None else cancel,
+            job_group=job_group, job_description=job_description,
+        )
 
     result = run_loop(
         snapshot_fn=snapshot_fn,
         plan_fn=plan_fn,
         execute_fn=execute_fn,
         max_iterations=max_iterations,
-        stop=stop,
+        stop=stop if cancel is None else _EitherStop(stop, cancel),
         all_tasks=all_tasks,
         dry_run=dry_run,
         on_iteration=on_iteration,
