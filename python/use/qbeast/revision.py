@@ -77,6 +77,21 @@ class Revision:
     def dimension_count(self) -> int:
         return len(self.column_transformers)
 
+    def contains(self, other: "Revision") -> bool:
+        """Does this revision's space hold every row `other` indexed, under the same transformers?
+
+        Then `other`'s rows can be re-indexed into this revision without widening it (no new
+        revision): the optimizer's SupersededRevisionsSelection only folds revisions it contains.
+        A revision made by `compute_revision_change` for a widened range contains its predecessors
+        (it merges the old and the new range); one made for a changed transformer or cube size
+        starts from the new data's space and may not.
+        """
+        if not self.transformations or not other.transformations:
+            return False
+        if self.column_transformers != other.column_transformers:
+            return False
+        return not any(mine.is_superseded_by(theirs) for mine, theirs in zip(self.transformations, other.transformations))
+
     @property
     def is_staging(self) -> bool:
         return self.revision_id == STAGING_ID
