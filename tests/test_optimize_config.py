@@ -149,6 +149,12 @@ BAD_VALUES = [
     ("autoOptimize.optimizeUnindexedFiles.fromTimestamp", "2023/01/01", "YYYY-MM-DD HH:MM:SS"),
     ("autoOptimize.optimizeUnindexedFiles.fromTimestamp", "-5", "epoch milliseconds"),
     ("autoOptimize.optimizeUnindexedFiles.fromTimestamp", "2023-13-01 00:00:00", "YYYY-MM-DD HH:MM:SS"),
+    ("tiering.ratio", "1.2", "a number >= 1.5"),
+    ("tiering.ratio", "true", "a number >= 1.5"),
+    ("tiering.ratio", "four", "a number >= 1.5"),
+    ("tiering.max-fragments", "0", "integer >= 1"),
+    ("tiering.root-max-fragments", "x", "integer >= 1"),
+    ("tiering.max-wait", "10", "positive duration"),
 ]
 
 

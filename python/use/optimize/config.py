@@ -145,14 +145,19 @@ def _bool(value: Any) -> bool:
     raise _Bad("true or false")
 
 
-def _fraction(value: Any) -> float:
-    form = "a number strictly between 0 and 1, e.g. 0.1"
+def _float_text(value: Any, form: str) -> float:
+    """A number given as text or a number (not a bool); `_Bad(form)` otherwise."""
     if isinstance(value, bool):
         raise _Bad(form)
     try:
-        f = float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
+        return float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
     except ValueError:
         raise _Bad(form) from None
+
+
+def _fraction(value: Any) -> float:
+    form = "a number strictly between 0 and 1, e.g. 0.1"
+    f = _float_text(value, form)
     if not 0.0 < f < 1.0:
         raise _Bad(form)
     return f
@@ -160,12 +165,7 @@ def _fraction(value: Any) -> float:
 
 def _tier_ratio(value: Any) -> float:
     form = "0 (tiering off: every fragmented inner cube is merged into one file) or a number >= 1.5, e.g. 4"
-    if isinstance(value, bool):
-        raise _Bad(form)
-    try:
-        f = float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
-    except ValueError:
-        raise _Bad(form) from None
+    f = _float_text(value, form)
     if not (f == 0.0 or 1.5 <= f <= 1e6):
         raise _Bad(form)
     return f
@@ -177,10 +177,6 @@ def _max_fragments(value: Any) -> int:
     if n < 1:
         raise _Bad(form)
     return n
-
-
-def _wait(value: Any) -> float:
-    return parse_duration(value)
 
 
 def _column(value: Any) -> str:
@@ -329,7 +325,7 @@ CONFIG_KEYS: tuple[KeySpec, ...] = (
             "an inner cube spread over more files than this is merged whatever the tiers (the root, read by every sample, over more than 2: root-max-fragments)"),
     KeySpec("tiering.root-max-fragments", "tiering_root_max_fragments", _max_fragments, "integer >= 1", str(DEFAULT_TIERING_ROOT_MAX_FRAGMENTS),
             "the same bound for the root cube, which every sample and query reads (read cost weighted by depth)"),
-    KeySpec("tiering.max-wait", "tiering_max_wait", _wait, "a duration, e.g. '1h'", "unset",
+    KeySpec("tiering.max-wait", "tiering_max_wait", parse_duration, "a duration, e.g. '1h'", "unset",
             "a file of a fragmented inner cube older than this is merged with the cube's other files whatever the tiers (Relyt's time factor)"),
     KeySpec("autoOptimize.enabled", "auto_optimize_enabled", _bool, "true/false", "unset",
             "continuous optimization of this table by the service"),
@@ -520,7 +516,7 @@ class OptimizationConfig:
             if value == getattr(defaults, f.name) or f.name not in _BY_FIELD:
                 continue  # defaults, and inputs that are not table properties (now_ms)
             spec = _BY_FIELD[f.name]
-            if spec.parse is _wait:
+            if spec.parse is parse_duration:
                 text = f"{value:g}s"
             elif isinstance(value, bool):
                 text = "true" if value else "false"
