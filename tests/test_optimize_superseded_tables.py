@@ -45,3 +45,22 @@ def test_older_revisions_are_merged_into_the_latest_and_the_sample_reads_fewer_f
     assert plan_read(spark, after, sample=0.01).num_files < sample_before
     assert table_rows(spark, path) == rows  # the data is unchanged
     assert not optimize_path(spark, path, max_iterations=60).iterations  # and a second call does nothing
+
+
+def test_a_bad_revision_margin_is_refused_before_anything_is_written(spark, tmp_path) -> None:
+    from use.delta import DeltaLog
+    from use.errors import ConfigError
+    from use.table import QbeastTable
+
+    path = str(tmp_path / "t")
+    QbeastTable.write(spark.range(50).selectExpr("id", "cast(id as double) as x"), path, ["x"], cube_size=100)
+    files = sorted(p.name for p in (tmp_path / "t").iterdir())
+    version = DeltaLog.for_path(path).snapshot().version
+    spark.conf.set("spark.qbeast.index.revisionMargin", "-1")
+    try:
+        with pytest.raises(ConfigError, match=r"spark.qbeast.index.revisionMargin must be a number from 0 to 10"):
+            QbeastTable.write(spark.range(60).selectExpr("id", "cast(id * 2 as double) as x"), path, ["x"])
+    finally:
+        spark.conf.unset("spark.qbeast.index.revisionMargin")
+    assert DeltaLog.for_path(path).snapshot().version == version
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == files
