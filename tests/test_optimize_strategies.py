@@ -520,11 +520,11 @@ def test_tiered_consolidation_leaves_a_large_file_out_until_the_small_ones_add_u
     # (the small blocks add up to 9 elements: no level group qualifies, consolidation decides)
     blocks = [(0, 1, "", 0, MIN_W, W(0.5), 91), (1, 1, "", 0, MIN_W, MAX_W, 4), (2, 1, "", 0, MIN_W, MAX_W, 5)]
     snap = qbeast_snapshot(files, blocks)
-    tiered = cfg(tiering_root_max_fragments=9)
+    tiered = cfg(tiering_ratio=4, tiering_root_max_fragments=9)
     assert selected(LeveledCompactionSelection().select(snap, tiered)) == [["s1", "s2"]]
     assert "size tiers" in LeveledCompactionSelection().select(snap, tiered).tasks[0].reason
     # the root's fragments bound (every sample reads it): the large file joins
-    assert selected(LeveledCompactionSelection().select(snap, cfg(tiering_root_max_fragments=1))) == [["s1", "s2", "main"]]
+    assert selected(LeveledCompactionSelection().select(snap, cfg(tiering_ratio=4, tiering_root_max_fragments=1))) == [["s1", "s2", "main"]]
     # one small file beside the large one: within its tiers, nothing to do
     two = qbeast_snapshot(files_table(["main", "s1"], [400, 20], revisions=[1] * 2, mtimes=[0, 5]), blocks[:2])
     assert LeveledCompactionSelection().select(two, tiered) is None

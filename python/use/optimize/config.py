@@ -32,7 +32,7 @@ Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_
 | `use.optimization.open-file-cost` | integer bytes >= 0 | 4194304 | read cost of opening one file, in bytes (task scores) |
 | `use.optimization.zorder-by` | comma-separated column names | unset | key columns of ZOrder and Hilbert |
 | `use.optimization.zorder.min-cube-size` | integer bytes > 0 | 100 x max-file-size | a ZCube this large is not re-clustered with new files |
-| `use.optimization.tiering.ratio` | 0 or a number >= 1.5 | 4 | inner-cube consolidation merges a cube's smaller files, a larger one once they reach 1/ratio of it (0: every cube into one file) |
+| `use.optimization.tiering.ratio` | 0 or a number >= 1.5 | 0 | inner-cube consolidation merges a cube's smaller files, a larger one once they reach 1/ratio of it (0: every cube into one file) |
 | `use.optimization.tiering.max-fragments` | integer >= 1 | 4 | an inner cube over more files than this is merged whatever the tiers |
 | `use.optimization.tiering.root-max-fragments` | integer >= 1 | 2 | the same for the root cube, which every sample reads |
 | `use.optimization.tiering.max-wait` | a duration, e.g. '1h' | unset | a fragment older than this is merged with its cube's other files (Relyt's time factor) |
@@ -69,7 +69,7 @@ DEFAULT_OVERLAP_DEPTH = 2  # Relyt's example table (max depth 3) is optimized wi
 DEFAULT_OPEN_FILE_COST = 4 * 1024**2  # Spark spark.sql.files.openCostInBytes
 DEFAULT_INTERVAL_SECONDS = 600.0
 DEFAULT_MIN_CUBE_FILES = 100  # Delta's clustering minCubeSize: 100 x optimize.maxFileSize
-DEFAULT_TIERING_RATIO = 4.0  # LSM size tiers: a larger file joins a merge once the smaller add up to 1/4 of it
+DEFAULT_TIERING_RATIO = 0.0  # off until measured to pay (issue 14 §2); e.g. 4: a larger file joins a merge once the smaller add up to 1/4 of it
 DEFAULT_TIERING_MAX_FRAGMENTS = 4
 DEFAULT_TIERING_ROOT_MAX_FRAGMENTS = 2  # every sample reads the root: fewer of its files are tolerated
 
