@@ -204,6 +204,25 @@ def appended_qbeast(
     return qbeast_snapshot(files_table(paths, sizes, mtimes=mtimes, revisions=revs), rows)
 
 
+def drifting_qbeast(revisions: int = 3, appends_per_revision: int = 2) -> QbeastSnapshot:
+    """The layout drifting appends leave: `revisions` indexed revisions (each containing the ones
+    before: the same space here), each with `appends_per_revision` appended files of a root block and
+    one inner cube block, so the older revisions' files sit beside the latest's."""
+    paths, sizes, mtimes, revs, rows = [], [], [], [], []
+    for r in range(1, revisions + 1):
+        for a in range(appends_per_revision):
+            i = len(paths)
+            paths.append(f"r{r}-a{a}")
+            sizes.append(600 + 10 * r + a)
+            mtimes.append(10 * r + a)
+            revs.append(r)
+            rows.append((i, r, "", 0, MIN_W, weight_at(0.25), 25))
+            rows.append((i, r, "A", 1, weight_at(0.25), MAX_W, 5))
+    return qbeast_snapshot(
+        files_table(paths, sizes, mtimes=mtimes, revisions=revs), rows, revision_ids=tuple(range(1, revisions + 1))
+    )
+
+
 def weight_at(f: float) -> int:
     """Weight(f): the weight below which a `sample(f)` keeps a row."""
     from use.qbeast.weight import weight_from_fraction

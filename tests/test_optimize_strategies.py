@@ -180,6 +180,12 @@ def _consolidation_snapshot(sizes=(50, 10, 12, 40, 5)):
 
 
 def test_consolidation_takes_full_fragmented_cubes_by_depth_within_the_io_limit() -> None:
+    """Without size tiers (tiering.ratio 0): every fragmented inner cube into one file."""
+    CFG = OptimizationConfig(tiering_ratio=0)  # noqa: N806
+
+    def cfg(**kw: object) -> OptimizationConfig:
+        return dataclasses.replace(CFG, **kw)  # type: ignore[arg-type]
+
     snap = _consolidation_snapshot()
     plan = LeveledCompactionSelection().select(snap, CFG)
     # root first (depth 0), then Q (depth 1) while it fits; smallest files first in the task
@@ -490,3 +496,39 @@ def test_overlap_config_errors() -> None:
         ClusterKeyOverlap().select(snap, CFG)
     with pytest.raises(ConfigError, match="'nope' is not a column"):
         ClusterKeyOverlap().select(snap, cfg(overlap_cluster_key="nope"))
+
+
+# --- size tiers (issue 14 §2) --------------------------------------------------------------------------
+
+
+def test_tier_tail_merges_small_files_and_a_larger_one_only_once_they_reach_a_ratio_of_it() -> None:
+    from use.optimize.strategies.leveled import tier_tail
+
+    big = np.array([1000, 100, 10, 10, 10])
+    assert tier_tail(big, 4, 9) == 1  # the 10s add up to 30 >= 100/4, so 100 joins them; 130 < 1000/4
+    assert tier_tail(np.array([1000, 200, 10, 10]), 4, 9) == 2  # the 10s merge; 20*4 < 200
+    assert tier_tail(np.array([1000, 200, 10]), 4, 9) == 3  # one small file: within its tiers
+    assert tier_tail(np.array([1000, 200, 10]), 4, 2) == 1  # three files > max 2: the two smallest merge
+    assert tier_tail(np.array([1000, 200, 10]), 0, 9) == 0  # ratio 0: every file
+    assert tier_tail(np.array([1000, 200, 10]), 4, 9, np.array([False, True, False])) == 0  # waited: every file
+    assert tier_tail(np.array([5]), 4, 1) == 1
+
+
+def test_tiered_consolidation_leaves_a_large_file_out_until_the_small_ones_add_up() -> None:
+    # the root over a large consolidated file and two small appended ones (desiredCubeSize 100)
+    files = files_table(["main", "s1", "s2"], [400, 20, 30], revisions=[1] * 3, mtimes=[0, 5, 6])
+    # (the small blocks add up to 9 elements: no level group qualifies, consolidation decides)
+    blocks = [(0, 1, "", 0, MIN_W, W(0.5), 91), (1, 1, "", 0, MIN_W, MAX_W, 4), (2, 1, "", 0, MIN_W, MAX_W, 5)]
+    snap = qbeast_snapshot(files, blocks)
+    tiered = cfg(tiering_ratio=4, tiering_root_max_fragments=9)
+    assert selected(LeveledCompactionSelection().select(snap, tiered)) == [["s1", "s2"]]
+    assert "size tiers" in LeveledCompactionSelection().select(snap, tiered).tasks[0].reason
+    # the root's fragments bound (every sample reads it): the large file joins
+    assert selected(LeveledCompactionSelection().select(snap, cfg(tiering_ratio=4, tiering_root_max_fragments=1))) == [["s1", "s2", "main"]]
+    # one small file beside the large one: within its tiers, nothing to do
+    two = qbeast_snapshot(files_table(["main", "s1"], [400, 20], revisions=[1] * 2, mtimes=[0, 5]), blocks[:2])
+    assert LeveledCompactionSelection().select(two, tiered) is None
+    # the time factor: once s1 has waited tiering.max-wait, it is merged with the large file
+    waited = dataclasses.replace(tiered, tiering_max_wait=10.0, now_ms=5 + 10_000)
+    assert selected(LeveledCompactionSelection().select(two, waited)) == [["s1", "main"]]
+    assert LeveledCompactionSelection().select(two, dataclasses.replace(waited, now_ms=5 + 9_999)) is None

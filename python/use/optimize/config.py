@@ -32,6 +32,10 @@ Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_
 | `use.optimization.open-file-cost` | integer bytes >= 0 | 4194304 | read cost of opening one file, in bytes (task scores) |
 | `use.optimization.zorder-by` | comma-separated column names | unset | key columns of ZOrder and Hilbert |
 | `use.optimization.zorder.min-cube-size` | integer bytes > 0 | 100 x max-file-size | a ZCube this large is not re-clustered with new files |
+| `use.optimization.tiering.ratio` | 0 or a number >= 1.5 | 0 | inner-cube consolidation merges a cube's smaller files, a larger one once they reach 1/ratio of it (0: every cube into one file) |
+| `use.optimization.tiering.max-fragments` | integer >= 1 | 4 | an inner cube over more files than this is merged whatever the tiers |
+| `use.optimization.tiering.root-max-fragments` | integer >= 1 | 2 | the same for the root cube, which every sample reads |
+| `use.optimization.tiering.max-wait` | a duration, e.g. '1h' | unset | a fragment older than this is merged with its cube's other files (Relyt's time factor) |
 | `use.optimization.autoOptimize.enabled` | true/false | unset | continuous optimization of this table by the service |
 | `use.optimization.autoOptimize.revisionId` | integer >= 0 | latest | revision for leveled compaction (revision-id wins if both set) |
 | `use.optimization.autoOptimize.optimizeUnindexedFiles.enabled` | true/false | true | index staging (revision 0) files |
@@ -74,6 +78,9 @@ DEFAULT_INTERVAL_SECONDS = 600.0
 DEFAULT_GC_INTERVAL_SECONDS = 3600.0
 DEFAULT_MAX_CONCURRENT = 1
 DEFAULT_MIN_CUBE_FILES = 100  # Delta's clustering minCubeSize: 100 x optimize.maxFileSize
+DEFAULT_TIERING_RATIO = 0.0  # off until measured to pay (issue 14 §2); e.g. 4: a larger file joins a merge once the smaller add up to 1/4 of it
+DEFAULT_TIERING_MAX_FRAGMENTS = 4
+DEFAULT_TIERING_ROOT_MAX_FRAGMENTS = 2  # every sample reads the root: fewer of its files are tolerated
 
 
 # --- value parsers: each returns the typed value or raises ValueError(accepted form) ------------
@@ -138,17 +145,38 @@ def _bool(value: Any) -> bool:
     raise _Bad("true or false")
 
 
-def _fraction(value: Any) -> float:
-    form = "a number strictly between 0 and 1, e.g. 0.1"
+def _float_text(value: Any, form: str) -> float:
+    """A number given as text or a number (not a bool); `_Bad(form)` otherwise."""
     if isinstance(value, bool):
         raise _Bad(form)
     try:
-        f = float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
+        return float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
     except ValueError:
         raise _Bad(form) from None
+
+
+def _fraction(value: Any) -> float:
+    form = "a number strictly between 0 and 1, e.g. 0.1"
+    f = _float_text(value, form)
     if not 0.0 < f < 1.0:
         raise _Bad(form)
     return f
+
+
+def _tier_ratio(value: Any) -> float:
+    form = "0 (tiering off: every fragmented inner cube is merged into one file) or a number >= 1.5, e.g. 4"
+    f = _float_text(value, form)
+    if not (f == 0.0 or 1.5 <= f <= 1e6):
+        raise _Bad(form)
+    return f
+
+
+def _max_fragments(value: Any) -> int:
+    form = "an integer >= 1 (the files an inner cube may be spread over)"
+    n = _int_text(value, form)
+    if n < 1:
+        raise _Bad(form)
+    return n
 
 
 def _column(value: Any) -> str:
@@ -291,6 +319,14 @@ CONFIG_KEYS: tuple[KeySpec, ...] = (
             "key columns of the ZOrder and Hilbert strategies (Delta's ZORDER BY columns; required by them)"),
     KeySpec("zorder.min-cube-size", "zorder_min_cube_size", _positive_bytes, "integer bytes > 0", "100 x max-file-size",
             "a ZCube (the files one ZOrder/Hilbert task wrote) of at least this size is left alone; smaller ones are re-clustered with new files (Delta's minCubeSize)"),
+    KeySpec("tiering.ratio", "tiering_ratio", _tier_ratio, "0 or a number >= 1.5", str(DEFAULT_TIERING_RATIO),
+            "inner-cube consolidation merges a cube's smaller files together and takes a larger file in only when they add up to 1/ratio of it (LSM size tiers: each byte is rewritten about log_ratio times); 0 merges every fragmented inner cube into one file each time"),
+    KeySpec("tiering.max-fragments", "tiering_max_fragments", _max_fragments, "integer >= 1", str(DEFAULT_TIERING_MAX_FRAGMENTS),
+            "an inner cube spread over more files than this is merged whatever the tiers (the root, read by every sample, over more than 2: root-max-fragments)"),
+    KeySpec("tiering.root-max-fragments", "tiering_root_max_fragments", _max_fragments, "integer >= 1", str(DEFAULT_TIERING_ROOT_MAX_FRAGMENTS),
+            "the same bound for the root cube, which every sample and query reads (read cost weighted by depth)"),
+    KeySpec("tiering.max-wait", "tiering_max_wait", parse_duration, "a duration, e.g. '1h'", "unset",
+            "a file of a fragmented inner cube older than this is merged with the cube's other files whatever the tiers (Relyt's time factor)"),
     KeySpec("autoOptimize.enabled", "auto_optimize_enabled", _bool, "true/false", "unset",
             "continuous optimization of this table by the service"),
     KeySpec("autoOptimize.revisionId", "auto_optimize_revision_id", _revision_id, "integer >= 0", "latest",
@@ -363,6 +399,13 @@ class OptimizationConfig:
     optimize_unindexed_prioritize: bool = True
     unindexed_batch_bytes: int = DEFAULT_BATCH_BYTES
     unindexed_from_timestamp: int = 0
+    tiering_ratio: float = DEFAULT_TIERING_RATIO
+    tiering_max_fragments: int = DEFAULT_TIERING_MAX_FRAGMENTS
+    tiering_root_max_fragments: int = DEFAULT_TIERING_ROOT_MAX_FRAGMENTS
+    tiering_max_wait: float | None = None
+    #: The planning time (epoch ms) for time-aware rules (`tiering.max-wait`); not a table property:
+    #: the optimize loop sets it from the clock, so strategies stay pure functions of their inputs.
+    now_ms: int | None = None
 
     # --- resolved values ------------------------------------------------------------------------
 
@@ -473,10 +516,12 @@ class OptimizationConfig:
         defaults = OptimizationConfig()
         for f in fields(self):
             value = getattr(self, f.name)
-            if value == getattr(defaults, f.name):
-                continue
+            if value == getattr(defaults, f.name) or f.name not in _BY_FIELD:
+                continue  # defaults, and inputs that are not table properties (now_ms)
             spec = _BY_FIELD[f.name]
-            if isinstance(value, bool):
+            if spec.parse is parse_duration:
+                text = f"{value:g}s"
+            elif isinstance(value, bool):
                 text = "true" if value else "false"
             elif isinstance(value, tuple):
                 text = ",".join(value)

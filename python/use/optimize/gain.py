@@ -9,7 +9,9 @@ only if
   for indexing), and
 * its rewrite can reduce files, blocks or read cost, estimated from the snapshot's metadata
   (`Gain`), by the kind of rewrite it asks for:
-  - index: the staging files leave revision 0, which every query reads in full (always a gain);
+  - index: the staging files leave revision 0, which every query reads in full, or the files of a
+    superseded revision join the latest one, beside which every query of its space also opens them
+    (SupersededRevisionsSelection): always a gain, and the selection empties as they go;
   - cluster (ZOrder, Hilbert): the strategy selects only a partition's files not yet clustered by
     its key and its small ZCubes, so its selection is the gain; a Z-order clusters a partition as a
     whole (Delta's OPTIMIZE ZORDER BY), so it is bounded by bytes-per-iter per plan, not by the

@@ -31,6 +31,7 @@ wires them to the real Delta log, planner and Spark executor.
 
 from __future__ import annotations
 
+import time
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -366,6 +367,8 @@ def optimize_path(
     if strategy is not None:
         given["strategies"] = strategy if isinstance(strategy, str) else ",".join(strategy)
     config = OptimizationConfig.from_properties(first.configuration, given, spark_conf=session_defaults(spark))
+    # the planning time of time-aware rules (tiering.max-wait): an input, so strategies stay pure
+    config = replace(config, now_ms=int(time.time() * 1000))
     planner = Planner(None, config)
     planned_once = [False]
 

@@ -13,7 +13,9 @@ Default chain (when neither the caller nor `use.optimization.strategies` gives o
 
 * Qbeast table: `UnindexedFilesSelection` first (if `optimizeUnindexedFiles.enabled` and
   `.prioritize`; last if not prioritized), then `use.optimization.type` or, by default,
-  `LeveledCompactionSelection` on the latest revision (or `revision-id` / `autoOptimize.revisionId`).
+  `SupersededRevisionsSelection` (when the table has older revisions the latest contains: they are
+  re-indexed into it; not when a revision is targeted), then `LeveledCompactionSelection` on the latest revision (or
+  `revision-id` / `autoOptimize.revisionId`).
   With revision id 0 only `UnindexedFilesSelection` runs; with `revision-rewrite` the unindexed
   strategy is left out (the user asked to rewrite one revision).
 * Plain Delta table: `use.optimization.type` when it applies to plain tables, else `BinPacking`
@@ -40,6 +42,7 @@ from use.optimize.config import PREFIX, OptimizationConfig
 from use.optimize.gain import guard
 from use.optimize.plan import KIND_COMPACT, KIND_INDEX, MergeTask, Plan
 from use.optimize.strategies import registry
+from use.optimize.strategies.superseded import contained_revisions
 from use.optimize.strategies._common import (
     chunks,
     index_score,
@@ -66,7 +69,13 @@ def default_chain(snapshot: Any, config: OptimizationConfig) -> tuple[str, ...]:
             main = config.type
         if config.revision_rewrite:
             return (main,)
-        return (*unindexed, main) if config.optimize_unindexed_prioritize else (main, *unindexed)
+        # Older revisions contained by the latest are folded into it before the latest is compacted:
+        # their rows then join its cubes once, instead of after its files were merged.
+        # (Only listed when the table has such revisions, so the chain shown to users is what runs.)
+        superseded = ("SupersededRevisionsSelection",) if config.target_revision_id is None and contained_revisions(snapshot) else ()
+        if config.optimize_unindexed_prioritize:
+            return (*unindexed, *superseded, main)
+        return (*superseded, main, *unindexed)
     if config.type is not None and registry.get_class(config.type).applies_to_delta:
         return (config.type,)
     return ("BinPacking", "SmallFiles")

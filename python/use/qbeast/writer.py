@@ -56,6 +56,8 @@ __all__ = [
 
 _OPTIMIZE_WRITE_CONF = "spark.qbeast.index.optimizeWrite"
 _OPTIMIZE_WRITE_PROPERTY = "delta.autoOptimize.optimizeWrite"
+_REVISION_MARGIN_CONF = "spark.qbeast.index.revisionMargin"
+_REVISION_MARGIN_PROPERTY = "use.qbeast.revisionMargin"
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,33 @@ def _optimize_write(spark: SparkSession, requested: bool | None, configuration: 
             raise ConfigError(f"{source} must be true or false, got {raw!r}")
         return text == "true"
     return False
+
+
+def _revision_margin(spark: SparkSession, configuration: Mapping[str, str] | None) -> float:
+    """The `revisionMargin` a write widens a linear range by (see `revision.widened`): the Spark conf
+    `spark.qbeast.index.revisionMargin`, else the table property `use.qbeast.revisionMargin`, else
+    `DEFAULT_REVISION_MARGIN`. A fraction of the range's span, 0 (the exact union, as qbeast-spark)
+    to 10."""
+    from use.qbeast.revision import DEFAULT_REVISION_MARGIN
+
+    for source, raw in (
+        (_REVISION_MARGIN_CONF, spark.conf.get(_REVISION_MARGIN_CONF, None)),
+        (_REVISION_MARGIN_PROPERTY, (configuration or {}).get(_REVISION_MARGIN_PROPERTY)),
+    ):
+        if raw is None:
+            continue
+        try:
+            value = float(str(raw).strip())
+        except ValueError:
+            value = float("nan")
+        if not 0.0 <= value <= 10.0:
+            from use.errors import ConfigError
+
+            raise ConfigError(
+                f"{source} must be a number from 0 to 10 (a fraction of the indexed range, e.g. 0.1), got {raw!r}"
+            )
+        return value
+    return DEFAULT_REVISION_MARGIN
 
 
 def _index(
@@ -259,7 +288,8 @@ def write(
 
     stats = collect_stats(df, transformers)
     now_ms = int(time.time() * 1000)
-    revision, is_new = compute_revision_change(existing_rev, transformers, stats, size, column_stats, root, now_ms)
+    margin = _revision_margin(spark, snapshot.metadata.configuration if snapshot is not None and mode == "append" else None)
+    revision, is_new = compute_revision_change(existing_rev, transformers, stats, size, column_stats, root, now_ms, margin)
     num_rows = int(stats.get("count") or 0)
 
     written: list[str] = []
@@ -344,7 +374,8 @@ def index_into_revision(
     transformers = parse_column_specs(list(latest.columns), data_schema, existing=latest)
     stats = collect_stats(df, transformers)
     revision, is_new = compute_revision_change(
-        latest, transformers, stats, latest.desired_cube_size, None, latest.table_id, int(time.time() * 1000)
+        latest, transformers, stats, latest.desired_cube_size, None, latest.table_id, int(time.time() * 1000),
+        _revision_margin(spark, qsnap.configuration),
     )
     num_rows = int(stats.get("count") or 0)
     if not num_rows:

@@ -178,6 +178,33 @@ def _group_reason(groups: BlockGroups, g: int, prefix: str) -> str:
     )
 
 
+def tier_tail(sizes_desc: np.ndarray, ratio: float, max_fragments: int, waited: np.ndarray | None = None) -> int:
+    """Where the merge of one inner cube's files starts (files at [start, n) of `sizes_desc`, its
+    files largest first): n when nothing is merged (the cube is within its tiers).
+
+    LSM size tiers: the smallest files are merged together, and the next larger file joins them
+    only once they add up to 1/`ratio` of it, so a large consolidated file is not rewritten each
+    time a few small appends arrive (each byte is rewritten about log_ratio(table / append) times
+    instead of once per round). Then, whatever the tiers, the cube keeps at most `max_fragments`
+    files (reads: a query through the cube opens all of them), and a file that has `waited` (the
+    time factor) is merged together with every file of the cube. A merge takes two files or more.
+    `ratio` 0 merges every file of the cube (one file per inner cube, as before tiering).
+    """
+    n = int(sizes_desc.size)
+    if n < 2:
+        return n
+    if ratio <= 0 or (waited is not None and bool(waited.any())):
+        return 0
+    start = n - 1
+    tail = float(sizes_desc[start])
+    while start > 0 and tail * ratio >= float(sizes_desc[start - 1]):
+        start -= 1
+        tail += float(sizes_desc[start])
+    # more than max_fragments files left (the untouched head plus the merged tail's one file)
+    start = min(start, max(0, max_fragments - 1))
+    return start if n - start >= 2 else n
+
+
 def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConfig, strategy: str) -> MergeTask | None:
     """The inner-cube consolidation rule (module docstring): None when no inner cube is fragmented."""
     revision = snapshot.revisions.get(revision_id)
@@ -200,6 +227,8 @@ def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConf
     if cand.size == 0:
         return None
     cand = cand[np.lexsort((rb.cube_rank()[cand], rb.cube_depth()[cand]))]
+    if config.tiering_ratio > 0:
+        return _tiered_task(snapshot, revision_id, config, strategy, rb, cand, p_cube, p_file, total, spread)
     rank = np.full(rb.num_cubes, -1, dtype=np.int64)
     rank[cand] = np.arange(cand.size)
     first_cube = cand[0]
@@ -231,6 +260,48 @@ def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConf
     if k < own.size:
         reason += f"; {k} of {own.size} files within task-max-bytes={format_bytes(config.task_limit)}"
     return MergeTask(strategy, revision_id, paths_of(snapshot, files), nbytes, n, merge_score(nbytes, n, config), reason, KIND_COMPACT)
+
+
+def _tiered_task(
+    snapshot: Any, revision_id: int, config: OptimizationConfig, strategy: str, rb: RevisionBlocks,
+    cand: np.ndarray, p_cube: np.ndarray, p_file: np.ndarray, total: np.ndarray, spread: np.ndarray,
+) -> MergeTask | None:
+    """Consolidation with size tiers (`tier_tail`): the first candidate (shallowest first) whose
+    files are out of tier gives the task, its tail files merged (smallest first within the IO limit).
+    The rewrite regroups every cube of those files, so the other cubes' recent fragments, which
+    sit in the same small files of recent appends, are merged by the same task."""
+    sizes_all = sizes_of(snapshot)
+    mtime = np.asarray(snapshot.files.column("modification_time").to_numpy(zero_copy_only=False), dtype=np.int64)
+    wait_ms = None
+    if config.tiering_max_wait is not None and config.now_ms is not None:
+        wait_ms = int(config.tiering_max_wait * 1000)
+    depth = rb.cube_depth()
+    order = np.argsort(p_cube, kind="stable")
+    pc_sorted, pf_sorted = p_cube[order], p_file[order]
+    for cube in cand.tolist():
+        lo, hi = np.searchsorted(pc_sorted, [cube, cube + 1])
+        files = pf_sorted[lo:hi]
+        files = files[np.lexsort((files, -sizes_all[files]))]  # largest first, ties by row
+        waited = None
+        if wait_ms is not None:
+            waited = (int(config.now_ms) - mtime[files]) >= wait_ms  # type: ignore[arg-type]
+            waited[0] = False  # the largest file waiting alone merges nothing
+        limit_fragments = config.tiering_root_max_fragments if int(depth[cube]) == 0 else config.tiering_max_fragments
+        start = tier_tail(sizes_all[files], config.tiering_ratio, limit_fragments, waited)
+        if start >= files.size:
+            continue
+        tail = files[start:][::-1]  # smallest first
+        k = merge_prefix(sizes_all[tail], config.task_limit)
+        if k < 2:
+            continue
+        sel = sort_files(snapshot, tail[:k], [("size", "ascending")])
+        nbytes, n = int(sizes_all[sel].sum()), int(sel.size)
+        reason = (
+            f"consolidation: inner cube {rb.cube_name(int(cube))!r} (depth {int(depth[cube])}, {int(total[cube])} elements) "
+            f"spread over {int(spread[cube])} files; merging its {n} smallest (size tiers, ratio {config.tiering_ratio:g})"
+        )
+        return MergeTask(strategy, revision_id, paths_of(snapshot, sel), nbytes, n, merge_score(nbytes, n, config), reason, KIND_COMPACT)
+    return None
 
 
 def _consolidation_plan(snapshot: Any, rid: int, config: OptimizationConfig, strategy: str) -> Plan | None:
