@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 setup: $(VENV)/.installed
 
 run: $(VENV)/.installed
-	$(VENV)/bin/use demo
+	$(VENV)/bin/use serve --demo
 
 test: $(VENV)/.installed
 	$(VENV)/bin/pytest -q tests

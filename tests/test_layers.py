@@ -21,6 +21,7 @@ FORBIDDEN = {
 }
 # Modules that run Spark; every other module of these layers is pure (no pyspark).
 SPARK_MODULES = {
+    "use.service.metastore",
     "use.qbeast.writer",
     "use.qbeast.index_plan",
     "use.qbeast.write_tasks",

@@ -95,3 +95,24 @@ def test_check_port_free_sees_a_listening_socket() -> None:
     check_port_free("127.0.0.1", port)
     with pytest.raises(ServerError, match="cannot be resolved"):
         check_port_free("no-such-host.invalid", port)
+
+
+def test_the_server_runs_the_optimization_service_with_fair_scheduling_unless_told_not_to(tmp_path: Path) -> None:
+    from use.server.process import default_services
+
+    options = ServerOptions.from_flags(tmp_path / "data")
+    assert [s.name for s in default_services(options)] == ["optimization"]
+    assert options.data_dir.service == tmp_path / "data" / "service"
+    assert spark_conf(options)["spark.scheduler.mode"] == "FAIR"
+    fifo = ServerOptions.from_flags(tmp_path / "data", conf_pairs=["spark.scheduler.mode=FIFO"])
+    assert spark_conf(fifo)["spark.scheduler.mode"] == "FIFO"  # a --conf wins over the service's default
+    assert default_services(ServerOptions.from_flags(tmp_path / "data", service=False)) == []
+
+
+def test_the_demo_interval_yields_to_a_conf_of_the_caller(tmp_path: Path) -> None:
+    from use.optimize.config import INTERVAL_KEY
+    from use.server.demo import DEMO_INTERVAL, demo_conf
+
+    assert ServerOptions.from_flags(tmp_path, conf_pairs=demo_conf([])).conf[INTERVAL_KEY] == DEMO_INTERVAL
+    mine = demo_conf([f"{INTERVAL_KEY}=2s"])
+    assert ServerOptions.from_flags(tmp_path, conf_pairs=mine).conf[INTERVAL_KEY] == "2s"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from use.server.config import DEFAULT_DATA_DIR, DEFAULT_HOST, DEFAULT_MASTER, DEFAULT_PORT
+from use.server.demo import DEMO_INTERVAL
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -34,11 +35,30 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="a Spark conf for the server's session (repeatable), e.g. --conf spark.driver.memory=8g",
     )
+    parser.add_argument(
+        "--no-service",
+        action="store_true",
+        help="do not run the continuous optimization service (tables are optimized only when asked)",
+    )
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="`make run`: on a fresh data dir, create a small demo Qbeast table with continuous optimization "
+        f"on (interval {DEMO_INTERVAL} unless --conf sets one) and print how to query it",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from use.server import ServerOptions, serve
 
-    options = ServerOptions.from_flags(args.data_dir, args.host, args.port, args.master, args.conf)
-    return serve(options)
+    if not args.demo:
+        options = ServerOptions.from_flags(args.data_dir, args.host, args.port, args.master, args.conf, not args.no_service)
+        return serve(options)
+    from use.errors import ConfigError
+    from use.server.demo import demo_conf, demo_services, print_demo
+
+    if args.no_service:
+        raise ConfigError("--demo shows the optimization service at work; leave out --no-service")
+    options = ServerOptions.from_flags(args.data_dir, args.host, args.port, args.master, demo_conf(args.conf))
+    return serve(options, demo_services(options), after_ready=print_demo)

@@ -94,6 +94,11 @@ class DataDir:
         return self.logs / "derby.log"
 
     @property
+    def service(self) -> Path:
+        """The continuous optimization service's state (its schedules, restored after a restart)."""
+        return self.root / "service"
+
+    @property
     def tmp(self) -> Path:
         """The JVM's `java.io.tmpdir`, Spark's local dirs and Hive's scratch dirs."""
         return self.root / "tmp"
@@ -113,6 +118,8 @@ class ServerOptions:
     port: int = DEFAULT_PORT
     master: str = DEFAULT_MASTER
     conf: Mapping[str, str] = field(default_factory=dict)
+    #: Run the continuous optimization service (`use serve --no-service` turns it off).
+    service: bool = True
 
     @classmethod
     def from_flags(
@@ -122,6 +129,7 @@ class ServerOptions:
         port: int = DEFAULT_PORT,
         master: str = DEFAULT_MASTER,
         conf_pairs: Sequence[str] = (),
+        service: bool = True,
     ) -> ServerOptions:
         """Options from the command line's values; `ConfigError` for a value that can never work
         (checks that depend on the machine's state are `check_data_dir` / `check_port_free`)."""
@@ -130,7 +138,7 @@ class ServerOptions:
         if not master.strip():
             raise ConfigError("--master is empty; pass a Spark master URL such as local[*]")
         conf = parse_conf_pairs(conf_pairs)
-        return cls(DataDir(Path(data_dir).expanduser().absolute()), host.strip(), port, master.strip(), conf)
+        return cls(DataDir(Path(data_dir).expanduser().absolute()), host.strip(), port, master.strip(), conf, service)
 
     @property
     def connect_host(self) -> str:
@@ -169,10 +177,14 @@ def parse_conf_pairs(pairs: Sequence[str]) -> dict[str, str]:
 def spark_conf(options: ServerOptions) -> dict[str, str]:
     """The Spark conf the server's session is built with: the caller's `--conf` plus what the
     server decides (Hive metastore in Derby under the data dir, warehouse, Thrift port and host,
-    scratch space, Derby's log). These are set at session build because Spark reads them only
+    scratch space, Derby's log), on top of the service's needs (`use.service.runner.SPARK_CONF`:
+    the FAIR scheduler, so JDBC queries are not queued behind a merge; a `--conf` may override it).
+    These are set at session build because Spark reads them only
     then: with Hive support a runtime `spark.conf.set` of the Thrift port was ignored.
 
     No `derby.system.home`: it made every JDBC session close retry for about 20 s."""
+    from use.service.runner import SPARK_CONF
+
     d = options.data_dir
     java_options = [
         f"-Dderby.stream.error.file={d.derby_log}",
@@ -180,6 +192,7 @@ def spark_conf(options: ServerOptions) -> dict[str, str]:
     ]
     user_java_options = options.conf.get(DRIVER_JAVA_OPTIONS_KEY, "").strip()
     return {
+        **SPARK_CONF,
         **options.conf,
         "spark.sql.catalogImplementation": "hive",
         METASTORE_URL_KEY: f"jdbc:derby:;databaseName={d.metastore};create=true",

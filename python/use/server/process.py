@@ -39,10 +39,14 @@ from use.server.config import READY_PREFIX, ServerOptions, check_data_dir, check
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["Service", "UseServer", "serve"]
+__all__ = ["Service", "UseServer", "default_services", "serve"]
 
 log = logging.getLogger("use.server")
 log.addHandler(logging.NullHandler())  # until the data dir's log is open: never Python's stderr fallback
+# The loggers whose lines go to the data dir's log (the server's own and its services').
+_LOGGERS = ("use.server", "use.service")
+for _name in _LOGGERS[1:]:
+    logging.getLogger(_name).addHandler(logging.NullHandler())
 
 # How long the Thrift server may take to listen once started (it returned in under half a second
 # in every measurement; the margin is for a loaded machine).
@@ -68,9 +72,10 @@ class Service(Protocol):
 class UseServer:
     """One server process: `start()`, then `wait()` until a stop is requested, then `stop()`."""
 
-    def __init__(self, options: ServerOptions, services: Sequence[Service] = ()) -> None:
+    def __init__(self, options: ServerOptions, services: Sequence[Service] | None = None) -> None:
+        """`services` None: the default ones (`default_services`)."""
         self.options = options
-        self.services = tuple(services)
+        self.services = tuple(default_services(options) if services is None else services)
         self.spark: SparkSession | None = None
         self._thrift: Any = None
         self._started_services: list[Service] = []
@@ -137,8 +142,10 @@ class UseServer:
     def _open_log(self) -> None:
         handler = logging.FileHandler(self.options.data_dir.log_file, mode="a", encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
+        for name in _LOGGERS:
+            logger = logging.getLogger(name)
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
         self._log_handler = handler
 
     def _session(self) -> SparkSession:
@@ -237,7 +244,8 @@ class UseServer:
             shutil.rmtree(self.options.data_dir.tmp, ignore_errors=True)
         log.info("stopped")
         if self._log_handler is not None:
-            log.removeHandler(self._log_handler)
+            for name in _LOGGERS:
+                logging.getLogger(name).removeHandler(self._log_handler)
             self._log_handler.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
@@ -265,6 +273,37 @@ class UseServer:
         if proc.stdin is not None:
             proc.stdin.close()
         proc.wait(timeout=_JVM_EXIT_TIMEOUT_S)
+
+
+class _MetastoreService:
+    """The optimization service over the server's tables: its source (the metastore and the
+    warehouse directory) needs the server's SparkSession, which exists only at `start`."""
+
+    name = "optimization"
+
+    def __init__(self, options: ServerOptions) -> None:
+        self.options = options
+        self.service: Any = None
+
+    def start(self, spark: SparkSession) -> None:
+        from use.service import LocationSource, OptimizationService
+        from use.service.metastore import CombinedSource, MetastoreSource
+
+        d = self.options.data_dir
+        source = CombinedSource(MetastoreSource(spark), LocationSource(directories=[d.warehouse]))
+        self.service = OptimizationService(source, d.service)
+        self.service.start(spark)
+
+    def stop(self) -> None:
+        if self.service is not None:
+            self.service.stop()
+
+
+def default_services(options: ServerOptions) -> list[Service]:
+    """What a server runs beside the Thrift server: the continuous optimization service (its state
+    in `<data dir>/service`, settings from the session's `spark.qbeast.use.*` conf), unless
+    `--no-service`."""
+    return [_MetastoreService(options)] if options.service else []
 
 
 def _logged(what: str, step: Callable[[], object]) -> None:
@@ -303,9 +342,15 @@ def _print(line: str) -> None:
     print(line, flush=True)  # a pipe (tests, supervisors) must see the ready line at once
 
 
-def serve(options: ServerOptions, services: Sequence[Service] = (), out: Callable[[str], None] = _print) -> int:
+def serve(
+    options: ServerOptions,
+    services: Sequence[Service] | None = None,
+    out: Callable[[str], None] = _print,
+    after_ready: Callable[[ServerOptions, Callable[[str], None]], None] | None = None,
+) -> int:
     """Run a server until SIGINT or SIGTERM; 0 after a clean stop. A second signal during the
-    stop ends the process at once (exit 1)."""
+    stop ends the process at once (exit 1). `after_ready` prints more once the server is ready
+    (`use serve --demo`: how to query the demo table)."""
     server = UseServer(options, services)
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -325,6 +370,8 @@ def serve(options: ServerOptions, services: Sequence[Service] = (), out: Callabl
             d = options.data_dir
             out(f"{READY_PREFIX}{url}")
             out(f"use serve: data dir {d.root}, log {d.log_file}; stop with Ctrl-C (SIGINT) or SIGTERM")
+            if after_ready is not None:
+                after_ready(options, out)
             server.wait()
     finally:
         server.stop()

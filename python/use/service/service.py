@@ -41,7 +41,8 @@ import pyarrow as pa
 
 from use.errors import ServiceError, TableNotFoundError
 from use.optimize.config import SPARK_OPT_PREFIX, ServiceConfig
-from use.optimize.loop import CONFLICTS, StopToken, format_iteration
+from use.optimize.loop import CONFLICTS, StopToken
+from use.optimize.report import format_iteration
 from use.service import state as state_file
 from use.service.gc import collect_garbage
 from use.service.probe import ProbeFn, probe
