@@ -247,13 +247,14 @@ def one_go(spark: Any, s: Settings, shape: str, n: int, work: str) -> tuple[Read
 
 
 def run_one(spark: Any, s: Settings, shape: str, contender: str, k: int, target: int,
-            refs: dict[int, Reads], work: str, log: Callable[[str], None]) -> Run:  # fmt: skip
-    """Append, optimizing every k appends; the table's reads after every round."""
+            refs: dict[int, Reads], work: str, log: Callable[[str], None], run: Run | None = None) -> Run:  # fmt: skip
+    """Append, optimizing every k appends; the table's reads after every round (added to `run` as
+    they come, so a caller can save a long run's progress)."""
     from use.qbeast.reader import load_snapshot
 
     path = os.path.join(work, f"{shape}-{contender}-k{k}")
     shutil.rmtree(path, ignore_errors=True)
-    run = Run(shape, contender, k)
+    run = run if run is not None else Run(shape, contender, k)
     measure = Measurer(spark, s, shape)
     ref_points = sorted(refs)
     live: dict[str, int] = {}
@@ -289,8 +290,10 @@ def run_one(spark: Any, s: Settings, shape: str, contender: str, k: int, target:
     return run
 
 
-def run_benchmark(spark: Any, s: Settings, work: str, log: Callable[[str], None] = print) -> list[Run]:
-    """Every (shape, contender, k) run of the settings, `s.jobs` at a time; runs in settings order."""
+def run_benchmark(spark: Any, s: Settings, work: str, log: Callable[[str], None] = print,
+                  progress: list[Run] | None = None) -> list[Run]:  # fmt: skip
+    """Every (shape, contender, k) run of the settings, `s.jobs` at a time; runs in settings order.
+    `progress` receives every run as it starts (its rounds grow as they are measured)."""
     lock = threading.Lock()
 
     def say(msg: str) -> None:
@@ -313,8 +316,11 @@ def run_benchmark(spark: Any, s: Settings, work: str, log: Callable[[str], None]
         jobs = [(shape, c, k) for shape in s.shapes for k in s.every for c in s.contenders]
         # longest first (most rounds), so the pool ends together
         order = sorted(range(len(jobs)), key=lambda j: jobs[j][2])
+        runs = [Run(shape, c, k) for shape, c, k in jobs]
+        if progress is not None:
+            progress.extend(runs)
         futures = {j: pool.submit(run_one, spark, s, jobs[j][0], jobs[j][1], jobs[j][2], targets[jobs[j][0]],
-                                  refs[jobs[j][0]], work, say) for j in order}  # fmt: skip
+                                  refs[jobs[j][0]], work, say, runs[j]) for j in order}  # fmt: skip
         return [futures[j].result() for j in range(len(jobs))]
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -409,12 +415,14 @@ def plot(s: Settings, runs: Sequence[Run], png: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib import ticker
 
     keys = list(dict.fromkeys((r.shape, r.k) for r in runs))
     cols = (("rewritten / appended", None), ("sample(0.01) files / one-go", "sample_files"),
             ("1% range files / one-go", "range_files"))  # fmt: skip
     fig, axes = plt.subplots(len(keys), len(cols), figsize=(5 * len(cols), 3 * len(keys)), squeeze=False)
     colors = dict(zip(CONTENDERS, ("tab:blue", "tab:orange", "tab:green", "tab:red")))
+    styles = dict(zip(CONTENDERS, ("-", "-", "--", ":")))  # zorder and hilbert often coincide
     for row, (shape, k) in enumerate(keys):
         for col, (title, attr) in enumerate(cols):
             ax = axes[row][col]
@@ -424,11 +432,14 @@ def plot(s: Settings, runs: Sequence[Run], png: str) -> None:
                 xs = [p.appends for p in r.rounds]
                 ys = ([p.rewritten_bytes / max(1, p.appended_bytes) for p in r.rounds] if attr is None
                       else r.ratios(attr))  # fmt: skip
-                ax.plot(xs, ys, label=r.contender, color=colors.get(r.contender), marker="." if len(xs) < 30 else None)
+                ax.plot(xs, ys, label=r.contender, color=colors.get(r.contender), linestyle=styles.get(r.contender),
+                        marker="." if len(xs) < 30 else None)  # fmt: skip
             if attr is None and k in GOAL_REWRITE:
                 ax.axhline(GOAL_REWRITE[k], color="gray", linestyle="--", linewidth=0.8, label=f"goal k={k}")
             if attr is not None:
                 ax.set_yscale("log")
+                ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+                ax.yaxis.set_minor_formatter(ticker.NullFormatter())
                 ax.axhline(GOAL_WORST, color="gray", linestyle="--", linewidth=0.8, label="goal worst")
                 ax.axhline(GOAL_MEDIAN, color="gray", linestyle=":", linewidth=0.8, label="goal median")
             ax.set_title(f"{shape}, k={k}: {title}", fontsize=9)
@@ -441,6 +452,12 @@ def plot(s: Settings, runs: Sequence[Run], png: str) -> None:
     plt.close(fig)
 
 
+def save_rounds(s: Settings, runs: Sequence[Run], path: str) -> None:
+    with open(path + ".tmp", "w") as f:
+        json.dump({"settings": asdict(s), "runs": [asdict(r) for r in runs]}, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
 def save(s: Settings, runs: Sequence[Run], text: str, out: str) -> tuple[str, str, str]:
     """The table (txt), the curves (png) and every round (json) in `out`: their paths."""
     os.makedirs(out, exist_ok=True)
@@ -448,8 +465,7 @@ def save(s: Settings, runs: Sequence[Run], text: str, out: str) -> tuple[str, st
     with open(txt, "w") as f:
         f.write(text + "\n")
     plot(s, runs, png)
-    with open(js, "w") as f:
-        json.dump({"settings": asdict(s), "runs": [asdict(r) for r in runs]}, f, indent=1)
+    save_rounds(s, runs, js)
     return txt, png, js
 
 
@@ -519,6 +535,32 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Settings, argparse.Na
     return s, args
 
 
+def run_with_progress(spark: Any, s: Settings, work: str, partial: str, every_s: float = 60.0) -> list[Run]:
+    """`run_benchmark`, saving the rounds measured so far to `partial` every minute (a long run cut
+    short can still be read with --replot); the file is removed once the run completes."""
+    progress: list[Run] = []
+    done = threading.Event()
+
+    def dump() -> None:
+        while not done.wait(every_s):
+            try:
+                save_rounds(s, [r for r in progress if r.rounds], partial)
+            except (OSError, RuntimeError, ValueError):
+                pass  # a snapshot taken while rounds are appended; the next one will do
+
+    os.makedirs(os.path.dirname(partial) or ".", exist_ok=True)
+    saver = threading.Thread(target=dump, name="tradeoff-progress", daemon=True)
+    saver.start()
+    try:
+        runs = run_benchmark(spark, s, work, log=lambda m: print(m, flush=True), progress=progress)
+    finally:
+        done.set()
+        saver.join()
+    if os.path.exists(partial):
+        os.remove(partial)
+    return runs
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     s, args = parse_args(argv)
     if args.replot:
@@ -535,7 +577,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     os.makedirs(work, exist_ok=True)
     t0 = time.perf_counter()
     try:
-        runs = run_benchmark(spark, s, work, log=lambda m: print(m, flush=True))
+        runs = run_with_progress(spark, s, work, os.path.join(args.out, "tradeoff.partial.json"))
         text = report(s, runs) + f"\n({time.perf_counter() - t0:.0f}s, {s.jobs} at a time)"
         print()
         print(text)
