@@ -314,8 +314,8 @@ def run_benchmark(spark: Any, s: Settings, work: str, log: Callable[[str], None]
             say(f"  {shape}: {len(points)} one-go tables; all {s.appends} appends at once: {total_files} files, "
                 f"{total_bytes} B; plain-Delta maxFileSize {targets[shape]} B ({s.cube_size} rows)")  # fmt: skip
         jobs = [(shape, c, k) for shape in s.shapes for k in s.every for c in s.contenders]
-        # longest first (most rounds), so the pool ends together
-        order = sorted(range(len(jobs)), key=lambda j: jobs[j][2])
+        # longest first (most rounds, ours first: its appends are Spark writes), so the pool ends together
+        order = sorted(range(len(jobs)), key=lambda j: (jobs[j][2], CONTENDERS.index(jobs[j][1])))
         runs = [Run(shape, c, k) for shape, c, k in jobs]
         if progress is not None:
             progress.extend(runs)
@@ -572,7 +572,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     from use.session import spark_session
 
-    spark = spark_session("use-bench-tradeoff", conf={"spark.sql.shuffle.partitions": "4"})
+    # small tables: a 1 GiB driver is plenty, and the benchmark shares its machine with other work
+    spark = spark_session("use-bench-tradeoff", conf={"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "1g"})
     work = args.keep or tempfile.mkdtemp(prefix="use-bench-tradeoff-")
     os.makedirs(work, exist_ok=True)
     t0 = time.perf_counter()
