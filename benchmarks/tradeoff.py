@@ -153,6 +153,11 @@ class Run:
         last = self.rounds[-1]
         return last.rewritten_bytes / max(1, last.appended_bytes)
 
+    @property
+    def round_share(self) -> float:
+        """Median share of the table a round rewrites (1.0: every round is O(table))."""
+        return statistics.median(r.round_bytes / max(1, r.table_bytes) for r in self.rounds)
+
     def ratios(self, attr: str) -> list[float]:
         return [getattr(r.reads, attr) / max(1, getattr(r.ref, attr)) for r in self.rounds]
 
@@ -328,7 +333,7 @@ def run_benchmark(spark: Any, s: Settings, work: str, log: Callable[[str], None]
 
 # --- report ---------------------------------------------------------------------------------
 
-HEADER = ["shape", "k", "contender", "rounds", "rewritten/appended", "sample files", "sample bytes",
+HEADER = ["shape", "k", "contender", "rounds", "rewritten/appended", "round/table", "sample files", "sample bytes",
           "range files", "range bytes", "files", "revisions", "goals (ours)"]  # fmt: skip
 READS = ("sample_files", "sample_bytes", "range_files", "range_bytes")
 
@@ -380,7 +385,7 @@ def dominance_lines(runs: Sequence[Run]) -> list[str]:
 def table(runs: Sequence[Run]) -> str:
     body = []
     for r in runs:
-        cells: list[Any] = [r.shape, r.k, r.contender, len(r.rounds), r.rewrite_ratio]
+        cells: list[Any] = [r.shape, r.k, r.contender, len(r.rounds), r.rewrite_ratio, r.round_share]
         cells += ["{:.2f} / {:.2f}".format(*med_worst(r, attr)) for attr in READS]
         last = r.rounds[-1]
         cells += [last.table_files, last.revisions, goal_text(r)]
@@ -396,7 +401,8 @@ def report(s: Settings, runs: Sequence[Run]) -> str:
          f"{list(s.every)} appends; drift shape: x shifts {s.drift:g} per append. Reads: sample({SAMPLE}) and "
          f"`{s.range_filter('fixed')}` (drift: `{s.range_filter('drift')}`), files and bytes as "
          f"median / worst round of (table / the same rows written at once; one-go tables every {s.ref_every} "
-         f"appends). binpack = Delta auto-compaction ({compaction})."),
+         f"appends). round/table: median bytes a round rewrites / table bytes. "
+         f"binpack = Delta auto-compaction ({compaction})."),
         "",
         table(runs),
         "",
