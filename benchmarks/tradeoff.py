@@ -72,6 +72,7 @@ INDEXED = ("x", "y")
 SAMPLE = 0.01
 #: zorder.min-cube-size past any table here: no ZCube ever settles, every round re-sorts the table.
 NEVER_SETTLED = 10**15
+_OPEN_LOCK = threading.Lock()
 #: Delta's spark.databricks.delta.autoCompact.minNumFiles.
 DELTA_AUTOCOMPACT_MIN_FILES = 50
 
@@ -203,7 +204,9 @@ def optimize(spark: Any, s: Settings, contender: str, path: str, target: int) ->
     from use import DeltaTable, QbeastTable
 
     if contender == "ours":
-        return QbeastTable.for_path(spark, path).optimize()
+        with _OPEN_LOCK:  # opening registers format("qbeast"); Spark refuses two registrations at once
+            qt = QbeastTable.for_path(spark, path)
+        return qt.optimize()
     dt = DeltaTable.for_path(spark, path)
     if contender == "binpack":
         sizes = {"max-file-size": target, "min-file-size": max(1, target // 2)}
