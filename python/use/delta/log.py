@@ -13,13 +13,13 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from use.delta.actions import CommitInfo, Metadata, Protocol, action_json_line
+from use.delta.actions import AddFile, CommitInfo, Metadata, Protocol, action_json_line
 from use.delta.checkpoint import checkpoint_name, write_checkpoint
 from use.delta.replay import (
     LOG_DIR_NAME,
@@ -128,8 +128,16 @@ class DeltaLog:
         *,
         name: str | None = None,
         description: str | None = None,
+        adds: Sequence[AddFile] = (),
+        operation: str = "CREATE TABLE",
     ) -> Snapshot:
-        """Create the table (version 0: protocol, metaData, commitInfo 'CREATE TABLE')."""
+        """Create the table (version 0: protocol, metaData, commitInfo 'CREATE TABLE').
+
+        `adds` are data files already written under the root that version 0 holds as well, so a
+        table created by a write is one commit (`operation` names it, e.g. 'WRITE' or
+        'CREATE TABLE AS SELECT'); a concurrent creator makes it a TableAlreadyExistsError and the
+        caller's files stay uncommitted.
+        """
         if not isinstance(schema, pa.Schema):
             raise InvalidArgumentError(f"create needs a pyarrow.Schema, got {type(schema).__name__}")
         if len(schema) == 0:
@@ -151,6 +159,15 @@ class DeltaLog:
         for label, value in (("name", name), ("description", description)):
             if value is not None and not isinstance(value, str):
                 raise InvalidArgumentError(f"table {label} must be a string")
+        paths = [a.path for a in adds]
+        if len(set(paths)) != len(paths):
+            raise InvalidArgumentError(f"file {next(p for p in paths if paths.count(p) > 1)} is added twice in one commit")
+        for a in adds:
+            if set(a.partition_values) != set(parts):
+                raise InvalidArgumentError(
+                    f"file {a.path} has partition values for {sorted(a.partition_values)} but the table is partitioned "
+                    f"by {sorted(parts)}"
+                )
         listing = self._listing()
         if not listing.is_empty:
             raise TableAlreadyExistsError(
@@ -161,14 +178,14 @@ class DeltaLog:
         metadata = Metadata.new(schema_string, parts, conf, name=name, description=description)
         info = CommitInfo(
             timestamp=int(time.time() * 1000),
-            operation="CREATE TABLE",
+            operation=operation,
             operation_parameters={
                 "isManaged": "false",
                 **({"description": description} if description is not None else {}),
                 "partitionBy": json.dumps(list(parts)),
                 "properties": json.dumps(conf),
             },
-            operation_metrics={},
+            operation_metrics={"numFiles": str(len(adds))} if adds else {},
             engine_info=engine_info(),
             is_blind_append=True,
             read_version=None,
@@ -176,11 +193,13 @@ class DeltaLog:
             isolation_level="Serializable",
             tags={},
         )
-        data = ("\n".join(action_json_line(a) for a in (info, protocol, metadata)) + "\n").encode()
+        data = ("\n".join(action_json_line(a) for a in (info, protocol, metadata, *adds)) + "\n").encode()
         path = os.path.join(self.log_dir, commit_name(0))
         if not self.store.put_if_absent(path, data):
             raise TableAlreadyExistsError(f"a Delta table was created concurrently at {self.table_root}")
         state = LogState(0, protocol, metadata, _empty_files(), _empty_tombstones(), {}, {}, None, info.to_action()["commitInfo"])
+        if adds:
+            return self.snapshot(version=0)  # the files' state as replay builds it
         st = os.stat(path)
         snap = Snapshot(self.table_root, 0, st.st_mtime_ns // 1_000_000, state)
         with self._lock:

@@ -1000,6 +1000,7 @@ def write(
     txn_app_id: str | None = None,
     txn_version: int | None = None,
     optimize_write: bool | None = None,
+    configuration: Mapping[str, str] | None = None,
 ) -> WriteResult:
     """Index `df` into the Qbeast table at `path` (created when missing) and commit it.
 
@@ -1015,6 +1016,10 @@ def write(
     fall into (no shuffle: the write costs little more than a plain parquet write, and the
     optimizer's compaction merges the parts later). `None` takes `spark.qbeast.index.optimizeWrite`,
     else the table property `delta.autoOptimize.optimizeWrite`, else `False`.
+
+    `configuration` (checked table properties) is the table's properties when this write creates
+    it, and replaces them on overwrite (SQL's CTAS/RTAS); None keeps an existing table's. A new
+    table is one commit holding its metadata and its files.
     """
     from use.delta.log import DeltaLog
 
@@ -1078,8 +1083,9 @@ def write(
                 optimize_write=shuffle,
             )
         version = _commit_write(
-            log, snapshot, revision, is_new, mode, adds, rows_written, data_schema, column_stats, txn_app_id, txn_version
-        )
+            log, snapshot, revision, is_new, mode, adds, rows_written, data_schema, column_stats, txn_app_id, txn_version,
+            configuration,
+        )  # fmt: skip
     except BaseException:
         _delete_files(root, written)
         if created_root:
@@ -1111,11 +1117,12 @@ def _commit_write(
     column_stats: Mapping[str, Any] | str | None,
     txn_app_id: str | None,
     txn_version: int | None,
+    configuration: Mapping[str, str] | None = None,
 ) -> int:
     """One Delta commit for the write.
 
-    A new table is created first (version 0, holding the revision in its metadata, or only the
-    staging revision when nothing was written), then the files are committed. On an existing
+    A new table is created with its files in one commit (version 0, holding the revision in its
+    metadata, or only the staging revision when nothing was written). On an existing
     table a `metaData` action is written only when the revision changes or on overwrite, and an
     overwrite removes every live file of the snapshot the write was planned on (and declares it
     read the whole table, so a concurrent append makes it fail rather than be silently dropped).
@@ -1135,16 +1142,23 @@ def _commit_write(
         declared = revision if wrote else staging_revision(
             revision.table_id, revision.columns, revision.desired_cube_size, int(time.time() * 1000)
         )
-        conf = configuration_with_revision({}, declared, add_staging=True, overwrite=True, extra=extra)
-        snapshot = log.create(data_schema, configuration=conf)
+        conf = configuration_with_revision(configuration or {}, declared, add_staging=True, overwrite=True, extra=extra)
+        if txn_app_id is None:
+            log.create(data_schema, configuration=conf, adds=adds, operation="WRITE")
+            return 0
+        snapshot = log.create(data_schema, configuration=conf)  # the txn marker needs a commit of its own
     else:
-        if wrote and (is_new or mode == "overwrite"):
-            overwrite = mode == "overwrite"
-            conf = configuration_with_revision(
-                snapshot.metadata.configuration, revision, add_staging=True, overwrite=overwrite, extra=extra
-            )
+        overwrite = mode == "overwrite"
+        base = configuration if overwrite and configuration is not None else snapshot.metadata.configuration
+        if wrote and (is_new or overwrite):
+            conf = configuration_with_revision(base, revision, add_staging=True, overwrite=overwrite, extra=extra)
             schema_string = schema_to_json(data_schema) if overwrite else snapshot.metadata.schema_string
             metadata_action = replace(snapshot.metadata, configuration=conf, schema_string=schema_string)
+        elif overwrite and configuration is not None:
+            # Replaced by no rows: the new properties and schema, only the staging revision left.
+            declared = staging_revision(revision.table_id, revision.columns, revision.desired_cube_size, int(time.time() * 1000))
+            conf = configuration_with_revision(base, declared, add_staging=True, overwrite=True, extra=extra)
+            metadata_action = replace(snapshot.metadata, configuration=conf, schema_string=schema_to_json(data_schema))
         if mode == "overwrite":
             removes = remove_actions(snapshot.files, data_change=True)
     if not (adds or removes or metadata_action is not None or txn_app_id is not None):
