@@ -12,9 +12,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "python" / "use"
 
 # layer -> packages it must never import
 FORBIDDEN = {
-    "use.delta": ("pyspark", "use.qbeast", "use.optimize", "use.table", "use.cli"),
-    "use.qbeast": ("use.optimize", "use.table", "use.cli"),
-    "use.optimize": ("use.table", "use.cli"),
+    "use.delta": ("pyspark", "use.qbeast", "use.optimize", "use.table", "use.cli", "use.sql"),
+    "use.qbeast": ("use.optimize", "use.table", "use.cli", "use.sql"),
+    "use.optimize": ("use.table", "use.cli", "use.sql"),
 }
 # Modules that run Spark; every other module of these layers is pure (no pyspark).
 SPARK_MODULES = {
