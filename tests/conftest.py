@@ -6,13 +6,19 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(tmp_path_factory):
     from use.session import spark_session
 
     session = spark_session(
         "use-tests",
         master="local[2]",
-        conf={"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "4", "spark.driver.memory": "2g"},
+        conf={
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "4",
+            "spark.driver.memory": "2g",
+            # managed SQL tables (tests/test_sql_*) live here, not in the working directory
+            "spark.sql.warehouse.dir": str(tmp_path_factory.mktemp("warehouse")),
+        },
     )
     yield session
     session.stop()

@@ -7,7 +7,9 @@ import scala.jdk.CollectionConverters._
 import com.fasterxml.jackson.databind.JsonNode
 import com.fasterxml.jackson.databind.node.ObjectNode
 import org.apache.spark.sql.catalyst.catalog.{CatalogTable, CatalogTableType}
-import org.apache.spark.sql.connector.catalog.{Identifier, StagedTable, SupportsWrite, Table, TableCapability, TableCatalog, TruncatableTable}
+import org.apache.spark.sql.connector.catalog.{Identifier, StagedTable, SupportsRead, SupportsWrite, Table, TableCapability, TableCatalog, TruncatableTable}
+import org.apache.spark.sql.connector.read.{Scan, ScanBuilder}
+import org.apache.spark.sql.util.CaseInsensitiveStringMap
 import org.apache.spark.sql.connector.expressions.{Expressions, Transform}
 import org.apache.spark.sql.connector.write.{LogicalWriteInfo, WriteBuilder}
 import org.apache.spark.sql.types.{DataType, StructType}
@@ -71,10 +73,12 @@ object TableMeta {
 }
 
 /** The capabilities of every USE table: reads are planned by `UseAnalysis` (a LogicalRelation over
-  * Spark's parquet reader), writes go through a V1 write that hands the DataFrame to Python. */
+  * Spark's parquet reader), writes go through a V1 write that hands the DataFrame to Python
+  * (BATCH_WRITE too, which DataFrameWriter.save asks for; Spark's planner takes the V1 write). */
 private[sql] object UseCapabilities {
   val all: util.Set[TableCapability] = Set(
     TableCapability.BATCH_READ,
+    TableCapability.BATCH_WRITE,
     TableCapability.V1_BATCH_WRITE,
     TableCapability.TRUNCATE,
     TableCapability.OVERWRITE_BY_FILTER,
@@ -89,9 +93,19 @@ class UseTable(
     val catalogTable: Option[CatalogTable],
     tableName: String,
     val pinned: Boolean)
-  extends Table with SupportsWrite with TruncatableTable {
+  extends Table with SupportsRead with SupportsWrite with TruncatableTable {
 
   override def name(): String = tableName
+
+  // Rows are never read through this: `UseAnalysis` turns every relation of a UseTable into a file
+  // scan. It exists so that Spark's DataFrameReader takes the table (format("delta")) and DESCRIBE
+  // can ask for a scan's schema; executing it fails with Spark's own "batch scan not supported".
+  override def newScanBuilder(options: CaseInsensitiveStringMap): ScanBuilder = new ScanBuilder {
+    override def build(): Scan = new Scan {
+      override def readSchema(): StructType = meta.schema
+      override def description(): String = s"USE ${meta.provider} table $tableName"
+    }
+  }
 
   override def schema(): StructType = meta.schema
 
