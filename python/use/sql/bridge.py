@@ -52,20 +52,27 @@ def error_kind(exc: BaseException) -> str:
 
 
 def _spark_message(exc: BaseException) -> str | None:
-    """The message of an error Spark raised under a nested Spark call, without JVM stack traces."""
-    java = getattr(exc, "java_exception", None)
-    if java is not None:  # py4j's Py4JJavaError
-        try:
-            return str(java.getMessage())
-        except Exception:  # noqa: BLE001 - the JVM side is gone; fall back to the Python text
-            return None
-    getter = getattr(exc, "getMessage", None)  # pyspark's captured exceptions (AnalysisException, ...)
-    if callable(getter):
-        try:
-            return str(getter())
-        except Exception:  # noqa: BLE001
-            return None
-    return None
+    """The message of an error Spark raised under a nested Spark call (py4j's Py4JJavaError or
+    pyspark's captured exceptions): the innermost Spark error's message (a failed job's cause, not
+    the "Job aborted" wrapper), without JVM stack frames."""
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    if java is None:
+        return None
+    try:
+        chosen, cause, seen = java, java, 0
+        while cause is not None and seen < 20:
+            if cause.getClass().getName().startswith("org.apache.spark") and cause.getMessage() is not None:
+                chosen = cause
+            cause, seen = cause.getCause(), seen + 1
+        text = str(chosen.getMessage())
+    except Exception:  # noqa: BLE001 - the JVM side is gone; fall back to the Python text
+        return None
+    lines = []
+    for line in text.splitlines():
+        if line.lstrip().startswith("at ") or line.startswith("\t"):
+            break
+        lines.append(line)
+    return "\n".join(lines).strip() or type(exc).__name__
 
 
 class Bridge:

@@ -14,6 +14,7 @@ import datetime as _dt
 import decimal as _decimal
 import json
 import os
+import urllib.parse
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -81,6 +82,12 @@ def write_files(
     prefix = f"{FILE_PREFIX}{uuid.uuid4().hex}-"
     parts = list(partition_columns)
     os.makedirs(root, exist_ok=True)
+    # While this marker exists the write may still commit. Spark reports a failed job while other
+    # tasks of it still run (a Python worker finishes a file for up to its kill timeout): a task
+    # publishes a file and then checks the marker, the driver removes the marker and then the
+    # files, so in any order a file of an abandoned write is removed by one of the two.
+    alive = os.path.join(root, f".{prefix}alive")
+    open(alive, "w").close()
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -114,18 +121,68 @@ def write_files(
             for w in writers.values():
                 w.abort()
             raise
+        if not os.path.exists(alive):  # the write was abandoned meanwhile: take the files back
+            for a in adds:
+                os.unlink(os.path.join(root, *urllib.parse.unquote(a.path).split("/")))
+            raise RuntimeError(f"the write to {root} was abandoned while this task ran")
         if adds:
             yield pa.RecordBatch.from_pydict({"add": [json.dumps(a.to_action()["add"]) for a in adds]})
 
-    rows = df.select(*schema.names).mapInArrow(task, "add string").collect()
+    sc = spark.sparkContext
+    tag = f"use-sql-write-{prefix[len(FILE_PREFIX):-1]}"
+    sc.addJobTag(tag)
+    try:
+        rows = df.select(*schema.names).mapInArrow(task, "add string").collect()
+    except BaseException:
+        _await_tasks(sc, tag)
+        delete_files(root, prefix)
+        raise
+    finally:
+        sc.removeJobTag(tag)
     return [_add_from_json(json.loads(r["add"])) for r in rows], prefix
 
 
-def delete_files(root: str, prefix: str) -> None:
-    """Remove every file of a write that did not commit."""
-    from use.optimize.executor import _delete_prefixed
+def finish(root: str, prefix: str) -> None:
+    """The write committed: its files stay, its marker goes."""
+    try:
+        os.unlink(os.path.join(root, f".{prefix}alive"))
+    except FileNotFoundError:
+        pass
 
-    _delete_prefixed(root, prefix, set())
+
+def _await_tasks(sc: Any, tag: str, timeout_s: float = 120.0) -> None:
+    """Wait until no task of the (failed) jobs tagged `tag` runs any more: Spark reports a job's
+    failure while its other tasks are still being killed, and one of them could still publish a file
+    after the cleanup."""
+    import time
+
+    tracker = sc._jsc.sc().statusTracker()  # type: ignore[attr-defined]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        active = 0
+        for job_id in tracker.getJobIdsForTag(tag):
+            job = tracker.getJobInfo(job_id)
+            if job.isDefined():
+                for stage_id in job.get().stageIds():
+                    stage = tracker.getStageInfo(stage_id)
+                    active += stage.get().numActiveTasks() if stage.isDefined() else 0
+        if not active:
+            return
+        time.sleep(0.05)
+
+
+def delete_files(root: str, prefix: str) -> None:
+    """Remove every file of a write that did not commit (its marker first, then the published files
+    and the temporary files of tasks that were killed while writing)."""
+    import glob
+
+    finish(root, prefix)
+    for name in (prefix, "." + prefix):
+        for path in glob.glob(os.path.join(glob.escape(root), "**", glob.escape(name) + "*"), recursive=True):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
 
 def _typed(value: Any, type_: pa.DataType) -> Any:

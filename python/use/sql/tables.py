@@ -186,11 +186,18 @@ def _cube_size(value: str | None) -> int:
 
 
 def new_configuration(
-    provider: str, properties: Mapping[str, str], options: Mapping[str, str], schema: pa.Schema, root: str
+    provider: str,
+    properties: Mapping[str, str],
+    options: Mapping[str, str],
+    schema: pa.Schema,
+    root: str,
+    *,
+    require_columns: bool = True,
 ) -> dict[str, str]:
     """The properties of a new table: the checked TBLPROPERTIES, and for a Qbeast table the staging
     revision of its indexed columns (the first write indexes them with the user's column specs,
-    kept in `columnsToIndex`)."""
+    kept in `columnsToIndex`). `require_columns=False` checks a CTAS before its write options
+    (`df.write.option("columnsToIndex", ...)`) are known."""
     conf = check_properties(properties, [], properties, None, qbeast=provider == "qbeast")
     if provider != "qbeast":
         return conf
@@ -198,6 +205,9 @@ def new_configuration(
     from use.qbeast.revision import configuration_with_revision, staging_revision
 
     spec = options.get(COLUMNS_TO_INDEX_KEY)
+    if not spec and not require_columns:
+        _cube_size(options.get(CUBE_SIZE_KEY))
+        return conf
     if not spec:
         raise IndexColumnError(
             "a Qbeast table needs the columns to index: add OPTIONS ('columnsToIndex'='x,y') (and optionally 'cubeSize')"
@@ -355,8 +365,20 @@ def stage(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[st
                 f"TABLE {name} USING {provider} LOCATION '{root}' and INSERT INTO it"
             )
         _check_empty_location(root, name)
-    new_configuration(provider, spec.get("properties") or {}, options, schema, root)
+    new_configuration(provider, spec.get("properties") or {}, options, schema, root, require_columns=spec["mode"] == "replace")
     return {"spec": {**spec, "root": root, "options": options}}
+
+
+def write_options(provider: str, staged: Mapping[str, str], given: Mapping[str, str]) -> dict[str, str]:
+    """A CTAS's table options: OPTIONS (...) of the statement, then the DataFrameWriter's options
+    (`saveAsTable` passes them as write options) that the provider knows; others are the write's."""
+    known = PROVIDER_OPTIONS.get(provider, {})
+    out = dict(staged)
+    for key, value in given.items():
+        canonical = known.get(key.lower())
+        if canonical is not None and canonical not in out:
+            out[canonical] = str(value)
+    return out
 
 
 def replacement_options(provider: str, options: Mapping[str, str], current: Snapshot) -> dict[str, str]:

@@ -30,6 +30,7 @@ from use.sql.tables import (
     snapshot_of,
     spark_schema_to_arrow,
     table_json,
+    write_options,
 )
 
 if TYPE_CHECKING:
@@ -45,7 +46,8 @@ def write(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str
     df = dataframe(spark, args[0])
     staged = req.get("staged")
     if staged is not None:
-        return _write_staged(spark, df, staged)
+        options = write_options(staged["provider"], staged.get("options") or {}, req.get("options") or {})
+        return _write_staged(spark, df, {**staged, "options": options})
     table = req["table"]
     snap = snapshot_of(table["location"])
     mode = req["mode"]
@@ -98,7 +100,7 @@ def _write_delta(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str, 
 
     root = snap.table_root
     adds, prefix = delta_write.write_files(spark, df, root, snap.schema, snap.partition_columns, snap.configuration)
-    try:
+    try:  # the files are written (a failed write removed its own); commit them or remove them
         removed = delta_write.files_to_replace(snap, mode, adds, filters)
         txn = Transaction(log_for(root), snap)
         if mode != "append":
@@ -112,6 +114,7 @@ def _write_delta(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str, 
     except BaseException:
         delta_write.delete_files(root, prefix)
         raise
+    delta_write.finish(root, prefix)
 
 
 def _parameters(mode: str, partition_columns: Any) -> dict[str, Any]:
@@ -138,6 +141,7 @@ def _write_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, Any]) -
     if provider == "qbeast":
         from use.qbeast.writer import write as otree_write
 
+        new_configuration(provider, properties, options, schema, root)  # checks the index options
         configuration = check_properties(properties, [], properties, None, qbeast=True)
         if spec.get("comment") is not None:
             raise InvalidArgumentError("COMMENT on a Qbeast table written by a query is not supported yet; use COMMENT ON TABLE after")
@@ -164,13 +168,15 @@ def _write_delta_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, A
     parts = list(spec.get("partitionColumns") or [])
     created_dir = not os.path.exists(root)
     log = log_for(root)
-    adds, prefix = delta_write.write_files(spark, df, root, schema, parts, conf)
+    prefix = None
     try:
+        adds, prefix = delta_write.write_files(spark, df, root, schema, parts, conf)
         if spec["mode"] != "replace":
             log.create(
                 schema, parts, configuration=conf, description=spec.get("comment"), adds=adds,
                 operation="CREATE TABLE AS SELECT",
             )  # fmt: skip
+            delta_write.finish(root, prefix)
             return
         current = log.snapshot()
         txn = Transaction(log, current)
@@ -184,8 +190,10 @@ def _write_delta_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, A
         if adds:
             txn.add(*adds)
         txn.commit("CREATE OR REPLACE TABLE AS SELECT", {"partitionBy": json.dumps(parts)}, _metrics(adds, current.num_files))
+        delta_write.finish(root, prefix)
     except BaseException:
-        delta_write.delete_files(root, prefix)
+        if prefix is not None:
+            delta_write.delete_files(root, prefix)
         if created_dir and not log.exists():
             import shutil
 
