@@ -18,6 +18,19 @@ def test_the_session_serves_delta_and_qbeast_tables(spark) -> None:
     assert spark.conf.get("spark.sql.catalog.spark_catalog") == use.sql.CATALOG_CLASS
 
 
+def test_launch_flags_for_pyspark_users(capsys) -> None:
+    from use.shim import build_shim, main
+
+    assert main(["--conf"]) == 0
+    out, err = capsys.readouterr()
+    assert out.split() == [
+        "--jars", str(build_shim()),
+        "--conf", "spark.sql.extensions=use.sql.UseSparkSessionExtension",
+        "--conf", "spark.sql.catalog.spark_catalog=use.sql.UseCatalog",
+    ]  # fmt: skip
+    assert "use.sql.install(spark)" in err
+
+
 def test_create_managed_delta_table_insert_describe_drop(spark, db) -> None:
     spark.sql("CREATE TABLE t (id BIGINT, name STRING, day DATE) USING delta PARTITIONED BY (day) COMMENT 'people'")
     root = location(spark, "t")
@@ -98,6 +111,12 @@ def test_qbeast_table_create_insert_and_register(spark, db, tmp_path) -> None:
     croot = location(spark, "c")
     assert sorted(os.listdir(os.path.join(croot, "_delta_log"))) == [f"{0:020d}.json"]
     assert any("add" in a for a in commit_actions(croot, 0)) and QbeastTable.for_path(spark, croot).indexed_columns() == ["x"]
+
+    # the column specs of CREATE's OPTIONS reach the first indexed write
+    spark.sql("CREATE TABLE h (x INT, s STRING) USING qbeast OPTIONS ('columnsToIndex'='x,s:hashing')")
+    spark.sql("INSERT INTO h SELECT CAST(id AS INT), CAST(id AS STRING) FROM range(50)")
+    hashed = QbeastTable.for_path(spark, location(spark, "h")).revision()
+    assert type(hashed.column_transformers[1]).__name__ == "HashTransformer"
 
     # an existing Qbeast table registered by LOCATION keeps its index
     spark.sql(f"CREATE TABLE r USING qbeast LOCATION '{root}'")

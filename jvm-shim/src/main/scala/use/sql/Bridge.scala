@@ -63,7 +63,7 @@ object Bridge {
 
   def stringMap(node: JsonNode): Map[String, String] =
     if (node == null || node.isNull) Map.empty
-    else node.fields().asScala.map(e => e.getKey -> e.getValue.asText()).toMap
+    else node.fieldNames().asScala.map(k => k -> node.get(k).asText()).toMap
 
   def optText(node: JsonNode, field: String): Option[String] = {
     val v = node.get(field)

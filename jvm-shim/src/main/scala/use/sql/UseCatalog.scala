@@ -89,6 +89,11 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
 
   override def loadTable(ident: Identifier): Table = load(ident, None, None)(super.loadTable(ident))
 
+  // Write targets are loaded with their privileges; the default of this method calls the one above,
+  // this override keeps it so should DelegatingCatalogExtension ever forward it to Spark's catalog.
+  override def loadTable(ident: Identifier, writePrivileges: util.Set[TableWritePrivilege]): Table =
+    load(ident, None, None)(super.loadTable(ident))
+
   override def loadTable(ident: Identifier, version: String): Table = {
     val v = try version.trim.toLong catch {
       case _: NumberFormatException =>
@@ -332,7 +337,7 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
   * (the best Spark's own session catalog can do). */
 private[sql] class BestEffortStagedTable(table: Table, drop: () => Unit) extends StagedTable with SupportsWrite {
   override def name(): String = table.name()
-  override def schema(): StructType = table.schema()
+  override def columns(): Array[Column] = table.columns()
   override def partitioning(): Array[Transform] = table.partitioning()
   override def properties(): util.Map[String, String] = table.properties()
   override def capabilities(): util.Set[TableCapability] = table.capabilities()

@@ -7,7 +7,7 @@ import scala.jdk.CollectionConverters._
 import com.fasterxml.jackson.databind.JsonNode
 import com.fasterxml.jackson.databind.node.ObjectNode
 import org.apache.spark.sql.catalyst.catalog.{CatalogTable, CatalogTableType}
-import org.apache.spark.sql.connector.catalog.{Identifier, StagedTable, SupportsRead, SupportsWrite, Table, TableCapability, TableCatalog, TruncatableTable}
+import org.apache.spark.sql.connector.catalog.{Column, Identifier, StagedTable, SupportsRead, SupportsWrite, Table, TableCapability, TableCatalog, TruncatableTable}
 import org.apache.spark.sql.connector.read.{Scan, ScanBuilder}
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 import org.apache.spark.sql.connector.expressions.{Expressions, Transform}
@@ -39,6 +39,11 @@ case class TableMeta(
 
 object TableMeta {
   val Providers: Set[String] = Set("delta", "qbeast")
+
+  /** A schema as DSv2 columns (Spark's own converter is internal to Spark). */
+  def columns(schema: StructType): Array[Column] = schema.fields.map { f =>
+    Column.create(f.name, f.dataType, f.nullable, f.getComment().orNull, if (f.metadata.json == "{}") null else f.metadata.json)
+  }
 
   def isUseProvider(provider: Option[String]): Boolean =
     provider.exists(p => Providers.contains(p.toLowerCase(java.util.Locale.ROOT)))
@@ -109,6 +114,8 @@ class UseTable(
 
   override def schema(): StructType = meta.schema
 
+  override def columns(): Array[Column] = TableMeta.columns(meta.schema)
+
   override def partitioning(): Array[Transform] = meta.partitionColumns.map(c => Expressions.identity(c): Transform).toArray
 
   override def properties(): util.Map[String, String] = {
@@ -165,6 +172,8 @@ class StagedUseTable(
   override def name(): String = ident.toString
 
   override def schema(): StructType = tableSchema
+
+  override def columns(): Array[Column] = TableMeta.columns(tableSchema)
 
   override def partitioning(): Array[Transform] = partitionColumns.map(c => Expressions.identity(c): Transform).toArray
 
