@@ -177,3 +177,23 @@ def test_truncate_keeps_history(spark, db, provider) -> None:
     spark.sql("TRUNCATE TABLE tr")
     assert rows(spark, "SELECT count(*) FROM tr") == [(0,)]
     assert rows(spark, "SELECT count(*) FROM tr VERSION AS OF 0") == [(10,)]
+
+
+def test_other_providers_stay_spark_s_own(spark, db) -> None:
+    spark.sql("CREATE TABLE pq USING parquet AS SELECT id FROM range(3)")
+    spark.sql("INSERT INTO pq SELECT 10")
+    spark.sql("CREATE VIEW v AS SELECT id * 2 AS d FROM pq")
+    assert rows(spark, "SELECT * FROM v") == [(0,), (2,), (4,), (20,)]
+    described = {r[0]: r[1] for r in spark.sql("DESCRIBE TABLE EXTENDED pq").collect()}
+    assert described["Provider"] == "parquet"
+    spark.sql("DROP VIEW v")
+    spark.sql("DROP TABLE pq")
+
+
+def test_replace_a_qbeast_table_by_a_delta_one(spark, db) -> None:
+    spark.sql("CREATE TABLE r USING qbeast OPTIONS ('columnsToIndex'='id') AS SELECT id FROM range(10)")
+    spark.sql("CREATE OR REPLACE TABLE r USING delta AS SELECT id FROM range(3)")
+    described = {r[0]: r[1] for r in spark.sql("DESCRIBE TABLE EXTENDED r").collect()}
+    props = {r[0] for r in spark.sql("SHOW TBLPROPERTIES r").collect()}
+    assert described["Provider"] == "delta" and not any(k.startswith("qbeast.") for k in props)
+    assert rows(spark, "SELECT count(*) FROM r") == [(3,)]

@@ -192,11 +192,13 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
   }
 
   /** Keeps the metastore's copy of a USE table's properties and schema in step with its log. */
-  private def updateRegistration(ct: CatalogTable, meta: TableMeta, owner: Option[String] = None): Unit = {
+  private def updateRegistration(ct: CatalogTable, meta: TableMeta, owner: Option[String] = None,
+                                 provider: Option[String] = None): Unit = {
     sessionCatalog.alterTable(ct.copy(
       properties = mirrored(meta.configuration),
       comment = meta.description,
-      owner = owner.getOrElse(ct.owner)))
+      owner = owner.getOrElse(ct.owner),
+      provider = provider.orElse(ct.provider)))
     if (ct.schema != meta.schema) {
       try sessionCatalog.alterTableDataSchema(ct.identifier, meta.schema)
       catch { case NonFatal(_) => () } // a mirror for tools only: the log holds the schema
@@ -245,7 +247,7 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
   /** Called by a staged table once its commit is made: the metastore follows the log. */
   private[sql] def registerStaged(ident: Identifier, spec: ObjectNode, meta: TableMeta): Unit = {
     if (spec.get("mode").asText() == "replace") {
-      catalogTableOf(ident).foreach(ct => updateRegistration(ct, meta, Bridge.optText(spec, "owner")))
+      catalogTableOf(ident).foreach(ct => updateRegistration(ct, meta, Bridge.optText(spec, "owner"), Bridge.optText(spec, "provider")))
     } else {
       register(ident, spec, meta)
     }
