@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+
 import pytest
 
 
@@ -28,3 +31,17 @@ def spark(tmp_path_factory):
 def table_path(tmp_path):
     """A path where a test may create one table (the directory does not exist yet)."""
     return str(tmp_path / "table")
+
+
+@pytest.fixture
+def db(spark) -> Iterator[str]:
+    """A database of its own for one test (current while the test runs; dropped after)."""
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    spark.sql(f"CREATE DATABASE {name}")
+    previous = spark.catalog.currentDatabase()
+    spark.catalog.setCurrentDatabase(name)
+    try:
+        yield name
+    finally:
+        spark.catalog.setCurrentDatabase(previous)
+        spark.sql(f"DROP DATABASE {name} CASCADE")

@@ -1,29 +1,14 @@
-"""Helpers for the SQL tests (tests/test_sql_*): a fresh database per test, and what a table's
-directory and log hold, to check that a refused statement changed nothing."""
+"""Helpers for the SQL tests (tests/test_sql_*; their `db` fixture is in conftest.py): what a
+table's directory and log hold, to check that a refused statement changed nothing."""
 
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
-
-
-@pytest.fixture
-def db(spark) -> Iterator[str]:
-    """A database of its own for one test (current while the test runs; dropped after)."""
-    name = f"t_{uuid.uuid4().hex[:10]}"
-    spark.sql(f"CREATE DATABASE {name}")
-    previous = spark.catalog.currentDatabase()
-    spark.catalog.setCurrentDatabase(name)
-    try:
-        yield name
-    finally:
-        spark.catalog.setCurrentDatabase(previous)
-        spark.sql(f"DROP DATABASE {name} CASCADE")
 
 
 def rows(spark, query: str) -> list[tuple[Any, ...]]:

@@ -8,7 +8,7 @@ import pytest
 
 from use.delta.storage import resolve_table_root
 
-from sql_support import commit_actions, db, location, refused, rows, state  # noqa: F401 - db is a fixture
+from sql_support import commit_actions, location, refused, rows, state
 
 
 def test_the_session_serves_delta_and_qbeast_tables(spark) -> None:

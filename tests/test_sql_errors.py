@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from sql_support import db, location, refused, state  # noqa: F401 - db is a fixture
+from sql_support import location, refused, state
 
 
 def _tables(spark) -> list[str]:

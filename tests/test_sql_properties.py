@@ -3,7 +3,7 @@ SET/UNSET commits it (and keeps the metastore's copy in step); bad values change
 
 from __future__ import annotations
 
-from sql_support import commit_actions, db, location, refused, state  # noqa: F401 - db is a fixture
+from sql_support import commit_actions, location, refused, state
 
 
 def _props(spark, table: str) -> dict[str, str]:

@@ -7,7 +7,7 @@ import threading
 
 import pyarrow as pa
 
-from sql_support import db, location, refused, rows  # noqa: F401 - db is a fixture
+from sql_support import location, refused, rows
 
 
 def _explain(spark, query: str) -> str:

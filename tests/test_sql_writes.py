@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from sql_support import commit_actions, db, location, refused, rows, state  # noqa: F401 - db is a fixture
+from sql_support import commit_actions, location, refused, rows, state
 
 
 def _versions(root: str) -> int:

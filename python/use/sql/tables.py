@@ -419,9 +419,6 @@ def protocol_upgrade(current: Snapshot, schema: pa.Schema, configuration: Mappin
 def commit_staged(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """REPLACE TABLE / CREATE OR REPLACE TABLE without a query: one commit (a new table, or the new
     metadata with every file removed)."""
-    from use.delta.actions import remove_actions
-    from use.delta.transaction import Transaction
-
     root, provider = spec["root"], spec["provider"]
     schema = spark_schema_to_arrow(spec["schema"])
     conf = new_configuration(provider, spec.get("properties") or {}, spec.get("options") or {}, schema, root)
@@ -429,18 +426,26 @@ def commit_staged(spark: SparkSession, spec: dict[str, Any], args: list[Any]) ->
     if spec["mode"] != "replace":
         snap = log.create(schema, list(spec.get("partitionColumns") or []), configuration=conf, description=spec.get("comment"))
         return {"table": table_json(snap, provider)}
-    current = log.snapshot()
+    txn = replacement(log, log.snapshot(), spec, schema, conf)
+    txn.commit("REPLACE TABLE", {"isManaged": json.dumps(bool(spec.get("managed"))), "properties": json.dumps(conf)})
+    return {"table": table_json(log.snapshot(), provider)}
+
+
+def replacement(log: DeltaLog, current: Snapshot, spec: Mapping[str, Any], schema: pa.Schema, conf: Mapping[str, str]) -> Any:
+    """The transaction that replaces a table (REPLACE, RTAS): the protocol it needs, its new
+    metadata, every live file removed; the caller adds the new files and commits."""
+    from use.delta.actions import remove_actions
+    from use.delta.transaction import Transaction
+
     txn = Transaction(log, current)
     protocol = protocol_upgrade(current, schema, conf)
     if protocol is not None:
         txn.add(protocol)
     txn.add(replace_metadata(current, spec, conf))
     txn.read_whole_table()
-    removes = remove_actions(current.files, data_change=True)
-    if removes:
-        txn.add(*removes)
-    txn.commit("REPLACE TABLE", {"isManaged": json.dumps(bool(spec.get("managed"))), "properties": json.dumps(conf)})
-    return {"table": table_json(log.snapshot(), provider)}
+    if current.num_files:
+        txn.add(*remove_actions(current.files, data_change=True))
+    return txn
 
 
 # --- ALTER / TRUNCATE ---------------------------------------------------------------------------------

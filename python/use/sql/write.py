@@ -25,8 +25,7 @@ from use.sql.tables import (
     is_qbeast,
     log_for,
     new_configuration,
-    protocol_upgrade,
-    replace_metadata,
+    replacement,
     snapshot_of,
     spark_schema_to_arrow,
     table_json,
@@ -161,9 +160,6 @@ def _write_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, Any]) -
 
 
 def _write_delta_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, Any], schema: pa.Schema, conf: dict[str, str]) -> None:
-    from use.delta.actions import remove_actions
-    from use.delta.transaction import Transaction
-
     root = spec["root"]
     parts = list(spec.get("partitionColumns") or [])
     created_dir = not os.path.exists(root)
@@ -179,14 +175,7 @@ def _write_delta_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, A
             delta_write.finish(root, prefix)
             return
         current = log.snapshot()
-        txn = Transaction(log, current)
-        protocol = protocol_upgrade(current, schema, conf)
-        if protocol is not None:
-            txn.add(protocol)
-        txn.add(replace_metadata(current, spec, conf))
-        txn.read_whole_table()
-        if current.num_files:
-            txn.add(*remove_actions(current.files, data_change=True))
+        txn = replacement(log, current, spec, schema, conf)
         if adds:
             txn.add(*adds)
         txn.commit("CREATE OR REPLACE TABLE AS SELECT", {"partitionBy": json.dumps(parts)}, _metrics(adds, current.num_files))
