@@ -105,3 +105,20 @@ def test_a_concurrent_optimize_never_makes_a_select_read_a_removed_file(spark, d
     assert not errors, errors
     assert table.snapshot().version >= first + 2 and table.snapshot().files.num_rows < 20  # it did rewrite
     assert set(map(tuple, seen)) == {(1200, sum(range(1200)))}  # no file read twice, none missed
+
+
+def test_a_planned_query_reads_its_snapshot_and_the_next_one_the_new_files(spark, db) -> None:
+    from use import DeltaTable
+
+    spark.sql("CREATE TABLE t (id BIGINT) USING delta")
+    for lo in range(0, 300, 30):
+        spark.sql(f"INSERT INTO t SELECT id FROM range({lo}, {lo + 30}, 1, 1)")
+    table = DeltaTable.for_path(spark, location(spark, "t"))
+    planned = spark.sql("SELECT count(*), sum(id) FROM t")
+    planned._jdf.queryExecution().executedPlan()  # the files are chosen now
+    table.optimize()  # removes every file the planned query chose
+    live = {f.rsplit("/", 1)[-1] for f in table.snapshot().files.column("path").to_pylist()}
+    assert len(live) == 1
+    assert tuple(planned.collect()[0]) == (300, sum(range(300)))  # its version, read whole
+    read = {r[0].rsplit("/", 1)[-1] for r in spark.sql("SELECT DISTINCT input_file_name() FROM t").collect()}
+    assert read == live  # a new query reads only the live files
