@@ -90,12 +90,12 @@ def layout_cells(lay: dict[str, float]) -> list[Any]:
 
 
 def fmt_table(header: list[str], body: list[list[Any]]) -> str:
-    from use.optimize.loop import format_table
+    from use.display import text_table
 
     def cell(v: Any) -> Any:
         return f"{v:.2f}" if isinstance(v, float) else v
 
-    return format_table(header, [[cell(v) for v in r] for r in body])
+    return text_table(header, [[cell(v) for v in r] for r in body])
 
 
 def throughput(spark: Any, src: str, work: str, repeat: int) -> tuple[float, float, int, int]:

@@ -29,7 +29,8 @@ from use.optimize.config import OptimizationConfig  # noqa: E402
 from use.optimize.planner import Planner  # noqa: E402
 from use.qbeast.revision import Revision, configuration_with_revision, staging_revision  # noqa: E402
 from use.qbeast.snapshot import QbeastSnapshot  # noqa: E402
-from use.qbeast.transform import LinearTransformation, LinearTransformer  # noqa: E402
+from use.qbeast.transform import LinearTransformation  # noqa: E402
+from use.qbeast.transformers import LinearTransformer  # noqa: E402
 
 GOAL_S = 5.0
 MIN_W, MAX_W = -(2**31), 2**31 - 1

@@ -1,12 +1,16 @@
-"""The `use` command line: demo, history and vacuum run for real; errors are one clear line."""
+"""The `use` command line: demo, history, vacuum and properties run for real; errors are one clear
+line (exit code 2) in the command line's own terms."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 
 import pyarrow as pa
 import pytest
 
+from optimize_support import directory_state
 from use.cli import main
 from use.delta import DeltaLog
 from use.delta.datafile import write_data_file
@@ -22,6 +26,17 @@ def _table(path: str, appends: int = 2) -> DeltaLog:
     return log
 
 
+def _one_error_line(capsys, command: str) -> str:
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"use {command}: error:"), captured.err
+    assert "Traceback" not in captured.err
+    return err[0]
+
+
+# --- demo --------------------------------------------------------------------------------------------
+
+
 def test_demo_delta_part(tmp_path, capsys) -> None:
     assert main(["demo", "--delta-only", "--path", str(tmp_path)]) == 0
     out = capsys.readouterr().out
@@ -29,11 +44,72 @@ def test_demo_delta_part(tmp_path, capsys) -> None:
     assert DeltaLog.for_path(str(tmp_path / "events_delta")).snapshot().files.num_rows == 3
 
 
-def test_history_lists_commits_newest_first(tmp_path, capsys) -> None:
-    _table(str(tmp_path / "t"))
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--rows", "0"], "--rows must be at least 4"),
+        (["--rows", "-5", "--delta-only"], "--rows must be at least 4"),
+        (["--rows", "3"], "--rows must be at least 4"),
+    ],
+)
+def test_demo_refuses_bad_rows_before_doing_anything(tmp_path, capsys, args, message) -> None:
+    target = tmp_path / "demo"
+    assert main(["demo", "--path", str(target), *args]) == 2
+    assert message in _one_error_line(capsys, "demo")
+    assert not target.exists()
+
+
+def test_demo_refuses_a_file_or_an_earlier_demo_as_path(tmp_path, capsys) -> None:
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("keep me")
+    assert main(["demo", "--path", str(a_file), "--delta-only"]) == 2
+    assert "is a file; pass a new or empty directory" in _one_error_line(capsys, "demo")
+    assert a_file.read_text() == "keep me"
+
+    assert main(["demo", "--delta-only", "--path", str(tmp_path / "d")]) == 0
+    capsys.readouterr()
+    before = directory_state(str(tmp_path / "d"))
+    assert main(["demo", "--delta-only", "--path", str(tmp_path / "d")]) == 2
+    assert "already holds events_delta" in _one_error_line(capsys, "demo")
+    assert directory_state(str(tmp_path / "d")) == before
+
+
+def test_demo_append_wording() -> None:
+    from use.cli.demo import append_summary
+
+    assert append_summary(10) == "10 rows in 4 appends (3 + 3 + 2 + 2)"
+    assert append_summary(200_000) == "200,000 rows in 4 appends (50,000 each)"
+
+
+# --- history -----------------------------------------------------------------------------------------
+
+
+def test_history_is_a_table_with_a_header_and_iso_timestamps(tmp_path, capsys) -> None:
+    log = _table(str(tmp_path / "t"))
+    big = {f"use.optimization.key{i}": "x" * 50 for i in range(40)}  # a 2 KB parameter, as a real table has
+    txn = log.start_transaction()
+    txn.commit("SET TBLPROPERTIES", parameters={"properties": json.dumps(big)})
     assert main(["history", "--table-location", str(tmp_path / "t")]) == 0
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
-    assert [int(line.split()[0]) for line in lines] == [2, 1, 0]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["version", "timestamp", "operation", "parameters", "metrics"]
+    assert set(lines[1]) <= {"-", " "}
+    rows = lines[2:]
+    assert [int(line.split()[0]) for line in rows] == [3, 2, 1, 0]
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", line.split()[1]) for line in rows)
+    assert max(len(line) for line in lines) < 250 and "..." in rows[0]  # the 2 KB parameter is cut
+
+    assert main(["history", "--table-location", str(tmp_path / "t"), "--full", "--limit", "1"]) == 0
+    full = capsys.readouterr().out.splitlines()
+    assert len(full) == 3 and "key39" in full[2]
+
+
+def test_history_rejects_bad_limit(tmp_path, capsys) -> None:
+    _table(str(tmp_path / "t"))
+    assert main(["history", "--table-location", str(tmp_path / "t"), "--limit", "0"]) == 2
+    assert "--limit" in _one_error_line(capsys, "history")
+
+
+# --- vacuum ------------------------------------------------------------------------------------------
 
 
 def test_vacuum_dry_run_then_forced(tmp_path, capsys) -> None:
@@ -45,33 +121,99 @@ def test_vacuum_dry_run_then_forced(tmp_path, capsys) -> None:
     txn.add(*remove_actions(snap.files.slice(0, 1), data_change=True))
     txn.commit("DELETE")
     removed = os.path.join(log.table_root, snap.files.column("path")[0].as_py())
+    size = os.path.getsize(removed)
     # The default retention (7 days) keeps the just-removed file; a short one needs --force.
     assert main(["vacuum", "--table-location", log.table_root, "--dry-run"]) == 0
-    assert "would delete 0 files" in capsys.readouterr().out
+    assert capsys.readouterr().out.strip() == "would delete 0 files, 0 B"
     assert main(["vacuum", "--table-location", log.table_root, "--retention-hours", "0"]) == 2
-    assert "retention" in capsys.readouterr().err.lower() and os.path.exists(removed)
+    err = _one_error_line(capsys, "vacuum")
+    assert "--force" in err and "--retention-hours 168" in err and "enforce_retention_check" not in err
+    assert os.path.exists(removed)
     assert main(["vacuum", "--table-location", log.table_root, "--retention-hours", "0", "--force"]) == 0
-    assert "deleted 1 files" in capsys.readouterr().out and not os.path.exists(removed)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"deleted 1 file, {size:,} B" and not os.path.exists(removed)
 
 
-@pytest.mark.parametrize("command", ["history", "vacuum"])
-def test_missing_table_is_one_clear_line(tmp_path, capsys, command) -> None:
+def test_vacuum_reports_sizes_in_binary_units_with_exact_bytes() -> None:
+    from use.delta.vacuum import VacuumResult
+
+    text = str(VacuumResult(("a.parquet", "b.parquet"), 3 * 1024 * 1024 + 5, True))
+    assert text.splitlines() == ["would delete 2 files, 3.0 MiB (3,145,733 B)", "  a.parquet", "  b.parquet"]
+
+
+@pytest.mark.parametrize("command", ["history", "vacuum", "properties"])
+def test_missing_table_is_one_clear_line_with_a_cli_hint(tmp_path, capsys, command) -> None:
     assert main([command, "--table-location", str(tmp_path / "nope")]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith(f"use {command}: error:") and "Traceback" not in err and len(err.splitlines()) == 1
+    err = _one_error_line(capsys, command)
+    assert "--table-location" in err and "DeltaLog" not in err and "create(schema)" not in err
     assert not (tmp_path / "nope").exists()
 
 
-def test_history_rejects_bad_limit(tmp_path, capsys) -> None:
-    _table(str(tmp_path / "t"))
-    assert main(["history", "--table-location", str(tmp_path / "t"), "--limit", "0"]) == 2
-    assert "--limit" in capsys.readouterr().err
+# --- properties --------------------------------------------------------------------------------------
+
+
+def test_properties_list_set_and_unset_in_one_commit_each(tmp_path, capsys) -> None:
+    log = _table(str(tmp_path / "t"))
+    path = log.table_root
+    assert main(["properties", "--table-location", path]) == 0
+    assert capsys.readouterr().out.strip() == "(no properties)"
+
+    argv = ["properties", "--table-location", path, "--set", "use.optimization.bytes-per-iter=100000",
+            "--set", "delta.checkpointInterval=20"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "committed version 3" and out[1].split() == ["key", "value"]
+    assert {tuple(line.split()) for line in out[3:]} == {
+        ("delta.checkpointInterval", "20"),
+        ("use.optimization.bytes-per-iter", "100000"),
+    }
+    entry = log.history(1)[0]
+    assert entry.operation == "SET TBLPROPERTIES" and json.loads(entry.parameters["properties"]) == {
+        "delta.checkpointInterval": "20",
+        "use.optimization.bytes-per-iter": "100000",
+    }
+
+    assert main(["properties", "--table-location", path, "--unset", "delta.checkpointInterval"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "committed version 4"
+    assert log.snapshot().metadata.configuration == {"use.optimization.bytes-per-iter": "100000"}
+    assert log.history(1)[0].operation == "UNSET TBLPROPERTIES"
+
+    assert main(["properties", "--table-location", path, "--set", "use.optimization.bytes-per-iter=100000"]) == 0
+    assert capsys.readouterr().out.startswith("nothing changed") and log.snapshot().version == 4
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--set", "use.optimization.bytes-per-iter=lots"], "bad value 'lots' for use.optimization.bytes-per-iter"),
+        (["--set", "use.optimization.bytes-per-itr=5"], "unknown optimization key"),
+        (["--set", "use.optimization.type=SamplingOverheadReduction"], "sampling-fraction"),
+        (["--set", "delta.checkpointInterval=soon"], "delta.checkpointInterval"),
+        (["--set", "delta.nosuchthing=1"], "unknown Delta table property"),
+        (["--set", "qbeast.revision.1=x"], "Qbeast index metadata"),
+        (["--set", "novalue"], "--set takes key=value"),
+        (["--unset", "use.optimization.type"], "no such property"),
+        (["--set", "a=1", "--unset", "a"], "both set and unset"),
+        (["--set", "a=1", "--set", "use.optimization.bytes-per-iter=-1"], "bytes-per-iter"),
+    ],
+)
+def test_bad_property_changes_are_one_line_and_change_nothing(tmp_path, capsys, args, message) -> None:
+    log = _table(str(tmp_path / "t"))
+    before = directory_state(log.table_root)
+    assert main(["properties", "--table-location", log.table_root, *args]) == 2
+    assert message in _one_error_line(capsys, "properties")
+    assert directory_state(log.table_root) == before
+
+
+# --- the whole demo on Spark ------------------------------------------------------------------------
 
 
 def test_demo_end_to_end_on_spark(spark, tmp_path, capsys) -> None:
     assert main(["demo", "--path", str(tmp_path), "--rows", "12000"]) == 0
     out = capsys.readouterr().out
-    assert "== Qbeast table" in out and "sample(0.1):" in out and "== optimize:" in out
+    assert "12,000 rows in 4 appends (3,000 each)" in out and "sample(0.1):" in out
+    assert re.search(r"^iteration 1: .* -> ", out, re.M)  # progress from the Python optimize()
+    assert re.search(r"^(converged|max_iterations|no_progress): \d+ of \d+ tasks? committed", out, re.M)
     from use import QbeastTable
 
     table = QbeastTable.for_path(spark, str(tmp_path / "events_qbeast"))

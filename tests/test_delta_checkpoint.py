@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import time
@@ -13,6 +14,9 @@ from deltalake import DeltaTable
 
 from use.delta import AddFile, DeltaLog
 from use.delta.actions import remove_actions
+from use.delta.predicates import Comparison
+from use.delta.skipping import files_matching
+from use.delta.stats import parse_stats
 from use.errors import CorruptLogError, VersionNotFoundError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
@@ -312,3 +316,81 @@ def test_non_null_rows_cases():
     assert _non_null_rows(chunked([1, None], [2, None, 3])).to_pylist() == [1, 2, 3]  # interleaved: filtered
     assert _non_null_rows(chunked([None, 1], [None, 2])).to_pylist() == [1, 2]
     assert _non_null_rows(chunked()).to_pylist() == []
+
+
+# --- checkpoint details --------------------------------------------------------------------------------
+
+
+def _rewrite_checkpoint(path: str, fix) -> None:
+    t = pq.read_table(path)
+    pq.write_table(fix(t), path)
+
+
+def test_checkpoint_stats_kept_only_as_stats_parsed(tmp_path):
+    # delta.checkpoint.writeStatsAsJson=false / writeStatsAsStruct=true: the checkpoint's adds carry
+    # `stats_parsed` and no `stats`; skipping must still have the bounds.
+    root = str(tmp_path / "t")
+    log = DeltaLog.for_path(root)
+    log.create(pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", "UTC"))]))
+    txn = log.start_transaction()
+    txn.add(*[AddFile(f"f{i}.parquet", 10, 1, stats=json.dumps({"numRecords": 5, "minValues": {"id": i * 10, "ts": f"2024-01-0{i + 1}T00:00:00.000Z"},
+                                                                "maxValues": {"id": i * 10 + 4, "ts": f"2024-01-0{i + 1}T10:00:00.000Z"},
+                                                                "nullCount": {"id": 0, "ts": 0}})) for i in range(3)])
+    txn.commit("WRITE")
+    json_snap = DeltaLog.for_path(root).snapshot()
+    cp = os.path.join(log.log_dir, f"{1:020d}.checkpoint.parquet")
+    log.checkpoint(json_snap)
+    parsed_t = pa.struct([("numRecords", pa.int64()), ("minValues", pa.struct([("id", pa.int64()), ("ts", pa.timestamp("us", "UTC"))])),
+                          ("maxValues", pa.struct([("id", pa.int64()), ("ts", pa.timestamp("us", "UTC"))])),
+                          ("nullCount", pa.struct([("id", pa.int64()), ("ts", pa.int64())]))])
+
+    def to_struct_stats(t: pa.Table) -> pa.Table:
+        add = t.column("add").combine_chunks()
+        values = []
+        for s in add.field("stats").to_pylist():
+            if s is None:
+                values.append(None)
+                continue
+            d = json.loads(s)
+            for k in ("minValues", "maxValues"):
+                d[k]["ts"] = dt.datetime.fromisoformat(d[k]["ts"].replace("Z", "+00:00"))
+            values.append(d)
+        fields = [add.type.field(i) for i in range(add.type.num_fields) if add.type.field(i).name != "stats"]
+        children = [add.field(f.name) for f in fields] + [pa.array(values, parsed_t)]
+        new_add = pa.StructArray.from_arrays(children, fields=fields + [pa.field("stats_parsed", parsed_t)], mask=add.is_null())
+        return t.set_column(t.column_names.index("add"), "add", new_add)
+
+    _rewrite_checkpoint(cp, to_struct_stats)
+    for v in range(2):
+        os.remove(os.path.join(log.log_dir, f"{v:020d}.json"))
+    snap = DeltaLog.for_path(root).snapshot()
+    assert snap.state.checkpoint_version == 1
+    mine = parse_stats(snap.files, snap.schema).sort_by("min.id")
+    expected = parse_stats(json_snap.files, json_snap.schema).sort_by("min.id")
+    assert mine.equals(expected)
+    paths = snap.files.column("path").to_pylist()
+    keep = files_matching(snap.files, Comparison("id", ">=", 20), snap.schema).to_pylist()
+    assert [p for p, k in zip(paths, keep) if k] == ["f2.parquet"]
+    rs = pa.table(DeltaTable(root).get_add_actions(flatten=True))
+    assert sorted(rs.column("num_records").to_pylist()) == [5, 5, 5]
+
+
+def test_checkpoint_metadata_without_schema_is_corrupt(tmp_path):
+    # A checkpoint holds a missing schemaString as null; it was read as the schema text "None".
+    root = str(tmp_path / "t")
+    log = DeltaLog.for_path(root)
+    log.create(SCHEMA)
+    log.checkpoint()
+    cp = os.path.join(log.log_dir, f"{0:020d}.checkpoint.parquet")
+
+    def drop_schema(t: pa.Table) -> pa.Table:
+        md = t.column("metaData").combine_chunks()
+        fields = [md.type.field(i) for i in range(md.type.num_fields)]
+        children = [pa.nulls(len(md), pa.string()) if f.name == "schemaString" else md.field(f.name) for f in fields]
+        fields = [f.with_nullable(True) for f in fields]
+        return t.set_column(t.column_names.index("metaData"), "metaData", pa.StructArray.from_arrays(children, fields=fields, mask=md.is_null()))
+
+    _rewrite_checkpoint(cp, drop_schema)
+    os.remove(os.path.join(log.log_dir, f"{0:020d}.json"))
+    with pytest.raises(CorruptLogError, match="schemaString must be a string"):
+        DeltaLog.for_path(root).snapshot()

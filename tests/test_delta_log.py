@@ -546,3 +546,33 @@ def test_listing_is_names_only_and_tolerates_deleted_files(table_path):
     assert 1 not in stamps and stamps[2] == BASE + 2_000
     assert listing.commit_timestamp(6) == BASE + 6_000 and listing.commit_timestamp(99) is None
     assert listing.commits[6].size == os.path.getsize(listing.commits[6].path)
+
+
+def test_in_commit_timestamps_are_commit_times(table_path):
+    # A table that enabled inCommitTimestamp (a writer-only feature: we read it) at version 2, whose
+    # log was then copied: the file times say nothing, the commits' inCommitTimestamp is their time.
+    import json
+
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA)
+    append(log, [1], partitioned=False)
+    m = log.snapshot().metadata.to_action()["metaData"]
+    ict = {2: BASE + 10_000, 3: BASE + 20_000, 4: BASE + 30_000}
+    m["configuration"] = {"delta.enableInCommitTimestamps": "true", "delta.inCommitTimestampEnablementVersion": "2",
+                          "delta.inCommitTimestampEnablementTimestamp": str(ict[2])}
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly", "invariants", "inCommitTimestamp"]}
+    bodies = {2: [{"protocol": protocol}, {"metaData": m}], 3: [], 4: []}
+    for v, actions in bodies.items():
+        lines = [{"commitInfo": {"inCommitTimestamp": ict[v], "timestamp": ict[v], "operation": f"OP{v}"}}, *actions,
+                 {"add": {"path": f"f{v}.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": True}}]
+        with open(os.path.join(log.log_dir, f"{v:020d}.json"), "w") as fh:
+            fh.write("\n".join(json.dumps(x) for x in lines) + "\n")
+    pin_commit_times(log, {0: BASE, 1: BASE + 1000, 2: BASE + 100_000, 3: BASE + 100_000, 4: BASE + 100_000})
+    fresh = DeltaLog.for_path(table_path)
+    assert fresh.snapshot(timestamp=BASE + 25_000).version == 3
+    assert fresh.snapshot(timestamp=BASE + 10_000).version == 2
+    assert fresh.snapshot(timestamp=BASE + 9_999).version == 1  # before enablement: file times
+    assert fresh.snapshot(timestamp=BASE + 25_000).timestamp == ict[3]
+    assert DeltaLog.for_path(table_path).snapshot(version=3).timestamp == ict[3]
+    assert DeltaLog.for_path(table_path).snapshot().timestamp == ict[4]
+    assert [(h.version, h.timestamp) for h in fresh.history()] == [(4, ict[4]), (3, ict[3]), (2, ict[2]), (1, BASE + 1000), (0, BASE)]

@@ -15,6 +15,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from use.delta import AddFile, DeltaLog, Snapshot
 from use.delta.actions import remove_actions
+from use.delta.predicates import Comparison
+from use.delta.skipping import files_matching
 
 
 def our_files(snap: Snapshot) -> set[str]:
@@ -195,3 +197,31 @@ def test_delta_rs_schema_types_map_to_arrow(tmp_path):
     for f in snap.schema:
         want = data_schema.field(f.name).type
         assert f.type == want or (pa.types.is_list(f.type) and f.type.value_type == want.value_type), f.name
+
+
+def test_partition_columns_changed_by_delta_rs_overwrite(tmp_path):
+    # delta-rs overwrites with a new partitioning: each commit's partition values are typed with the
+    # partition columns in force for that commit, so no add carries a key that is not in the log.
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": [1, 2], "p": ["x", "y"], "q": ["a", "b"]}), partition_by=["p"])
+    write_deltalake(path, pa.table({"id": [3, 4], "p": ["x", "y"], "q": ["a", "b"]}), partition_by=["q"],
+                    mode="overwrite", schema_mode="overwrite")
+    cached = DeltaLog.for_path(path)
+    assert cached.snapshot(version=0).num_files == 2
+    for snap in (DeltaLog.for_path(path).snapshot(), cached.snapshot()):  # a fresh replay, and one advanced from version 0
+        assert snap.partition_columns == ("q",)
+        pvs = {p: dict(v) for p, v in zip(snap.files.column("path").to_pylist(), snap.files.column("partition_values").to_pylist())}
+        assert sorted(pvs.values(), key=str) == [{"q": "a"}, {"q": "b"}]
+        rs = pa.table(DeltaTable(path).get_add_actions(flatten=True))
+        assert pvs == {p: {"q": q} for p, q in zip(rs.column("path").to_pylist(), rs.column("partition.q").to_pylist())}
+        # `p` is a data column now: its stats decide, and the file holding p = 'x' is kept.
+        keep = files_matching(snap.files, Comparison("p", "=", "x"), snap.schema)
+        assert snap.files.filter(keep).column("path").to_pylist() == [p for p, v in pvs.items() if v == {"q": "a"}]
+    # Our checkpoint stays readable by delta-rs, and by us.
+    cached.checkpoint()
+    assert sorted(DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == [3, 4]
+    assert_same_as_delta_rs(path, 1)
+    again = DeltaLog.for_path(path).snapshot()
+    assert again.state.checkpoint_version == 1
+    assert sorted(dict(v)["q"] for v in again.files.column("partition_values").to_pylist()) == ["a", "b"]
+    assert all(set(dict(v)) == {"q"} for v in again.files.column("partition_values").to_pylist())

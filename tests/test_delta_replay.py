@@ -70,6 +70,36 @@ def test_fast_path_without_known_partition_columns():
     assert parse_commits(items)[0].adds.to_pylist() == parse_commit(*items[0]).adds.to_pylist()
 
 
+def metadata_line(partition_columns: list[str], schema_string: str = '{"type":"struct","fields":[]}') -> str:
+    return line("metaData", {"id": "x", "format": {"provider": "parquet", "options": {}}, "schemaString": schema_string,
+                             "partitionColumns": partition_columns, "configuration": {}})
+
+
+def add_line(path: str, partition_values: dict) -> str:
+    return line("add", {"path": path, "partitionValues": partition_values, "size": 1, "modificationTime": 1, "dataChange": True})
+
+
+def test_fast_path_types_partition_values_per_commit():
+    # The shape of Delta's golden table time-travel-partition-changes-b: version 1 changes the
+    # partition column; every action keeps exactly the keys its line has, in one batch or apart.
+    v0 = [line("protocol", {"minReaderVersion": 1, "minWriterVersion": 2}), metadata_line(["a"]),
+          add_line("a=0/f0.parquet", {"a": "0"}), add_line("a=1/f1.parquet", {"a": "1"})]
+    v1 = [metadata_line(["b"]), add_line("b=0/g0.parquet", {"b": "0"}), add_line("b=1/g1.parquet", {"b": None}),
+          line("remove", {"path": "a=0/f0.parquet", "deletionTimestamp": 9, "dataChange": True}),
+          line("remove", {"path": "a=1/f1.parquet", "deletionTimestamp": 9, "dataChange": True, "partitionValues": {"a": "1"}})]
+    v2 = [add_line("b=2/g2.parquet", {"b": "2"}), add_line("b=3/g3.parquet", {"b": "3"})]
+    items = [(v, f"{v}.json", "\n".join(c).encode()) for v, c in enumerate((v0, v1, v2))]
+    for start, known in ((0, ()), (1, ("a",)), (2, ("b",))):
+        for fast, (v, p, d) in zip(parse_commits(items[start:], known), items[start:]):
+            exact = parse_commit(v, p, d)
+            assert fast.adds.to_pylist() == exact.adds.to_pylist()
+            assert fast.removes.to_pylist() == exact.removes.to_pylist()
+    _, b1, b2 = parse_commits(items)
+    assert [dict(x) for x in b1.adds.column("partition_values").to_pylist()] == [{"b": "0"}, {"b": None}]
+    assert [dict(x) for x in b2.adds.column("partition_values").to_pylist()] == [{"b": "2"}, {"b": "3"}]
+    assert [None if x is None else dict(x) for x in b1.removes.column("partition_values").to_pylist()] == [None, {"a": "1"}]
+
+
 def make_table(path: str) -> DeltaLog:
     log = DeltaLog.for_path(path)
     log.create(SCHEMA)
@@ -107,6 +137,90 @@ def test_corrupted_commit(table_path, content, match):
     assert sorted(os.listdir(log.log_dir)) == before
 
 
+@pytest.mark.parametrize(
+    "content, where",
+    [
+        # in the columnar fast path (every line after the header is a file action) ...
+        (b'{"commitInfo":{}}\n{"add":{"path":"b\xff.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}\n', "line 2"),
+        (b'{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}\n'
+         b'{"add":{"path":"c.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true,"stats":"{\\"s\\":\\"\xc3\\"}"}}\n', "line 2"),
+        # ... and in the exact one
+        (b'{"commitInfo":{"operation":"\xe2\x82"}}\n', "line 1"),
+        (b'{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}\n{"txn":{"appId":"\xff","version":1}}\n', "line 2"),
+    ],
+)
+def test_invalid_utf8_is_corrupt_log(table_path, content, where):
+    log = make_table(table_path)
+    with open(os.path.join(log.log_dir, f"{2:020d}.json"), "wb") as fh:
+        fh.write(content)
+    with pytest.raises(CorruptLogError, match=rf"00000000000000000002\.json {where} is not valid JSON"):
+        DeltaLog.for_path(table_path).snapshot()
+    with pytest.raises(CorruptLogError, match=where):
+        parse_commits([(2, "2.json", content)])
+    assert DeltaLog.for_path(table_path).snapshot(version=1).files.num_rows == 1
+
+
+def test_superseded_malformed_metadata_is_not_validated(table_path):
+    # As in a Databricks DLT table (delta-rs test data delta-live-table): version 0's metaData has no
+    # schemaString, version 1 restates a full one. Only the metaData that wins the replay counts.
+    log = DeltaLog.for_path(table_path)
+    os.makedirs(log.log_dir)
+    full = json.loads(metadata_line(["d"], '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},'
+                                           '{"name":"d","type":"string","nullable":true,"metadata":{}}]}'))["metaData"]
+    partial = {k: v for k, v in full.items() if k != "schemaString"}
+    write_commit(log, 0, [line("commitInfo", {"operation": "DLT REFRESH"}), line("protocol", {"minReaderVersion": 1, "minWriterVersion": 2}),
+                          line("metaData", partial)])
+    write_commit(log, 1, [line("commitInfo", {"operation": "DLT SETUP"}), line("metaData", full), add_line("d=x/a.parquet", {"d": "x"})])
+    for snap in (DeltaLog.for_path(table_path).snapshot(), log.snapshot()):
+        assert snap.version == 1 and snap.schema.names == ["id", "d"]
+        assert [dict(v) for v in snap.files.column("partition_values").to_pylist()] == [{"d": "x"}]
+    with pytest.raises(CorruptLogError, match=r"00000000000000000000\.json line 3: metaData action is malformed.*schemaString"):
+        DeltaLog.for_path(table_path).snapshot(version=0)
+    # A malformed metaData that wins is refused, however it is reached (replay or moving a cached snapshot on).
+    write_commit(log, 2, [line("commitInfo", {}), line("metaData", partial)])
+    for reader in (DeltaLog.for_path(table_path), log):
+        with pytest.raises(CorruptLogError, match=r"00000000000000000002\.json line 2: metaData action is malformed"):
+            reader.snapshot()
+
+
+def test_unknown_keys_are_ignored(table_path):
+    # The shape of Delta's transaction_log_schema_evolvability fixture: a later writer adds unknown
+    # top-level keys beside an action, unknown fields inside one, and unknown actions. delta-spark
+    # and delta-rs read such lines, ignoring what they do not know.
+    log = make_table(table_path)
+    lines = [
+        '{"commitInfo":{"operation":"WRITE","isBlindAppend":true},"some_new_action_alongside":["a","1"]}',
+        '{"some_new_action":{"a":1}}',
+        '{"add":{"path":"b.parquet","partitionValues":{},"size":2,"modificationTime":1,"dataChange":true,"some_new_field":1},'
+        '"some_new_action_alongside":["a","1"]}',
+        '{"remove":{"path":"a.parquet","deletionTimestamp":5,"dataChange":true},"some_new_action_alongside":{"x":[1]}}',
+    ]
+    write_commit(log, 2, lines)
+    content = ("\n".join(lines) + "\n").encode()
+    (fast,), exact = parse_commits([(2, "2.json", content)]), parse_commit(2, "2.json", content)
+    assert fast.adds.to_pylist() == exact.adds.to_pylist() and fast.removes.to_pylist() == exact.removes.to_pylist()
+    assert exact.commit_info == {"operation": "WRITE", "isBlindAppend": True}
+    snap = DeltaLog.for_path(table_path).snapshot()
+    assert snap.version == 2 and snap.files.column("path").to_pylist() == ["b.parquet"]
+    assert snap.all_tombstones.column("path").to_pylist() == ["a.parquet"]
+
+
+@pytest.mark.parametrize("content", [
+    '{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true},'
+    '"remove":{"path":"a.parquet","deletionTimestamp":5,"dataChange":true}}\n',
+    '{"commitInfo":{}}\n{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true},'
+    '"remove":{"path":"a.parquet","deletionTimestamp":5,"dataChange":true}}\n',
+    '{"commitInfo":{},"protocol":{"minReaderVersion":1,"minWriterVersion":2}}\n',
+    '{}\n',
+])
+def test_line_with_two_actions_or_none_is_corrupt(table_path, content):
+    log = make_table(table_path)
+    with open(os.path.join(log.log_dir, f"{2:020d}.json"), "w") as fh:
+        fh.write(content)
+    with pytest.raises(CorruptLogError, match=r"00000000000000000002\.json line \d+ must hold exactly one action"):
+        DeltaLog.for_path(table_path).snapshot()
+
+
 def test_gap_in_log(table_path):
     log = make_table(table_path)
     write_commit(log, 3, [line("commitInfo", {})])
@@ -141,12 +255,7 @@ def set_protocol(log: DeltaLog, protocol: dict, configuration: dict | None = Non
     "protocol, configuration, feature",
     [
         ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}, None, "deletionVectors"),
-        ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["v2Checkpoint"], "writerFeatures": ["v2Checkpoint"]}, None, "v2Checkpoint"),
         ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["someFutureThing"], "writerFeatures": ["someFutureThing"]}, None, "someFutureThing"),
-        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "domainMetadata"]}, None, "rowTracking"),
-        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]}, None, "inCommitTimestamp"),
-        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["icebergCompatV2"]}, None, "icebergCompatV2"),
-        ({"minReaderVersion": 2, "minWriterVersion": 5}, {"delta.columnMapping.mode": "name"}, "column mapping"),
         ({"minReaderVersion": 4, "minWriterVersion": 7}, None, "reader version 4"),
     ],
 )
@@ -175,6 +284,34 @@ def test_supported_features_read_and_written(table_path, protocol, configuration
     txn = fresh.start_transaction()
     txn.add(AddFile("b.parquet", 1, 1))
     assert txn.commit("WRITE") == 3
+
+
+@pytest.mark.parametrize(
+    "protocol, feature",
+    [
+        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "domainMetadata"]}, "rowTracking"),
+        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]}, "inCommitTimestamp"),
+        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["icebergCompatV1", "columnMapping"]}, "icebergCompatV1"),
+        ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [], "writerFeatures": ["icebergCompatV2"]}, "icebergCompatV2"),
+        ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["timestampNtz"],
+          "writerFeatures": ["timestampNtz", "clustering", "domainMetadata"]}, "clustering"),
+        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["someFutureWriterThing"]}, "someFutureWriterThing"),
+    ],
+)
+def test_writer_only_features_read_but_not_written(table_path, protocol, feature):
+    # A reader needs only the reader features (delta-rs and delta-spark read these tables); a
+    # writer must honour every writer feature, so the write is refused by name, with nothing written.
+    log = make_table(table_path)
+    set_protocol(log, protocol)
+    fresh = DeltaLog.for_path(table_path)
+    snap = fresh.snapshot()
+    assert snap.version == 2 and snap.files.column("path").to_pylist() == ["a.parquet"]
+    before = sorted(os.listdir(log.log_dir))
+    txn = fresh.start_transaction()
+    txn.add(AddFile("b.parquet", 1, 1))
+    with pytest.raises(UnsupportedFeatureError, match=f"{feature}.*can read this table but not write"):
+        txn.commit("WRITE")
+    assert sorted(os.listdir(log.log_dir)) == before
 
 
 def test_check_constraints_read_only(table_path):
@@ -227,26 +364,6 @@ def test_fast_path_long_lines_and_trailing_commit_info():
     assert fast.adds.to_pylist() == exact.adds.to_pylist()
     assert fast.adds.column("stats")[0].as_py() == big
     assert fast.commit_info == {"operation": "WRITE"}
-
-
-def test_v2_checkpoint_only_log_refused(table_path):
-    log = make_table(table_path)
-    write_commit(log, 2, [line("commitInfo", {})])
-    open(os.path.join(log.log_dir, f"{2:020d}.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json"), "w").close()
-    for v in range(2):
-        os.remove(os.path.join(log.log_dir, f"{v:020d}.json"))
-    with pytest.raises(UnsupportedFeatureError, match="v2Checkpoint"):
-        DeltaLog.for_path(table_path).snapshot()
-
-
-def test_v2_spec_classic_checkpoint_refused(table_path):
-    import pyarrow.parquet as pq
-
-    log = make_table(table_path)
-    t = pa.table({"checkpointMetadata": pa.array([{"version": 1}], pa.struct([("version", pa.int64())]))})
-    pq.write_table(t, os.path.join(log.log_dir, f"{1:020d}.checkpoint.parquet"))
-    with pytest.raises(UnsupportedFeatureError, match="v2Checkpoint"):
-        DeltaLog.for_path(table_path).snapshot()
 
 
 def test_reconcile_keeps_untouched_base_without_copy():

@@ -190,6 +190,22 @@ def test_partition_pruning_is_exact():
     assert typed.to_pylist() == [dt.datetime(2021, 1, 1, 10, tzinfo=UTC), dt.datetime(2021, 1, 1, 10, 0, 0, 1, tzinfo=UTC)]
 
 
+@pytest.mark.parametrize("type_", [pa.string(), pa.large_string(), pa.int32(), pa.date32(), pa.binary()])
+def test_empty_partition_value_is_null_for_every_type(type_):
+    # The protocol: an empty string as a partition value means null, whatever the column's type.
+    schema = pa.schema([("a", pa.int64()), ("p", type_)])
+    files = pa.table(
+        {
+            "stats": pa.array([None, None, None], pa.string()),
+            "partition_values": pa.array([[("p", "")], [("p", None)], [("p", "7" if not pa.types.is_date(type_) else "2024-01-02")]],
+                                         pa.map_(pa.string(), pa.string())),
+        }
+    )
+    assert typed_partition_values(files, "p", type_).is_null().to_pylist() == [True, True, False]
+    assert files_matching(files, IsNull("p"), schema).to_pylist() == [True, True, False]
+    assert files_matching(files, IsNotNull("p"), schema).to_pylist() == [False, False, True]
+
+
 def test_timestamp_partitions_without_zone_are_widened():
     schema = pa.schema([("a", pa.int64()), ("t", pa.timestamp("us", "UTC"))])
     files = pa.table(

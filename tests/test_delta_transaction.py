@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -16,6 +17,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from use.delta import AddFile, DeltaLog, Protocol, Transaction
 from use.delta.actions import remove_actions
+from use.delta.storage import LocalLogStore
 from use.errors import (
     CommitRetriesExceededError,
     ConcurrentAppendError,
@@ -25,6 +27,7 @@ from use.errors import (
     ConcurrentTransactionError,
     MetadataChangedError,
     ProtocolChangedError,
+    StaleTransactionError,
 )
 
 SCHEMA = pa.schema([("id", pa.int64())])
@@ -187,7 +190,7 @@ def test_read_whole_table_vs_rewrite(log):
         txn.commit("UPDATE")
 
 
-def test_metadata_and_protocol_changes_conflict(log):
+def test_metadata_change_conflicts(log):
     txn = log.start_transaction()
     txn.add(new_file(log.table_root, [0]))
     m = log.snapshot().metadata
@@ -196,14 +199,174 @@ def test_metadata_and_protocol_changes_conflict(log):
     other.commit("SET TBLPROPERTIES")
     with pytest.raises(MetadataChangedError):
         txn.commit("WRITE")
+
+
+def test_protocol_upgrade_by_the_winner_alone_is_rebased(log):
+    # Delta's rule: a winning protocol change fails us only if we change the protocol too (or it
+    # drops a feature, or we cannot write under it).
     txn = log.start_transaction()
     txn.add(new_file(log.table_root, [0]))
     other = log.start_transaction()
     other.add(Protocol(1, 3))
+    assert other.commit("UPGRADE PROTOCOL") == 4
+    assert txn.commit("WRITE") == 5
+    assert log.snapshot().protocol == Protocol(1, 3) and 0 in live_ids(log)
+
+
+def test_protocol_changed_by_both_sides_conflicts(log):
+    txn = log.start_transaction()
+    txn.add(Protocol(1, 4), new_file(log.table_root, [0]))
+    other = log.start_transaction()
+    other.add(Protocol(1, 3))
     other.commit("UPGRADE PROTOCOL")
-    with pytest.raises(ProtocolChangedError):
+    before = listing(log)
+    with pytest.raises(ProtocolChangedError, match="changed concurrently in version 4"):
         txn.commit("WRITE")
-    assert log.snapshot().protocol == Protocol(1, 3)
+    assert listing(log) == before and log.snapshot().protocol == Protocol(1, 3)
+
+
+@pytest.mark.parametrize(
+    "winner, match",
+    [
+        # another engine drops a feature the transaction read the table with
+        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly", "invariants"]}, "removes the feature"),
+        # ... or adds one USE cannot write
+        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly", "invariants", "changeDataFeed", "rowTracking",
+                                                                              "domainMetadata"]}, "rowTracking"),
+    ],
+)
+def test_winning_protocol_that_drops_or_adds_an_unwritable_feature_conflicts(table_path, winner, match):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, configuration={"delta.enableChangeDataFeed": "true"})
+    other = log.start_transaction()
+    other.add(Protocol(1, 7, None, ("appendOnly", "invariants", "changeDataFeed")))
+    other.commit("UPGRADE PROTOCOL")
+    txn = log.start_transaction()
+    txn.add(new_file(log.table_root, [0]))
+    with open(os.path.join(log.log_dir, f"{2:020d}.json"), "w") as fh:
+        fh.write(json.dumps({"commitInfo": {"operation": "ALTER TABLE"}}) + "\n" + json.dumps({"protocol": winner}) + "\n")
+    before = listing(log)
+    with pytest.raises(ProtocolChangedError, match=match):
+        txn.commit("WRITE")
+    assert listing(log) == before
+
+
+def test_protocol_features_include_those_legacy_versions_imply():
+    assert Protocol(1, 1).features == frozenset()
+    assert Protocol(1, 2).features == {"appendOnly", "invariants"}
+    assert Protocol(1, 4).features == {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns"}
+    assert "columnMapping" not in Protocol(1, 6).features and "columnMapping" in Protocol(2, 5).features
+    assert Protocol(1, 7, None, ("appendOnly",)).features == {"appendOnly"}  # named features imply nothing more
+    assert Protocol(3, 7, ("timestampNtz",), ("timestampNtz", "domainMetadata")).features == {"timestampNtz", "domainMetadata"}
+
+
+def test_winner_moving_to_named_features_without_dropping_one_is_rebased(table_path):
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA)  # Protocol(1, 2)
+    txn = log.start_transaction()
+    txn.add(new_file(log.table_root, [0]))
+    other = log.start_transaction()
+    other.add(Protocol(1, 7, None, ("appendOnly", "invariants", "domainMetadata")))
+    other.commit("UPGRADE PROTOCOL")
+    assert txn.commit("WRITE") == 2
+    assert live_ids(log) == [0]
+
+
+def test_app_transaction_keeps_a_rewrite_serializable(log):
+    # Delta downgrades to SnapshotIsolation only when every action is a file action without a data
+    # change: a txn (SetTransaction) keeps the default level, so a concurrent non-blind append of
+    # data the rewrite read is a conflict, not a silent rebase.
+    txn = log.start_transaction()
+    rewrite(txn, file_rows(log, 0, 1))
+    txn.read_whole_table()
+    assert txn.isolation_level == "SnapshotIsolation"
+    txn.set_app_transaction("compactor", 1)
+    assert txn.isolation_level == "WriteSerializable"
+    other = log.start_transaction()
+    other.read_whole_table()
+    other.add(new_file(log.table_root, [8]))
+    other.commit("MERGE")
+    before = listing(log)
+    with pytest.raises(ConcurrentAppendError, match="should have read"):
+        txn.commit("OPTIMIZE")
+    assert listing(log) == before
+
+
+# --- log cleanup under a stale transaction -------------------------------------------------------------
+
+
+def clean_up_to_checkpoint(log: DeltaLog) -> None:
+    """Checkpoint the latest version and delete every older commit, as expired-log cleanup does."""
+    log.checkpoint()
+    deleted = log.cleanup_expired_logs(0, now_ms=int(time.time() * 1000) + 2 * 86_400_000)
+    assert f"{0:020d}.json" in deleted
+
+
+def test_stale_transaction_after_log_cleanup_commits_nothing(log):
+    stale = log.start_transaction()  # reads version 3
+    stale.add(new_file(log.table_root, [0]))
+    for i in range(4, 9):
+        blind_append(log, [i * 10])
+    clean_up_to_checkpoint(log)  # commits 0..7 are gone; version 4 is a vacant name now
+    before, files = listing(log), live_ids(log)
+    with pytest.raises(StaleTransactionError, match=r"version 3 of .* no longer in the log .*read version 3"):
+        stale.commit("WRITE")
+    assert listing(log) == before and live_ids(log) == files
+    assert DeltaLog.for_path(log.table_root).snapshot().version == 8
+
+
+class CleanupDuringCommit(LocalLogStore):
+    """The local store, with log cleanup running once at a chosen moment of a commit: just before
+    its put-if-absent ("put"), or right after it loses a race ("lost", between its failed put and
+    its look at the winners)."""
+
+    def __init__(self, when: str, cleanup) -> None:
+        self.when, self.cleanup = when, cleanup
+
+    def _run(self) -> None:
+        if self.cleanup is not None:
+            self.cleanup, cleanup = None, self.cleanup
+            cleanup()
+
+    def put_if_absent(self, path: str, data: bytes) -> bool:
+        if self.when == "put":
+            self._run()
+        done = super().put_if_absent(path, data)
+        if not done and self.when == "lost":
+            self._run()
+        return done
+
+
+def test_cleanup_between_check_and_put_leaves_no_commit(log):
+    # The transaction saw its read version in the log, then cleanup emptied the next version's name
+    # before its put: the commit is written, found stranded below the checkpoint, and taken back.
+    other = DeltaLog.for_path(log.table_root)
+    racer = DeltaLog(log.table_root, CleanupDuringCommit("put", lambda: clean_up_to_checkpoint(other)))
+    stale = racer.start_transaction()  # reads version 3
+    stale.add(new_file(log.table_root, [0]))
+    for i in range(4, 9):
+        blind_append(other, [i * 10])
+    before_ids = live_ids(other)
+    with pytest.raises(StaleTransactionError, match="version 3 of .* no longer in the log"):
+        stale.commit("WRITE")
+    assert sorted(os.listdir(log.log_dir)) == [f"{8:020d}.checkpoint.parquet", f"{8:020d}.json", "_last_checkpoint"]
+    assert live_ids(other) == before_ids
+
+
+def test_retry_never_skips_cleaned_up_winners(log):
+    other = DeltaLog.for_path(log.table_root)
+    racer = DeltaLog(log.table_root, CleanupDuringCommit("lost", lambda: clean_up_to_checkpoint(other)))
+    stale = racer.start_transaction()  # reads version 3
+    read = file_rows(racer, 0)
+    stale.read_files(read.column("path"))
+    stale.add(new_file(log.table_root, [0]))
+    delete_files(other, read)  # version 4: removes the file the transaction read (a conflict)
+    for i in range(5, 9):
+        blind_append(other, [i * 10])
+    before_ids = live_ids(other)
+    with pytest.raises(StaleTransactionError, match="version 4 of .* no longer in the log"):
+        stale.commit("MERGE")
+    assert live_ids(other) == before_ids and other.snapshot().version == 8
 
 
 def test_same_app_id_conflicts(log):
@@ -229,7 +392,7 @@ def test_retries_exhausted(log):
 
 def test_errors_are_concurrent_modification_errors():
     for cls in (ConcurrentAppendError, ConcurrentDeleteReadError, ConcurrentDeleteDeleteError, MetadataChangedError,
-                ProtocolChangedError, ConcurrentTransactionError, CommitRetriesExceededError):
+                ProtocolChangedError, ConcurrentTransactionError, CommitRetriesExceededError, StaleTransactionError):
         assert issubclass(cls, ConcurrentModificationError)
 
 

@@ -12,18 +12,23 @@ PACKAGE = Path(__file__).resolve().parents[1] / "python" / "use"
 
 # layer -> packages it must never import
 FORBIDDEN = {
-    "use.delta": ("pyspark", "use.qbeast", "use.optimize", "use.table", "use.cli", "use.sql"),
-    "use.qbeast": ("use.optimize", "use.table", "use.cli", "use.sql"),
-    "use.optimize": ("use.table", "use.cli", "use.sql"),
+    "use.delta": ("pyspark", "use.qbeast", "use.optimize", "use.insights", "use.table", "use.cli", "use.sql"),
+    "use.qbeast": ("use.optimize", "use.insights", "use.table", "use.cli", "use.sql"),
+    "use.optimize": ("use.insights", "use.table", "use.cli", "use.sql"),
+    # insights are pure functions of table facts: no Spark at all, nothing above them
+    "use.insights": ("pyspark", "use.table", "use.cli", "use.sql"),
 }
 # Modules that run Spark; every other module of these layers is pure (no pyspark).
 SPARK_MODULES = {
     "use.qbeast.writer",
+    "use.qbeast.index_plan",
+    "use.qbeast.write_tasks",
     "use.qbeast.jvm_write",
     "use.qbeast.reader",
     "use.qbeast.convert",
     "use.qbeast.datasource",
     "use.optimize.executor",
+    "use.optimize.clustering",
     "use.optimize.loop",
     "use.optimize.delta_table",
 }

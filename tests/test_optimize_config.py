@@ -51,6 +51,14 @@ def test_seed_examples_parse() -> None:
     assert c.unindexed_from_timestamp == 1_672_531_200_000
 
 
+def test_continuous_optimization_follows_the_seeds_rule() -> None:
+    # a table is continuously optimized when use.optimization.type is set or autoOptimize.enabled=true
+    assert OptimizationConfig.from_properties({P + "type": "CubeDefragmentation"}).continuous
+    assert OptimizationConfig.from_properties({P + "autoOptimize.enabled": "true"}).continuous
+    assert not OptimizationConfig.from_properties({P + "autoOptimize.enabled": "false"}).continuous
+    assert not OptimizationConfig.from_properties({P + "bytes-per-iter": "5000000"}).continuous
+
+
 def test_every_key_parses_and_round_trips() -> None:
     props = {
         P + "type": "SamplingOverheadReduction",
@@ -67,6 +75,8 @@ def test_every_key_parses_and_round_trips() -> None:
         P + "overlap.cluster-key": "id",
         P + "overlap.depth-threshold": "4",
         P + "open-file-cost": "0",
+        P + "zorder-by": "a, `b.c`",
+        P + "zorder.min-cube-size": "5000",
         P + "autoOptimize.enabled": "false",
         P + "autoOptimize.revisionId": "1",
         U + "enabled": "false",
@@ -81,6 +91,7 @@ def test_every_key_parses_and_round_trips() -> None:
     assert (c.sampling_fraction, c.max_file_size, c.min_file_size_limit) == (0.15, 1000, 900)
     assert (c.small_files_max_size, c.small_files_count_threshold) == (10, 3)
     assert (c.overlap_cluster_key, c.overlap_depth_threshold, c.open_file_cost) == ("id", 4, 0)
+    assert (c.zorder_by, c.min_cube_size_limit) == (("a", "b.c"), 5000)
     assert (c.auto_optimize_enabled, c.auto_optimize_revision_id) == (False, 1)
     assert (c.optimize_unindexed_enabled, c.optimize_unindexed_prioritize) == (False, False)
     assert (c.unindexed_batch_bytes, c.unindexed_from_timestamp) == (99, 1_700_000_000_000)

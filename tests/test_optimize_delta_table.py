@@ -39,16 +39,16 @@ def test_bin_packing_merges_each_partition_and_keeps_rows_and_partition_values(s
         adds = [a["add"] for a in commit_actions(path, m.version) if "add" in a]
         assert len(adds) == 1 and "tags" not in adds[0] and adds[0]["partitionValues"]["s"] in ("s0", "s1", "s2")
         assert adds[0]["path"].startswith(f"s={adds[0]['partitionValues']['s']}/")
-    history = table.history()
+    history = table.history().collect()  # DESCRIBE HISTORY's rows, newest first
     assert [h.operation for h in history[:3]] == ["OPTIMIZE"] * 3
-    assert history[0].metrics["numRemovedFiles"] == "6" and history[0].metrics["numAddedFiles"] == "1"
-    event = OptimizationEvent.from_json(history[0].commit_info["tags"][EVENT_TAG])
+    assert history[0].operationMetrics["numRemovedFiles"] == "6" and history[0].operationMetrics["numAddedFiles"] == "1"
+    event = OptimizationEvent.from_json(table.log.history(1)[0].commit_info["tags"][EVENT_TAG])
     assert event.revision_id == -1 and event.output_files_stats.num_files == 1
 
     events = table.optimizations().orderBy("started_at").collect()
     assert len(events) == 3 and {e["input_files_stats"]["num_files"] for e in events} == {6}
 
-    assert table.optimize().outcome == CONVERGED and table.history()[0].version == history[0].version  # idempotent
+    assert table.optimize().outcome == CONVERGED and table.history(1).first().version == history[0].version  # idempotent
     vac = table.vacuum(0, dry_run=True, enforce_retention_check=False)
     assert len(vac.files) == 18  # the rewritten inputs are what a vacuum would delete
 

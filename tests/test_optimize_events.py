@@ -12,7 +12,7 @@ import pytest
 
 from _optimize_snapshots import MAX_W, MIN_W, blocks_table, files_table, qbeast_snapshot
 from use.errors import CorruptLogError, InvalidArgumentError
-from use.optimize.events import EVENT_SCHEMA, EVENT_TAG, FileStats, OptimizationEvent, events_from_history
+from use.optimize.events import EVENT_SCHEMA, EVENT_TAG, OPTIMIZATIONS_SCHEMA, FileStats, OptimizationEvent, events_from_history
 
 SEED = Path("/work/shared/seeds/continuous-optimization.txt")
 
@@ -113,11 +113,13 @@ def test_events_from_history_shapes() -> None:
         {"operation": "CREATE TABLE"},
     ]
     t = events_from_history(entries)
-    assert t.schema == EVENT_SCHEMA and t.num_rows == 2
+    assert t.schema == OPTIMIZATIONS_SCHEMA and t.num_rows == 2
+    assert OPTIMIZATIONS_SCHEMA.names == SEED_EVENT_FIELDS + ["version"]
+    assert t.column("version").to_pylist() == [None, None]  # bare commitInfo dicts do not say
     assert t.column("optimization_name").to_pylist() == ["a", "b"]
     assert t.column("input_files_stats").to_pylist()[0]["files"] == ["f0", "f1", "f2", "f3"]
     assert t.column("output_files_stats").to_pylist() == [None, None]
-    assert events_from_history([]).schema == EVENT_SCHEMA
+    assert events_from_history([]).schema == OPTIMIZATIONS_SCHEMA
     with pytest.raises(CorruptLogError, match="commit 12 has a malformed use.optimization.event"):
         events_from_history([{"version": 12, "tags": {EVENT_TAG: "{}"}}])
 
@@ -131,5 +133,5 @@ def test_events_from_a_real_delta_log(tmp_path: Path) -> None:
     txn = log.start_transaction()
     txn.commit("OPTIMIZE", tags={EVENT_TAG: event.to_json()})
     table = events_from_history(log.history())
-    assert table.num_rows == 1
+    assert table.num_rows == 1 and table.column("version").to_pylist() == [1]
     assert OptimizationEvent.from_dict(table.to_pylist()[0]) == event

@@ -110,8 +110,9 @@ def test_leveled_io_limit_caps_the_group_smallest_files_first() -> None:
     snap = qbeast_snapshot(files, blocks)
     assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=350))) == [["w", "y"]]
     assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=650))) == [["w", "y", "x"]]
-    # a limit below two files still merges two: one file alone removes no fragmentation
-    assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=50))) == [["w", "y"]]
+    # a limit below two files merges nothing: a task of several files never exceeds it, and one
+    # file alone removes no fragmentation
+    assert LeveledCompactionSelection().select(snap, cfg(task_max_bytes=250)) is None
     # task-max-bytes defaults to bytes-per-iter
     assert selected(LeveledCompactionSelection().select(snap, cfg(bytes_per_iter=350))) == [["w", "y"]]
 
@@ -161,11 +162,11 @@ def test_revision_rewrite_selects_every_file_of_the_revision() -> None:
 # --- full-cube consolidation (after the level rule) -------------------------------------------------
 
 
-def _consolidation_snapshot():
+def _consolidation_snapshot(sizes=(50, 10, 12, 40, 5)):
     """desiredCubeSize 100. No level group qualifies (level 0: root 5+4 < 10, Q 8; level 1: root 91,
     Q 95 < 100), but the root (91+5+4) and Q (95+8) are full cubes spread over several files; A (5+3)
     is spread too but not full."""
-    files = files_table(["main", "p1", "p2", "q1", "q2"], [50, 10, 12, 40, 5], revisions=[1] * 5)
+    files = files_table(["main", "p1", "p2", "q1", "q2"], list(sizes), revisions=[1] * 5)
     blocks = [
         (0, 1, "", 0, MIN_W, W(0.5), 91),
         (0, 1, "A", 1, W(0.5), MAX_W, 5),
@@ -190,9 +191,13 @@ def test_consolidation_takes_full_fragmented_cubes_by_depth_within_the_io_limit(
     assert t.score == pytest.approx(CFG.open_file_cost * 4 / 117)
     # Q's files do not fit next to the root's: the root alone
     assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=72))) == [["p1", "p2", "main"]]
-    # the root's files alone exceed the limit: its smallest files, at least two
+    # the root's files alone exceed the limit: its smallest files that fit, at least two
     assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=30))) == [["p1", "p2"]]
-    assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=5))) == [["p1", "p2"]]
+    # no two files of any fragmented inner cube fit: nothing (the root's p1+p2 need 22 bytes, Q's 45)
+    assert LeveledCompactionSelection().select(snap, cfg(task_max_bytes=21)) is None
+    # Q's two files fit where the root's do not: the root is skipped, Q is merged
+    snap_q = _consolidation_snapshot(sizes=[50, 10, 12, 4, 5])
+    assert selected(LeveledCompactionSelection().select(snap_q, cfg(task_max_bytes=9))) == [["q1", "q2"]]
     # CubeDefragmentation has the same blind spot and the same fallback
     plan = CubeDefragmentation().select(snap, cfg(task_max_bytes=72))
     assert selected(plan) == [["p1", "p2", "main"]] and plan.tasks[0].strategy == "CubeDefragmentation"
@@ -256,9 +261,14 @@ def test_cube_defragmentation_takes_lowest_level_groups_by_depth_until_bytes_per
     assert selected(plan) == [["a", "b", "c", "g"]]  # cube "" (depth 0) then A; c only once; level 1 never
     plan = CubeDefragmentation().select(snap, cfg(bytes_per_iter=60))
     assert selected(plan) == [["a", "b", "c"]]
+    # within 30 bytes: cube "" merges a+b; cube A's c (30) + g (40) cannot be merged within the limit,
+    # and neither file is rewritten alone (one file holds one block per cube: nothing to merge)
     plan = CubeDefragmentation().select(snap, cfg(bytes_per_iter=100, task_max_bytes=30))
-    assert sorted(selected(plan)) == sorted([["a", "b"], ["c"], ["g"]])
+    assert selected(plan) == [["a", "b"]]
     assert all(t.kind == KIND_COMPACT and t.revision_id == 1 for t in plan.tasks)
+    # cube A joins the open task through its file c when g fits next to it (100 bytes), not otherwise
+    assert selected(CubeDefragmentation().select(snap, cfg(bytes_per_iter=100, task_max_bytes=100))) == [["a", "b", "c", "g"]]
+    assert selected(CubeDefragmentation().select(snap, cfg(bytes_per_iter=100, task_max_bytes=70))) == [["a", "b", "c"]]
 
 
 # --- UnindexedFilesSelection ----------------------------------------------------------------------

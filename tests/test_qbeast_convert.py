@@ -50,16 +50,22 @@ def test_parquet_directory(spark, table_path):
     _parquet_dir(table_path)
     result = QbeastTable.convert(spark, table_path, ["x", "y"], cube_size=100)
     assert result.converted and result.source_format == "parquet" and result.num_files == 3
-    # the last commit is metadata-only: staging revision 0 and lastRevisionID "0"
+    # one commit (version 0): protocol, metaData with staging revision 0 and lastRevisionID "0",
+    # and one add per parquet file
+    assert result.version == 0
+    assert sorted(os.listdir(os.path.join(table_path, "_delta_log"))) == [f"{0:020d}.json"]
     last = _log_lines(table_path, result.version)
-    assert not any("add" in a or "remove" in a for a in last)
+    assert sum("add" in a for a in last) == 3 and not any("remove" in a for a in last)
+    assert sum("protocol" in a for a in last) == 1
     [meta] = [a["metaData"] for a in last if "metaData" in a]
     assert meta["configuration"]["qbeast.lastRevisionID"] == "0"
+    assert meta["configuration"]["columnsToIndex"] == "x,y"
     rev0 = json.loads(meta["configuration"]["qbeast.revision.0"])
     assert [t["className"] for t in rev0["columnTransformers"]] == ["io.qbeast.core.transform.EmptyTransformer"] * 2
     assert rev0["desiredCubeSize"] == 100
     [commit] = [a["commitInfo"] for a in last if "commitInfo" in a]
-    assert commit["operation"] == "SET TBLPROPERTIES"
+    assert commit["operation"] == "CONVERT"
+    assert commit["operationParameters"]["sourceFormat"] == "parquet"
 
     qt = QbeastTable.for_path(spark, table_path)
     assert qt.revision_ids() == [0] and qt.latest_revision_id == 0

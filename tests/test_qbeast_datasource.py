@@ -57,16 +57,19 @@ def test_pushed_filters_prune_files(registered, tmp_path):
     spark = registered
     path = str(tmp_path / "pruned")
     for lo in (0, 1000, 2000):
-        spark.range(lo, lo + 100, numPartitions=1).selectExpr("id as x").write.format("qbeast").mode("append").save(path)
+        writer = spark.range(lo, lo + 100, numPartitions=1).selectExpr("id as x").write.format("qbeast").mode("append")
+        writer.option("columnsToIndex", "x").save(path)
     reader = QbeastReader(os.path.abspath(path), spark_schema(load_snapshot(path)))
     kept = list(reader.pushFilters([GreaterThanOrEqual(("x",), 1000), LessThan(("x",), 1050)]))
     assert len(kept) == 2  # every filter is still re-checked by Spark
     parts = reader.partitions()
-    assert sum(len(p.value) for p in parts) == 1
+    assert sum(len(p.value[0]) for p in parts) == 1  # (paths, column mapping) per partition
     assert spark.read.format("qbeast").load(path).filter("x >= 1000 and x < 1050").count() == 50
 
 
 def test_bad_writes_and_reads(registered, tmp_path):
+    from optimize_support import directory_state
+
     spark = registered
     path = str(tmp_path / "bad")
     df = spark.range(10).selectExpr("id as x")
@@ -75,11 +78,69 @@ def test_bad_writes_and_reads(registered, tmp_path):
     assert not os.path.exists(os.path.join(path, "_delta_log"))
     with pytest.raises(Exception, match="cubeSize"):
         df.write.format("qbeast").mode("append").option("columnsToIndex", "x").option("cubeSize", "-1").save(path)
-    df.write.format("qbeast").mode("append").save(path)
-    with pytest.raises(Exception, match="only appends|overwrite"):
-        df.write.format("qbeast").mode("overwrite").save(path)
+    df.write.format("qbeast").mode("append").option("columnsToIndex", "x").save(path)
+    before = directory_state(path)
     with pytest.raises(Exception, match="schema"):
         spark.range(3).selectExpr("cast(id as string) as x").write.format("qbeast").mode("append").save(path)
+    assert directory_state(path) == before
     assert spark.read.format("qbeast").load(path).count() == 10
     with pytest.raises(Exception, match="no table"):
         spark.read.format("qbeast").load(str(tmp_path / "missing")).count()
+
+
+def test_writes_follow_qbeast_table_write_rules(registered, tmp_path):
+    """New tables need columnsToIndex, appends keep the index columns, plain Delta tables are
+    refused; each refusal is USE's typed error and leaves everything as it was."""
+    from optimize_support import directory_state, plain_delta
+
+    spark = registered
+    df = spark.range(100).selectExpr("cast(id as double) as x", "cast(id * 2 as double) as y")
+    path = str(tmp_path / "t")
+    with pytest.raises(Exception, match=r"IndexColumnError: .*needs its index columns: add \.option\(\"columnsToIndex\""):
+        df.write.format("qbeast").mode("append").save(path)
+    assert not os.path.exists(path)
+
+    df.write.format("qbeast").mode("append").option("columnsToIndex", "x,y").option("cubeSize", "50").save(path)
+    before = directory_state(path)
+    with pytest.raises(Exception, match="columnsToIndex x differs from the indexed columns x,y"):
+        df.write.format("qbeast").mode("append").option("columnsToIndex", "x").save(path)
+    with pytest.raises(Exception, match="cubeSize 70 differs"):
+        df.write.format("qbeast").mode("append").option("cubeSize", "70").save(path)
+    assert directory_state(path) == before
+    df.write.format("qbeast").mode("append").option("columnsToIndex", "x,y").save(path)  # the same columns: fine
+
+    plain = plain_delta(str(tmp_path / "plain"), appends=1)
+    before = directory_state(plain)
+    with pytest.raises(Exception, match="NotAQbeastTableError: .*convert it with QbeastTable.convert"):
+        spark.range(3).selectExpr("id").write.format("qbeast").mode("append").save(plain)
+    assert directory_state(plain) == before
+
+
+def test_default_save_mode_is_refused_by_spark_naming_the_modes(registered, tmp_path):
+    spark = registered
+    path = tmp_path / "t"
+    with pytest.raises(Exception, match='"Append" or "Overwrite"'):
+        spark.range(3).selectExpr("id as x").write.format("qbeast").option("columnsToIndex", "x").save(str(path))
+    assert not path.exists()
+
+
+def test_overwrite_replaces_data_schema_and_revisions_in_one_commit(registered, tmp_path):
+    from use import QbeastTable
+
+    spark = registered
+    path = str(tmp_path / "t")
+    QbeastTable.write(spark.range(300).selectExpr("id as a", "id % 7 as b"), path, ["a", "b"], cube_size=100)
+    version = QbeastTable.for_path(spark, path).snapshot().version
+    new = spark.range(40).selectExpr("cast(id as string) as k", "id as v")
+    new.write.format("qbeast").mode("overwrite").option("columnsToIndex", "v").option("cubeSize", "10").save(path)
+    qt = QbeastTable.for_path(spark, path)
+    snap = qt.snapshot()
+    assert snap.version == version + 1 and snap.schema.names == ["k", "v"]
+    assert qt.revision_ids() == [0] and qt.revision(0).columns == ("v",) and qt.revision(0).desired_cube_size == 10
+    assert sorted(r.v for r in qt.read().collect()) == list(range(40))
+    # the overwritten rows are staging rows: the optimizer indexes them into a new revision 1
+    qt.optimize(progress=False)
+    assert qt.revision_ids() == [0, 1] and qt.indexed_columns() == ["v"] and qt.read().count() == 40
+    # without columnsToIndex an overwrite keeps the table's index columns
+    spark.range(5).selectExpr("cast(id as string) as k", "id as v").write.format("qbeast").mode("overwrite").save(path)
+    assert qt.revision_ids() == [0] and qt.revision(0).columns == ("v",) and qt.read().count() == 5

@@ -9,7 +9,8 @@ import pyarrow as pa
 from use.qbeast.metrics import index_metrics
 from use.qbeast.revision import Revision
 from use.qbeast.snapshot import QbeastSnapshot
-from use.qbeast.transform import INTEGER, LinearTransformation, LinearTransformer
+from use.qbeast.transform import INTEGER, LinearTransformation
+from use.qbeast.transformers import LinearTransformer
 from use.qbeast.weight import MAX_WEIGHT, weight_from_fraction
 
 REV = Revision(1, 0, "/t", 100, (LinearTransformer("a", INTEGER),), (LinearTransformation(0, 10, 5, INTEGER),))

@@ -141,7 +141,7 @@ def test_bad_reads(spark, table, tmp_path):
     from use.qbeast.reader import read
 
     qt = QbeastTable.for_path(spark, table)
-    for bad in (0, 0.0, -0.1, 1.5, "0.1", True, float("nan")):
+    for bad in (-0.1, 1.5, "0.1", True, float("nan")):
         with pytest.raises(InvalidArgumentError, match="sample"):
             qt.read(sample=bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match="nope"):

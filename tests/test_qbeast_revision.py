@@ -19,15 +19,9 @@ from use.qbeast.revision import (
     staging_revision,
     stats_aggregations,
 )
-from use.qbeast.transform import (
-    CDFNumericQuantilesTransformation,
-    EmptyTransformer,
-    HashTransformation,
-    HashTransformer,
-    IdentityTransformation,
-    LinearTransformation,
-    LinearTransformer,
-)
+from use.qbeast.transform import HashTransformation, IdentityTransformation, LinearTransformation
+from use.qbeast.transform_quantiles import CDFNumericQuantilesTransformation
+from use.qbeast.transformers import EmptyTransformer, HashTransformer, LinearTransformer
 
 SCHEMA = pa.schema([("id", pa.int32()), ("name", pa.string()), ("x", pa.float64()), ("b", pa.bool_())])
 
@@ -197,7 +191,11 @@ def test_configuration_helpers():
     assert conf["qbeast.revision.1"] == REVISION_JSON and conf["qbeast.lastRevisionID"] == "1"
     st = Revision.from_json(conf["qbeast.revision.0"])
     assert st.is_staging and st.timestamp == rev.timestamp - 1 and st.columns == rev.columns
-    assert conf["columnsToIndex"] == "id:linear,name:hashing" and conf["cubeSize"] == "500000"
+    # without the user's specs (an optimization indexing staged rows) the column names, as upstream
+    assert conf["columnsToIndex"] == "id,name" and conf["cubeSize"] == "500000"
+    # with them, the user's text as qbeast-spark keeps its option (not the typed specs derived from it)
+    assert configuration_with_revision({}, rev, columns_to_index="id,name:hashing")["columnsToIndex"] == "id,name:hashing"
+    assert configuration_with_revision({}, rev, columns_to_index=["id", " name"])["columnsToIndex"] == "id,name"
     assert conf["tableFormat"] == "delta" and conf["columnStats"] == '{"id_min":0}' and conf["userOpt"] == "1"
     assert conf["delta.appendOnly"] == "false"
     assert set(revisions_from_configuration(conf)) == {0, 1}

@@ -10,21 +10,25 @@ import pyarrow as pa
 import pytest
 
 from use.errors import CorruptIndexMetadataError, IndexColumnError, InvalidArgumentError, UnsupportedTypeError
+from use.qbeast.java_values import java_double_str
 from use.qbeast.transform import (
-    CDFNumericQuantilesTransformation,
-    CDFStringQuantilesTransformation,
-    DEFAULT_STRING_HISTOGRAM,
     EmptyTransformation,
     HashTransformation,
     IdentityToZeroTransformation,
     IdentityTransformation,
     LinearTransformation,
-    LinearTransformer,
     NullToZeroTransformation,
-    StringHistogramTransformation,
-    java_double_str,
-    make_transformer,
     qdatatype_of,
+)
+from use.qbeast.transform_quantiles import (
+    DEFAULT_STRING_HISTOGRAM,
+    CDFNumericQuantilesTransformation,
+    CDFStringQuantilesTransformation,
+    StringHistogramTransformation,
+)
+from use.qbeast.transformers import (
+    LinearTransformer,
+    make_transformer,
     transformation_from_json_obj,
     transformer_from_json_obj,
 )

@@ -121,23 +121,26 @@ def _check_table(spark, path: str, expected_ids: np.ndarray, columns: list[str])
 def test_first_write_builds_a_qbeast_table(spark, table_path) -> None:
     df = _data(spark, 20_000)
     result = write(spark, df, table_path, ["x", "y", "s"], cube_size=1000)
-    assert result.version == 0 and result.revision_id == 1  # a new table is one commit
+    # One commit makes the table, as Delta and qbeast-spark write it: protocol, metaData and adds.
+    assert result.version == 0 and result.revision_id == 1
+    assert os.listdir(os.path.join(table_path, "_delta_log")) == [f"{0:020d}.json"]
     assert result.num_rows == 20_000 and result.num_files >= 2
     blocks = _check_table(spark, table_path, np.arange(20_000), ["x", "y", "s"])
     assert len(blocks) == result.num_files
 
     commit = _commit(table_path, 0)
-    assert not os.path.exists(os.path.join(table_path, "_delta_log", f"{1:020d}.json"))
-    conf = next(a["metaData"] for a in commit if "metaData" in a)["configuration"]
+    assert sum("protocol" in a for a in commit) == 1 and sum("add" in a for a in commit) == result.num_files
+    meta = next(a["metaData"] for a in commit if "metaData" in a)
+    conf = meta["configuration"]
     assert conf["qbeast.lastRevisionID"] == "1"
+    assert conf["columnsToIndex"] == "x,y,s"  # the user's specs, as qbeast-spark keeps its option
     rev1, rev0 = json.loads(conf["qbeast.revision.1"]), json.loads(conf["qbeast.revision.0"])
     assert [t["columnName"] for t in rev1["columnTransformers"]] == ["x", "y", "s"]
     assert rev1["columnTransformers"][2]["className"].endswith("HashTransformer")
     assert rev1["desiredCubeSize"] == 1000 and rev0["timestamp"] == rev1["timestamp"] - 1
     assert all(t["className"].endswith("EmptyTransformer") for t in rev0["columnTransformers"])
     info = commit[0]["commitInfo"]
-    assert info["operation"] == "WRITE"
-    assert sum("add" in a for a in commit) == result.num_files
+    assert info["operation"] == "WRITE" and info["operationParameters"]["mode"] == "Append"
     assert all(a["add"]["dataChange"] for a in commit if "add" in a)
 
     # Inner cubes hold the desired size within 20% on uniform data.
@@ -280,13 +283,13 @@ def test_schema_mismatch_names_the_columns(spark, small_table, table_path) -> No
 def test_failure_before_commit_deletes_written_files(spark, small_table, table_path, monkeypatch) -> None:
     before = _state(small_table)
     written: list[str] = []
-    real = writer._commit_write
+    real = writer.commit_write
 
     def fail(log, snapshot, revision, is_new, mode, adds, *args, **kwargs):
         written.extend(a.path for a in adds)
         raise RuntimeError("injected failure after the files were written")
 
-    monkeypatch.setattr(writer, "_commit_write", fail)
+    monkeypatch.setattr(writer, "commit_write", fail)
     with pytest.raises(RuntimeError, match="injected"):
         write(spark, _data(spark, 3_000, start=20_000), small_table, ["x", "y"])
     assert written  # files existed when the failure struck
@@ -392,7 +395,8 @@ def test_task_files_stream_row_groups_and_overflow(tmp_path) -> None:
     through the overflow groups; each file holds exactly its rows, blocks exact."""
     import pyarrow as pa
 
-    from use.qbeast.writer import CUBE_COLUMN, WEIGHT_COLUMN, _FileSettings, _TaskFiles
+    from use.qbeast.index_plan import WEIGHT_COLUMN
+    from use.qbeast.write_tasks import CUBE_COLUMN, _FileSettings, _TaskFiles
 
     schema = pa.schema([("id", pa.int64()), ("v", pa.float64())])
     settings = _FileSettings(str(tmp_path), schema, {"": -5, "A": 100}, True, 30_000, max_open=2, compression="snappy")

@@ -24,3 +24,13 @@ def test_every_cli_subcommand_is_documented() -> None:
     subcommands = next(a for a in parser._actions if a.dest == "command").choices
     for name in subcommands:
         assert f"use {name}" in README, name
+
+
+def test_every_cli_flag_is_documented() -> None:
+    parser = build_parser()
+    subcommands = next(a for a in parser._actions if a.dest == "command").choices
+    for name, sub in subcommands.items():
+        for action in sub._actions:
+            for flag in action.option_strings:
+                if flag.startswith("--") and flag != "--help":
+                    assert flag in README, f"use {name} {flag}"

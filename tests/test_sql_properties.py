@@ -53,9 +53,9 @@ def test_bad_values_are_refused_and_nothing_changes(spark, db) -> None:
         spark.sql("ALTER TABLE q SET TBLPROPERTIES ('use.optimization.bytes-per-itr'='5')")
     with refused("USE_CONFIG_ERROR.*SamplingOverheadReduction"):
         spark.sql("ALTER TABLE q SET TBLPROPERTIES ('use.optimization.type'='SamplingOverheadReduction')")
-    with refused("USE_CONFIG_ERROR.*belongs to the Qbeast index"):
-        spark.sql("ALTER TABLE q SET TBLPROPERTIES ('cubeSize'='10')")
-    with refused("USE_CONFIG_ERROR.*belongs to the Qbeast index"):
+    with refused("USE_CONFIG_ERROR.*Qbeast index metadata"):
+        spark.sql("ALTER TABLE q SET TBLPROPERTIES ('qbeast.lastRevisionID'='7')")
+    with refused("USE_CONFIG_ERROR.*Qbeast index metadata"):
         spark.sql("ALTER TABLE q UNSET TBLPROPERTIES ('qbeast.revision.0')")
     with refused("USE_CONFIG_ERROR.*delta.appendOnyl"):
         spark.sql("ALTER TABLE q SET TBLPROPERTIES ('delta.appendOnyl'='true')")

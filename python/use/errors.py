@@ -8,9 +8,55 @@ layer can use it.
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
+# The surfaces a user reaches USE through. A way out is named in the user's own terms: a Python
+# caller gets a keyword argument or a call, a command-line user a flag or a command, a SQL user a
+# statement.
+PYTHON = "python"
+CLI = "cli"
+SQL = "sql"
+SURFACES = (PYTHON, CLI, SQL)
+
 
 class UseError(Exception):
-    """Base of all errors raised deliberately by USE."""
+    """Base of all errors raised deliberately by USE.
+
+    The message says what is wrong and, when the fix is the same everywhere, how to fix it. When the
+    fix depends on where the user called from, the raise site gives it per surface in `hints`
+    (`{PYTHON: "pass enforce_retention_check=False", CLI: "pass --force"}`): `str(exc)` is the
+    message with the Python hint (the library's own surface), `exc.for_surface(CLI)` the line the
+    command line prints. A surface without a hint gets the message alone, never another surface's
+    advice.
+    """
+
+    def __init__(self, *args: Any, hints: Mapping[str, str] | None = None) -> None:
+        super().__init__(*args)
+        unknown = sorted(set(hints or {}) - set(SURFACES))
+        if unknown:
+            raise ValueError(f"unknown error surfaces {unknown}; known: {', '.join(SURFACES)}")
+        self.hints: dict[str, str] = dict(hints or {})
+
+    @property
+    def message(self) -> str:
+        """What is wrong, without any surface's hint."""
+        return super().__str__()
+
+    def for_surface(self, surface: str) -> str:
+        """The message with `surface`'s hint appended (the message alone when it has none)."""
+        hint = self.hints.get(surface)
+        return f"{self.message}; {hint}" if hint else self.message
+
+    def __str__(self) -> str:
+        return self.for_surface(PYTHON)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keep the hints when an error crosses a process boundary (Spark tasks pickle exceptions).
+        return (_rebuild, (type(self), self.args, self.hints))
+
+
+def _rebuild(cls: type[UseError], args: tuple[Any, ...], hints: Mapping[str, str]) -> UseError:
+    return cls(*args, hints=hints)
 
 
 # --- input and configuration -------------------------------------------------------------------
@@ -40,7 +86,16 @@ class CorruptLogError(UseError):
 
 
 class UnsupportedFeatureError(UseError):
-    """The table uses a Delta reader/writer feature this implementation does not support."""
+    """The table uses a Delta reader/writer feature this implementation does not support.
+
+    `feature` names the Delta table feature (as the protocol spells it, e.g. `deletionVectors`,
+    `columnMapping`) when the refusal is about one, so callers can tell refusals apart without
+    parsing the message.
+    """
+
+    def __init__(self, message: str, feature: str | None = None) -> None:
+        super().__init__(message)
+        self.feature = feature
 
 
 class VersionNotFoundError(UseError, LookupError):
@@ -84,6 +139,11 @@ class ProtocolChangedError(ConcurrentModificationError):
 
 class ConcurrentTransactionError(ConcurrentModificationError):
     """An application transaction id (`txn` action) was committed concurrently."""
+
+
+class StaleTransactionError(ConcurrentModificationError):
+    """Commits made after the transaction's read version are gone from the log (log cleanup deleted
+    them), so its conflicts cannot be checked; nothing was committed: re-read the table and retry."""
 
 
 class CommitRetriesExceededError(ConcurrentModificationError):

@@ -9,9 +9,11 @@ passing another master URL.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -89,3 +91,25 @@ def parquet_codec(spark: SparkSession) -> str:
     codec = spark.conf.get(PARQUET_CODEC_CONF, "snappy") or "snappy"
     parquet_compression(codec, f"the Spark conf {PARQUET_CODEC_CONF}")
     return codec.strip().lower()
+
+
+#: PySpark's loggers that print a query error (with its whole Java stack, as JSON) when the error is
+#: created, whether or not the caller handles it (pyspark.errors.exceptions.base._log_exception).
+QUERY_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+@contextlib.contextmanager
+def quiet_query_errors() -> Iterator[None]:
+    """Silence PySpark's query-error loggers while USE checks user input through Spark (a filter
+    string analyzed against a table): a bad input then gives only USE's own one-line typed error,
+    not also an ERROR log with a Java stack. Other errors and other loggers are untouched."""
+    loggers = [logging.getLogger(name) for name in QUERY_ERROR_LOGGERS]
+    before = [lg.disabled for lg in loggers]
+    for lg in loggers:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, was in zip(loggers, before):
+            lg.disabled = was
+

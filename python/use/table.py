@@ -13,15 +13,17 @@ import os
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from use.errors import InvalidArgumentError, NotAQbeastTableError, VersionNotFoundError
-from use.optimize.loop import optimizations as _optimizations
+from use.optimize.delta_table import Progress, TableSurface, progress_callback
 from use.optimize.loop import optimize_path
 from use.qbeast.convert import DEFAULT_CUBE_SIZE, ConvertResult, convert_to_qbeast
 from use.qbeast.reader import FilterArg, load_snapshot
 from use.qbeast.reader import read as _read
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from use.optimize.loop import OptimizeResult, StopLike
     from use.qbeast.metrics import IndexMetrics
     from use.qbeast.revision import Revision
     from use.qbeast.snapshot import QbeastSnapshot
@@ -39,8 +41,19 @@ def _register_format(spark: "SparkSession") -> None:
     register(spark)
 
 
-class QbeastTable:
-    """A Qbeast table at a path: write, read/sample, revisions, index metrics."""
+class IndexMetricsByRevision(dict):  # type: ignore[type-arg]
+    """`index_metrics()` of every revision: a dict of revision id -> `IndexMetrics` that prints as
+    the metrics' text, revision by revision (a plain dict would print object dumps)."""
+
+    def __str__(self) -> str:
+        return "\n\n".join(str(m) for _, m in sorted(self.items())) or "no indexed data"
+
+    __repr__ = __str__
+
+
+class QbeastTable(TableSurface):
+    """A Qbeast table at a path: write, read/sample, revisions, index metrics, optimize, and what
+    every table offers (`TableSurface`: history, properties, optimizations, vacuum)."""
 
     def __init__(self, spark: "SparkSession", path: str) -> None:
         self._spark = spark
@@ -104,10 +117,6 @@ class QbeastTable:
         return convert_to_qbeast(path, columns_to_index, cube_size)
 
     # --- reading ----------------------------------------------------------------------------
-
-    @property
-    def path(self) -> str:
-        return self._path
 
     def snapshot(self) -> "QbeastSnapshot":
         """The latest snapshot (read now, never cached)."""
@@ -176,18 +185,28 @@ class QbeastTable:
             out.append(entry)
         return out
 
-    def index_metrics(self, revision_id: int | None = None) -> "dict[int, IndexMetrics] | IndexMetrics":
-        """OTree metrics per revision; with `revision_id`, that revision's metrics only."""
+    def index_metrics(self, revision_id: int | None = None) -> "IndexMetricsByRevision | IndexMetrics":
+        """OTree metrics per revision (prints as text); with `revision_id`, that revision's metrics only."""
         from use.qbeast.metrics import index_metrics
 
         metrics = index_metrics(self.snapshot())
         if revision_id is None:
-            return metrics
+            return IndexMetricsByRevision(metrics)
         if revision_id not in metrics:
             raise VersionNotFoundError(
                 f"revision {revision_id} has no index in the table at {self._path!r}; revisions with data: {sorted(metrics)}"
             )
         return metrics[revision_id]
+
+    @staticmethod
+    def compute_quantiles(
+        df: "DataFrame", column: str, num_quantiles: int = 50, relative_error: float = 0.01
+    ) -> list[Any]:
+        """Boundaries for indexing `column` as `<column>:quantiles`: `num_quantiles + 1` values from
+        the minimum to the maximum (Spark's approxQuantile for numbers and dates; a sorted sample
+        for strings). Pass them as `column_stats={"<column>_quantiles": [...]}` to `QbeastTable.write`.
+        """
+        return _compute_quantiles(df, column, num_quantiles, relative_error)
 
     # --- optimization (delegated to use.optimize) ----------------------------------------------
 
@@ -199,25 +218,74 @@ class QbeastTable:
         bytes_per_iter: int | str | None = None,
         dry_run: bool = False,
         max_iterations: int | None = None,
-        stop: Any = None,
+        stop: "StopLike" = None,
+        all_tasks: bool = False,
+        progress: Progress = True,
         **config_overrides: Any,
-    ) -> Any:
+    ) -> "OptimizeResult":
         """Optimize until nothing is selected; returns `use.optimize.loop.OptimizeResult`.
 
-        The optimizer owns the work (`use.optimize.loop.optimize_path`); `config_overrides` are
-        `use.optimization.*` keys.
+        Prints one line per iteration (as `use optimize`) unless `progress=False` (or a callable,
+        which gets each iteration's metrics); `print(result)` shows the metrics table and a summary.
+        `all_tasks=True` runs every task of each plan before re-planning. The optimizer owns the work
+        (`use.optimize.loop.optimize_path`); `config_overrides` are `use.optimization.*` keys.
         """
         overrides = dict(config_overrides.pop("overrides", None) or {})
         overrides.update(config_overrides)
         return optimize_path(
             self._spark, self._path, revision_id=revision_id, files=files, strategy=strategy,
             bytes_per_iter=bytes_per_iter, dry_run=dry_run, max_iterations=max_iterations, stop=stop,
-            overrides=overrides,
+            all_tasks=all_tasks, overrides=overrides, on_iteration=progress_callback(progress),
         )  # fmt: skip
 
-    def optimizations(self) -> "DataFrame":
-        """One row per committed optimization (OptimizationEvent fields), oldest first."""
-        return _optimizations(self._spark, self._path)
+    # --- insights (delegated to use.insights) -----------------------------------------------------
+
+    def insight(self, name: str, **options: Any) -> "pa.Table":
+        """The insight table `name` (optimizations, history, files, cubes, revisions, layout, plan;
+        see `use.insights`) of the latest snapshot, as a `pyarrow.Table` (no Spark job). The
+        session's `spark.qbeast.use.optimization.*` defaults count for `layout` and `plan`, as they
+        do for `optimize()`; `plan` also takes `revision_id`."""
+        from use.insights import for_path
+        from use.optimize.loop import session_defaults
+
+        return for_path(self._path, name, spark_conf=session_defaults(self._spark), **options)
 
     def __repr__(self) -> str:
         return f"QbeastTable({self._path!r})"
+
+
+#: Rows a string-quantile sample keeps (sorted on the driver).
+_STRING_SAMPLE_ROWS = 100_000
+
+
+def _compute_quantiles(df: "DataFrame", column: str, num_quantiles: int, relative_error: float) -> list[Any]:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import NumericType, StringType
+
+    if not isinstance(column, str) or column not in df.columns:
+        raise InvalidArgumentError(f"column {column!r} is not a column of the DataFrame (columns: {df.columns})")
+    if isinstance(num_quantiles, bool) or not isinstance(num_quantiles, int) or num_quantiles < 1:
+        raise InvalidArgumentError(f"num_quantiles must be a positive integer, got {num_quantiles!r}")
+    if isinstance(relative_error, bool) or not isinstance(relative_error, (int, float)) or not 0 <= relative_error < 1:
+        raise InvalidArgumentError(f"relative_error must be a number in [0, 1), got {relative_error!r}")
+    dtype = df.schema[column].dataType
+    probabilities = [i / num_quantiles for i in range(num_quantiles + 1)]
+    values = df.select(F.col(f"`{column}`").alias("v")).where(F.col("v").isNotNull())
+    if isinstance(dtype, NumericType):
+        out: list[Any] = values.select(F.col("v").cast("double").alias("v")).stat.approxQuantile(
+            "v", probabilities, float(relative_error)
+        )
+    elif isinstance(dtype, StringType):
+        total = values.count()
+        if total > _STRING_SAMPLE_ROWS:
+            values = values.sample(fraction=min(1.0, 2.0 * _STRING_SAMPLE_ROWS / total), seed=42)
+        sample = sorted(r[0] for r in values.collect())
+        out = [sample[round(p * (len(sample) - 1))] for p in probabilities] if sample else []
+    else:
+        raise InvalidArgumentError(
+            f"column {column!r} has type {dtype.simpleString()}; quantiles are computed for number and string columns"
+        )
+    if not out:
+        raise InvalidArgumentError(f"column {column!r} has no non-null values to compute quantiles from")
+    return list(dict.fromkeys(out))  # boundaries in order, repeats (skewed data) once
+

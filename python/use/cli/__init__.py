@@ -12,10 +12,10 @@ import importlib
 import sys
 from typing import Sequence
 
-from use.errors import UseError
+from use.errors import CLI, UseError
 
 # Subcommand modules, in the order `use --help` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("demo", "optimize", "vacuum", "history")
+SUBCOMMANDS: tuple[str, ...] = ("demo", "optimize", "vacuum", "history", "properties")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except UseError as exc:
-        print(f"use {args.command}: error: {exc}", file=sys.stderr)
+        # One line: the message in the command line's terms (its flags, not Python arguments).
+        text = " ".join(exc.for_surface(CLI).split())
+        print(f"use {args.command}: error: {text}", file=sys.stderr)
         return 2
 
 

@@ -8,38 +8,76 @@ sampled and optimized on a local Spark. Everything lands in a fresh directory th
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
 
 import pyarrow as pa
 
+#: The Qbeast part appends its rows in this many writes (to leave fragmented cubes to optimize).
+APPENDS = 4
+TABLES = ("events_delta", "events_qbeast")
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("demo", help="run a short end-to-end demo on embedded defaults")
-    parser.add_argument("--path", help="directory to create the demo tables in (default: a new temp dir)")
-    parser.add_argument("--rows", type=int, default=200_000, help="rows in the Qbeast part (default 200000)")
+    parser.add_argument("--path", help="a new or empty directory for the demo tables (default: a new temp dir)")
+    parser.add_argument(
+        "--rows", type=int, default=200_000, help=f"rows in the Qbeast part, at least {APPENDS} (default 200000)"
+    )
     parser.add_argument("--delta-only", action="store_true", help="skip the Spark/Qbeast part")
     parser.set_defaults(func=run)
 
 
 def _print_table(title: str, table: pa.Table, limit: int = 10) -> None:
+    from use.display import text_table
+
     print(f"\n== {title}")
-    print(table.slice(0, limit).to_pandas().to_string(index=False) if table.num_rows else "(empty)")
+    if not table.num_rows:
+        print("(empty)")
+        return
+    rows = table.slice(0, limit).to_pylist()
+    print(text_table(table.column_names, [list(r.values()) for r in rows]))
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Every flag is checked before anything is created (also the ones --delta-only ignores)."""
+    from use.errors import InvalidArgumentError
+
+    if args.rows < APPENDS:
+        raise InvalidArgumentError(
+            f"--rows must be at least {APPENDS} (the demo appends its rows in {APPENDS} writes), got {args.rows}"
+        )
+    if args.path is None:
+        return
+    if os.path.exists(args.path) and not os.path.isdir(args.path):
+        raise InvalidArgumentError(f"--path {args.path} is a file; pass a new or empty directory")
+    taken = [t for t in TABLES if os.path.exists(os.path.join(args.path, t))]
+    if taken:
+        raise InvalidArgumentError(
+            f"--path {args.path} already holds {', '.join(taken)} from an earlier demo; pass a new or empty "
+            "directory, or leave --path out for a fresh temporary one"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
+    _check_args(args)
     root = Path(args.path or tempfile.mkdtemp(prefix="use-demo-"))
     root.mkdir(parents=True, exist_ok=True)
     print(f"USE demo: tables under {root}")
-    _delta_part(root / "events_delta")
+    _delta_part(root / TABLES[0])
     if not args.delta_only:
-        _qbeast_part(root / "events_qbeast", args.rows)
+        _qbeast_part(root / TABLES[1], args.rows)
     return 0
 
 
 def _delta_part(path: Path) -> None:
+    """The Delta log on its own (no Spark): create, three appends of pyarrow data, history, snapshot.
+    Spark users write plain Delta tables with `DeltaTable.write(df, path)` instead."""
+    from use.cli.history import render_history
     from use.delta import DeltaLog
+    from use.display import format_bytes_exact
     from use.delta.datafile import write_data_file
 
     schema = pa.schema([("id", pa.int64()), ("city", pa.string()), ("amount", pa.float64())])
@@ -57,23 +95,26 @@ def _delta_part(path: Path) -> None:
         txn.commit("WRITE", parameters={"mode": "Append"}, metrics={"numFiles": "1", "numOutputRows": str(len(ids))})
     snap = log.snapshot()
     print(f"\n== Delta table {path}: version {snap.version}, {snap.files.num_rows} live files, schema {snap.schema}")
-    entries = log.history()
-    history = pa.table(
-        {
-            "version": [h.version for h in entries],
-            "operation": [h.operation for h in entries],
-            "parameters": [str(h.parameters) for h in entries],
-        }
-    )
-    _print_table("history (newest first)", history)
-    _print_table("snapshot files", snap.files.select(["path", "size", "data_change"]))
+    print("\n== history (newest first)")
+    print(render_history(log.history()))
+    files = snap.files.select(["path", "size", "data_change"])
+    sizes = pa.array([format_bytes_exact(n) for n in files.column("size").to_pylist()], pa.string())
+    _print_table("snapshot files", files.set_column(1, "size", sizes))
+
+
+def append_summary(rows: int) -> str:
+    """`10 rows in 4 appends (3 + 3 + 2 + 2)`: row ids go to append `id % APPENDS`, so the first
+    `rows % APPENDS` appends hold one row more."""
+    sizes = [rows // APPENDS + (1 if part < rows % APPENDS else 0) for part in range(APPENDS)]
+    shown = f"{sizes[0]:,} each" if len(set(sizes)) == 1 else " + ".join(f"{s:,}" for s in sizes)
+    return f"{rows:,} rows in {APPENDS} appends ({shown})"
 
 
 def _qbeast_part(path: Path, rows: int) -> None:
     from pyspark.sql import functions as F
 
     from use import QbeastTable
-    from use.optimize.loop import format_iteration
+    from use.display import plural
     from use.session import spark_session
 
     spark = spark_session("use-demo")
@@ -83,17 +124,18 @@ def _qbeast_part(path: Path, rows: int) -> None:
     # The column stats pre-size the index space, so every append lands in the same revision.
     space = {"x_min": 0.0, "x_max": 1000.0, "y_min": 0.0, "y_max": 1000.0}
     started = time.monotonic()
-    for part in range(4):  # four appends leave fragmented cubes for the optimizer
-        part_df = df.where(F.col("payload").cast("long") % 4 == part)
+    for part in range(APPENDS):  # several appends leave fragmented cubes for the optimizer
+        part_df = df.where(F.col("payload").cast("long") % APPENDS == part)
         QbeastTable.write(part_df, str(path), ["x", "y"], cube_size=5_000, column_stats=space)
-    print(f"\n== Qbeast table {path}: 4 appends of {rows // 4} rows in {time.monotonic() - started:.1f}s")
+    print(f"\n== Qbeast table {path}: {append_summary(rows)} in {time.monotonic() - started:.1f}s")
     table = QbeastTable.for_path(spark, str(path))
-    print(table.index_metrics()[table.latest_revision_id])
+    print(table.index_metrics(table.latest_revision_id))
     sample = table.read(sample=0.1)
-    print(f"sample(0.1): {sample.count()} rows of {rows}")
+    print(f"sample(0.1): {plural(sample.count(), 'row')} of {rows:,}")
+    print("\n== optimize (one line per iteration)")
     result = table.optimize(max_iterations=20)
-    print(f"\n== optimize: {len(result.iterations)} iterations, outcome {result.outcome}")
-    for m in result.iterations:
-        print(f"  {format_iteration(m)}")
-    print(table.index_metrics()[table.latest_revision_id])
-    table.optimizations().select("optimization_name", "revision_id", "process_time_ms").show(truncate=False)
+    print(result)
+    print(table.index_metrics(table.latest_revision_id))
+    table.optimizations().select("optimization_name", "revision_id", "started_at", "process_time_ms").show(
+        truncate=False
+    )

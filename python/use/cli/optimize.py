@@ -1,8 +1,8 @@
 """`use optimize`: a one-off continuous optimization of one table, until nothing is selected.
 
 The flags are the seed's CubeDefragmentation CLI (`--table-location`, `--revision-id`,
-`--bytes-per-iter`, `--revision-rewrite`) plus the engine's own (`--strategy`, `--dry-run`,
-`--max-iterations`). Values are handed to the optimization config as strings, so a bad value gets the
+`--bytes-per-iter`, `--revision-rewrite`) plus the engine's own (`--strategy`, `--zorder-by`,
+`--dry-run`, `--max-iterations`). Values are handed to the optimization config as strings, so a bad value gets the
 same typed error (one line, exit code 2) as a bad table property would.
 """
 
@@ -30,6 +30,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--revision-rewrite", action="store_true", help="rewrite the whole revision instead of selecting files"
     )
     parser.add_argument("--strategy", default=None, help="the file-selection strategy to use (default: the chain)")
+    parser.add_argument(
+        "--zorder-by",
+        default=None,
+        help="columns to cluster by, e.g. a,b: Delta's OPTIMIZE ZORDER BY (the ZOrder strategy, or the key of --strategy Hilbert)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     parser.add_argument("--max-iterations", default=None, help="stop after this many merge tasks")
     parser.add_argument(
@@ -53,17 +58,21 @@ def _positive_int(value: str | None, flag: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from use.optimize.loop import format_iteration, format_metrics_table, optimize_path
+    from use.optimize.config import zorder_request
+    from use.optimize.loop import optimize_path
+    from use.optimize.report import format_iteration
     from use.session import spark_session
 
     revision_id = _positive_int(args.revision_id, "--revision-id")
     max_iterations = _positive_int(args.max_iterations, "--max-iterations")
+    strategy, overrides = zorder_request(args.strategy, args.zorder_by)
     spark = spark_session("use-optimize")
     result = optimize_path(
         spark,
         args.table_location,
         revision_id=revision_id,
-        strategy=args.strategy,
+        strategy=strategy,
+        overrides=overrides,
         bytes_per_iter=args.bytes_per_iter,
         revision_rewrite=True if args.revision_rewrite else None,
         dry_run=args.dry_run,
@@ -71,14 +80,5 @@ def run(args: argparse.Namespace) -> int:
         all_tasks=args.all_tasks,
         on_iteration=lambda m: print(format_iteration(m), flush=True),
     )
-    if result.dry_run:
-        print(result.plan.render() if result.plan is not None else "nothing to optimize")
-        return 0
-    print(format_metrics_table(result.iterations))
-    totals = result.totals()
-    print(
-        f"{result.outcome}: {totals['committed']} of {totals['iterations']} tasks committed, "
-        f"{totals['files_in']} files ({totals['bytes_in']} B) rewritten into {totals['files_out']} files "
-        f"({totals['bytes_out']} B)"
-    )
+    print(result)  # the plan of a dry run, else the metrics table and a summary line
     return 0

@@ -31,8 +31,6 @@ def run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         enforce_retention_check=not args.force,
     )
-    verb = "would delete" if result.dry_run else "deleted"
-    print(f"{verb} {len(result.files)} files, {result.bytes} bytes")
-    for path in result.files:
-        print(f"  {path}")
+    print(result)  # what was deleted, with its size, then the files
     return 0
+

@@ -172,6 +172,18 @@ class RemoveFile:
 # --- table-level actions ------------------------------------------------------------------------
 
 
+_LEGACY_FEATURES = (
+    ("appendOnly", 1, 2),
+    ("invariants", 1, 2),
+    ("checkConstraints", 1, 3),
+    ("changeDataFeed", 1, 4),
+    ("generatedColumns", 1, 4),
+    ("columnMapping", 2, 5),
+    ("identityColumns", 1, 6),
+)
+"""Features that protocol versions below (3, 7) imply: (name, min reader version, min writer version)."""
+
+
 @dataclass(frozen=True)
 class Protocol:
     """Reader/writer versions and, for (3, 7), the named table features."""
@@ -180,6 +192,21 @@ class Protocol:
     min_writer_version: int = 2
     reader_features: tuple[str, ...] | None = None
     writer_features: tuple[str, ...] | None = None
+
+    @property
+    def features(self) -> frozenset[str]:
+        """Every table feature this protocol supports: the named ones, plus those its legacy versions
+        imply (`Protocol(1, 2)` supports appendOnly and invariants), as Delta's
+        `implicitlyAndExplicitlySupportedFeatures`. Comparing two protocols' features tells whether
+        a protocol change adds or drops one."""
+        named = set(self.reader_features or ()) | set(self.writer_features or ())
+        reader_named, writer_named = self.min_reader_version >= 3, self.min_writer_version >= 7
+        implied = {
+            name
+            for name, reader, writer in _LEGACY_FEATURES
+            if not (reader_named or self.min_reader_version < reader) and not (writer_named or self.min_writer_version < writer)
+        }
+        return frozenset(named | implied)
 
     def to_action(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -257,6 +284,10 @@ class Metadata:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Metadata:
+        for key in ("id", "schemaString"):
+            # A checkpoint holds a missing field as null: str(None) would make it the text "None".
+            if key in d and not isinstance(d[key], str):
+                raise CorruptLogError(f"metaData action is malformed ({key} must be a string, got {d[key]!r})")
         try:
             fmt = d.get("format") or {}
             return cls(

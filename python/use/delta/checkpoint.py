@@ -1,4 +1,5 @@
-"""Classic (V1-spec) parquet checkpoints: reading single and multi-part ones, writing single-file ones.
+"""Checkpoints: reading every kind (classic and multi-part V1 spec; V2 spec, UUID-named JSON or
+parquet or classic-named, with sidecars), writing classic single-file V1-spec ones.
 
 A checkpoint is read column-wise with pyarrow straight into the `FILES_SCHEMA`/`TOMBSTONES_SCHEMA`
 tables, so loading a 100k-file table costs one parquet read and a few casts. The written layout
@@ -11,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,11 +22,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from use.delta.actions import DELETION_VECTOR_TYPE, FILES_SCHEMA, STRING_MAP, TOMBSTONES_SCHEMA, Metadata, Protocol
-from use.delta.replay import CheckpointFiles, LogState
+from use.delta.replay import CheckpointFiles, CommitActions, LogState, parse_commits
+from use.delta.stats import stats_json_from_parsed
 from use.delta.storage import LocalLogStore
-from use.errors import CorruptLogError, UnsupportedFeatureError
+from use.errors import CorruptLogError
 
 LAST_CHECKPOINT = "_last_checkpoint"
+SIDECAR_DIR = "_sidecars"
 
 
 def checkpoint_name(version: int) -> str:
@@ -62,20 +66,16 @@ def _child(col: pa.ChunkedArray, name: str, typ: pa.DataType, n: int) -> pa.Chun
     return child if child.type == typ else child.cast(typ)
 
 
-def _read_part(path: str) -> pa.Table:
+_ACTION_COLUMNS = ("add", "remove", "metaData", "protocol", "txn", "domainMetadata", "sidecar")
+
+
+def _read_part(path: str, columns: tuple[str, ...] = _ACTION_COLUMNS) -> pa.Table:
+    """The action columns of one checkpoint parquet file (a part, a V2-spec checkpoint or a sidecar)."""
     try:
         pf = pq.ParquetFile(path)
-        wanted = [c for c in ("add", "remove", "metaData", "protocol", "txn", "domainMetadata") if c in pf.schema_arrow.names]
-        if "checkpointMetadata" in pf.schema_arrow.names or "sidecar" in pf.schema_arrow.names:
-            t = pf.read(columns=[c for c in ("checkpointMetadata", "sidecar") if c in pf.schema_arrow.names])
-            if any(t.column(c).null_count < t.num_rows for c in t.column_names):
-                raise UnsupportedFeatureError(
-                    f"checkpoint {path} is a V2-spec checkpoint (checkpointMetadata/sidecar actions); the "
-                    "v2Checkpoint feature is not supported"
-                )
-        return pf.read(columns=wanted)
+        return pf.read(columns=[c for c in columns if c in pf.schema_arrow.names])
     except FileNotFoundError as exc:
-        raise CorruptLogError(f"checkpoint part {path} is missing (it was listed a moment ago)") from exc
+        raise CorruptLogError(f"checkpoint file {path} is missing (it was listed, or named by its checkpoint, a moment ago)") from exc
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptLogError(f"checkpoint file {path} cannot be read as parquet ({exc})") from exc
 
@@ -101,6 +101,18 @@ def _non_null_rows(col: pa.ChunkedArray) -> pa.ChunkedArray:
     return col.filter(valid)
 
 
+def _stats_of(add: pa.ChunkedArray, n: int) -> pa.ChunkedArray | pa.Array:
+    """The adds' JSON stats; where a checkpoint kept only `stats_parsed`
+    (`delta.checkpoint.writeStatsAsStruct`), those rendered as JSON, so skipping still has them."""
+    stats = _child(add, "stats", pa.string(), n)
+    if add.type.get_field_index("stats_parsed") < 0 or stats.null_count == 0:
+        return stats
+    parsed = pc.struct_field(add, "stats_parsed")
+    if parsed.null_count == len(parsed):
+        return stats
+    return pc.coalesce(stats, stats_json_from_parsed(parsed))
+
+
 def _files_from(add: pa.ChunkedArray) -> pa.Table:
     add = _non_null_rows(add)
     n = len(add)
@@ -109,7 +121,7 @@ def _files_from(add: pa.ChunkedArray) -> pa.Table:
         "size": _child(add, "size", pa.int64(), n),
         "modification_time": _child(add, "modificationTime", pa.int64(), n),
         "data_change": _child(add, "dataChange", pa.bool_(), n),
-        "stats": _child(add, "stats", pa.string(), n),
+        "stats": _stats_of(add, n),
         "tags": _child(add, "tags", STRING_MAP, n),
         "partition_values": _child(add, "partitionValues", STRING_MAP, n),
         "deletion_vector": _child(add, "deletionVector", DELETION_VECTOR_TYPE, n),
@@ -140,7 +152,9 @@ def _valid_rows(t: pa.Table, name: str) -> list[dict[str, Any]]:
 
 
 def read_checkpoint(cp: CheckpointFiles) -> CheckpointState:
-    """Read all parts of a complete checkpoint into Arrow state."""
+    """Read a complete checkpoint into Arrow state: classic or multi-part (V1 spec), or V2 spec
+    (UUID-named JSON or parquet, or classic-named with a `checkpointMetadata` row) with the file
+    actions inline or in sidecar files under `_delta_log/_sidecars`."""
     if not cp.complete:
         raise CorruptLogError(f"checkpoint {cp.version} is missing part(s): {', '.join(cp.missing)}")
     files_parts, tomb_parts = [], []
@@ -148,7 +162,18 @@ def read_checkpoint(cp: CheckpointFiles) -> CheckpointState:
     metadata: Metadata | None = None
     txns: dict[str, tuple[int, int | None]] = {}
     domains: dict[str, dict[str, Any]] = {}
+    sidecars: list[dict[str, Any]] = []
     for path in cp.paths:
+        if path.endswith(".json"):
+            part, part_sidecars = _read_json_checkpoint(cp.version, path)
+            files_parts.append(part.adds)
+            tomb_parts.append(part.removes)
+            protocol = part.protocol or protocol
+            metadata = part.metadata or metadata
+            txns.update(part.txns)
+            domains.update((d, body) for d, body in part.domains.items() if not body.get("removed"))
+            sidecars.extend(part_sidecars)
+            continue
         t = _read_part(path)
         if "add" in t.column_names:
             files_parts.append(_files_from(t.column("add")))
@@ -166,6 +191,13 @@ def read_checkpoint(cp: CheckpointFiles) -> CheckpointState:
         for row in _valid_rows(t, "domainMetadata"):
             if not row.get("removed"):
                 domains[str(row["domain"])] = row
+        sidecars.extend(_valid_rows(t, "sidecar"))
+    for sidecar in sidecars:
+        t = _read_part(_sidecar_path(os.path.dirname(cp.paths[0]), sidecar, cp.paths[0]), ("add", "remove"))
+        if "add" in t.column_names:
+            files_parts.append(_files_from(t.column("add")))
+        if "remove" in t.column_names:
+            tomb_parts.append(_tombstones_from(t.column("remove")))
     files = pa.concat_tables(files_parts) if files_parts else FILES_SCHEMA.empty_table()
     tombstones = pa.concat_tables(tomb_parts) if tomb_parts else TOMBSTONES_SCHEMA.empty_table()
     if protocol is None or metadata is None:
@@ -174,6 +206,47 @@ def read_checkpoint(cp: CheckpointFiles) -> CheckpointState:
             f"{'protocol' if protocol is None else 'metaData'} action; the checkpoint is corrupted"
         )
     return CheckpointState(cp.version, protocol, metadata, txns, domains, files, tombstones)
+
+
+def _read_json_checkpoint(version: int, path: str) -> tuple[CommitActions, list[dict[str, Any]]]:
+    """A UUID-named JSON checkpoint: one action per line, like a commit, so the commit parser reads it
+    (file actions columnar); its `sidecar` lines are no commit actions and are found by a byte
+    search (a checkpoint without sidecars may hold every add of the table: those lines are not
+    decoded twice)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError as exc:
+        raise CorruptLogError(f"checkpoint file {path} is missing (it was listed a moment ago)") from exc
+    try:
+        actions = parse_commits([(version, path, data)])[0]
+    except CorruptLogError as exc:
+        raise CorruptLogError(f"V2 checkpoint {path} is malformed: {exc}") from exc
+    sidecars: list[dict[str, Any]] = []
+    pos = 0
+    while (hit := data.find(b'"sidecar"', pos)) >= 0:
+        start = data.rfind(b"\n", 0, hit) + 1
+        end = data.find(b"\n", hit)
+        end = len(data) if end < 0 else end
+        obj = json.loads(data[start:end])  # the commit parser has already checked every line
+        if isinstance(obj, dict) and isinstance(obj.get("sidecar"), dict):
+            sidecars.append(obj["sidecar"])
+        pos = end
+    return actions, sidecars
+
+
+def _sidecar_path(log_dir: str, sidecar: dict[str, Any], checkpoint: str) -> str:
+    """Where a `sidecar` action's file is: a name (or relative path) under `_delta_log/_sidecars`,
+    or an absolute path or `file:` URI (the protocol allows either; writers store the name)."""
+    raw = sidecar.get("path")
+    if not isinstance(raw, str) or not raw:
+        raise CorruptLogError(f"checkpoint {checkpoint} has a sidecar action without a path: {sidecar!r}")
+    if raw.startswith("file:"):
+        return urllib.parse.unquote(urllib.parse.urlparse(raw).path)
+    if "://" in raw:
+        raise CorruptLogError(f"checkpoint {checkpoint} names sidecar {raw!r} on a storage USE cannot read (only local files)")
+    local = urllib.parse.unquote(raw)
+    return local if os.path.isabs(local) else os.path.join(log_dir, SIDECAR_DIR, local)
 
 
 def read_last_checkpoint(store: LocalLogStore, log_dir: str) -> dict[str, Any] | None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from use.delta.actions import AddFile, CommitInfo, Metadata, Protocol, action_json_line
+from use.delta.actions import AddFile, CommitInfo, Metadata, Protocol, SetTransaction, action_json_line
 from use.delta.checkpoint import checkpoint_name, write_checkpoint
 from use.delta.replay import (
     LOG_DIR_NAME,
@@ -33,8 +33,11 @@ from use.delta.replay import (
 from use.delta.schema import is_primitive, schema_to_json, uses_timestamp_ntz
 from use.delta.snapshot import Snapshot, TableConfig, check_read_support, validate_configuration
 from use.delta.storage import LocalLogStore, resolve_table_root
-from use.delta.transaction import Transaction, engine_info
+from use.delta.transaction import Transaction, _string_map, engine_info
 from use.errors import (
+    CLI,
+    PYTHON,
+    SQL,
     CorruptLogError,
     InvalidArgumentError,
     TableAlreadyExistsError,
@@ -114,8 +117,13 @@ class DeltaLog:
 
     def _not_found(self) -> TableNotFoundError:
         return TableNotFoundError(
-            f"no Delta table at {self.table_root}: {self.log_dir} holds no commits; create it with "
-            "DeltaLog.for_path(path).create(schema) or check the path"
+            f"no Delta table at {self.table_root}: {self.log_dir} holds no commits",
+            hints={
+                PYTHON: "check the path, or create the table with DeltaTable.write(df, path) or "
+                "DeltaLog.for_path(path).create(schema)",
+                CLI: "check --table-location: it must name the directory of an existing Delta table",
+                SQL: "check the table's path or name",
+            },
         )
 
     # --- create --------------------------------------------------------------------------------------
@@ -128,16 +136,96 @@ class DeltaLog:
         *,
         name: str | None = None,
         description: str | None = None,
-        adds: Sequence[AddFile] = (),
+        actions: Sequence[AddFile | SetTransaction] = (),
         operation: str = "CREATE TABLE",
+        operation_parameters: Mapping[str, Any] | None = None,
+        operation_metrics: Mapping[str, Any] | None = None,
     ) -> Snapshot:
         """Create the table (version 0: protocol, metaData, commitInfo 'CREATE TABLE').
 
-        `adds` are data files already written under the root that version 0 holds as well, so a
-        table created by a write is one commit (`operation` names it, e.g. 'WRITE' or
-        'CREATE TABLE AS SELECT'); a concurrent creator makes it a TableAlreadyExistsError and the
-        caller's files stay uncommitted.
+        With `actions` the table is created together with its first files (and application
+        transactions) in that one commit, as Delta writes a new table or converts a parquet
+        directory: no reader ever sees the table without them. `operation` and its parameters and
+        metrics then name what made it (e.g. `WRITE`, `CONVERT`).
         """
+        protocol, metadata, conf = self._new_table(schema, partition_columns, configuration, name, description)
+        parts = tuple(metadata.partition_columns)
+        listing = self._listing()
+        if not listing.is_empty:
+            raise TableAlreadyExistsError(
+                f"a Delta table already exists at {self.table_root} (latest version {listing.latest_version}); "
+                "open it with DeltaLog.for_path(path).snapshot() or choose another path"
+            )
+        first = _first_actions(actions, parts)
+        if operation_parameters is None:
+            operation_parameters = {
+                "isManaged": "false",
+                **({"description": description} if description is not None else {}),
+                "partitionBy": json.dumps(list(parts)),
+                "properties": json.dumps(conf),
+            }
+        info = CommitInfo(
+            timestamp=int(time.time() * 1000),
+            operation=operation,
+            operation_parameters=_string_map(operation_parameters, "operation parameters", scalars_ok=False),
+            operation_metrics=_string_map(operation_metrics, "operation metrics", scalars_ok=True),
+            engine_info=engine_info(),
+            is_blind_append=True,
+            read_version=None,
+            txn_id=metadata.id,
+            isolation_level="Serializable",
+            tags={},
+        )
+        data = ("\n".join(action_json_line(a) for a in (info, protocol, metadata, *first)) + "\n").encode()
+        path = os.path.join(self.log_dir, commit_name(0))
+        if not self.store.put_if_absent(path, data):
+            raise TableAlreadyExistsError(f"a Delta table was created concurrently at {self.table_root}")
+        if first:
+            with self._lock:
+                self._cached, self._cached_sig = None, None
+            return self.snapshot(version=0)
+        state = LogState(0, protocol, metadata, _empty_files(), _empty_tombstones(), {}, {}, None, info.to_action()["commitInfo"])
+        st = os.stat(path)
+        snap = Snapshot(self.table_root, 0, st.st_mtime_ns // 1_000_000, state)
+        with self._lock:
+            self._cached, self._cached_sig = snap, (st.st_size, st.st_mtime_ns // 1_000_000)
+        return snap
+
+    def create_transaction(
+        self,
+        schema: pa.Schema,
+        partition_columns: tuple[str, ...] | list[str] = (),
+        configuration: Mapping[str, str] | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> Transaction:
+        """A transaction that creates the table: its commit is version 0, holding the protocol, the
+        metaData and whatever the caller adds (data files), so a table and its first data appear in
+        one commit, as Spark's `df.write.format("delta").save(path)` makes them. Arguments are checked
+        as in `create`; a table that exists already (or is created concurrently, which the commit's
+        put-if-absent detects) makes it fail with a typed error and nothing written."""
+        protocol, metadata, _ = self._new_table(schema, partition_columns, configuration, name, description)
+        listing = self._listing()
+        if not listing.is_empty:
+            raise TableAlreadyExistsError(
+                f"a Delta table already exists at {self.table_root} (latest version {listing.latest_version}); "
+                "append to it or choose another path"
+            )
+        state = LogState(-1, protocol, metadata, _empty_files(), _empty_tombstones(), {}, {}, None, None)
+        txn = Transaction(self, Snapshot(self.table_root, -1, 0, state))
+        txn.add(protocol, metadata)
+        return txn
+
+    def _new_table(
+        self,
+        schema: pa.Schema,
+        partition_columns: tuple[str, ...] | list[str],
+        configuration: Mapping[str, str] | None,
+        name: str | None,
+        description: str | None,
+    ) -> tuple[Protocol, Metadata, dict[str, str]]:
+        """The protocol and metaData of a new table, every argument checked."""
         if not isinstance(schema, pa.Schema):
             raise InvalidArgumentError(f"create needs a pyarrow.Schema, got {type(schema).__name__}")
         if len(schema) == 0:
@@ -159,52 +247,8 @@ class DeltaLog:
         for label, value in (("name", name), ("description", description)):
             if value is not None and not isinstance(value, str):
                 raise InvalidArgumentError(f"table {label} must be a string")
-        paths = [a.path for a in adds]
-        if len(set(paths)) != len(paths):
-            raise InvalidArgumentError(f"file {next(p for p in paths if paths.count(p) > 1)} is added twice in one commit")
-        for a in adds:
-            if set(a.partition_values) != set(parts):
-                raise InvalidArgumentError(
-                    f"file {a.path} has partition values for {sorted(a.partition_values)} but the table is partitioned "
-                    f"by {sorted(parts)}"
-                )
-        listing = self._listing()
-        if not listing.is_empty:
-            raise TableAlreadyExistsError(
-                f"a Delta table already exists at {self.table_root} (latest version {listing.latest_version}); "
-                "open it with DeltaLog.for_path(path).snapshot() or choose another path"
-            )
-        protocol = self._protocol_for(schema, conf)
         metadata = Metadata.new(schema_string, parts, conf, name=name, description=description)
-        info = CommitInfo(
-            timestamp=int(time.time() * 1000),
-            operation=operation,
-            operation_parameters={
-                "isManaged": "false",
-                **({"description": description} if description is not None else {}),
-                "partitionBy": json.dumps(list(parts)),
-                "properties": json.dumps(conf),
-            },
-            operation_metrics={"numFiles": str(len(adds))} if adds else {},
-            engine_info=engine_info(),
-            is_blind_append=True,
-            read_version=None,
-            txn_id=metadata.id,
-            isolation_level="Serializable",
-            tags={},
-        )
-        data = ("\n".join(action_json_line(a) for a in (info, protocol, metadata, *adds)) + "\n").encode()
-        path = os.path.join(self.log_dir, commit_name(0))
-        if not self.store.put_if_absent(path, data):
-            raise TableAlreadyExistsError(f"a Delta table was created concurrently at {self.table_root}")
-        state = LogState(0, protocol, metadata, _empty_files(), _empty_tombstones(), {}, {}, None, info.to_action()["commitInfo"])
-        if adds:
-            return self.snapshot(version=0)  # the files' state as replay builds it
-        st = os.stat(path)
-        snap = Snapshot(self.table_root, 0, st.st_mtime_ns // 1_000_000, state)
-        with self._lock:
-            self._cached, self._cached_sig = snap, (st.st_size, st.st_mtime_ns // 1_000_000)
-        return snap
+        return self._protocol_for(schema, conf), metadata, conf
 
     @staticmethod
     def _protocol_for(schema: pa.Schema, conf: Mapping[str, str]) -> Protocol:
@@ -224,11 +268,12 @@ class DeltaLog:
         """The latest snapshot, or the one at `version`, or the latest one committed at or before `timestamp`.
 
         Commit times are the commit files' modification times made strictly increasing (as Delta
-        does); a timestamp after the last commit gives the latest version (as delta-rs does), one
-        before the earliest reconstructable commit is a VersionNotFoundError. Naive datetimes and
-        ISO strings without an offset are read as UTC. Resolving a timestamp stats every commit
-        file; loading by version (or the latest) lists names only and stats just the commits from
-        the snapshot's checkpoint on (see `LogListing.commit_timestamp` for its `timestamp`).
+        does), or a commit's `inCommitTimestamp` where it records one (`_commit_times`); a
+        timestamp after the last commit gives the latest version (as delta-rs does), one before
+        the earliest reconstructable commit is a VersionNotFoundError. Naive datetimes and ISO
+        strings without an offset are read as UTC. Resolving a timestamp stats every commit file;
+        loading by version (or the latest) lists names only and stats just the commits from the
+        snapshot's checkpoint on (see `LogListing.commit_timestamp` for its `timestamp`).
         """
         if version is not None and timestamp is not None:
             raise InvalidArgumentError("give either version or timestamp, not both")
@@ -238,7 +283,7 @@ class DeltaLog:
         latest = listing.latest_version
         stamps: dict[int, int] | None = None
         if timestamp is not None:
-            stamps = listing.commit_timestamps()
+            stamps = self._commit_times(listing)
             target = self._version_at(listing, stamps, _to_ms(timestamp))
         elif version is not None:
             if isinstance(version, bool) or not isinstance(version, int):
@@ -267,7 +312,9 @@ class DeltaLog:
         if cached is not None and sig != self._signature(listing, cached.version):
             cached = None  # the table was deleted and re-created under us: the cache is someone else's
         if cached is not None and cached.version == target:
-            return cached
+            if stamps is None or stamps.get(target, cached.timestamp) == cached.timestamp:
+                return cached
+            return Snapshot(self.table_root, target, stamps[target], cached.state)  # the time it was found by
         state: LogState | None = None
         if (
             cached is not None
@@ -284,7 +331,9 @@ class DeltaLog:
         if state is None:
             state = replay(self.store, listing, target)
         check_read_support(state.protocol, state.metadata, self.table_root)
-        ts = stamps.get(target) if stamps is not None else listing.commit_timestamp(target)
+        ts = stamps.get(target) if stamps is not None else _in_commit_timestamp(state.latest_commit_info)
+        if ts is None:
+            ts = listing.commit_timestamp(target)
         if ts is None:
             cp = listing.checkpoints.get(target)
             ts = self.store.modification_time(cp.paths[0]) if cp else 0
@@ -293,6 +342,31 @@ class DeltaLog:
             if self._cached is None or self._cached.version <= target or self._cached_sig != self._signature(listing, self._cached.version):
                 self._cached, self._cached_sig = snap, self._signature(listing, target)
         return snap
+
+    def _commit_times(self, listing: LogListing) -> dict[int, int]:
+        """Every commit's time, for time travel by timestamp: its `inCommitTimestamp` where it has one,
+        else its file's modification time (made increasing).
+
+        With the writer feature inCommitTimestamp, a commit records the time it succeeded; readers
+        should use it (the protocol's recommendation, which Delta follows), because file times
+        change when a log is copied or restored. Writers record it in every commit from the one
+        that enables the feature on, so the commits carrying one are a suffix of the log: they are
+        read newest first (their first line) until one has none, which on other tables is the
+        latest commit alone.
+        """
+        stamps = listing.commit_timestamps()
+        for v in sorted(stamps, reverse=True):
+            try:
+                ict = _in_commit_timestamp(_read_commit_info(listing.commits[v].path))
+            except FileNotFoundError:
+                del stamps[v]  # cleaned up since the listing
+                continue
+            except CorruptLogError:
+                break  # a replay of that version reports it; its time is the file's
+            if ict is None:
+                break
+            stamps[v] = ict
+        return stamps
 
     def _version_at(self, listing: LogListing, stamps: Mapping[int, int], ts: int) -> int:
         if not stamps:
@@ -333,10 +407,11 @@ class DeltaLog:
                 info = _read_commit_info(cf.path)
             except FileNotFoundError:
                 continue  # cleaned up while we were listing
+            ict = _in_commit_timestamp(info)
             out.append(
                 HistoryEntry(
                     version=v,
-                    timestamp=stamps[v],
+                    timestamp=stamps[v] if ict is None else ict,
                     operation=str(info.get("operation", "UNKNOWN")),
                     parameters=dict(info.get("operationParameters") or {}),
                     metrics=dict(info.get("operationMetrics") or {}),
@@ -417,6 +492,41 @@ class DeltaLog:
                 self.store.delete(os.path.join(self.log_dir, name))
                 deleted.append(name)
         return sorted(deleted)
+
+
+def _in_commit_timestamp(commit_info: Mapping[str, Any] | None) -> int | None:
+    """The commit time a commitInfo records under the writer feature inCommitTimestamp, if any."""
+    value = (commit_info or {}).get("inCommitTimestamp")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _first_actions(actions: Sequence[Any], partition_columns: tuple[str, ...]) -> list[AddFile | SetTransaction]:
+    """The file and transaction actions of a table's first commit, checked as a transaction checks
+    its own (`Transaction._validate`): known kinds, each path once, partition values for exactly
+    the partition columns."""
+    out: list[AddFile | SetTransaction] = []
+    paths: set[str] = set()
+    apps: set[str] = set()
+    for a in actions:
+        if isinstance(a, AddFile):
+            if a.path in paths:
+                raise InvalidArgumentError(f"file {a.path} is added twice in one commit")
+            if set(a.partition_values) != set(partition_columns):
+                raise InvalidArgumentError(
+                    f"file {a.path} has partition values for {sorted(a.partition_values)} but the table is partitioned "
+                    f"by {sorted(partition_columns)}"
+                )
+            paths.add(a.path)
+        elif isinstance(a, SetTransaction):
+            if a.app_id in apps:
+                raise InvalidArgumentError(f"application transaction {a.app_id!r} set twice in one transaction")
+            apps.add(a.app_id)
+        else:
+            raise InvalidArgumentError(
+                f"a table's first commit takes AddFile and SetTransaction actions, got {type(a).__name__}"
+            )
+        out.append(a)
+    return out
 
 
 def _read_commit_info(path: str) -> dict[str, Any]:

@@ -30,8 +30,9 @@ from use.delta.actions import (
     Metadata,
     Protocol,
 )
+from use.delta.columnmapping import partition_value_keys
 from use.delta.storage import FileInfo, LocalLogStore
-from use.errors import CorruptLogError, TableNotFoundError, UnsupportedFeatureError, VersionNotFoundError
+from use.errors import CorruptLogError, TableNotFoundError, VersionNotFoundError
 
 LOG_DIR_NAME = "_delta_log"
 
@@ -115,8 +116,6 @@ class LogListing:
     log_dir: str
     commits: Mapping[int, CommitFile]
     checkpoints: Mapping[int, CheckpointFiles]
-    v2_checkpoints: frozenset[int] = frozenset()
-    """Versions with UUID-named (V2-spec) checkpoints, which are not read (feature v2Checkpoint)."""
 
     @property
     def is_empty(self) -> bool:
@@ -189,7 +188,7 @@ def list_log(store: LocalLogStore, log_dir: str) -> LogListing:
     commits: dict[int, CommitFile] = {}
     parts: dict[int, dict[int, set[int]]] = {}
     classic: dict[int, str] = {}
-    v2: set[int] = set()
+    uuid_named: dict[int, str] = {}
     for name in store.list_names(log_dir):
         m = _COMMIT_RE.match(name)
         if m:
@@ -202,17 +201,22 @@ def list_log(store: LocalLogStore, log_dir: str) -> LogListing:
             continue
         m = _UUID_CP_RE.match(name)
         if m:
-            v2.add(int(m.group(1)))
+            # Racing writers may leave several for one version; any is valid, so pick one deterministically.
+            v = int(m.group(1))
+            if v not in uuid_named or name < uuid_named[v]:
+                uuid_named[v] = name
             continue
         m = _MULTI_CP_RE.match(name)
         if m:
             parts.setdefault(int(m.group(1)), {}).setdefault(int(m.group(3)), set()).add(int(m.group(2)))
     checkpoints: dict[int, CheckpointFiles] = {}
-    for v, name in classic.items():
+    # A UUID-named (V2-spec) checkpoint is the primary one of a v2Checkpoint table; a classic one of
+    # the same version is its copy for older readers. Either is complete by construction.
+    for v, name in {**classic, **uuid_named}.items():
         checkpoints[v] = CheckpointFiles(v, (os.path.join(log_dir, name),), (), store)
     for v, by_total in parts.items():
         if v in checkpoints:
-            continue  # a classic checkpoint of the same version is complete by construction
+            continue  # a classic or UUID-named checkpoint of the same version is complete by construction
         best: CheckpointFiles | None = None
         for total, got in sorted(by_total.items()):
             names = tuple(f"{v:020d}.checkpoint.{i:010d}.{total:010d}.parquet" for i in range(1, total + 1))
@@ -222,7 +226,7 @@ def list_log(store: LocalLogStore, log_dir: str) -> LogListing:
                 best = cand
         assert best is not None
         checkpoints[v] = best
-    return LogListing(log_dir, commits, checkpoints, frozenset(v2))
+    return LogListing(log_dir, commits, checkpoints)
 
 
 # --- parsed actions --------------------------------------------------------------------------------
@@ -241,6 +245,14 @@ class CommitActions:
     domains: dict[str, dict[str, Any]] = field(default_factory=dict)
     commit_info: dict[str, Any] | None = None
     other_actions: set[str] = field(default_factory=set)
+    metadata_error: CorruptLogError | None = None
+    """Why this commit's metaData action could not be read (then `metadata` is None): an error only
+    if no later commit replaces it (`_fold_table_actions`)."""
+
+    @property
+    def changes_metadata(self) -> bool:
+        """Does this commit hold a metaData action (well-formed or not)?"""
+        return self.metadata is not None or self.metadata_error is not None
 
 
 _KNOWN_ACTIONS = {"add", "remove", "metaData", "protocol", "txn", "commitInfo", "cdc", "domainMetadata"}
@@ -304,9 +316,20 @@ def _parse_line(out: CommitActions, raw: bytes, where: str, adds: list[dict[str,
         obj = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise CorruptLogError(f"{where} is not valid JSON ({exc}); the commit file is corrupted") from exc
-    if not isinstance(obj, dict) or len(obj) != 1:
-        raise CorruptLogError(f"{where} must be a JSON object with exactly one action key, got {raw[:200]!r}")
-    ((kind, body),) = obj.items()
+    if not isinstance(obj, dict):
+        raise CorruptLogError(f"{where} must be a JSON object holding one action, got {raw[:200]!r}")
+    if len(obj) == 1:
+        ((kind, body),) = obj.items()
+    else:
+        # Keys a later protocol adds beside an action are ignored, as delta-spark and delta-rs do;
+        # two actions on one line (or none) is not a log any writer produces.
+        known = [k for k in obj if k in _KNOWN_ACTIONS]
+        if len(known) != 1:
+            raise CorruptLogError(
+                f"{where} must hold exactly one action, got {'none' if not obj else 'the keys ' + ', '.join(map(repr, obj))}; "
+                "the commit file is corrupted"
+            )
+        kind, body = known[0], obj[known[0]]
     if not isinstance(body, dict):
         raise CorruptLogError(f"{where}: action {kind!r} must be a JSON object")
     if kind == "add":
@@ -319,9 +342,9 @@ def _parse_line(out: CommitActions, raw: bytes, where: str, adds: list[dict[str,
         removes.append(body)
     elif kind == "metaData":
         try:
-            out.metadata = Metadata.from_dict(body)
+            out.metadata, out.metadata_error = Metadata.from_dict(body), None
         except CorruptLogError as exc:
-            raise CorruptLogError(f"{where}: {exc}") from exc
+            out.metadata, out.metadata_error = None, CorruptLogError(f"{where}: {exc}")
     elif kind == "protocol":
         try:
             out.protocol = Protocol.from_dict(body)
@@ -508,24 +531,32 @@ def _file_action_schema(partition_columns: Sequence[str]) -> pa.Schema:
 
 
 def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Sequence[str] = ()) -> list[CommitActions]:
-    """Parse a run of commit files (version order) with one columnar JSON read for all add/remove lines.
+    """Parse a run of commit files (version order) with few columnar JSON reads for all add/remove lines.
 
     Only lines that start exactly like `{"add":` / `{"remove":` go through pyarrow.json (with the
-    partition-value and other guessable fields typed explicitly); everything else, and any batch the
+    partition-value and other guessable fields typed explicitly); everything else, and any commit the
     columnar reader cannot type safely or that is malformed, goes through the exact line parser,
     which names the file and line of the problem.
+
+    `partition_columns` are those in force before the first commit. Each commit's file actions are
+    read with the partition columns in force *for that commit* (its own metaData, else the last
+    one before it): JSON objects read as structs give every row every key of the schema, so reading
+    commits of two partitionings together would give each add a null value for the other one's
+    columns, keys its line does not have. Commits sharing partition columns share one read.
     """
     outs: list[CommitActions] = []
-    fast_chunks: list[bytes | memoryview] = []
+    chunks: list[list[bytes | memoryview]] = []
     counts: list[int] = []
     slow_files: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
-    part_cols = list(dict.fromkeys(partition_columns))
+    groups: dict[tuple[str, ...], list[int]] = {}
+    cols = tuple(dict.fromkeys(partition_columns))
     for version, path, data in items:
         if not data.strip():
             raise CorruptLogError(f"commit file {path} is empty; a commit must hold at least one action")
         out = CommitActions(version, FILES_SCHEMA.empty_table(), TOMBSTONES_SCHEMA.empty_table())
         adds: list[dict[str, Any]] = []
         removes: list[dict[str, Any]] = []
+        fast: list[bytes | memoryview] = []
         n_fast = 0
         # Writers put commitInfo/protocol/metaData/txn first: parse those lines one by one ...
         pos, lineno, size = 0, 0, len(data)
@@ -545,25 +576,31 @@ def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Se
             # Python, no copy), hand the rest of the file to the columnar reader as it is.
             n_lines = data.count(b"\n", pos, end) + 1
             if data.count(b'\n{"add":', pos, end) + data.count(b'\n{"remove":', pos, end) + 1 == n_lines:
-                fast_chunks.append(memoryview(data)[pos:end])
+                fast.append(memoryview(data)[pos:end])
                 n_fast = n_lines
             else:
                 for i, raw in enumerate(data[pos:end].split(b"\n"), lineno + 1):
                     if raw.startswith(_ADD_PREFIX) or raw.startswith(_REMOVE_PREFIX):
-                        fast_chunks.append(raw)
+                        fast.append(raw)
                         n_fast += 1
                     elif raw.strip():
                         _parse_line(out, raw, f"{path} line {i}", adds, removes)
-        if out.metadata is not None:
-            part_cols.extend(c for c in out.metadata.partition_columns if c not in part_cols)
+        if out.metadata is not None:  # wherever its line was: it governs this commit's files
+            cols = tuple(dict.fromkeys(partition_value_keys(out.metadata)))
+        if n_fast:
+            groups.setdefault(cols, []).append(len(outs))
         outs.append(out)
+        chunks.append(fast)
         counts.append(n_fast)
         slow_files.append((adds, removes))
-    if fast_chunks:
+    for group_cols, members in groups.items():
         try:
-            _fill_fast(outs, counts, fast_chunks, part_cols)
+            _fill_fast([outs[i] for i in members], [counts[i] for i in members], [c for i in members for c in chunks[i]], group_cols)
         except (_FastPathUnavailable, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            return [parse_commit(v, p, d) for v, p, d in items]
+            for i in members:
+                exact = parse_commit(*items[i])
+                outs[i] = exact
+                slow_files[i] = ([], [])
     for out, (adds, removes), (_, path, _) in zip(outs, slow_files, items):
         if adds:
             out.adds = pa.concat_tables([out.adds, _rows_to_files(adds, path)])
@@ -572,8 +609,21 @@ def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Se
     return outs
 
 
-def _fill_fast(outs: list[CommitActions], counts: list[int], chunks: list[bytes | memoryview], part_cols: list[str]) -> None:
+def _valid_utf8(buf: bytes) -> bool:
+    """Is `buf` valid UTF-8? pyarrow.json does not check (it would hand invalid text on to Python,
+    which fails later, untyped); Arrow's full validation of one string value does, at GB/s."""
+    arr = pa.Array.from_buffers(pa.large_string(), 1, [None, pa.py_buffer(np.array([0, len(buf)], dtype=np.int64)), pa.py_buffer(buf)])
+    try:
+        arr.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def _fill_fast(outs: list[CommitActions], counts: list[int], chunks: list[bytes | memoryview], part_cols: Sequence[str]) -> None:
     buf = b"\n".join(chunks)
+    if not _valid_utf8(buf):
+        raise _FastPathUnavailable("invalid UTF-8")  # the exact parser names the file and line
     parse = pa_json.ParseOptions(explicit_schema=_file_action_schema(part_cols), unexpected_field_behavior="infer")
     try:
         # 1 MiB blocks are parsed in parallel ...
@@ -583,11 +633,18 @@ def _fill_fast(outs: list[CommitActions], counts: list[int], chunks: list[bytes 
         table = pa_json.read_json(io.BytesIO(buf), read_options=pa_json.ReadOptions(block_size=len(buf) + 1), parse_options=parse)
     if table.num_rows != sum(counts):
         raise _FastPathUnavailable("row count mismatch")
+    kinds = [k for k in ("add", "remove") if k in table.column_names]
+    for kind in kinds:
+        pv = table.schema.field(kind).type.field("partitionValues").type
+        if [pv.field(i).name for i in range(pv.num_fields)] != list(part_cols):
+            # A partition key outside the columns in force (e.g. a remove of a file written under an
+            # earlier partitioning): as a struct field it would appear, null, in every other row.
+            raise _FastPathUnavailable("partition values with other keys than the partition columns")
+    if len(kinds) == 2 and pc.any(pc.and_(table.column("add").is_valid(), table.column("remove").is_valid())).as_py():
+        raise _FastPathUnavailable("a line with both an add and a remove")  # the exact parser refuses it
     row_version = np.repeat(np.arange(len(outs)), counts)
-    for kind in ("add", "remove"):
-        col = table.column(kind).combine_chunks() if kind in table.column_names else None
-        if col is None:
-            continue
+    for kind in kinds:
+        col = table.column(kind).combine_chunks()
         valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         if not valid.any():
             continue
@@ -731,11 +788,6 @@ def choose_start(listing: LogListing, version: int) -> CheckpointFiles | None:
     gap = [x for x in range(0, version + 1) if x not in listing.commits]
     if not gap:
         return None
-    if any(v <= version for v in listing.v2_checkpoints):
-        raise UnsupportedFeatureError(
-            f"version {version} of {os.path.dirname(listing.log_dir)} can only be reconstructed from a UUID-named V2 "
-            "checkpoint (feature 'v2Checkpoint'), which USE does not support"
-        )
     if 0 in listing.commits:
         problems.append(f"commit file {commit_name(gap[0])} is missing (the log has a gap)")
     if problems:
@@ -744,6 +796,38 @@ def choose_start(listing: LogListing, version: int) -> CheckpointFiles | None:
         f"version {version} of the table at {os.path.dirname(listing.log_dir)} cannot be reconstructed: "
         f"its commits were cleaned up and no checkpoint covers it; {listing.available_versions_text()}"
     )
+
+
+def _fold_table_actions(
+    commits: Sequence[CommitActions],
+    protocol: Protocol | None,
+    metadata: Metadata | None,
+    txns: Mapping[str, tuple[int, int | None]],
+    domains: Mapping[str, dict[str, Any]],
+) -> tuple[Protocol | None, Metadata | None, dict[str, tuple[int, int | None]], dict[str, dict[str, Any]]]:
+    """The table-level actions after `commits` (oldest first): newest protocol and metaData win,
+    application transactions and domains accumulate.
+
+    Only the winning metaData must be well-formed: a malformed one that a later commit restates
+    (Databricks DLT writes a first metaData without a schema) is never used, so it is no error,
+    as in delta-rs and delta-spark.
+    """
+    txns, domains = dict(txns), dict(domains)
+    metadata_error: CorruptLogError | None = None
+    for c in commits:
+        if c.protocol is not None:
+            protocol = c.protocol
+        if c.changes_metadata:
+            metadata, metadata_error = c.metadata, c.metadata_error
+        txns.update(c.txns)
+        for d, body in c.domains.items():
+            if body.get("removed"):
+                domains.pop(d, None)
+            else:
+                domains[d] = body
+    if metadata_error is not None:
+        raise metadata_error
+    return protocol, metadata, txns, domains
 
 
 def replay(store: LocalLogStore, listing: LogListing, version: int) -> LogState:
@@ -757,22 +841,14 @@ def replay(store: LocalLogStore, listing: LogListing, version: int) -> LogState:
     else:
         base = None
         start = 0
-    commits = read_commits(store, listing, start, version, base.metadata.partition_columns if base and base.metadata else ())
-    protocol = base.protocol if base else None
-    metadata = base.metadata if base else None
-    txns = dict(base.txns) if base else {}
-    domains = dict(base.domains) if base else {}
-    for c in commits:
-        if c.protocol is not None:
-            protocol = c.protocol
-        if c.metadata is not None:
-            metadata = c.metadata
-        txns.update(c.txns)
-        for d, body in c.domains.items():
-            if body.get("removed"):
-                domains.pop(d, None)
-            else:
-                domains[d] = body
+    commits = read_commits(store, listing, start, version, partition_value_keys(base.metadata) if base and base.metadata else ())
+    protocol, metadata, txns, domains = _fold_table_actions(
+        commits,
+        base.protocol if base else None,
+        base.metadata if base else None,
+        base.txns if base else {},
+        base.domains if base else {},
+    )
     if protocol is None or metadata is None:
         missing = "protocol" if protocol is None else "metaData"
         raise CorruptLogError(
@@ -798,18 +874,9 @@ def replay(store: LocalLogStore, listing: LogListing, version: int) -> LogState:
 
 def advance(store: LocalLogStore, listing: LogListing, state: LogState, version: int) -> LogState:
     """State at a later `version`, replaying only the commits after `state.version`."""
-    commits = read_commits(store, listing, state.version + 1, version, state.metadata.partition_columns)
-    protocol, metadata = state.protocol, state.metadata
-    txns, domains = dict(state.txns), dict(state.domains)
-    for c in commits:
-        protocol = c.protocol or protocol
-        metadata = c.metadata or metadata
-        txns.update(c.txns)
-        for d, body in c.domains.items():
-            if body.get("removed"):
-                domains.pop(d, None)
-            else:
-                domains[d] = body
+    commits = read_commits(store, listing, state.version + 1, version, partition_value_keys(state.metadata))
+    protocol, metadata, txns, domains = _fold_table_actions(commits, state.protocol, state.metadata, state.txns, state.domains)
+    assert protocol is not None and metadata is not None  # the state had both
     files, tombstones = reconcile(state.files, state.tombstones, commits)
     return LogState(
         version=version,

@@ -151,3 +151,64 @@ def uses_timestamp_ntz(schema: pa.Schema) -> bool:
 
 def is_primitive(t: pa.DataType) -> bool:
     return not (pa.types.is_nested(t))
+
+
+def _normalized(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_large_binary(t):
+        return pa.binary()
+    return t
+
+
+def check_append_schema(data: pa.Schema, table: pa.Schema, path: str) -> None:
+    """Appends must bring exactly the table's columns with the same types (order may differ); a
+    SchemaMismatchError naming every difference otherwise. Nullability is not compared: a written
+    schema is stored nullable (nested fields too), as Delta stores it, and data that has no nulls
+    fits it."""
+    shown = data
+    data, table = as_nullable(data), as_nullable(table)
+    extra = [n for n in data.names if n not in table.names]
+    missing = [n for n in table.names if n not in data.names]
+    differing = [
+        f"{f.name} ({shown.field(f.name).type} in the data, {f.type} in the table)"
+        for f in table
+        if f.name in data.names and _normalized(data.field(f.name).type) != _normalized(f.type)
+    ]
+    if extra or missing or differing:
+        parts = []
+        if extra:
+            parts.append(f"columns not in the table: {', '.join(extra)}")
+        if missing:
+            parts.append(f"table columns missing from the data: {', '.join(missing)}")
+        if differing:
+            parts.append(f"columns with another type: {', '.join(differing)}")
+        raise SchemaMismatchError(
+            f"the data does not match the schema of {path} ({'; '.join(parts)}); select and cast the data to the "
+            f"table's columns {table.names}, or write with mode='overwrite' to replace the table"
+        )
+
+
+def as_nullable(schema: pa.Schema) -> pa.Schema:
+    """The schema with every column, nested field, array element and map value nullable (map keys
+    stay required), as Delta stores the schema of data written to a new table (Spark's
+    `StructType.asNullable`): a column that happened to have no nulls in the first write must
+    not refuse them in the next one, whoever writes it."""
+
+    def loosen(t: pa.DataType) -> pa.DataType:
+        if pa.types.is_struct(t):
+            return pa.struct([_loose_field(t.field(i)) for i in range(t.num_fields)])
+        if pa.types.is_map(t):
+            return pa.map_(t.key_field, _loose_field(t.item_field))
+        if pa.types.is_large_list(t):
+            return pa.large_list(_loose_field(t.value_field))
+        if pa.types.is_fixed_size_list(t):
+            return pa.list_(_loose_field(t.value_field), t.list_size)
+        if pa.types.is_list(t):
+            return pa.list_(_loose_field(t.value_field))
+        return t
+
+    def _loose_field(f: pa.Field) -> pa.Field:
+        return pa.field(f.name, loosen(f.type), True, metadata=f.metadata)
+
+    return pa.schema([_loose_field(f) for f in schema], metadata=schema.metadata)

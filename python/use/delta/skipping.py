@@ -26,7 +26,7 @@ import datetime as _dt
 import decimal as _decimal
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -52,6 +52,9 @@ from use.delta.stats import (
     stat_column,
 )
 from use.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from use.delta.columnmapping import ColumnMapping
 
 __all__ = ["files_matching", "partition_columns_of", "typed_partition_values"]
 
@@ -111,15 +114,19 @@ def _chunked_to_array(a: Any) -> Any:
 
 
 def typed_partition_values(files: pa.Table, column: str, type_: pa.DataType) -> pa.Array:
-    """One partition column of every file as typed values (null partitions and bad text -> null)."""
+    """One partition column of every file as typed values (null partitions and bad text -> null).
+
+    An empty string is null for every type, strings included: the protocol writes a null partition
+    value as "" or null, so a string partition can never hold the empty string.
+    """
     from use.delta.stats import _convert  # the one string -> typed value conversion
 
     raw = pc.map_lookup(files.column("partition_values"), pa.scalar(column), "first")
     raw = _chunked_to_array(raw)
+    raw = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
     t = _storage(type_)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return raw.cast(t)
-    raw = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
     if pa.types.is_timestamp(t):
         raw = pc.replace_substring(raw, " ", "T", max_replacements=1)
     return _chunked_to_array(_convert(raw, t))
@@ -141,11 +148,14 @@ class _Evaluator:
         schema: pa.Schema,
         partition_columns: Sequence[str],
         parsed: pa.Table | None = None,
+        column_mapping: ColumnMapping | None = None,
     ):
         self.n = files.num_rows
         self.files = files
         self.schema = schema
-        self.partitions = {p.lower(): p for p in partition_columns}
+        self.mapping = column_mapping if column_mapping is not None and column_mapping.active else None
+        # logical name (lower-cased) -> the key of `partition_values` (the physical name under column mapping)
+        self.partitions = {p.lower(): (self.mapping.physical_name(p) if self.mapping else p) for p in partition_columns}
         self.paths: dict[str, tuple[str, ...]] = {}
         data_cols: list[str] = []
         for name in sorted(columns_of(predicate)):
@@ -167,7 +177,7 @@ class _Evaluator:
                 )
             self.parsed = parsed
         elif data_cols and "stats" in files.column_names:
-            self.parsed = parse_stats(files, schema, data_cols)
+            self.parsed = parse_stats(files, schema, data_cols, column_mapping=self.mapping)
         self._bounds: dict[tuple[str, ...], _Bounds | None] = {}
 
     def num_records(self) -> Any:
@@ -488,6 +498,7 @@ def files_matching(
     *,
     partition_columns: Sequence[str] | None = None,
     parsed_stats: pa.Table | None = None,
+    column_mapping: ColumnMapping | None = None,
 ) -> pa.BooleanArray:
     """One boolean per row of `files`: True where the file may hold a row matching `predicate`.
 
@@ -496,14 +507,22 @@ def files_matching(
     they have no rows are dropped. A predicate naming a column missing from the schema is an error.
     `parsed_stats` (the output of `parse_stats(files, schema)`) saves re-parsing the stats JSON when
     several predicates are evaluated over one snapshot; columns it lacks count as "no stats".
+    With an active `column_mapping` (`Snapshot.column_mapping`), predicates name logical columns
+    while stats and partition values are read by physical names; `partition_columns` must then be
+    given (the logical names of `metaData.partitionColumns`), since the files' keys are physical.
     """
     if not isinstance(files, pa.Table):
         raise InvalidArgumentError(f"files must be a pyarrow.Table (a snapshot's files), not {type(files).__name__}")
     n = files.num_rows
     if n == 0:
         return pa.array([], pa.bool_())
-    parts = list(partition_columns) if partition_columns is not None else partition_columns_of(files)
-    ev = _Evaluator(files, predicate, schema, parts, parsed_stats)
+    if partition_columns is not None:
+        parts = list(partition_columns)
+    elif column_mapping is not None and column_mapping.active:
+        raise InvalidArgumentError("files_matching with an active column mapping needs partition_columns (logical names)")
+    else:
+        parts = partition_columns_of(files)
+    ev = _Evaluator(files, predicate, schema, parts, parsed_stats, column_mapping)
     keep = ev.eval(predicate)
     nr = ev.num_records()
     if nr is not None:

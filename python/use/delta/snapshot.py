@@ -19,43 +19,32 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from use.delta.actions import Metadata, Protocol
+from use.delta.columnmapping import ColumnMapping, column_mapping_mode
 from use.delta.replay import LogState
 from use.delta.schema import schema_from_json
+from use.delta.typewidening import FEATURES as TYPE_WIDENING_FEATURES
+from use.delta.typewidening import check_type_changes
 from use.errors import ConfigError, UnsupportedFeatureError
 
 # --- features ---------------------------------------------------------------------------------------
 
-READER_FEATURES_SUPPORTED = frozenset({"timestampNtz", "vacuumProtocolCheck", "columnMapping"})
-"""Reader features we can read (columnMapping only with mode `none`)."""
-
-WRITER_FEATURES_READABLE = frozenset(
-    {
-        "appendOnly",
-        "invariants",
-        "checkConstraints",
-        "changeDataFeed",
-        "generatedColumns",
-        "allowColumnDefaults",
-        "identityColumns",
-        "timestampNtz",
-        "domainMetadata",
-        "vacuumProtocolCheck",
-        "columnMapping",
-        "clustering",
-    }
+READER_FEATURES_SUPPORTED = frozenset(
+    {"timestampNtz", "vacuumProtocolCheck", "columnMapping", "v2Checkpoint", "typeWidening", "typeWidening-preview"}
 )
-"""Writer features that do not change how a table is read (and whose data we can read)."""
+"""Reader features we can read: column mapping in every mode (`use.delta.columnmapping`), V2
+checkpoints with sidecars (`use.delta.checkpoint`), widened column types (`use.delta.typewidening`)."""
+
+READ_ONLY_READER_FEATURES = frozenset({"columnMapping", "v2Checkpoint", "typeWidening", "typeWidening-preview"})
+"""Reader features USE reads but does not write: a write to such a table is refused by name
+(column mapping only when its mode is `name` or `id`)."""
 
 WRITER_FEATURES_WRITABLE = frozenset(
     {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "allowColumnDefaults",
      "identityColumns", "timestampNtz", "domainMetadata", "vacuumProtocolCheck", "columnMapping"}
 )
 """Writer features we can honour when writing, provided they are not *active* in a way we cannot
-enforce (declared invariants, constraints, generated or identity columns: see `check_write_support`)."""
-
-
-def _column_mapping_mode(metadata: Metadata) -> str:
-    return metadata.configuration.get("delta.columnMapping.mode", "none").lower()
+enforce (declared invariants, constraints, generated or identity columns: see `check_write_support`).
+Every other writer feature makes the table read-only for USE."""
 
 
 def check_read_support(protocol: Protocol, metadata: Metadata, table: str) -> None:
@@ -64,24 +53,22 @@ def check_read_support(protocol: Protocol, metadata: Metadata, table: str) -> No
         raise UnsupportedFeatureError(
             f"table {table} needs Delta reader version {protocol.min_reader_version}; USE reads up to 3"
         )
-    if protocol.min_reader_version >= 2:
-        mode = _column_mapping_mode(metadata)
-        if mode != "none":
-            raise UnsupportedFeatureError(
-                f"table {table} uses column mapping (delta.columnMapping.mode={mode}), which USE does not support"
-            )
     if protocol.min_reader_version == 3:
         for f in protocol.reader_features or ():
             if f not in READER_FEATURES_SUPPORTED:
-                raise UnsupportedFeatureError(f"table {table} uses the Delta reader feature {f!r}, which USE does not support")
-    if protocol.min_writer_version == 7:
-        for f in protocol.writer_features or ():
-            if f not in WRITER_FEATURES_READABLE:
                 raise UnsupportedFeatureError(
-                    f"table {table} uses the Delta table feature {f!r}, which USE does not support"
+                    f"table {table} uses the Delta reader feature {f!r}, which USE does not support", feature=f
                 )
+    if column_mapping_mode(protocol, metadata) != "none" or any(
+        f in (protocol.reader_features or ()) for f in TYPE_WIDENING_FEATURES
+    ):
+        # Both need the schema: a mapped schema must name every column's physical name (and id),
+        # a widened one may only record type changes the protocol allows.
+        schema = schema_from_json(metadata.schema_string)
+        ColumnMapping.of(protocol, metadata, schema)
+        check_type_changes(protocol, schema, table)
     if metadata.configuration.get("delta.enableDeletionVectors", "false").lower() == "true" and protocol.min_writer_version < 7:
-        raise UnsupportedFeatureError(f"table {table} enables deletion vectors, which USE does not support")
+        raise UnsupportedFeatureError(f"table {table} enables deletion vectors, which USE does not support", feature="deletionVectors")
 
 
 def _schema_metadata_keys(schema_string: str) -> set[str]:
@@ -109,12 +96,30 @@ def _schema_metadata_keys(schema_string: str) -> set[str]:
 def check_write_support(protocol: Protocol, metadata: Metadata, table: str) -> None:
     """UnsupportedFeatureError naming the feature if we cannot honour it when writing to this table."""
     check_read_support(protocol, metadata, table)
+    mode = column_mapping_mode(protocol, metadata)
+    if mode != "none":
+        raise UnsupportedFeatureError(
+            f"table {table} uses column mapping (delta.columnMapping.mode={mode}): USE reads it (by physical names) but "
+            "does not write it; write with an engine that supports column mapping (delta-spark, delta-rs)",
+            feature="columnMapping",
+        )
+    for f in protocol.reader_features or ():
+        if f in READ_ONLY_READER_FEATURES and f != "columnMapping":
+            raise UnsupportedFeatureError(
+                f"table {table} uses the Delta feature {f!r}: USE reads it but does not write it; write with an engine "
+                "that supports it (delta-spark, delta-rs)",
+                feature=f,
+            )
     if protocol.min_writer_version > 7:
         raise UnsupportedFeatureError(f"table {table} needs Delta writer version {protocol.min_writer_version}; USE writes up to 7")
     if protocol.min_writer_version == 7:
         for f in protocol.writer_features or ():
             if f not in WRITER_FEATURES_WRITABLE:
-                raise UnsupportedFeatureError(f"table {table} uses the Delta writer feature {f!r}, which USE cannot write")
+                raise UnsupportedFeatureError(
+                    f"table {table} uses the Delta writer feature {f!r}, which USE cannot honour: USE can read this "
+                    "table but not write to it; write with an engine that supports the feature (delta-spark, delta-rs)",
+                    feature=f,
+                )
     wf = set(protocol.writer_features or ()) if protocol.min_writer_version == 7 else None
 
     def supported(feature: str, legacy_version: int) -> bool:
@@ -330,7 +335,11 @@ def validate_configuration(configuration: Mapping[str, str], previous: Mapping[s
             raise UnsupportedFeatureError(f"table property {k}=true needs the feature {_UNSUPPORTED_WHEN_TRUE[k]!r}, which USE does not support")
     mode = conf.get("delta.columnMapping.mode", "none").lower()
     if mode != "none" and old.get("delta.columnMapping.mode") != conf.get("delta.columnMapping.mode"):
-        raise UnsupportedFeatureError(f"delta.columnMapping.mode={mode!r}: column mapping is not supported (only 'none')")
+        raise UnsupportedFeatureError(
+            f"delta.columnMapping.mode={mode!r}: USE reads column-mapped tables but cannot create or enable column "
+            "mapping (only 'none'); use delta-spark or delta-rs for that",
+            feature="columnMapping",
+        )
     for k in ("delta.minReaderVersion", "delta.minWriterVersion"):
         if k in conf and old.get(k) != conf[k]:
             raise ConfigError(f"table property {k} is not settable here; USE chooses the protocol from the features used")
@@ -373,6 +382,15 @@ class Snapshot:
         if cached is None:
             cached = schema_from_json(self.metadata.schema_string)
             object.__setattr__(self, "_schema_cache", cached)
+        return cached
+
+    @property
+    def column_mapping(self) -> ColumnMapping:
+        """Logical vs physical column names of this version (identity unless the mode is name or id)."""
+        cached = self.__dict__.get("_column_mapping_cache")
+        if cached is None:
+            cached = ColumnMapping.of(self.protocol, self.metadata, self.schema)
+            object.__setattr__(self, "_column_mapping_cache", cached)
         return cached
 
     @property

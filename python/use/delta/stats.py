@@ -33,7 +33,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -41,7 +41,11 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from use.delta.typewidening import inexact_stat_leaves
 from use.errors import ConfigError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from use.delta.columnmapping import ColumnMapping
 
 __all__ = [
     "DEFAULT_NUM_INDEXED_COLS",
@@ -509,6 +513,60 @@ def file_stats_json(
     )
 
 
+def _render_parsed(value: Any, t: pa.DataType, *, is_max: bool) -> Any:
+    if pa.types.is_struct(t):
+        out = {}
+        for i in range(t.num_fields):
+            f = t.field(i)
+            rendered = _render_parsed(value.get(f.name), f.type, is_max=is_max) if value is not None else None
+            if rendered is not None:
+                out[f.name] = rendered
+        return out or None
+    if value is None:
+        return None
+    if pa.types.is_timestamp(t):
+        if value.tzinfo is not None:
+            value = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+        # Exact values, so exact microseconds; always with `Z`: a zoneless parquet timestamp here may be
+        # Spark's INT96 of a UTC timestamp, and a reader that took zoneless text as local time could
+        # prune wrongly, while `Z` on a timestamp_ntz bound at worst makes it unreadable (no pruning).
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return str(value)  # already as the writer truncated it
+    return _render_value(value, t, is_max=is_max)
+
+
+def stats_json_from_parsed(parsed: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """`add.stats_parsed` (a checkpoint written with `delta.checkpoint.writeStatsAsStruct=true`, and
+    maybe without JSON stats) as `add.stats` text, null where a row has none.
+
+    Only checkpoints that dropped the JSON stats need this, so it renders row by row in Python.
+    """
+    arr = parsed.combine_chunks() if isinstance(parsed, pa.ChunkedArray) else parsed
+    t = arr.type
+    out: list[str | None] = []
+    for row in arr.to_pylist():
+        if row is None:
+            out.append(None)
+            continue
+        stats: dict[str, Any] = {}
+        for i in range(t.num_fields):
+            f = t.field(i)
+            v = row.get(f.name)
+            if v is None:
+                continue
+            if f.name in ("minValues", "maxValues") and pa.types.is_struct(f.type):
+                rendered = _render_parsed(v, f.type, is_max=f.name == "maxValues")
+            elif f.name == "nullCount" and pa.types.is_struct(f.type):
+                rendered = _render_parsed(v, f.type, is_max=False)
+            else:
+                rendered = v if isinstance(v, (int, bool)) else None
+            if rendered is not None:
+                stats[f.name] = rendered
+        out.append(stats_to_json(stats) if stats else None)
+    return pa.array(out, pa.string())
+
+
 # --- parsing the stats of a whole snapshot -------------------------------------------------------
 
 
@@ -755,18 +813,35 @@ def _read_json_slow(stats: pa.ChunkedArray | pa.Array, schema: pa.Schema) -> pa.
     return pa.Table.from_arrays([pc.struct_field(arr, [i]) for i in range(struct_type.num_fields)], schema=schema)
 
 
-def parse_stats(files: pa.Table, schema: pa.Schema, columns: Iterable[str] | None = None) -> pa.Table:
+def parse_stats(
+    files: pa.Table,
+    schema: pa.Schema,
+    columns: Iterable[str] | None = None,
+    *,
+    column_mapping: ColumnMapping | None = None,
+) -> pa.Table:
     """Parse the `stats` column of a snapshot's files into typed columns, one row per file.
 
     Output: `num_records` (int64) and, for every leaf column selected by `columns` (default: every
     leaf of `schema`; a struct name selects its leaves), `min.<col>` / `max.<col>` typed as the
     column (booleans included, binary and collections left out) and `null_count.<col>` (int64).
     Nested columns are named with dots (`min.s.x`); see `stat_column`. Null means "unknown".
+
+    Output names are always the logical (schema) names; with an active `column_mapping` the stats
+    JSON is read by the physical names the log keeps. Min/max of a column widened from float to
+    double are left null (`use.delta.typewidening`: old files' bounds are not bounds of the widened
+    values).
     """
     if "stats" not in files.column_names:
         raise InvalidArgumentError(f"files table has no 'stats' column (columns: {files.column_names})")
     leaves = _wanted_leaves(schema, columns)
-    json_schema = _stats_schema(leaves)
+    stored = (
+        [LeafColumn(column_mapping.physical_path(l.path), l.type) for l in leaves]
+        if column_mapping is not None and column_mapping.active
+        else leaves
+    )
+    inexact = inexact_stat_leaves(schema)
+    json_schema = _stats_schema(stored)
     stats = files.column("stats")
     n = files.num_rows
     table = _read_json_fast(*_newline_joined(stats), json_schema, n) if n else None
@@ -775,16 +850,18 @@ def parse_stats(files: pa.Table, schema: pa.Schema, columns: Iterable[str] | Non
     out_names: list[str] = ["num_records"]
     out_cols: list[Any] = [table.column("numRecords")]
     names = set(json_schema.names)
-    for leaf in leaves:
+    for leaf, at in zip(leaves, stored):
         jt = _json_type(leaf.type)
         if jt is not None and "minValues" in names:
             for kind, top in (("min", "minValues"), ("max", "maxValues")):
-                raw = _field_path(table.column(top), leaf.path)
                 out_names.append(stat_column(kind, leaf.path))
-                out_cols.append(_convert(raw, leaf.type))
+                if leaf.path in inexact:
+                    out_cols.append(pa.nulls(n, leaf.type))
+                else:
+                    out_cols.append(_convert(_field_path(table.column(top), at.path), leaf.type))
         if "nullCount" in names:
             out_names.append(stat_column("null_count", leaf.path))
-            out_cols.append(_field_path(table.column("nullCount"), leaf.path))
+            out_cols.append(_field_path(table.column("nullCount"), at.path))
     return pa.table(dict(zip(out_names, out_cols)))
 
 

@@ -2,14 +2,19 @@
 check the winning commits against Delta's conflict rules (delta-io/delta `ConflictChecker`) before
 retrying at the next version.
 
-Isolation: a transaction whose file actions are all `dataChange=false` (compaction, re-clustering)
-runs at SnapshotIsolation and is simply rebased on concurrent appends; any other runs at
-WriteSerializable. The checks, in Delta's order, against each winning commit:
-protocol change -> ProtocolChangedError; metadata change -> MetadataChangedError; data added by a
+Isolation: a transaction made only of file actions that are all `dataChange=false` (compaction,
+re-clustering) runs at SnapshotIsolation and is simply rebased on concurrent appends; any other
+(including one that records an application transaction) runs at WriteSerializable. The checks, in
+Delta's order, against each winning commit: a protocol change when we change it too, or one that
+drops a feature we read the table with, or one we cannot write under -> ProtocolChangedError (a
+winner's upgrade alone is rebased over); metadata change -> MetadataChangedError; data added by a
 non-blind-append commit while we read the whole table -> ConcurrentAppendError; a file we read (or any
 file, when we read the whole table) removed -> ConcurrentDeleteReadError; a file we remove removed ->
 ConcurrentDeleteDeleteError; the same application transaction id committed -> ConcurrentTransactionError.
 Our commit's actions never change on a rebase, so nothing needs rewriting.
+
+A winner that log cleanup already removed cannot be checked, and a version number cleanup emptied
+is not free: either is a StaleTransactionError, and no commit is ever left below the newest one.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from use.delta.actions import (
     SetTransaction,
     action_json_line,
 )
-from use.delta.replay import CommitActions, commit_name, list_log, parse_commits
+from use.delta.replay import CommitActions, LogListing, commit_name, list_log, parse_commits
 from use.delta.schema import schema_from_json
 from use.delta.snapshot import Snapshot, TableConfig, check_write_support, validate_configuration
 from use.errors import (
@@ -44,7 +49,9 @@ from use.errors import (
     InvalidArgumentError,
     MetadataChangedError,
     ProtocolChangedError,
+    StaleTransactionError,
     TableConstraintError,
+    UnsupportedFeatureError,
 )
 
 if TYPE_CHECKING:
@@ -164,8 +171,12 @@ class Transaction:
 
     @property
     def isolation_level(self) -> str:
+        # As Delta (`canDowngradeToSnapshotIsolation`): only a commit of file actions alone, none of
+        # them changing data, may be rebased freely; any other action (metaData, protocol, an
+        # application transaction) keeps the table's default level.
         file_actions = [*self._adds, *self._removes]
-        if file_actions and not any(a.data_change for a in file_actions) and self._metadata is None and self._protocol is None:
+        only_file_actions = self._metadata is None and self._protocol is None and not self._txns
+        if file_actions and only_file_actions and not any(a.data_change for a in file_actions):
             return "SnapshotIsolation"
         return "WriteSerializable"
 
@@ -248,7 +259,7 @@ class Transaction:
             operation_metrics=metrics,
             engine_info=engine_info(),
             is_blind_append=self.is_blind_append,
-            read_version=self.read_version,
+            read_version=self.read_version if self.read_version >= 0 else None,  # a creating commit read nothing
             txn_id=self.txn_id,
             isolation_level=self.isolation_level,
             tags=tags,
@@ -292,7 +303,13 @@ class Transaction:
             attempts += 1
             self.attempts = attempts
             path = f"{self._log.log_dir}/{commit_name(version)}"
+            self._check_predecessor(version)
             if store.put_if_absent(path, data):
+                try:
+                    self._check_predecessor(version)
+                except StaleTransactionError:
+                    store.delete(path)  # our own file, at a version the table has left behind
+                    raise
                 break
             if attempts > self.max_retries:
                 raise CommitRetriesExceededError(
@@ -300,12 +317,8 @@ class Transaction:
                     "the table is unchanged by this transaction; retry the operation"
                 )
             listing = list_log(store, self._log.log_dir)
-            latest = max(listing.commits) if listing.commits else version
-            winners = [
-                (v, cf.path, store.read(cf.path))
-                for v in range(checked + 1, latest + 1)
-                if (cf := listing.commits.get(v)) is not None  # a missing one was cleaned up: older than us
-            ]
+            latest = max(listing.latest_version, version)
+            winners = [(v, *self._winner(listing, v)) for v in range(checked + 1, latest + 1)]
             for winner in parse_commits(winners, self.snapshot.metadata.partition_columns):
                 self._check_conflicts(winner)
             checked = latest
@@ -314,14 +327,74 @@ class Transaction:
         self._log._post_commit(version, self.snapshot)
         return version
 
+    def _stale(self, version: int) -> StaleTransactionError:
+        return StaleTransactionError(
+            f"version {version} of {self._log.table_root} is no longer in the log (log cleanup removed it after this "
+            f"transaction read version {self.read_version}), so the commits since cannot be checked for conflicts; "
+            "nothing was committed: re-read the table and retry the operation"
+        )
+
+    def _check_predecessor(self, version: int) -> None:
+        """StaleTransactionError unless `version - 1` is still in the log.
+
+        Put-if-absent alone cannot tell a free version from one that log cleanup emptied: a
+        transaction that read a version older than the cleanup horizon would write its commit
+        under a vacant old name, below the newest checkpoint, where no reader ever looks. Cleanup
+        deletes oldest first, so while `version - 1` is there, `version` was never cleaned up.
+        One stat per check; the listing only when the commit file is gone (a checkpoint may stand
+        in for it).
+        """
+        if version == 0:
+            return
+        log_dir = self._log.log_dir
+        if self._log.store.file_info(f"{log_dir}/{commit_name(version - 1)}") is not None:
+            return
+        cp = list_log(self._log.store, log_dir).checkpoints.get(version - 1)
+        if cp is None or not cp.complete:
+            raise self._stale(version - 1)
+
+    def _winner(self, listing: LogListing, version: int) -> tuple[str, bytes]:
+        """A winning commit's path and bytes; StaleTransactionError if cleanup removed it (a winner
+        can never be skipped: its conflicts with us are unknown)."""
+        cf = listing.commits.get(version)
+        if cf is None:
+            raise self._stale(version)
+        try:
+            return cf.path, self._log.store.read(cf.path)
+        except FileNotFoundError:
+            raise self._stale(version) from None
+
+    def _check_protocol(self, winner: Protocol, who: str, advice: str) -> None:
+        """Delta's rule (`ConflictChecker.checkProtocolCompatibility`): a winning protocol change fails
+        this transaction only if it changes the protocol too, or if the winner drops a feature the
+        transaction read the table with; otherwise the commit lands under the winner's protocol,
+        provided USE can write under it."""
+        table = self._log.table_root
+        if self._protocol is not None:
+            raise ProtocolChangedError(
+                f"the protocol of {table} changed concurrently in {who}, and this transaction changes it too{advice}"
+            )
+        dropped = sorted(self.snapshot.protocol.features - winner.features)
+        if dropped:
+            raise ProtocolChangedError(
+                f"the protocol of {table} changed concurrently in {who}, which removes the feature(s) "
+                f"{', '.join(dropped)} this transaction read the table with{advice}"
+            )
+        try:
+            check_write_support(winner, self._metadata or self.snapshot.metadata, table)
+        except UnsupportedFeatureError as exc:
+            raise ProtocolChangedError(
+                f"the protocol of {table} changed concurrently in {who} to one this transaction cannot commit under: {exc}"
+            ) from exc
+
     def _check_conflicts(self, winner: CommitActions) -> None:
         op = (winner.commit_info or {}).get("operation", "unknown operation")
         who = f"version {winner.version} ({op})"
         table = self._log.table_root
         advice = "; the table is unchanged by this transaction: re-read the table and retry"
         if winner.protocol is not None:
-            raise ProtocolChangedError(f"the protocol of {table} changed concurrently in {who}{advice}")
-        if winner.metadata is not None:
+            self._check_protocol(winner.protocol, who, advice)
+        if winner.changes_metadata:
             raise MetadataChangedError(f"the metadata (schema or properties) of {table} changed concurrently in {who}{advice}")
         snapshot_isolation = self.isolation_level == "SnapshotIsolation"
         if not snapshot_isolation and self._read_whole_table and winner.adds.num_rows:

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from use.delta.datafile import local_root
-from use.errors import InvalidArgumentError, VacuumRetentionError
+from use.errors import CLI, PYTHON, InvalidArgumentError, VacuumRetentionError
 
 __all__ = ["VacuumResult", "vacuum", "vacuum_candidates"]
 
@@ -43,6 +43,15 @@ class VacuumResult:
     files: tuple[str, ...]
     bytes: int
     dry_run: bool
+
+    def __str__(self) -> str:
+        """What was deleted (or would be), with its size, then one file per line (`use vacuum` prints this)."""
+        from use.display import format_bytes_exact, plural
+
+        verb = "would delete" if self.dry_run else "deleted"
+        lines = [f"{verb} {plural(len(self.files), 'file')}, {format_bytes_exact(self.bytes)}"]
+        lines += [f"  {path}" for path in self.files]
+        return "\n".join(lines)
 
 
 def _is_hidden(name: str, partition_columns: Sequence[str]) -> bool:
@@ -191,9 +200,13 @@ def vacuum(
         raise VacuumRetentionError(
             f"vacuum of {log.table_root} with a retention of {retention_ms / _HOUR_MS:g} hours is below the table's "
             f"delta.deletedFileRetentionDuration of {default_ms / _HOUR_MS:g} hours: files removed since then may still "
-            "be read by time travel or by a concurrent reader or writer. Use retention_hours >= "
-            f"{default_ms / _HOUR_MS:g}, or pass enforce_retention_check=False if nothing reads older versions; "
-            "nothing was deleted"
+            "be read by time travel or by a concurrent reader or writer; nothing was deleted",
+            hints={
+                PYTHON: f"use retention_hours >= {default_ms / _HOUR_MS:g}, or pass enforce_retention_check=False "
+                "if nothing reads older versions",
+                CLI: f"use --retention-hours {default_ms / _HOUR_MS:g} or more, or add --force if nothing reads "
+                "older versions",
+            },
         )
     paths, sizes, directories, snap = vacuum_candidates(log, retention_ms)
     total = int(sum(sizes))

@@ -19,7 +19,7 @@ Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_
 | `use.optimization.type` | a strategy name | unset | strategy for indexed revisions (`CubeDefragmentation`, `LeveledCompaction`, ...) |
 | `use.optimization.strategies` | comma-separated strategy names | unset | the whole ordered chain (replaces the default chain) |
 | `use.optimization.bytes-per-iter` | integer bytes > 0 | 1000000000 | bytes rewritten per iteration (one plan) |
-| `use.optimization.revision-rewrite` | true/false | false | rewrite every file of the revision, once |
+| `use.optimization.revision-rewrite` | true/false | false | rewrite every file of the revision, once after each change to it |
 | `use.optimization.revision-id` | integer >= 0 | latest | revision to optimize |
 | `use.optimization.task-max-bytes` | integer bytes > 0 | bytes-per-iter | IO limit of one merge task |
 | `use.optimization.sampling-fraction` | number in (0, 1) | unset | fraction f for SamplingOverheadReduction |
@@ -30,6 +30,8 @@ Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_
 | `use.optimization.overlap.cluster-key` | column name | unset | key column of ClusterKeyOverlap |
 | `use.optimization.overlap.depth-threshold` | integer >= 1 | 2 | ClusterKeyOverlap acts when the overlap depth exceeds this |
 | `use.optimization.open-file-cost` | integer bytes >= 0 | 4194304 | read cost of opening one file, in bytes (task scores) |
+| `use.optimization.zorder-by` | comma-separated column names | unset | key columns of ZOrder and Hilbert |
+| `use.optimization.zorder.min-cube-size` | integer bytes > 0 | 100 x max-file-size | a ZCube this large is not re-clustered with new files |
 | `use.optimization.autoOptimize.enabled` | true/false | unset | continuous optimization of this table by the service |
 | `use.optimization.autoOptimize.revisionId` | integer >= 0 | latest | revision for leveled compaction (revision-id wins if both set) |
 | `use.optimization.autoOptimize.optimizeUnindexedFiles.enabled` | true/false | true | index staging (revision 0) files |
@@ -62,6 +64,7 @@ DEFAULT_SMALL_FILE_COUNT = 50  # Delta autoCompact.minNumFiles
 DEFAULT_OVERLAP_DEPTH = 2  # Relyt's example table (max depth 3) is optimized with the defaults
 DEFAULT_OPEN_FILE_COST = 4 * 1024**2  # Spark spark.sql.files.openCostInBytes
 DEFAULT_INTERVAL_SECONDS = 600.0
+DEFAULT_MIN_CUBE_FILES = 100  # Delta's clustering minCubeSize: 100 x optimize.maxFileSize
 
 
 # --- value parsers: each returns the typed value or raises ValueError(accepted form) ------------
@@ -155,6 +158,23 @@ def _column(value: Any) -> str:
     return text
 
 
+def _column_list(value: Any) -> tuple[str, ...]:
+    from use.delta.stats import parse_column_list
+
+    form = "comma-separated column names, e.g. a,b (nested fields as a.b, `odd.name` for a name with dots)"
+    if isinstance(value, str):
+        names = parse_column_list(value, key=PREFIX + "zorder-by")
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        names = tuple(v.strip() for v in value)
+    else:
+        raise _Bad(form)
+    if not names or any(not n for n in names):
+        raise _Bad(form)
+    if len({n.lower() for n in names}) != len(names):
+        raise _Bad("distinct " + form)
+    return names
+
+
 def _strategy(value: Any) -> str:
     from use.optimize.strategies import registry
 
@@ -246,7 +266,7 @@ CONFIG_KEYS: tuple[KeySpec, ...] = (
     KeySpec("bytes-per-iter", "bytes_per_iter", _positive_bytes, "integer bytes > 0", str(DEFAULT_BYTES_PER_ITER),
             "bytes rewritten per iteration (one plan)"),
     KeySpec("revision-rewrite", "revision_rewrite", _bool, "true/false", "false",
-            "rewrite every file of the revision, as a one-shot plan"),
+            "rewrite every file of the revision, once after each change to it (one-shot: a rewritten revision is not rewritten again)"),
     KeySpec("revision-id", "revision_id", _revision_id, "integer >= 0", "latest",
             "revision to optimize (0 = only the staging files)"),
     KeySpec("task-max-bytes", "task_max_bytes", _positive_bytes, "integer bytes > 0", "bytes-per-iter",
@@ -267,6 +287,10 @@ CONFIG_KEYS: tuple[KeySpec, ...] = (
             "ClusterKeyOverlap acts when the overlap depth exceeds this"),
     KeySpec("open-file-cost", "open_file_cost", _non_negative_bytes, "integer bytes >= 0", str(DEFAULT_OPEN_FILE_COST),
             "read cost of opening one file, in bytes, used by the task scores (Spark's openCostInBytes)"),
+    KeySpec("zorder-by", "zorder_by", _column_list, "comma-separated column names", "unset",
+            "key columns of the ZOrder and Hilbert strategies (Delta's ZORDER BY columns; required by them)"),
+    KeySpec("zorder.min-cube-size", "zorder_min_cube_size", _positive_bytes, "integer bytes > 0", "100 x max-file-size",
+            "a ZCube (the files one ZOrder/Hilbert task wrote) of at least this size is left alone; smaller ones are re-clustered with new files (Delta's minCubeSize)"),
     KeySpec("autoOptimize.enabled", "auto_optimize_enabled", _bool, "true/false", "unset",
             "continuous optimization of this table by the service"),
     KeySpec("autoOptimize.revisionId", "auto_optimize_revision_id", _revision_id, "integer >= 0", "latest",
@@ -328,6 +352,8 @@ class OptimizationConfig:
     overlap_cluster_key: str | None = None
     overlap_depth_threshold: int = DEFAULT_OVERLAP_DEPTH
     open_file_cost: int = DEFAULT_OPEN_FILE_COST
+    zorder_by: tuple[str, ...] | None = None
+    zorder_min_cube_size: int | None = None
     auto_optimize_enabled: bool | None = None
     auto_optimize_revision_id: int | None = None
     optimize_unindexed_enabled: bool = True
@@ -351,6 +377,20 @@ class OptimizationConfig:
     def min_file_size_limit(self) -> int:
         """Bin-packing candidate threshold (min-file-size, defaulting to max-file-size like Delta)."""
         return self.min_file_size if self.min_file_size is not None else self.max_file_size
+
+    @property
+    def min_cube_size_limit(self) -> int:
+        """ZCube size from which ZOrder/Hilbert leave a ZCube alone (default 100 x max-file-size)."""
+        if self.zorder_min_cube_size is not None:
+            return self.zorder_min_cube_size
+        return DEFAULT_MIN_CUBE_FILES * self.max_file_size
+
+    @property
+    def continuous(self) -> bool:
+        """The seeds' rule for a continuously optimized table: `use.optimization.type` is set or
+        `use.optimization.autoOptimize.enabled` is true (the service schedules it; a manual trigger
+        on it is ignored)."""
+        return self.type is not None or self.auto_optimize_enabled is True
 
     # --- parsing --------------------------------------------------------------------------------
 
@@ -415,6 +455,13 @@ class OptimizationConfig:
                 f"{src or PREFIX + 'type'} selects ClusterKeyOverlap, which needs "
                 f"{PREFIX}overlap.cluster-key: set it to the column whose overlap to reduce"
             )
+        for curve in ("ZOrder", "Hilbert"):
+            if curve in chain and config.zorder_by is None:
+                src = sources.get("type") if config.type == curve else sources.get("strategies")
+                raise ConfigError(
+                    f"{src or PREFIX + 'type'} selects {curve}, which needs {PREFIX}zorder-by: set it to "
+                    "the columns to cluster by, e.g. a,b"
+                )
         return config
 
     def to_properties(self) -> dict[str, str]:
@@ -434,6 +481,18 @@ class OptimizationConfig:
                 text = str(value)
             out[spec.full_key] = text
         return out
+
+
+def zorder_request(strategy: Any, zorder_by: Any) -> tuple[Any, dict[str, Any]]:
+    """`zorder_by` as the Python API, the CLI and CALL take it: (strategy chain, config overrides).
+
+    Giving the columns alone asks for Delta's OPTIMIZE ... ZORDER BY, so the chain becomes `ZOrder`;
+    with a strategy (e.g. `Hilbert`) the columns are that strategy's key. The value is parsed with
+    the `use.optimization.zorder-by` key, so a bad one fails the same way.
+    """
+    if zorder_by is None:
+        return strategy, {}
+    return ("ZOrder" if strategy is None else strategy), {PREFIX + "zorder-by": zorder_by}
 
 
 @dataclass(frozen=True)

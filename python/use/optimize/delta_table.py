@@ -1,30 +1,164 @@
-"""`DeltaTable` (exported as `use.DeltaTable`): the optimize surface for plain Delta tables.
+"""`DeltaTable` (exported as `use.DeltaTable`): writing and optimizing plain Delta tables.
 
 A plain Delta table (one without Qbeast metadata) gets the same continuous optimization as a Qbeast
 table, with the strategies that apply to plain files: Delta bin packing, Relyt's small-file and
-cluster-key-overlap strategies. The object only holds the path and session; each call reads the
-latest snapshot. Every method delegates: optimization to `use.optimize.loop`, history and vacuum to
-`use.delta`, so the two table classes cannot drift apart.
+cluster-key-overlap strategies, and Delta's OPTIMIZE ZORDER BY (ZOrder, Hilbert). `DeltaTable.write` creates, appends to and overwrites such tables
+from a Spark DataFrame, in one commit per write, through the same Spark write path as the
+optimizer's bin-packing rewrites (`use.spark_files`).
+
+`TableSurface` holds what both table classes offer (history, properties, optimizations, vacuum,
+optimize progress); `QbeastTable` (`use.table`) builds on it too, so the two cannot drift apart. The
+objects only hold the path and session; each call reads the latest snapshot. Every method
+delegates: reading to `use.qbeast.reader` (as `QbeastTable.read`), optimization to `use.optimize.loop`, properties to `use.optimize.properties`, history
+and vacuum to `use.delta`.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
-from use.errors import InvalidArgumentError, TableNotFoundError
+from use.errors import InvalidArgumentError, TableAlreadyExistsError, TableNotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-    from use.delta.log import DeltaLog, HistoryEntry
+    from use.delta.log import DeltaLog
     from use.delta.snapshot import Snapshot
     from use.delta.vacuum import VacuumResult
+    from use.optimize.executor import IterationMetrics
     from use.optimize.loop import OptimizeResult, StopLike
 
+#: `progress=` of `optimize()`: True prints one line per iteration (as `use optimize` does), False
+#: prints nothing, a callable receives each iteration's metrics.
+Progress = bool | Callable[["IterationMetrics"], None]
 
-class DeltaTable:
-    """A Delta table at a path: optimize, optimizations, history, vacuum."""
+#: DESCRIBE HISTORY's columns, as `history()` returns them (timestamps as timestamps).
+HISTORY_DDL = (
+    "version long, timestamp timestamp, operation string, operationParameters map<string,string>, "
+    "readVersion long, isolationLevel string, isBlindAppend boolean, operationMetrics map<string,string>, "
+    "userMetadata string, engineInfo string"
+)
+
+#: `DeltaTable.write` modes, as Spark's DataFrameWriter names them.
+WRITE_MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
+
+
+def progress_callback(progress: Progress) -> Callable[["IterationMetrics"], None] | None:
+    """The `on_iteration` hook for `optimize(progress=...)`."""
+    if progress is True:
+        from use.optimize.report import format_iteration
+
+        return lambda m: print(format_iteration(m), flush=True)
+    if progress is False or progress is None:
+        return None
+    if callable(progress):
+        return progress
+    raise InvalidArgumentError(
+        f"progress must be True (print one line per iteration), False (silent) or a callable, got {progress!r}"
+    )
+
+
+def _text_map(values: Mapping[str, Any]) -> dict[str, str]:
+    return {str(k): v if isinstance(v, str) else json.dumps(v, sort_keys=True) for k, v in values.items()}
+
+
+class TableSurface:
+    """What every USE table offers, whatever its format: history, properties, events, vacuum."""
+
+    _spark: "SparkSession"
+    _path: str
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def log(self) -> "DeltaLog":
+        from use.delta import DeltaLog
+
+        return DeltaLog.for_path(self._path)
+
+    def history(self, limit: int | None = None) -> "DataFrame":
+        """Commits, newest first, as DESCRIBE HISTORY shows them (a DataFrame; `timestamp` is a
+        timestamp). `self.log.history()` gives the same as Python objects."""
+        import datetime as dt
+
+        rows = []
+        for e in self.log.history(limit):
+            info = e.commit_info
+            rows.append(
+                (
+                    e.version,
+                    dt.datetime.fromtimestamp(e.timestamp / 1000, dt.timezone.utc),
+                    e.operation,
+                    _text_map(e.parameters),
+                    info.get("readVersion"),
+                    info.get("isolationLevel"),
+                    info.get("isBlindAppend"),
+                    _text_map(e.metrics),
+                    info.get("userMetadata"),
+                    info.get("engineInfo"),
+                )
+            )
+        return self._spark.createDataFrame(rows, HISTORY_DDL)
+
+    def properties(self) -> dict[str, str]:
+        """The table properties (`metaData.configuration`), sorted by key."""
+        from use.optimize.properties import table_properties
+
+        return table_properties(self._path)
+
+    def set_properties(self, properties: Mapping[str, Any] | None = None, /, **more: Any) -> int | None:
+        """Set table properties in one commit; the new version (None when nothing changed).
+
+        Keys with dots go in the mapping (`{"use.optimization.bytes-per-iter": 100_000_000}`);
+        `use.optimization.*` values are checked by the optimizer's config parser and `delta.*` ones
+        by the Delta log, before anything is written. Keyword arguments are for simple names.
+        """
+        from use.optimize.properties import alter_properties
+
+        return alter_properties(self._path, {**dict(properties or {}), **more})
+
+    def unset_properties(self, *keys: str | Iterable[str]) -> int | None:
+        """Remove table properties in one commit (each must exist); the new version."""
+        from use.optimize.properties import alter_properties
+
+        flat: list[str] = []
+        for k in keys:
+            flat.extend([k] if isinstance(k, str) else list(k))
+        return alter_properties(self._path, None, flat)
+
+    def optimizations(self) -> "DataFrame":
+        """One row per committed optimization (OptimizationEvent fields), oldest first; `started_at`
+        and `finished_at` are timestamps."""
+        from use.optimize.loop import optimizations
+
+        return optimizations(self._spark, self._path)
+
+    def vacuum(
+        self, retention_hours: float | None = None, *, dry_run: bool = False, enforce_retention_check: bool = True
+    ) -> "VacuumResult":
+        """Delete unreferenced data files older than the retention (Delta VACUUM)."""
+        from use.delta.vacuum import vacuum
+
+        return vacuum(self.log, retention_hours, dry_run=dry_run, enforce_retention_check=enforce_retention_check)
+
+
+@dataclass(frozen=True)
+class DeltaWriteResult:
+    """What `DeltaTable.write` committed (version None: nothing was written, mode='ignore')."""
+
+    version: int | None
+    num_files: int
+    num_rows: int
+
+
+class DeltaTable(TableSurface):
+    """A plain Delta table at a path: write, read, optimize, optimizations, history, properties, vacuum."""
 
     def __init__(self, spark: "SparkSession", path: str) -> None:
         self._spark = spark
@@ -39,23 +173,129 @@ class DeltaTable:
             raise InvalidArgumentError(f"a table path must be a non-empty string, got {path!r}")
         if not DeltaLog.for_path(path).exists():
             raise TableNotFoundError(
-                f"no Delta table at {path!r}: there is no _delta_log with commits; check the path or create the table"
+                f"no Delta table at {path!r}: there is no _delta_log with commits; check the path or create the "
+                "table with DeltaTable.write(df, path)"
             )
         return cls(spark, path)
 
-    @property
-    def path(self) -> str:
-        return self._path
+    @staticmethod
+    def write(
+        df: "DataFrame",
+        path: str,
+        mode: str = "append",
+        partition_by: Sequence[str] | str | None = None,
+        *,
+        properties: Mapping[str, Any] | None = None,
+    ) -> DeltaWriteResult:
+        """Write `df` to the plain Delta table at `path` in one commit (the table is created if missing).
 
-    @property
-    def log(self) -> "DeltaLog":
+        Modes as Spark's: `append` (the default, as `QbeastTable.write`), `overwrite` (replaces the
+        data and the schema with the DataFrame's, and the partitioning when `partition_by` is given),
+        `error`/`errorifexists` (fail if the table exists) and `ignore` (write nothing if it exists).
+        `partition_by` names the partition columns; on append it must match the table's.
+        `properties` are the table properties of a new table. Files are written by the Spark tasks,
+        with Delta stats from their parquet footers; readable by every Delta reader.
+        """
+        from pyspark.sql.pandas.types import to_arrow_schema
+
         from use.delta import DeltaLog
+        from use.delta.actions import remove_actions
+        from use.delta.schema import check_append_schema, schema_to_json
+        from use.optimize.properties import check_configuration, property_text
+        from use.spark_files import check_partition_types, write_dataframe_files
 
-        return DeltaLog.for_path(self._path)
+        mode_key = mode.lower() if isinstance(mode, str) else mode
+        if mode_key not in WRITE_MODES:
+            raise InvalidArgumentError(f"mode must be one of {', '.join(WRITE_MODES)}, got {mode!r}")
+        if not isinstance(path, str) or not path:
+            raise InvalidArgumentError(f"a table path must be a non-empty string, got {path!r}")
+        parts = _partition_list(partition_by)
+        root = os.path.abspath(path)
+        log = DeltaLog.for_path(root)
+        snap = log.snapshot() if log.exists() else None
+        if snap is not None:
+            if mode_key in ("error", "errorifexists"):
+                raise TableAlreadyExistsError(
+                    f"a Delta table already exists at {root} (mode={mode!r}); write with mode='append' or "
+                    "'overwrite', or choose another path"
+                )
+            if mode_key == "ignore":
+                return DeltaWriteResult(None, 0, 0)
+            if any(k.startswith("qbeast.") for k in snap.metadata.configuration):
+                raise InvalidArgumentError(
+                    f"the table at {root} is a Qbeast table; write to it with QbeastTable.write(df, path, "
+                    "columns_to_index) so its rows are indexed"
+                )
+            if properties:
+                raise InvalidArgumentError(
+                    f"properties= applies to a new table only, and {root} exists; change its properties with "
+                    "DeltaTable.for_path(spark, path).set_properties(...)"
+                )
+        data_schema = to_arrow_schema(df.schema, prefers_large_types=False)
+        if snap is not None and mode_key == "append":
+            check_append_schema(data_schema, snap.schema, root)
+            table_parts = list(snap.metadata.partition_columns)
+            if partition_by is not None and parts != table_parts:
+                raise InvalidArgumentError(
+                    f"partition_by={parts} differs from the partitioning {table_parts} of {root}; append without "
+                    "partition_by (or with the same columns), or overwrite the table to repartition it"
+                )
+            parts, schema = table_parts, snap.schema
+            configuration = dict(snap.metadata.configuration)
+        else:
+            schema = data_schema
+            if snap is not None and partition_by is None:  # an overwrite keeps the partitioning unless told
+                parts = list(snap.metadata.partition_columns)
+            check_partition_types(schema, parts, "the DataFrame")
+            if snap is None:
+                configuration = {str(k): property_text(v) for k, v in (properties or {}).items()}
+                check_configuration(configuration)
+            else:
+                configuration = dict(snap.metadata.configuration)
+
+        # Everything (schema, partitions, properties) is checked before any file is written.
+        if snap is None:
+            txn = log.create_transaction(schema, parts, configuration)
+        else:
+            txn = log.start_transaction()
+            if mode_key == "overwrite":
+                new_meta = replace(snap.metadata, schema_string=schema_to_json(schema), partition_columns=tuple(parts))
+                if new_meta != snap.metadata:
+                    txn.add(new_meta)
+                txn.read_whole_table()
+                txn.add(*remove_actions(txn.snapshot.files, data_change=True))
+        created_root = not os.path.isdir(root)
+        os.makedirs(root, exist_ok=True)
+        adds: tuple[Any, ...] = ()
+        try:
+            adds = write_dataframe_files(df, root, schema, partition_columns=parts, configuration=configuration)
+            txn.add(*adds)
+            rows = _rows_of(adds)
+            spark_mode = {"append": "Append", "overwrite": "Overwrite", "ignore": "Ignore"}.get(mode_key, "ErrorIfExists")
+            version = txn.commit(
+                "WRITE",
+                {"mode": spark_mode, "partitionBy": json.dumps(parts)},
+                {"numFiles": str(len(adds)), "numOutputRows": str(rows)},
+            )
+        except BaseException:
+            from use.optimize.executor import delete_written
+
+            delete_written(root, list(adds))
+            if created_root:
+                _remove_empty_dirs(root)
+            raise
+        return DeltaWriteResult(version, len(adds), rows)
 
     def snapshot(self) -> "Snapshot":
         """The latest snapshot (read now, never cached)."""
         return self.log.snapshot()
+
+    def read(self, filter: Any = None) -> "DataFrame":
+        """The table's rows (logical column names, also under column mapping), optionally filtered:
+        files are pruned by Delta stats and partition values before Spark's parquet reader runs."""
+        from use.qbeast.reader import read
+
+        return read(self._spark, self._path, filter=filter)
 
     def optimize(
         self,
@@ -66,47 +306,66 @@ class DeltaTable:
         max_iterations: int | None = None,
         stop: "StopLike" = None,
         all_tasks: bool = False,
+        zorder_by: str | Sequence[str] | None = None,
+        progress: Progress = True,
         **config_overrides: Any,
     ) -> "OptimizeResult":
-        """Optimize until nothing is selected (see `use.optimize.loop.optimize_path`).
+        """Optimize until nothing is selected (see `use.optimize.loop.optimize_path`); prints one line
+        per iteration unless `progress=False`, and `print(result)` shows the metrics table.
 
-        `config_overrides` are `use.optimization.*` keys given as keyword arguments (field names such
-        as `max_file_size=...`, or a mapping passed as `overrides=`); they win over table properties.
+        `zorder_by` (columns, or "a,b") is Delta's OPTIMIZE ... ZORDER BY: the `ZOrder` strategy, or
+        the key of `strategy="Hilbert"`. `config_overrides` are `use.optimization.*` keys given as
+        keyword arguments (field names such as `max_file_size=...`, or a mapping passed as
+        `overrides=`); they win over table properties.
         """
+        from use.optimize.config import zorder_request
         from use.optimize.loop import optimize_path
 
+        if zorder_by is not None and files is not None:
+            raise InvalidArgumentError(
+                "zorder_by and files cannot be combined: an explicit file list is bin-packed as it is; "
+                "Z-ordering selects the files of each partition itself (give zorder_by alone)"
+            )
         overrides: dict[str, Any] = dict(config_overrides.pop("overrides", None) or {})
         overrides.update(config_overrides)
+        strategy, zorder = zorder_request(strategy, zorder_by)
+        overrides.update(zorder)
         return optimize_path(
-            self._spark,
-            self._path,
-            files=files,
-            strategy=strategy,
-            bytes_per_iter=bytes_per_iter,
-            dry_run=dry_run,
-            max_iterations=max_iterations,
-            stop=stop,
-            all_tasks=all_tasks,
-            overrides=overrides,
-        )
-
-    def optimizations(self) -> "DataFrame":
-        """One row per committed optimization (OptimizationEvent fields), oldest first."""
-        from use.optimize.loop import optimizations
-
-        return optimizations(self._spark, self._path)
-
-    def history(self, limit: int | None = None) -> list["HistoryEntry"]:
-        """Commits, newest first (DESCRIBE HISTORY)."""
-        return self.log.history(limit)
-
-    def vacuum(
-        self, retention_hours: float | None = None, *, dry_run: bool = False, enforce_retention_check: bool = True
-    ) -> "VacuumResult":
-        """Delete unreferenced data files older than the retention (Delta VACUUM)."""
-        from use.delta.vacuum import vacuum
-
-        return vacuum(self.log, retention_hours, dry_run=dry_run, enforce_retention_check=enforce_retention_check)
+            self._spark, self._path, files=files, strategy=strategy, bytes_per_iter=bytes_per_iter,
+            dry_run=dry_run, max_iterations=max_iterations, stop=stop, all_tasks=all_tasks, overrides=overrides,
+            on_iteration=progress_callback(progress),
+        )  # fmt: skip
 
     def __repr__(self) -> str:
         return f"DeltaTable({self._path!r})"
+
+
+def _partition_list(partition_by: Sequence[str] | str | None) -> list[str]:
+    if partition_by is None:
+        return []
+    items = [partition_by] if isinstance(partition_by, str) else list(partition_by)
+    if not all(isinstance(c, str) and c for c in items):
+        raise InvalidArgumentError(f"partition_by must be a column name or a list of column names, got {partition_by!r}")
+    if len(set(items)) != len(items):
+        raise InvalidArgumentError(f"partition_by {items} names a column twice")
+    return items
+
+
+def _remove_empty_dirs(root: str) -> None:
+    """Remove `root` and the directories under it that are empty (a failed first write leaves
+    partition directories behind); anything holding a file stays."""
+    for dirpath, _, _ in sorted(os.walk(root), key=lambda w: -len(w[0])):
+        try:
+            os.rmdir(dirpath)
+        except OSError:
+            pass
+
+
+def _rows_of(adds: Sequence[Any]) -> int:
+    total = 0
+    for a in adds:
+        try:
+            total += int(json.loads(a.stats or "{}").get("numRecords", 0))
+        except ValueError:
+            pass
+    return total

@@ -59,6 +59,10 @@ EVENT_SCHEMA = pa.schema(
     ]
 )
 
+#: One row of `<table>.optimizations`: the seed's event fields, then the version of the commit that
+#: holds the event (the rewrite's own commit).
+OPTIMIZATIONS_SCHEMA = pa.schema([*EVENT_SCHEMA, ("version", pa.int64())])
+
 
 def _np(col: Any, dtype: Any) -> np.ndarray:
     return np.asarray(col.to_numpy(zero_copy_only=False), dtype=dtype)
@@ -241,9 +245,11 @@ def events_from_history(history_entries: Iterable[Any]) -> pa.Table:
     """One row per optimization event found in the given history entries, in their order.
 
     Entries may be `use.delta.log.HistoryEntry` objects, commitInfo dicts (or `{"commitInfo": ...}`
-    actions), `CommitInfo` actions, or event JSON strings; commits without the tag are skipped. The
-    result has `EVENT_SCHEMA` (nested FileStats as structs), ready for `spark.createDataFrame` or
-    `to_pandas()`.
+    actions), `CommitInfo` actions, or event JSON strings; commits without the tag are skipped, a
+    malformed tag is a CorruptLogError naming its commit. The result has `OPTIMIZATIONS_SCHEMA`: the
+    seed's event fields (nested FileStats as structs) and `version`, the commit that holds the event
+    (null when an entry does not say, e.g. a bare event JSON string). It is the
+    `<table>.optimizations` insight table (`use.insights`), ready for `spark.createDataFrame`.
     """
     rows: list[dict[str, Any]] = []
     for entry in history_entries:
@@ -251,8 +257,9 @@ def events_from_history(history_entries: Iterable[Any]) -> pa.Table:
         if text is None:
             continue
         try:
-            rows.append(OptimizationEvent.from_json(text).to_dict())
+            event = OptimizationEvent.from_json(text).to_dict()
         except CorruptLogError as e:
             where = f"commit {version}" if version is not None else "a history entry"
             raise CorruptLogError(f"{where} has a malformed {EVENT_TAG} tag: {e}") from None
-    return pa.Table.from_pylist(rows, schema=EVENT_SCHEMA)
+        rows.append({**event, "version": None if version is None else int(version)})
+    return pa.Table.from_pylist(rows, schema=OPTIMIZATIONS_SCHEMA)

@@ -18,14 +18,12 @@ would lose or duplicate rows is never committed.
 
 from __future__ import annotations
 
-import glob
-import json
 import logging
 import os
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,6 +32,7 @@ import pyarrow.compute as pc
 
 from use.delta.actions import AddFile, Metadata, add_files_table, paths_in, remove_actions
 from use.errors import ConcurrentModificationError, InvalidArgumentError, RowCountMismatchError
+from use.optimize.plan import KIND_INDEX, REVISION_REWRITE_TAG
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -219,17 +218,6 @@ def delete_written(table_root: str, adds: tuple[AddFile, ...] | list[AddFile]) -
             _log.warning("could not delete uncommitted file %s of %s: %s", a.path, table_root, exc)
 
 
-def _delete_prefixed(table_root: str, prefix: str, keep: set[str]) -> None:
-    """Delete files named `prefix*` anywhere under the table root except `keep` (absolute paths)."""
-    pattern = os.path.join(glob.escape(table_root), "**", glob.escape(prefix) + "*")
-    for path in glob.glob(pattern, recursive=True):
-        if os.path.abspath(path) not in keep:
-            try:
-                os.unlink(path)
-            except OSError:  # pragma: no cover
-                pass
-
-
 # --- the three rewrites --------------------------------------------------------------------------------
 
 
@@ -245,101 +233,52 @@ class Rewrite:
 def _binpack(
     spark: SparkSession, df: DataFrame, qsnap: QbeastSnapshot, task: MergeTask, config: OptimizationConfig
 ) -> Rewrite:
-    """Delta bin packing: repartition to the number of files the bin needs, write each partition with
-    `write_data_file` inside `mapInArrow` (plain Delta files, partition values kept). With
-    `sort_columns` (cluster-key overlap) the rows are range-partitioned and sorted by the key, so the
-    output files do not overlap on it."""
-    from use.delta.datafile import parquet_compression, partition_directory, write_data_file
-    from use.delta.stats import StatsConfig
-    from use.session import parquet_codec
+    """Delta bin packing: repartition to the number of files the bin needs and write each partition
+    as one plain Delta file (`use.spark_files`, partition values kept). With `sort_columns`
+    (cluster-key overlap) the rows are range-partitioned and sorted by the key, so the output files
+    do not overlap on it. A "cluster" task takes its row order from
+    `use.optimize.clustering` (ZOrder/Hilbert key ranges) and tags its files as one ZCube."""
     from use.optimize.strategies._common import output_files
-    from use.delta.storage import absolute_path
+    from use.spark_files import write_dataframe_files
 
     part = task.partition_dict
-    schema = qsnap.schema
-    data_schema = pa.schema([f for f in schema if f.name not in part])
     if part:
         df = df.drop(*part)  # not stored in the files; the AddFile carries them
     n = min(output_files(task.bytes, config.max_file_size), task.num_files)
-    if n == 1:
+    if task.kind == "cluster":
+        from use.optimize import clustering
+
+        rows = num_records(qsnap.files.take(pa.array(task_file_rows(qsnap, task), pa.int64())), qsnap.schema)
+        # Not capped by the input file count: one large unclustered file becomes several ranges.
+        out = clustering.clustered(df, task, output_files(task.bytes, config.max_file_size), rows)
+    elif n == 1:
         out = df.coalesce(1)
     elif task.sort_columns:
         # Clustering rewrite: each output file gets its own key range, or the outputs would overlap again.
         out = df.repartitionByRange(n, *task.sort_columns)
     else:
         out = df.repartition(n)
-    if task.sort_columns:
+    if task.sort_columns and task.kind != "cluster":
         out = out.sortWithinPartitions(*task.sort_columns)
-    stats = StatsConfig.from_configuration(qsnap.configuration)
-    prefix = f"{BINPACK_PREFIX}{uuid.uuid4().hex}-"
-    root = qsnap.table_root
-    # Hive-style directory, as Spark and delta-rs lay partitions out. No tags: plain Delta files and
-    # the staging files of a Qbeast table stay what they were.
-    pdir = partition_directory(part) if part else None
-    codec = parquet_codec(spark)
-    # Spark's file naming: the codec before the extension (none for uncompressed files).
-    suffix = ".parquet" if parquet_compression(codec) == "none" else f".{codec}.parquet"
-
-    def write_partition(batches: Any) -> Any:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        pid = ctx.partitionId() if ctx else 0
-        attempt = ctx.attemptNumber() if ctx else 0
-        name = f"{prefix}{pid:05d}-{attempt}{suffix}"
-        first = None
-        rest = iter(batches)
-        for b in rest:
-            if b.num_rows:
-                first = b
-                break
-        if first is None:
-            return
-
-        def chain() -> Any:
-            yield first
-            yield from rest
-
-        add = write_data_file(
-            root,
-            chain(),
-            schema=data_schema,
-            file_name=f"{pdir}/{name}" if pdir else name,
-            data_change=False,
-            partition_values=part or None,
-            stats_columns=stats.num_indexed_cols,
-            stats_column_names=stats.columns,
-            compression=codec,
-        )
-        yield pa.RecordBatch.from_pydict({"add": [json.dumps(add.to_action()["add"])]})
-
-    try:
-        rows = out.mapInArrow(write_partition, "add string").collect()
-    except BaseException:
-        _delete_prefixed(root, prefix, set())
-        raise
-    adds = tuple(_add_from_json(json.loads(r["add"])) for r in rows)
-    # Retried/speculative attempts may have left a second copy of a partition: keep only the reported ones.
-    _delete_prefixed(root, prefix, {os.path.abspath(absolute_path(root, a.path)) for a in adds})
-    return Rewrite(adds, None, task.revision_id)
-
-
-def _add_from_json(d: dict[str, Any]) -> AddFile:
-    return AddFile(
-        path=d["path"],
-        size=int(d["size"]),
-        modification_time=int(d["modificationTime"]),
-        data_change=bool(d["dataChange"]),
-        partition_values=dict(d.get("partitionValues") or {}),
-        stats=d.get("stats"),
-        tags=d.get("tags"),
+    # No tags: plain Delta files and the staging files of a Qbeast table stay what they were.
+    adds = write_dataframe_files(
+        out,
+        qsnap.table_root,
+        qsnap.schema,
+        fixed_partition_values=part,
+        configuration=qsnap.configuration,
+        data_change=False,
+        prefix=BINPACK_PREFIX,
     )
+    if task.kind == "cluster":
+        adds = clustering.tagged(adds, task)
+    return Rewrite(adds, None, task.revision_id)
 
 
 def _rewrite(
     spark: SparkSession, df: DataFrame, qsnap: QbeastSnapshot, task: MergeTask, config: OptimizationConfig
 ) -> Rewrite:
-    if task.kind == "binpack":
+    if task.kind in ("binpack", "cluster"):
         return _binpack(spark, df, qsnap, task, config)
     from use.qbeast import writer
 
@@ -360,6 +299,15 @@ def _rewrite(
         )
         return Rewrite(tuple(adds), None, task.revision_id)
     raise InvalidArgumentError(f"unknown merge task kind {task.kind!r}")  # MergeTask validates; defensive
+
+
+def _mark_revision_rewrite(result: Rewrite, planned_version: int) -> Rewrite:
+    """Tag every output of a revision-rewrite task, so the planner can tell from the log that the
+    revision needs no rewrite until something else adds a file to it (`REVISION_REWRITE_TAG`)."""
+    adds = tuple(
+        replace(a, tags={**(a.tags or {}), REVISION_REWRITE_TAG: str(planned_version)}) for a in result.adds
+    )
+    return replace(result, adds=adds)
 
 
 # --- one task, one commit ---------------------------------------------------------------------------------
@@ -475,6 +423,8 @@ def run_task(
         df = scan(spark, qsnap, in_files)
         result = _rewrite(spark, df, qsnap, task, config)
         written = result.adds
+        if task.revision_rewrite and task.kind != KIND_INDEX:
+            result = _mark_revision_rewrite(result, snapshot.version)
         out_files = add_files_table(list(result.adds))
         rows_out = num_records(out_files, qsnap.schema)
         if rows_in is not None and rows_out is not None and rows_in != rows_out:
@@ -508,6 +458,10 @@ def run_task(
             "revisionId": str(task.revision_id),
             "reason": task.reason,
         }
+        if task.kind == "cluster":
+            from use.optimize.clustering import commit_parameters
+
+            parameters.update(commit_parameters(task))
         version = txn.commit(
             OPERATION,
             parameters,

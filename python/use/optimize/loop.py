@@ -2,9 +2,25 @@
 
 Every iteration plans from a *fresh* snapshot, so work done by the previous iteration and by
 concurrent writers is always seen, and a task abandoned because its input vanished is simply planned
-again (or not) from the new state. The loop ends when the planner selects nothing, when
-`max_iterations` tasks have run, when a stop is requested, or when a task made no progress (a guard
-against a strategy that keeps selecting work it cannot improve).
+again (or not) from the new state. The planner only plans tasks whose rewrite gains something
+(`use.optimize.gain`), so the loop reaches a fixed point: the planner selects nothing, and a further
+run commits nothing.
+
+Why a run ended (`OptimizeResult.outcome`), one meaning each:
+
+* `converged`: the planner selected nothing: the table is at the fixed point of the strategy chain
+  for this configuration, and another run with it commits nothing (until the table changes);
+* `done`: a one-shot request (an explicit file list, a revision rewrite) ran all its tasks; it says
+  nothing about the rest of the table (a later run may still find work);
+* `max_iterations`, `stopped`: the run was cut short by its iteration budget or a stop request;
+  the work left is planned by the next run;
+* `conflicts`: too many tasks in a row were abandoned because concurrent writers removed their
+  files; the writers win, the next run re-plans;
+* `no_progress`: a committed rewrite did not deliver the gain the planner estimated for it (fewer
+  files, or fewer blocks per cube): an estimate is wrong, which is a bug to report; the run stops
+  there so it cannot rewrite without end. Read-cost gains (sampling overhead, key overlap) cannot be
+  measured from a commit and are judged by the next plan instead;
+* `dry_run`: only planned.
 
 A stop request is checked between tasks, and a stop arriving while a task's Spark jobs run cancels
 them (`use.optimize.executor.run_task`): the running task always ends cleanly (committed, or
@@ -31,11 +47,10 @@ __all__ = [
     "IterationMetrics",
     "OptimizeResult",
     "run_loop",
-    "format_metrics_table",
-    "format_iteration",
     "optimize_path",
     "optimizations",
     "optimizations_table",
+    "session_defaults",
     "CONVERGED",
     "MAX_ITERATIONS",
     "STOPPED",
@@ -47,14 +62,14 @@ __all__ = [
     "ABANDONED",
 ]
 
-# Why a run ended (`OptimizeResult.outcome`).
-CONVERGED = "converged"  # the planner selected nothing
+# Why a run ended (`OptimizeResult.outcome`; the module docstring gives each one meaning).
+CONVERGED = "converged"  # the planner selected nothing: the fixed point; another run commits nothing
 MAX_ITERATIONS = "max_iterations"  # the iteration budget was used up
 STOPPED = "stopped"  # a stop was requested
 DRY_RUN = "dry_run"  # only planned
-NO_PROGRESS = "no_progress"  # a rewrite reduced neither files nor blocks; re-running would loop forever
+NO_PROGRESS = "no_progress"  # a commit did not deliver its estimated gain (a bug); stopped to not loop
 CONFLICTS = "conflicts"  # too many consecutive tasks lost to concurrent writers; the writers win
-DONE = "done"  # a single-pass run (explicit files) ran its plan
+DONE = "done"  # a one-shot request (explicit files, revision rewrite) ran all its tasks
 
 S = TypeVar("S")
 
@@ -111,6 +126,12 @@ class OptimizeResult:
     outcome: str
     plan: Plan | None = None
     dry_run: bool = False
+    note: str | None = None  # why nothing was selected, when nothing was (`use.optimize.report`)
+
+    def __str__(self) -> str:
+        from use.optimize.report import render_result
+
+        return render_result(self)
 
     def __iter__(self) -> Iterator[IterationMetrics]:
         return iter(self.iterations)
@@ -154,11 +175,27 @@ def _validate_max_iterations(max_iterations: int | None) -> None:
         )
 
 
-def _made_progress(m: IterationMetrics) -> bool:
-    """Indexing always progresses (staging files leave revision 0); a rewrite must shrink something."""
-    if m.kind == "index":
+def delivered(task: Any, m: IterationMetrics) -> bool:
+    """Did a committed rewrite deliver the gain its plan estimated (`MergeTask.gain`)?
+
+    Indexing always does (staging files leave revision 0), so does clustering (its files become one
+    ZCube of the key, which is not selected again). A file gain must show as fewer files out
+    than in; a block gain as fewer blocks beyond one per cube (blocks - cubes: a compaction puts
+    each cube in one file, though rows moving down into child cubes may add blocks of new cubes) or
+    fewer files. A read-cost gain is not measurable from the commit and is taken as delivered: the
+    next plan judges it (its files are not selected again). A task without an estimate (not from
+    the planner) must reduce files or blocks.
+    """
+    if m.kind in ("index", "cluster"):
         return True
-    return m.files_out < m.files_in or m.blocks_out < m.blocks_in
+    fewer_files = m.files_out < m.files_in
+    gain = getattr(task, "gain", None)
+    if gain is None:
+        return fewer_files or m.blocks_out < m.blocks_in
+    if gain.read_cost > 0:
+        return True
+    fewer_redundant = m.blocks_out - m.cubes_out < m.blocks_in - m.cubes_in
+    return (gain.files > 0 and fewer_files) or (gain.blocks > 0 and (fewer_redundant or fewer_files))
 
 
 def run_loop(
@@ -180,7 +217,8 @@ def run_loop(
     its metrics, with status ABANDONED (and nothing changed) when it lost to a concurrent writer.
     An abandoned task ends the current plan: the next iteration re-plans from a fresh snapshot.
     `single_pass` (or a plan marked `one_shot`: explicit file lists, whole-revision rewrites) runs one
-    plan and ends, because re-planning would select the same kind of work forever.
+    plan and ends (`done`): its tasks were asked for, so they are not held to a gain estimate. Every
+    other committed task must deliver its estimated gain (`delivered`), or the run ends `no_progress`.
     """
     _validate_max_iterations(max_iterations)
     is_stop_requested(stop)  # validates the type before any work
@@ -221,79 +259,17 @@ def run_loop(
                     return result(CONFLICTS)
                 break  # the plan is stale: re-plan from a fresh snapshot
             abandoned_streak = 0
-            if not _made_progress(metrics):
+            if not one_shot and not delivered(task, metrics):
                 return result(NO_PROGRESS)
         else:
             if one_shot:
                 return result(DONE)
 
 
-# --- presentation ---------------------------------------------------------------------------------------
-
-_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("iter", "iteration"),
-    ("strategy", "strategy"),
-    ("kind", "kind"),
-    ("rev", "revision_id"),
-    ("status", "status"),
-    ("version", "version"),
-    ("files in", "files_in"),
-    ("files out", "files_out"),
-    ("bytes in", "bytes_in"),
-    ("bytes out", "bytes_out"),
-    ("avg in", "avg_file_size_in"),
-    ("avg out", "avg_file_size_out"),
-    ("cubes in", "cubes_in"),
-    ("cubes out", "cubes_out"),
-    ("blocks in", "blocks_in"),
-    ("blocks out", "blocks_out"),
-    ("rows", "rows"),
-    ("ms", "time_ms"),
-)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.0f}"
-    return str(value)
-
-
-def format_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A plain fixed-width text table (CLI output and benchmarks)."""
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
-    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines.extend("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells)
-    return "\n".join(lines)
-
-
-def format_metrics_table(iterations: Sequence[IterationMetrics]) -> str:
-    return format_table(
-        [h for h, _ in _COLUMNS], [[getattr(m, attr) for _, attr in _COLUMNS] for m in iterations]
-    )
-
-
-def format_iteration(m: IterationMetrics) -> str:
-    """One progress line per iteration."""
-    if not m.committed:
-        return (
-            f"iteration {m.iteration}: {m.strategy}/{m.kind} revision {m.revision_id}: abandoned "
-            f"({m.error or 'conflict'}); re-planning"
-        )
-    return (
-        f"iteration {m.iteration}: {m.strategy}/{m.kind} revision {m.revision_id}: "
-        f"{m.files_in} files ({m.bytes_in} B, {m.blocks_in} blocks) -> {m.files_out} files "
-        f"({m.bytes_out} B, {m.blocks_out} blocks), {m.rows} rows, {m.time_ms} ms, version {m.version}"
-    )
-
-
 # --- wiring to the real table -------------------------------------------------------------------------------
 
 
-def _session_defaults(spark: Any) -> dict[str, str]:
+def session_defaults(spark: Any) -> dict[str, str]:
     """`spark.qbeast.use.optimization.*` session settings (table-key defaults)."""
     from use.optimize.config import SPARK_OPT_PREFIX
 
@@ -329,6 +305,7 @@ def optimize_path(
     bad input raises a typed error and leaves the table as it was.
     """
     from use.delta import DeltaLog
+    from use.delta.snapshot import check_write_support
     from use.errors import TableNotFoundError
     from use.optimize.config import OptimizationConfig
     from use.optimize.executor import run_task
@@ -352,6 +329,9 @@ def optimize_path(
             f"no table at {location!r}: there is no Delta log with commits; check the path or write the table first"
         )
     first = log.snapshot()
+    if not dry_run:
+        # Before any file is rewritten: a feature USE reads but cannot write refuses here.
+        check_write_support(first.protocol, first.metadata, first.table_root)
     given: dict[str, Any] = dict(overrides or {})
     if bytes_per_iter is not None:
         given["bytes-per-iter"] = bytes_per_iter
@@ -359,7 +339,7 @@ def optimize_path(
         given["revision-rewrite"] = revision_rewrite
     if strategy is not None:
         given["strategies"] = strategy if isinstance(strategy, str) else ",".join(strategy)
-    config = OptimizationConfig.from_properties(first.configuration, given, spark_conf=_session_defaults(spark))
+    config = OptimizationConfig.from_properties(first.configuration, given, spark_conf=session_defaults(spark))
     planner = Planner(None, config)
     planned_once = [False]
 
@@ -383,7 +363,7 @@ def optimize_path(
         snap, qsnap = state
         return run_task(spark, log, snap, qsnap, task, config, stop=stop)
 
-    return run_loop(
+    result = run_loop(
         snapshot_fn=snapshot_fn,
         plan_fn=plan_fn,
         execute_fn=execute_fn,
@@ -393,10 +373,18 @@ def optimize_path(
         dry_run=dry_run,
         on_iteration=on_iteration,
     )
+    nothing = result.outcome == CONVERGED or (result.outcome == DRY_RUN and (result.plan is None or result.plan.is_empty))
+    if nothing and not result.iterations and files is None:
+        from use.optimize.report import explain_nothing_selected
+
+        qsnap = QbeastSnapshot.from_delta(first)
+        result = replace(result, note=explain_nothing_selected(qsnap, planner.chain(qsnap)))
+    return result
 
 
 def optimizations_table(location: str) -> Any:
-    """Every optimization event of the table at `location`, oldest first, as an Arrow table."""
+    """Every optimization event of the table at `location`, oldest first, as an Arrow table
+    (`OPTIMIZATIONS_SCHEMA`: the seed's fields and the commit version)."""
     from use.delta import DeltaLog
     from use.optimize.events import events_from_history
 
@@ -405,12 +393,16 @@ def optimizations_table(location: str) -> Any:
 
 
 def optimizations(spark: Any, location: str) -> Any:
-    """The table's optimization events as a Spark DataFrame (the `<table>.optimizations` rows)."""
+    """The table's optimization events as a Spark DataFrame (the `<table>.optimizations` rows), with
+    `started_at` and `finished_at` as timestamps (the events store epoch milliseconds)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from use.optimize.events import EVENT_SCHEMA
-
     table = optimizations_table(location)
+    for name in ("started_at", "finished_at"):
+        i = table.schema.get_field_index(name)
+        table = table.set_column(i, name, pc.cast(table.column(i), pa.timestamp("ms", tz="UTC")))
     if table.num_rows == 0:
-        return spark.createDataFrame([], from_arrow_schema(EVENT_SCHEMA))
+        return spark.createDataFrame([], from_arrow_schema(table.schema))
     return spark.createDataFrame(table)

@@ -8,23 +8,63 @@ touching a table.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 import pyarrow as pa
 
+from use.display import format_bytes, format_bytes_exact, shorten, text_table
 from use.errors import InvalidArgumentError
+from use.optimize.curves import CURVES
 
 #: Task kinds. "index": staging rows are indexed into the latest revision (a new revision may appear);
 #: "compact": files of one indexed revision are rewritten with that revision's existing cube weights;
-#: "binpack": files are rewritten as plain Delta files (optionally sorted by `sort_columns`).
+#: "binpack": files are rewritten as plain Delta files (optionally sorted by `sort_columns`);
+#: "cluster": files are rewritten as plain Delta files ordered by the `curve` key of `cluster_by`
+#: (ZOrder/Hilbert, `use.optimize.clustering`), tagged as one ZCube.
 KIND_INDEX = "index"
 KIND_COMPACT = "compact"
 KIND_BINPACK = "binpack"
-KINDS = (KIND_INDEX, KIND_COMPACT, KIND_BINPACK)
+KIND_CLUSTER = "cluster"
+KINDS = (KIND_INDEX, KIND_COMPACT, KIND_BINPACK, KIND_CLUSTER)
 
 #: `revision_id` of tasks on a plain Delta table (no Qbeast revisions at all).
 PLAIN_DELTA_REVISION = -1
+
+#: `add.tags` key on every file written by a `revision-rewrite` task (value: the table version the
+#: rewrite was planned on). It is how a revision rewrite is one-shot without hidden state: once every
+#: live file of the revision carries it, nothing has changed the revision since it was rewritten, and
+#: a revision rewrite selects nothing. Any write or other rewrite adds files without it.
+REVISION_REWRITE_TAG = "use.optimization.revisionRewrite"
+
+
+@dataclass(frozen=True)
+class Gain:
+    """What a task's rewrite is expected to reduce; a task with no gain is never planned.
+
+    `files`: files fewer after the rewrite; `blocks`: redundant blocks removed (blocks beyond one per
+    cube among the task's files: a rewrite puts each cube in one file); `read_cost`: bytes a query
+    reads needlessly today that the rewrite removes (staging files scanned in full, sampling overhead,
+    key-range overlap). Computed from the snapshot by `use.optimize.gain` (the planner's guard); the
+    optimize loop checks the measurable parts (files, blocks) against the committed rewrite.
+    """
+
+    files: int = 0
+    blocks: int = 0
+    read_cost: float = 0.0
+
+    def __bool__(self) -> bool:
+        return self.files > 0 or self.blocks > 0 or self.read_cost > 0
+
+
+def revision_label(revision_id: int) -> str:
+    """`revision 3`, `staging revision 0`, or `plain Delta` for a table without an index (never "-1")."""
+    if revision_id == PLAIN_DELTA_REVISION:
+        return "plain Delta"
+    if revision_id == 0:
+        return "staging revision 0"
+    return f"revision {revision_id}"
 
 
 def _freeze_partition(values: Mapping[str, str | None] | Iterable[tuple[str, str | None]] | None) -> tuple[tuple[str, str | None], ...]:
@@ -44,6 +84,10 @@ class MergeTask:
     scheduling weight). `partition_values` is a sorted tuple of (column, value) pairs so the task stays
     hashable; `partition_dict` gives the mapping. `sort_columns` asks a "binpack" rewrite to sort the
     output by those columns (the cluster-key strategy: merged files must not overlap again).
+    `cluster_by` and `curve` are the key of a "cluster" task (column names as Spark parses them,
+    backticks around names with dots) and are set exactly for that kind.
+    `revision_rewrite` marks the tasks of a `revision-rewrite` plan: their outputs carry
+    `REVISION_REWRITE_TAG`. `gain` is set by the planner's guard (`use.optimize.gain`).
     """
 
     strategy: str
@@ -56,6 +100,10 @@ class MergeTask:
     kind: str
     partition_values: tuple[tuple[str, str | None], ...] = ()
     sort_columns: tuple[str, ...] = ()
+    cluster_by: tuple[str, ...] = ()
+    curve: str = ""
+    revision_rewrite: bool = False
+    gain: Gain | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -63,6 +111,14 @@ class MergeTask:
         object.__setattr__(self, "paths", tuple(self.paths))
         object.__setattr__(self, "partition_values", _freeze_partition(self.partition_values))  # type: ignore[arg-type]
         object.__setattr__(self, "sort_columns", tuple(self.sort_columns))
+        object.__setattr__(self, "cluster_by", tuple(self.cluster_by))
+        if self.kind == KIND_CLUSTER and (not self.cluster_by or self.curve not in CURVES):
+            raise InvalidArgumentError(
+                f"a cluster MergeTask needs cluster_by columns and a curve in {', '.join(CURVES)}, "
+                f"got {self.cluster_by!r} and {self.curve!r}"
+            )
+        if self.kind != KIND_CLUSTER and (self.cluster_by or self.curve):
+            raise InvalidArgumentError(f"cluster_by and curve belong to cluster tasks, not to {self.kind!r} tasks")
         if self.num_files != len(self.paths):
             raise InvalidArgumentError(
                 f"MergeTask.num_files ({self.num_files}) must equal the number of paths ({len(self.paths)})"
@@ -85,6 +141,10 @@ class MergeTask:
             "reason": self.reason,
             "partition_values": self.partition_dict,
             "sort_columns": list(self.sort_columns),
+            "cluster_by": list(self.cluster_by),
+            "curve": self.curve,
+            "revision_rewrite": self.revision_rewrite,
+            "gain": None if self.gain is None else dataclasses.asdict(self.gain),
             "paths": list(self.paths),
         }
 
@@ -159,39 +219,23 @@ class Plan:
         cols = ("#", "kind", "revision", "files", "bytes", "score", "partition", "reason")
         rows = [
             (
-                str(i),
+                i,
                 t.kind,
-                str(t.revision_id),
-                str(t.num_files),
-                _human_bytes(t.bytes),
+                revision_label(t.revision_id),
+                t.num_files,
+                format_bytes(t.bytes),
                 f"{t.score:.4g}",
                 ",".join(f"{k}={v}" for k, v in t.partition_values) or "-",
-                t.reason if len(t.reason) <= max_reason else t.reason[: max_reason - 3] + "...",
+                shorten(t.reason, max_reason),
             )
             for i, t in enumerate(self.tasks)
         ]
-        widths = [max(len(c), *(len(r[j]) for r in rows)) for j, c in enumerate(cols)]
-        right = {0, 2, 3, 4, 5}
-
-        def line(cells: tuple[str, ...]) -> str:
-            return "  ".join(c.rjust(w) if j in right else c.ljust(w) for j, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-        out = [head, line(cols), line(tuple("-" * w for w in widths))]
-        out += [line(r) for r in rows]
+        out = [head, text_table(cols, rows)]
         out.append(
-            f"total: {len(self.tasks)} task(s), {self.num_files} file(s), {_human_bytes(self.bytes)}"
+            f"total: {len(self.tasks)} task(s), {self.num_files} file(s), {format_bytes_exact(self.bytes)}"
             + (" (one-shot)" if self.one_shot else "")
         )
         return "\n".join(out)
 
     def __str__(self) -> str:
         return self.render()
-
-
-def _human_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"  # pragma: no cover

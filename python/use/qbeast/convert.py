@@ -1,11 +1,12 @@
 """Turning a parquet directory or a Delta table into a Qbeast table in place (qbeast-format spec §6.4).
 
-No data file is read or rewritten. A parquet directory first becomes a Delta table: one `add` per
-parquet file, its stats taken from the file's footer (the `CONVERT TO DELTA` step). Then one
-metadata-only commit adds the *staging* revision 0 for the requested columns (EmptyTransformers,
-the desired cube size) and `qbeast.lastRevisionID = "0"`. Every existing file is then an unindexed
-staging file: reads see all rows, and the next indexed write (or an optimization of revision 0)
-creates revision 1 with real transformations.
+No data file is read or rewritten. A parquet directory becomes a Delta table in one commit: one
+`add` per parquet file, its stats taken from the file's footer (what `CONVERT TO DELTA` does), and
+table properties that already hold the *staging* revision 0 for the requested columns
+(EmptyTransformers, the desired cube size) and `qbeast.lastRevisionID = "0"` (qbeast-spark needs a
+second, metadata-only commit for them). A Delta table gets that metadata-only commit. Every
+existing file is then an unindexed staging file: reads see all rows, and the next indexed write (or
+an optimization of revision 0) creates revision 1 with real transformations.
 
 Everything that can be wrong with the input (missing path, partitioned layout, unknown columns,
 bad cube size, schemas that do not unify) is checked before the first byte is written, so a failed
@@ -106,6 +107,7 @@ def _list_parquet_dir(path: str) -> list[str]:
 def _parquet_adds(path: str, names: list[str]) -> tuple[pa.Schema, list[Any]]:
     """Schema and `AddFile`s (with footer stats) of a parquet directory's files."""
     from use.delta.actions import AddFile
+    from use.delta.schema import as_nullable
     from use.delta.stats import file_stats_json
 
     metas = []
@@ -119,7 +121,7 @@ def _parquet_adds(path: str, names: list[str]) -> tuple[pa.Schema, list[Any]]:
         schema = pa.unify_schemas([m.schema.to_arrow_schema() for _, m, _ in metas])
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise SchemaMismatchError(f"the parquet files in {path!r} have incompatible schemas: {exc}") from None
-    schema = pa.schema([pa.field(f.name, f.type, True) for f in schema])  # Delta columns are nullable
+    schema = as_nullable(schema)  # Delta columns are nullable
     # Parquet min/max ignore NaN, while Spark orders NaN above everything: never claim a float max.
     floats = [f.name for f in schema if pa.types.is_floating(f.type)]
     adds = []
@@ -165,7 +167,8 @@ def convert_to_qbeast(path: str, columns_to_index: Sequence[str] | str, cube_siz
         revision = staging_revision(path, names, cube_size, _now_ms())
         txn = log.start_transaction()
         meta = snap.metadata
-        txn.add(_with_configuration(meta, configuration_with_revision(meta.configuration, revision)))
+        conf = configuration_with_revision(meta.configuration, revision, columns_to_index=columns_to_index)
+        txn.add(_with_configuration(meta, conf))
         version = txn.commit("SET TBLPROPERTIES", {"properties": _props(revision)})
         return ConvertResult(path, version, "delta", snap.num_files, tuple(names), True)
 
@@ -177,17 +180,16 @@ def convert_to_qbeast(path: str, columns_to_index: Sequence[str] | str, cube_siz
     schema, adds = _parquet_adds(path, files)
     names = index_column_names(columns_to_index, schema, f"the parquet directory {path!r}")
     revision = staging_revision(path, names, cube_size, _now_ms())
-    # Step 1 (CONVERT TO DELTA): the log over the existing files, exactly as they are.
-    log.create(schema)
-    txn = log.start_transaction()
-    txn.add(*adds)
-    txn.commit("CONVERT", {"numFiles": len(adds), "partitionedBy": [], "collectStats": True, "sourceFormat": "parquet"})
-    # Step 2: the metadata-only commit that makes it a Qbeast table.
-    snap = log.snapshot()
-    txn = log.start_transaction()
-    txn.add(_with_configuration(snap.metadata, configuration_with_revision(snap.metadata.configuration, revision)))
-    version = txn.commit("SET TBLPROPERTIES", {"properties": _props(revision)})
-    return ConvertResult(path, version, "parquet", len(adds), tuple(names), True)
+    # One commit: the log over the existing files, exactly as they are (CONVERT TO DELTA), with the
+    # staging revision already in its table properties, so no reader sees a half-converted table.
+    snap = log.create(
+        schema,
+        configuration=configuration_with_revision({}, revision, columns_to_index=columns_to_index),
+        actions=adds,
+        operation="CONVERT",
+        operation_parameters={"numFiles": len(adds), "partitionedBy": [], "collectStats": True, "sourceFormat": "parquet"},
+    )
+    return ConvertResult(path, snap.version, "parquet", len(adds), tuple(names), True)
 
 
 def _props(revision: Any) -> dict[str, str]:

@@ -6,12 +6,25 @@ and the same `select_files` prunes the file list (Delta stats + cube space); eac
 then read with pyarrow in a worker task. Every pushed filter is also handed back to Spark, so rows
 are always re-checked and the result equals an unpruned read.
 
-`df.write.format("qbeast").mode("append").save(path)` cannot run the OTree's two-pass indexing (a
-data source writer sees one partition at a time), so its rows land honestly as *staging* files:
-plain Delta data files without Qbeast tags (revision 0), one per task, committed by the driver in
-one transaction. An optimization of revision 0, or the next `QbeastTable.write`, indexes them. A
-missing table is created, with the staging revision when the `columnsToIndex` option is given
-(and `cubeSize`, default 5,000,000).
+`df.write.format("qbeast")` cannot run the OTree's two-pass indexing (a data source writer sees one
+partition at a time), so its rows land honestly as *staging* files: plain Delta data files without
+Qbeast tags (revision 0), one per task, committed by the driver in one transaction. An optimization
+of revision 0, or the next `QbeastTable.write`, indexes them. The rules are `QbeastTable.write`'s:
+
+* a new table needs the `columnsToIndex` option (and takes `cubeSize`, default 5,000,000); it is
+  created with only the staging revision;
+* appending to a table with `columnsToIndex` different from its indexed columns is refused (leave
+  the option out, or give the same columns); the data must have the table's schema;
+* `mode("overwrite")` replaces the table's data, schema and revisions with the new rows as staging
+  files (the index columns from `columnsToIndex`, else the table's); one commit, which fails rather
+  than drop rows a concurrent writer appended;
+* only Qbeast tables are written (a plain Delta table is refused: convert it first);
+* Spark's default save mode (`errorifexists`) and `ignore` are refused by Spark itself before this
+  source runs (Python data sources support only append and overwrite): say `.mode("append")` or
+  `.mode("overwrite")`.
+
+Errors raised while Spark sets up the write reach the caller inside Spark's
+`PYTHON_DATA_SOURCE_ERROR` AnalysisException, whose message ends with USE's one-line error.
 
 Register it on a session with `register(spark)`; the workers must be able to import `use` (the
 package installed in the interpreter `PYSPARK_PYTHON` names).
@@ -164,16 +177,21 @@ class QbeastReader(DataSourceReader):
                 acc = 0
             groups[-1].append(p)
             acc += int(size)
-        return [InputPartition(g) for g in groups] or [InputPartition([])]
+        # Under column mapping the files hold physical names: the mapping travels with each partition.
+        mapping = qsnap.column_mapping if qsnap.column_mapping is not None and qsnap.column_mapping.active else None
+        return [InputPartition((g, mapping)) for g in groups] or [InputPartition(([], None))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
         from pyspark.sql.pandas.types import to_arrow_schema
 
         schema = to_arrow_schema(self.schema, prefers_large_types=False) if hasattr(self.schema, "fields") else self.schema
-        for path in partition.value:
-            table = _conform(pq.read_table(path), schema)
-            yield from table.to_batches()
+        paths, mapping = partition.value
+        for path in paths:
+            data = pq.read_table(path)
+            if mapping is not None:
+                data = mapping.to_logical(data)
+            yield from _conform(data, schema).to_batches()
 
 
 @dataclass(frozen=True)
@@ -183,11 +201,28 @@ class StagedFiles(WriterCommitMessage):
     adds: tuple[Any, ...]
 
 
+@dataclass(frozen=True)
+class WritePlan:
+    """What the driver decided before any row is written (sent to the tasks and the commit).
+
+    `columns`/`cube_size` are set when the commit must (re)declare the staging revision: a new table
+    or an overwrite. `read_version` is the snapshot the decision was made on (None: a new table);
+    an overwrite commits against it, so a concurrent change fails the write instead of being lost.
+    """
+
+    path: str
+    arrow_schema: pa.Schema
+    overwrite: bool
+    columns: tuple[str, ...] | None
+    cube_size: int | None
+    read_version: int | None
+
+
 class QbeastStagingWriter(DataSourceArrowWriter):
-    def __init__(self, path: str, arrow_schema: pa.Schema, options: dict[str, str]) -> None:
-        self.path = path
-        self.arrow_schema = arrow_schema
-        self.options = options
+    def __init__(self, plan: WritePlan) -> None:
+        self.plan = plan
+        self.path = plan.path
+        self.arrow_schema = plan.arrow_schema
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFiles:
         from use.delta.datafile import write_data_file
@@ -203,13 +238,19 @@ class QbeastStagingWriter(DataSourceArrowWriter):
 
         adds = [a for m in messages if isinstance(m, StagedFiles) for a in m.adds]
         log = DeltaLog.for_path(self.path)
-        if not log.exists():
-            _create_table(log, self.path, self.arrow_schema, self.options)
-        if not adds:
-            return
-        txn = log.start_transaction()
-        txn.add(*adds)
-        txn.commit("WRITE", {"mode": "Append", "partitionBy": "[]"}, {"numFiles": len(adds)})
+        plan = self.plan
+        try:
+            if plan.read_version is None:
+                _create_and_append(log, plan, adds)
+            elif plan.overwrite:
+                _overwrite(log, plan, adds)
+            elif adds:
+                txn = log.start_transaction()
+                txn.add(*adds)
+                txn.commit("WRITE", {"mode": "Append", "partitionBy": "[]"}, {"numFiles": str(len(adds))})
+        except BaseException:
+            self.abort(messages)
+            raise
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         from use.delta.storage import absolute_path
@@ -223,27 +264,54 @@ class QbeastStagingWriter(DataSourceArrowWriter):
                         pass
 
 
-def _create_table(log: Any, path: str, schema: pa.Schema, options: dict[str, str]) -> None:
-    """A new table; with `columnsToIndex`, a Qbeast one holding only the staging revision.
-    `options` has lower-case keys."""
-    from use.errors import TableAlreadyExistsError
+def _staging_configuration(plan: WritePlan, base: dict[str, str]) -> dict[str, str]:
+    """`base` with every revision replaced by a staging revision on the plan's columns."""
+    import time
 
-    configuration: dict[str, str] = {}
-    columns = options.get("columnstoindex")
-    if columns:
-        import time
+    from use.qbeast.revision import configuration_with_revision, staging_revision
 
-        from use.qbeast.convert import DEFAULT_CUBE_SIZE, index_column_names
-        from use.qbeast.revision import configuration_with_revision, staging_revision
+    assert plan.columns is not None and plan.cube_size is not None
+    revision = staging_revision(plan.path, list(plan.columns), plan.cube_size, int(time.time() * 1000))
+    return configuration_with_revision(base, revision, overwrite=True)
 
-        names = index_column_names(columns, schema, f"the data written to {path!r}")
-        cube_size = _cube_size_option(options.get("cubesize"), DEFAULT_CUBE_SIZE)
-        revision = staging_revision(path, names, cube_size, int(time.time() * 1000))
-        configuration = configuration_with_revision({}, revision)
+
+def _create_and_append(log: Any, plan: WritePlan, adds: list[Any]) -> None:
+    """A new table holding only the staging revision, and the rows, in one commit (version 0)."""
+    from use.errors import ConcurrentModificationError, TableAlreadyExistsError
+
     try:
-        log.create(schema, configuration=configuration)
-    except TableAlreadyExistsError:
-        pass  # created concurrently: append to it
+        txn = log.create_transaction(plan.arrow_schema, configuration=_staging_configuration(plan, {}))
+        txn.add(*adds)
+        txn.commit("WRITE", {"mode": "Append", "partitionBy": "[]"}, {"numFiles": str(len(adds))})
+    except (TableAlreadyExistsError, ConcurrentModificationError):
+        # Created concurrently (another writer's first commit won): append to it, as Spark would.
+        if not adds:
+            return
+        txn = log.start_transaction()
+        txn.add(*adds)
+        txn.commit("WRITE", {"mode": "Append", "partitionBy": "[]"}, {"numFiles": str(len(adds))})
+
+
+def _overwrite(log: Any, plan: WritePlan, adds: list[Any]) -> None:
+    """Replace data, schema and revisions in one commit planned on the snapshot the driver read."""
+    from dataclasses import replace
+
+    from use.delta.actions import remove_actions
+    from use.delta.schema import schema_to_json
+    from use.delta.transaction import Transaction
+
+    snap = log.snapshot(version=plan.read_version)
+    conf = _staging_configuration(plan, dict(snap.metadata.configuration))
+    metadata = replace(snap.metadata, configuration=conf, schema_string=schema_to_json(plan.arrow_schema))
+    txn = Transaction(log, snap)
+    txn.add(metadata)
+    txn.read_whole_table()
+    txn.add(*remove_actions(snap.files, data_change=True), *adds)
+    txn.commit(
+        "WRITE",
+        {"mode": "Overwrite", "partitionBy": "[]"},
+        {"numFiles": str(len(adds)), "numRemovedFiles": str(snap.files.num_rows)},
+    )
 
 
 def _cube_size_option(value: Any, default: int) -> int:
@@ -256,6 +324,64 @@ def _cube_size_option(value: Any, default: int) -> int:
     if n < 1:
         raise InvalidArgumentError(f'option cubeSize must be a positive integer (rows per cube), got {value!r}')
     return n
+
+
+def plan_write(options: Any, schema: pa.Schema, overwrite: bool) -> WritePlan:
+    """Decide a `format("qbeast")` write on the driver, by `QbeastTable.write`'s rules (module
+    docstring); every refusal is a typed error raised before any row is written."""
+    from use.delta import DeltaLog
+    from use.delta.snapshot import check_write_support
+    from use.errors import IndexColumnError, NotAQbeastTableError
+    from use.qbeast.convert import DEFAULT_CUBE_SIZE, index_column_names
+    from use.qbeast.snapshot import QbeastSnapshot
+
+    path = _path_option(options)
+    columns_opt = options.get("columnsToIndex")
+    cube_opt = options.get("cubeSize")
+    log = DeltaLog.for_path(path)
+    if not log.exists():
+        if not columns_opt:
+            raise IndexColumnError(
+                f'format("qbeast") creates the table at {path!r} and needs its index columns: add '
+                '.option("columnsToIndex", "x,y") (and optionally .option("cubeSize", "5000000"))'
+            )
+        names = index_column_names(columns_opt, schema, f"the data written to {path!r}")
+        return WritePlan(path, schema, overwrite, tuple(names), _cube_size_option(cube_opt, DEFAULT_CUBE_SIZE), None)
+    snap = log.snapshot()
+    check_write_support(snap.protocol, snap.metadata, path)  # before any task writes a file
+    qsnap = QbeastSnapshot.from_delta(snap)
+    if not qsnap.is_qbeast:
+        raise NotAQbeastTableError(
+            f"{path!r} is a Delta table without Qbeast metadata; convert it with QbeastTable.convert(spark, path, "
+            'columns_to_index) first, or write it with format("delta")'
+        )
+    latest = qsnap.revisions[qsnap.latest_revision_id]
+    table_columns = tuple(latest.columns)
+    names = tuple(index_column_names(columns_opt, schema, f"the data written to {path!r}")) if columns_opt else None
+    if overwrite:
+        columns = names or table_columns
+        if not names:
+            index_column_names(list(columns), schema, f"the data written to {path!r}")
+        cube_size = _cube_size_option(cube_opt, int(latest.desired_cube_size))
+        return WritePlan(path, schema, True, columns, cube_size, snap.version)
+    if names is not None and names != table_columns:
+        raise IndexColumnError(
+            f"columnsToIndex {','.join(names)} differs from the indexed columns {','.join(table_columns)} of "
+            f"{path!r}; leave the option out (or give the same columns) to append, or write with "
+            '.mode("overwrite") to index other columns'
+        )
+    if cube_opt not in (None, "") and _cube_size_option(cube_opt, 1) != int(latest.desired_cube_size):
+        raise InvalidArgumentError(
+            f"cubeSize {cube_opt} differs from the table's desired cube size {latest.desired_cube_size} at {path!r}; "
+            "an append keeps the table's cube size (QbeastTable.write with another cube_size starts a new revision)"
+        )
+    table_schema = snap.schema
+    if [(f.name, f.type) for f in table_schema] != [(f.name, f.type) for f in schema]:
+        raise SchemaMismatchError(
+            f"the data's schema {schema} does not match the table at {path!r} ({table_schema}); select and cast "
+            "the columns to the table's schema first"
+        )
+    return WritePlan(path, table_schema, False, None, None, snap.version)
 
 
 class QbeastDataSource(DataSource):
@@ -276,29 +402,6 @@ class QbeastDataSource(DataSource):
     def writer(self, schema: "StructType", overwrite: bool) -> QbeastStagingWriter:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from use.delta import DeltaLog
-
-        path = _path_option(self.options)
-        if overwrite:
-            raise InvalidArgumentError(
-                f'format("qbeast") only appends (its rows land in the staging revision); to replace the table at '
-                f"{path!r} use QbeastTable.write(df, path, columns_to_index, mode='overwrite')"
-            )
         arrow_schema = to_arrow_schema(schema, prefers_large_types=False)
         arrow_schema = pa.schema([pa.field(f.name, f.type, True) for f in arrow_schema])
-        log = DeltaLog.for_path(path)
-        if log.exists():
-            table_schema = log.snapshot().schema
-            if [(f.name, f.type) for f in table_schema] != [(f.name, f.type) for f in arrow_schema]:
-                raise SchemaMismatchError(
-                    f"the data's schema {arrow_schema} does not match the table at {path!r} ({table_schema}); select and "
-                    f"cast the columns to the table's schema first"
-                )
-            arrow_schema = table_schema
-        elif self.options.get("columnsToIndex"):
-            from use.qbeast.convert import index_column_names
-
-            index_column_names(self.options["columnsToIndex"], arrow_schema, f"the data written to {path!r}")
-            _cube_size_option(self.options.get("cubeSize"), 1)
-        # Spark's options are case-insensitive; the copy sent to the tasks keeps lower-case keys.
-        return QbeastStagingWriter(path, arrow_schema, {str(k).lower(): str(v) for k, v in self.options.items()})
+        return QbeastStagingWriter(plan_write(self.options, arrow_schema, overwrite))

@@ -3,7 +3,7 @@ the JVM shim (`use.shim.OTreeFileWriter`), without crossing into Python.
 
 Moving whole rows from the JVM to Python as Arrow costs about as much as writing them (measured on
 5M cached rows: a `mapInArrow` that does nothing took 3.0-3.4 s against 3.7 s for a plain parquet
-write), so the Python path (`use.qbeast.writer._local_write_task`) cannot come near a plain write.
+write), so the Python path (`use.qbeast.write_tasks._local_write_task`) cannot come near a plain write.
 Here the driver decides everything as before (revision, cube weights, rollup plan, file names) and
 hands the JVM three things: Spark expressions that transform the indexed columns into [0, 1]
 (`point_columns`), the plan's cubes as a small binary table (`cube_records`), and the file naming
@@ -75,7 +75,7 @@ def jvm_write_enabled(spark: SparkSession) -> bool:
 
 def _number(column: Column, data_type: Any) -> Column | None:
     """The column in the transformation's number space as a double, as `use.qbeast.transform.
-    _array_to_float64` computes it; `None` for types whose numpy conversion Spark cannot match
+    array_to_float64` computes it; `None` for types whose numpy conversion Spark cannot match
     bit for bit (decimals, timestamps without a time zone)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -187,7 +187,7 @@ def write_in_jvm(
     codec: str,
 ) -> list[JvmFile] | None:
     """Write `source`'s rows (the data columns and `weight_column`) into the plan's files in the
-    JVM, each task its own part of each file (named as `use.qbeast.writer._task_file_name`);
+    JVM, each task its own part of each file (named as `use.qbeast.write_tasks._task_file_name`);
     `None`, before anything runs, when this write cannot take the JVM path (see module doc)."""
     from use.delta.datafile import local_root
     from use.shim import shim_loaded

@@ -64,9 +64,9 @@ class LevelStats:
     avg_normalized_weight: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class IndexMetrics:
-    """One revision's OTree, summarized."""
+    """One revision's OTree, summarized (prints, and shows in a REPL, as text)."""
 
     revision_id: int
     indexed_columns: tuple[str, ...]
@@ -111,6 +111,9 @@ class IndexMetrics:
                 f"{lv.avg_normalized_weight:.4f}"
             )
         return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.__str__()
 
 
 def _file_levels(file_idx: np.ndarray, counts: np.ndarray) -> dict[int, int]:

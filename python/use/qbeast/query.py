@@ -11,6 +11,15 @@ Pruning here is always conservative: a file is dropped only when no row in it ca
 filter and fall in the weight range. Bounds are widened by a hair (`_SLACK`) so that a literal that
 rounds differently in the writer's vectorized transform than in our scalar one can never lose a
 row; the cost is at most a neighbouring cube.
+
+Date and timestamp literals are widened much more (`_ZONE_SLACK_MS`, both ways). qbeast-spark
+transforms a date as `java.sql.Date.getTime`, the local midnight of the writing JVM's time zone,
+so the rows of a table written on a JVM outside UTC sit up to that zone's offset away from where
+a UTC-midnight literal lands (a UTC+1 writer: one hour), and Spark's conversion of values to Java
+dates and timestamps follows the JVM zone's historical rules too. Widening by the largest offset a
+JVM zone can have (18 hours) keeps every row, whatever zone wrote it, for a neighbouring cube or
+two of extra reads; literals before the Gregorian calendar (where Spark's Julian rebasing moves
+values by days) do not prune at all.
 """
 
 from __future__ import annotations
@@ -36,13 +45,18 @@ from use.delta.predicates import (
 )
 from use.errors import InvalidArgumentError
 from use.qbeast.cube import CubeId, intersects, string_bounds, symbols_per_level
-from use.qbeast.transform import EmptyTransformation, HashTransformation
+from use.qbeast.transform import DATE, TIMESTAMP, EmptyTransformation, HashTransformation, to_number
 from use.qbeast.weight import MAX_WEIGHT, MIN_WEIGHT
 
 # The spec's epsilon turning `x <= t` into the half-open `x < t + eps` (§1.7).
 EPSILON: float = 1.1103e-16
 # Extra widening of every transformed bound; see the module docstring.
 _SLACK: float = 1e-9
+# Widening of date and timestamp literals, in epoch milliseconds: java.time.ZoneOffset.MAX (18 h).
+_ZONE_SLACK_MS: int = 18 * 3_600_000
+# Date/timestamp literals before this (1583-01-01 UTC, after the Gregorian switch) do not prune.
+_EARLIEST_PRUNING_MS: int = -12_212_553_600_000
+_TEMPORAL_TYPES = frozenset({DATE, TIMESTAMP})
 # Above this many boxes a disjunction stops being split (the space becomes coarser, never wrong).
 _MAX_BOXES: int = 64
 
@@ -118,6 +132,13 @@ def _is_empty_transformation(transformation: Any) -> bool:
     return isinstance(transformation, EmptyTransformation)
 
 
+def _temporal_type(transformation: Any) -> str | None:
+    """DATE or TIMESTAMP when the transformation orders dates or timestamps (linear, identity,
+    numeric quantiles), else None."""
+    t = getattr(transformation, "ordered_data_type", None) or getattr(transformation, "data_type", None)
+    return t if t in _TEMPORAL_TYPES else None
+
+
 @dataclass(frozen=True)
 class _Box:
     """Per dimension an inclusive [lo, hi] interval in transformed space (`hi` widened later)."""
@@ -176,16 +197,29 @@ class _SpaceBuilder:
         i = self._dim.get(column)
         return self._dim.get(column.lower()) if i is None else i
 
-    def _transform(self, dim: int, value: Any) -> float | None:
-        """The literal's coordinate, or None when the transformation cannot take it."""
+    def _transform(self, dim: int, value: Any) -> tuple[float, float] | None:
+        """The coordinates rows equal to the literal may have, as a `(lo, hi)` interval (a point
+        but for dates and timestamps, widened by `_ZONE_SLACK_MS`), or None when the transformation
+        cannot take the literal."""
         if value is None:
             return None
+        transformation = self.transformations[dim]
+        temporal = _temporal_type(transformation)
         try:
             # Unclamped, so a bound beyond the revision's range is seen as such (an empty space).
-            x = float(self.transformations[dim].transform_value(value, clamp=False))
+            if temporal is None:
+                lo = hi = float(transformation.transform_value(value, clamp=False))
+            else:
+                ms = to_number(value, temporal)
+                if ms is None or ms < _EARLIEST_PRUNING_MS:
+                    return None
+                lo = float(transformation.transform_value(int(ms) - _ZONE_SLACK_MS, clamp=False))
+                hi = float(transformation.transform_value(int(ms) + _ZONE_SLACK_MS, clamp=False))
         except Exception:  # a literal of another type than the column: no pruning on it
             return None
-        return x if math.isfinite(x) else None
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            return None
+        return (lo, hi) if lo <= hi else (hi, lo)
 
     def _interval(self, dim: int, lo: float | None, hi: float | None) -> _Boxes:
         """A one-dimension box; lo/hi are transformed bounds (None = open), already inclusive."""
@@ -203,7 +237,7 @@ class _SpaceBuilder:
         x = self._transform(dim, value)
         if x is None:
             return None
-        return self._interval(dim, x, x)
+        return self._interval(dim, x[0], x[1])
 
     def boxes(self, p: Predicate) -> _Boxes:
         if isinstance(p, And):
@@ -236,7 +270,7 @@ class _SpaceBuilder:
             xs = [self._transform(dim, v) for v in values]
             if any(x is None for x in xs):
                 return None
-            return self._interval(dim, min(xs), max(xs))  # type: ignore[type-var]
+            return self._interval(dim, min(x[0] for x in xs), max(x[1] for x in xs))  # type: ignore[index]
         # IsNull/IsNotNull/Unknown (and anything else): nulls sit at the column's nullValue, which
         # pruning does not track; keep the whole space.
         return None
@@ -255,8 +289,8 @@ class _SpaceBuilder:
         # Strict and non-strict bounds are both taken inclusively: coarser by one boundary value,
         # and immune to a strict bound rounding onto the row's own coordinate.
         if p.op in ("<", "<="):
-            return self._interval(dim, None, x + EPSILON)
-        return self._interval(dim, x, None)
+            return self._interval(dim, None, x[1] + EPSILON)
+        return self._interval(dim, x[0], None)
 
     def _meet(self, a: _Boxes, b: _Boxes) -> _Boxes:
         if a is None:
@@ -435,11 +469,20 @@ def select_files(
         lo, hi = weight_range
         if lo > hi:
             raise InvalidArgumentError(f"weight range {weight_range} is empty: weightFrom must be <= weightTo")
+        if lo == hi:  # [lo, lo) holds no row (a sample of 0): not even a staging file is read
+            return pa.array(np.zeros(n, dtype=bool), type=pa.bool_())
     if stats_mask is None:
         if predicate is not None and n:
             from use.delta.skipping import files_matching
 
-            stats_mask = files_matching(files, predicate, qsnap.schema)
+            mapping = getattr(qsnap, "column_mapping", None)
+            if mapping is not None and mapping.active:
+                # The files' stats and partition values are keyed by physical names.
+                stats_mask = files_matching(
+                    files, predicate, qsnap.schema, partition_columns=qsnap.partition_columns, column_mapping=mapping
+                )
+            else:
+                stats_mask = files_matching(files, predicate, qsnap.schema)
         else:
             stats_mask = np.ones(n, dtype=bool)
     if isinstance(stats_mask, (pa.Array, pa.ChunkedArray)):

@@ -20,7 +20,7 @@ import datetime as _dt
 import functools
 import decimal as _decimal
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Mapping, Union
 
 import numpy as np
 import pyarrow as pa
@@ -77,14 +77,18 @@ _COMPARISONS: dict[str, str] = {
 
 
 def check_sample(sample: Any) -> float | None:
-    """The sample fraction as a float in (0, 1], or None; anything else is a typed error."""
+    """The sample fraction as a float in [0, 1], or None; anything else is a typed error.
+
+    As in qbeast-spark (whose `SampleRule` turns `sample(f)` into `hash < Weight(f)`), 0 is a valid
+    fraction that selects nothing, and 1.0 selects every row but those whose hash is exactly
+    `Weight(1.0)` = 2^31-1."""
     if sample is None:
         return None
     if isinstance(sample, bool) or not isinstance(sample, (int, float)):
-        raise InvalidArgumentError(f"sample must be a fraction in (0, 1] (e.g. 0.1), got {sample!r}")
+        raise InvalidArgumentError(f"sample must be a fraction in [0, 1] (e.g. 0.1), got {sample!r}")
     f = float(sample)
-    if not (0.0 < f <= 1.0):
-        raise InvalidArgumentError(f"sample must be a fraction in (0, 1] (e.g. 0.1), got {sample!r}")
+    if not (0.0 <= f <= 1.0):
+        raise InvalidArgumentError(f"sample must be a fraction in [0, 1] (e.g. 0.1), got {sample!r}")
     return f
 
 
@@ -170,8 +174,11 @@ def _constant(expr: Any) -> Any:
     return _python_value(value, expr.dataType().simpleString())
 
 
-def _column(expr: Any) -> str | None:
+def _column(expr: Any, refs: Mapping[int, Any] | None = None) -> str | None:
     name = expr.getClass().getSimpleName()
+    if name == "CommonExpressionRef" and refs:
+        target = refs.get(int(expr.id().id()))
+        return None if target is None else _column(target, refs)
     if name == "AttributeReference":
         return str(expr.name())
     if name == "Cast":
@@ -184,33 +191,43 @@ def _column(expr: Any) -> str | None:
     return None
 
 
-def expression_to_predicate(expr: Any) -> Predicate:
-    """Translate a resolved Catalyst expression (a py4j object) into the typed predicate language."""
+def expression_to_predicate(expr: Any, refs: Mapping[int, Any] | None = None) -> Predicate:
+    """Translate a resolved Catalyst expression (a py4j object) into the typed predicate language.
+
+    `x BETWEEN a AND b` stays a `Between` after analysis; its replacement, which Spark evaluates and
+    whose bounds the analyzer has cast, is `x >= a AND x <= b` over a common-expression reference
+    to `x` (a `With`): `refs` maps the ids of such references to the expressions they stand for.
+    """
     name = expr.getClass().getSimpleName()
     try:
+        if name == "Between":
+            return expression_to_predicate(expr.replacement(), refs)
+        if name == "With":
+            defs = {int(d.id().id()): d.child() for d in _seq(expr.defs())}
+            return expression_to_predicate(expr.child(), {**(refs or {}), **defs})
         if name == "And":
-            return And(expression_to_predicate(expr.left()), expression_to_predicate(expr.right()))
+            return And(expression_to_predicate(expr.left(), refs), expression_to_predicate(expr.right(), refs))
         if name == "Or":
-            return Or(expression_to_predicate(expr.left()), expression_to_predicate(expr.right()))
+            return Or(expression_to_predicate(expr.left(), refs), expression_to_predicate(expr.right(), refs))
         if name == "Not":
-            return Not(expression_to_predicate(expr.child()))
+            return Not(expression_to_predicate(expr.child(), refs))
         if name in ("IsNull", "IsNotNull"):
-            col = _column(expr.child())
+            col = _column(expr.child(), refs)
             if col is not None:
                 return IsNull(col) if name == "IsNull" else IsNotNull(col)
         if name in _COMPARISONS or name == "EqualNullSafe":
             op = _COMPARISONS.get(name, "=")
             left, right = expr.left(), expr.right()
-            col, other, flipped = _column(left), right, False
+            col, other, flipped = _column(left, refs), right, False
             if col is None:
-                col, other, flipped = _column(right), left, True
+                col, other, flipped = _column(right, refs), left, True
             if col is not None:
                 value = _constant(other)
                 if value is None:
                     return IsNull(col) if name == "EqualNullSafe" else Unknown(str(expr.toString()))
                 return Comparison.flipped(value, op, col) if flipped else Comparison(col, op, value)  # type: ignore[arg-type]
         if name == "In":
-            col = _column(expr.value())
+            col = _column(expr.value(), refs)
             if col is not None:
                 values = tuple(v for v in (_constant(e) for e in _seq(expr.list())) if v is not None)
                 return InList(col, values)
@@ -229,8 +246,11 @@ def filter_column(filter: FilterArg) -> "Column | None":
     if isinstance(filter, str):
         if not filter.strip():
             raise InvalidArgumentError("filter must be a non-empty SQL boolean expression or a pyspark Column")
+        from use.session import quiet_query_errors
+
         try:
-            return F.expr(filter)
+            with quiet_query_errors():
+                return F.expr(filter)
         except Exception as exc:
             raise InvalidArgumentError(f"filter {filter!r} is not a valid SQL expression: {_first_line(exc)}") from None
     if isinstance(filter, Column):
@@ -248,9 +268,12 @@ def translate_filter(spark: "SparkSession", schema: "StructType", filter: Filter
     col = filter_column(filter)
     if col is None:
         return None
+    from use.session import quiet_query_errors
+
     empty = spark.createDataFrame([], schema)
     try:
-        analyzed = empty.filter(col)._jdf.queryExecution().analyzed()
+        with quiet_query_errors():  # the typed error below is the whole report
+            analyzed = empty.filter(col)._jdf.queryExecution().analyzed()
     except Exception as exc:
         raise InvalidArgumentError(
             f"filter {filter!r} cannot be applied to the table (columns: {', '.join(schema.fieldNames())}): "
@@ -301,7 +324,7 @@ def plan_read(
         predicate = translate_filter(spark, spark_schema(qsnap), filter)
     weight_range: tuple[int, int] | None = None
     columns: tuple[str, ...] = ()
-    if fraction is not None and fraction < 1.0:
+    if fraction is not None:
         columns = tuple(indexed_columns(qsnap))
         weight_range = (MIN_WEIGHT, int(weight_from_fraction(fraction)))
     mask = select_files(qsnap, predicate, weight_range)
@@ -333,12 +356,74 @@ def _glob_escape(path: str) -> str:
     return "".join(out)
 
 
+FIELD_ID_READ_CONF = "spark.sql.parquet.fieldId.read.enabled"
+_SPARK_FIELD_ID_KEY = "parquet.field.id"
+
+
+def _with_field_ids(spark_type: Any, arrow_type: pa.DataType) -> Any:
+    """`spark_type` (converted from `arrow_type`) with each struct field's parquet field id from the
+    Arrow field metadata in Spark's metadata key, so Spark's reader matches columns by id."""
+    from pyspark.sql.types import ArrayType, MapType, StructField, StructType
+
+    if isinstance(spark_type, StructType):
+        fields = []
+        for sf, af in zip(spark_type.fields, arrow_type):
+            meta = dict(sf.metadata or {})
+            raw = (af.metadata or {}).get(b"PARQUET:field_id")
+            if raw is not None:
+                meta[_SPARK_FIELD_ID_KEY] = int(raw)
+            fields.append(StructField(sf.name, _with_field_ids(sf.dataType, af.type), sf.nullable, meta))
+        return StructType(fields)
+    if isinstance(spark_type, ArrayType):
+        return ArrayType(_with_field_ids(spark_type.elementType, arrow_type.value_type), spark_type.containsNull)
+    if isinstance(spark_type, MapType):
+        return MapType(
+            _with_field_ids(spark_type.keyType, arrow_type.key_type),
+            _with_field_ids(spark_type.valueType, arrow_type.item_type),
+            spark_type.valueContainsNull,
+        )
+    return spark_type
+
+
+def _col(name: str) -> "Column":
+    """A column by its exact name (dots, spaces and backticks taken literally)."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _stored_schema(spark: "SparkSession", qsnap: "QbeastSnapshot") -> "tuple[StructType, dict[str, str]]":
+    """The Spark schema to read the data files with, and logical name -> stored (physical) name.
+
+    Without column mapping both are the table's own names. With it, files hold physical names (mode
+    `name`), or are matched by parquet field id (mode `id`: Spark does that when the read schema
+    carries `parquet.field.id` and `spark.sql.parquet.fieldId.read.enabled` is on, which a read of
+    such a table turns on; Delta writers write the physical names too, and those are what is
+    requested).
+    """
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    logical = spark_schema(qsnap)
+    mapping = qsnap.column_mapping
+    if mapping is None or not mapping.active:
+        return logical, {n: n for n in logical.names}
+    physical_arrow = mapping.physical_schema
+    stored = from_arrow_schema(physical_arrow, prefer_timestamp_ntz=True)
+    if mapping.mode == "id":
+        stored = _with_field_ids(stored, physical_arrow)
+        if str(spark.conf.get(FIELD_ID_READ_CONF, "false")).lower() != "true":
+            spark.conf.set(FIELD_ID_READ_CONF, "true")
+    return stored, dict(zip(logical.names, stored.names))
+
+
 def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "DataFrame":
     """Spark's parquet reader over exactly these files (rows of `qsnap.files`), with the table schema.
 
     Partition columns are not stored in the data files: their values come from the log's
     `partitionValues` (as every Delta reader must take them; directory names are only a
-    convention), added as typed literals to the scan of each partition's files.
+    convention), added as typed literals to the scan of each partition's files. Under column
+    mapping the files are read by their physical names (or field ids) and the columns come out
+    under the logical names (nested struct fields too).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
@@ -346,24 +431,36 @@ def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "Da
     schema = spark_schema(qsnap)
     if not files.num_rows:
         return spark.createDataFrame([], schema)
+    stored, names = _stored_schema(spark, qsnap)
     paths = [_glob_escape(absolute_path(qsnap.table_root, p)) for p in files.column("path").to_pylist()]
-    if not qsnap.partition_columns:
-        return spark.read.schema(schema).parquet(*paths)
     parts = set(qsnap.partition_columns)
-    data_schema = StructType([f for f in schema.fields if f.name not in parts])
+    data_fields = [(f, stored[names[f.name]]) for f in schema.fields if f.name not in parts]
+
+    def logical(stored_field: Any, f: Any) -> "Column":
+        col = _col(stored_field.name)
+        # A struct read under physical names is renamed by a cast (Spark casts structs by position).
+        return (col.cast(f.dataType) if stored_field.dataType != f.dataType else col).alias(f.name)
+
+    data_schema = StructType([sf for _, sf in data_fields])
+    identity = all(sf.name == f.name and sf.dataType == f.dataType for f, sf in data_fields)
+    if not parts:
+        df = spark.read.schema(data_schema).parquet(*paths)
+        return df if identity else df.select(*[logical(sf, f) for f, sf in data_fields])
+    mapping = qsnap.column_mapping
+    keys = [mapping.physical_name(c) if mapping is not None else c for c in qsnap.partition_columns]
     by_partition: dict[tuple[str | None, ...], list[str]] = {}
     for path, values in zip(paths, files.column("partition_values").to_pylist()):
-        mapping = dict(values or ())
-        key = tuple(mapping.get(c) or None for c in qsnap.partition_columns)  # "" is null, as in Delta
+        found = dict(values or ())
+        key = tuple(found.get(k) or None for k in keys)  # "" is null, as in Delta
         by_partition.setdefault(key, []).append(path)
     frames = [
         spark.read.schema(data_schema)
         .parquet(*group)
         .select(
-            *[F.col(f.name) for f in data_schema.fields],
+            *[logical(sf, f) for f, sf in data_fields],
             *[F.lit(v).cast(schema[c].dataType).alias(c) for c, v in zip(qsnap.partition_columns, key)],
         )
-        .select(*schema.names)
+        .select(*[_col(n) for n in schema.names])
         for key, group in by_partition.items()
     ]
     return functools.reduce(lambda a, b: a.unionByName(b), frames)
@@ -391,7 +488,8 @@ def read(
     """Read a table, pruning files by Delta stats, cube space and sample weight range.
 
     `sample=f` returns exactly the rows with `hash(indexed columns) < Weight(f)` (qbeast's
-    deterministic sample; `f=1.0` is the whole table). `filter` is a SQL string or a pyspark Column.
+    deterministic sample, as qbeast-spark's `df.sample(f)`: `f=0` returns nothing, `f=1.0` every
+    row but those whose hash is 2^31-1). `filter` is a SQL string or a pyspark Column.
     """
     check_sample(sample)
     qsnap = load_snapshot(table) if isinstance(table, str) else table

@@ -20,16 +20,15 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from use.errors import CorruptIndexMetadataError, IndexColumnError, InvalidArgumentError
-from use.qbeast.transform import (
-    EmptyTransformation,
+from use.errors import PYTHON, CorruptIndexMetadataError, IndexColumnError, InvalidArgumentError
+from use.qbeast.java_values import jackson_dumps
+from use.qbeast.transform import TRANSFORMER_TYPES, EmptyTransformation, Transformation
+from use.qbeast.transformers import (
     EmptyTransformer,
     LinearTransformer,
-    Transformation,
     Transformer,
-    TRANSFORMER_TYPES,
-    jackson_dumps,
     make_transformer,
+    quantiles_hint,
     transformation_from_json_obj,
     transformer_from_json_obj,
 )
@@ -221,6 +220,14 @@ def split_column_specs(specs: Sequence[str] | str) -> list[tuple[str, str | None
     return out
 
 
+def columns_to_index_text(specs: Sequence[str] | str) -> str:
+    """The `columnsToIndex` table property for the columns a user asked for: their own specs, joined
+    with commas (qbeast-spark keeps the option text it was given, `x,y:hashing`, not the typed specs
+    it derived), each item without the surrounding blanks this parser ignores."""
+    items = specs.split(",") if isinstance(specs, str) else list(specs)
+    return ",".join(str(s).strip() for s in items if str(s).strip())
+
+
 def parse_column_specs(
     specs: Sequence[str] | str, schema: pa.Schema, *, existing: Revision | None = None
 ) -> tuple[Transformer, ...]:
@@ -349,10 +356,13 @@ def compute_revision_change(
                 changes.append(None)
     for t, ch in zip(transformers, changes):
         if isinstance(ch, EmptyTransformation) or (ch is None and isinstance(_current(base, t), EmptyTransformation)):
-            hint = ""
             if t.type_name == "quantiles":
-                hint = f"; quantile columns need their quantiles in the columnStats option as {t.column_name}_quantiles"
-            raise InvalidArgumentError(f"column {t.column_name!r} has no statistics to build its transformation{hint}")
+                raise InvalidArgumentError(
+                    f"column {t.column_name!r} is indexed as {t.column_name}:quantiles, which needs its quantiles "
+                    f"given as {t.column_name}_quantiles (the columnStats option)",
+                    hints={PYTHON: quantiles_hint(t.column_name)},
+                )
+            raise InvalidArgumentError(f"column {t.column_name!r} has no statistics to build its transformation")
 
     cube_changed = size != base.desired_cube_size
     if not (cube_changed or any(transformer_changed) or any(c is not None for c in changes)):
@@ -426,13 +436,16 @@ def configuration_with_revision(
     add_staging: bool = True,
     overwrite: bool = False,
     extra: Mapping[str, str] | None = None,
+    columns_to_index: Sequence[str] | str | None = None,
 ) -> dict[str, str]:
     """New table properties holding `revision` (§7.1).
 
     `overwrite` drops every previous revision first. `add_staging` adds revision 0 (EmptyTransformers,
     timestamp - 1) when absent, as qbeast-spark does on a table's first revision. The 0.8 keys
     (`columnsToIndex`, `cubeSize`, `tableFormat`, `columnStats`) and the `extra` write options are
-    written too; `extra["columnStats"]` is the columnStats option.
+    written too; `extra["columnStats"]` is the columnStats option. `columnsToIndex` is the user's
+    column specs (`columns_to_index`) as qbeast-spark keeps its option, or, when the write had none
+    (an optimization indexing staged rows), the revision's column names, as qbeast-spark fills it in.
     """
     extra = dict(extra or {})
     out = {
@@ -446,8 +459,8 @@ def configuration_with_revision(
         out[f"{REVISION_PREFIX}{STAGING_ID}"] = staging.to_json()
     previous = latest_revision_id(out) if LAST_REVISION_KEY in out else -1
     out[LAST_REVISION_KEY] = str(max(previous, revision.revision_id))
-    out[COLUMNS_TO_INDEX_KEY] = ",".join(
-        t.column_name if isinstance(t, EmptyTransformer) else t.spec for t in revision.column_transformers
+    out[COLUMNS_TO_INDEX_KEY] = (
+        columns_to_index_text(columns_to_index) if columns_to_index is not None else ",".join(revision.columns)
     )
     out[CUBE_SIZE_KEY] = str(revision.desired_cube_size)
     out[TABLE_FORMAT_KEY] = "delta"

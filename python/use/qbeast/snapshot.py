@@ -27,6 +27,7 @@ from use.qbeast.revision import (
 )
 
 if TYPE_CHECKING:
+    from use.delta.columnmapping import ColumnMapping
     from use.qbeast.index_status import IndexStatus
 
 
@@ -42,6 +43,8 @@ class QbeastSnapshot:
     # Delta partition columns (plain Delta tables only; Qbeast never partitions): their values live
     # in the log, not in the data files, so readers must add them back from `files.partition_values`.
     partition_columns: tuple[str, ...] = ()
+    # Logical vs physical column names (Delta column mapping); None means names are as in `schema`.
+    column_mapping: ColumnMapping | None = None
 
     # --- construction --------------------------------------------------------------------------
 
@@ -63,6 +66,7 @@ class QbeastSnapshot:
             configuration=configuration,
             schema=snapshot.schema,
             partition_columns=tuple(snapshot.metadata.partition_columns or ()),
+            column_mapping=getattr(snapshot, "column_mapping", None),
         )
 
     @classmethod

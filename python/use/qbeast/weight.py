@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from use.errors import InvalidArgumentError, UnsupportedTypeError
+from use.qbeast.java_values import jvm_double_to_int
 
 MIN_WEIGHT: int = -(2**31)
 MAX_WEIGHT: int = 2**31 - 1
@@ -36,17 +37,6 @@ _C2 = 0x1B873593
 # --- Weight / NormalizedWeight ------------------------------------------------------------------
 
 
-def _jvm_d2i(x: float) -> int:
-    """Java's `(int) double`: NaN -> 0, truncate toward zero, saturate at the int range."""
-    if math.isnan(x):
-        return 0
-    if x >= MAX_WEIGHT:
-        return MAX_WEIGHT
-    if x <= MIN_WEIGHT:
-        return MIN_WEIGHT
-    return int(x)  # int() truncates toward zero
-
-
 @overload
 def weight_from_fraction(f: float) -> int: ...
 @overload
@@ -57,7 +47,7 @@ def weight_from_fraction(f: float | np.ndarray) -> int | np.ndarray:
         v = f.astype(np.float64) * WEIGHT_RANGE - 2.0**31
         v = np.where(np.isnan(v), 0.0, np.clip(v, MIN_WEIGHT, MAX_WEIGHT))
         return np.trunc(v).astype(np.int32)
-    return _jvm_d2i(float(f) * WEIGHT_RANGE - 2.0**31)
+    return jvm_double_to_int(float(f) * WEIGHT_RANGE - 2.0**31)
 
 
 @overload

@@ -8,7 +8,8 @@ through one py4j callback object (`use.sql.bridge.Bridge`) that `install` regist
 
 - `tables`: describe / create / stage / replace / alter properties / truncate (DDL on the log);
 - `scan`: the files each scan of a query reads (partition, stats, cube and sample pruning);
-- `write`: INSERT/CTAS/RTAS/writeTo/saveAsTable into Qbeast (OTree write) and Delta tables.
+- `write`: INSERT/CTAS/RTAS/writeTo/saveAsTable into Qbeast (OTree write) and Delta tables
+  (`DeltaTable.write`'s Spark file write), one commit each.
 
 A session built by `use.session.spark_session()` has it all; `pyspark`/`spark-submit` users add the
 flags `python -m use.shim --conf` prints and call `install(spark)` once in the driver.

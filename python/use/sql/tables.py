@@ -3,10 +3,9 @@ CTAS/RTAS/REPLACE, ALTER TABLE SET/UNSET TBLPROPERTIES, TRUNCATE.
 
 The log is the truth for a table's schema, partitioning and properties (as in Delta): the JVM
 catalog registers names in the metastore only after the log change here succeeded, so a refused
-statement changes nothing. Properties go through the one validation path of each vocabulary:
-`use.optimization.*` through `OptimizationConfig.from_properties`, `delta.*` through
-`use.delta.snapshot.validate_configuration`; Qbeast's own keys (`qbeast.*`, and on Qbeast tables
-`columnsToIndex`/`cubeSize`/`tableFormat`/`columnStats`) belong to the index and are refused.
+statement changes nothing. Properties are checked and changed as the Python API does
+(`use.optimize.properties`: `use.optimization.*` through the optimizer's parser, `delta.*` through
+the Delta log's rules, `qbeast.*` refused as the index's own metadata).
 """
 
 from __future__ import annotations
@@ -32,13 +31,7 @@ from use.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from use.qbeast.revision import (
-    COLUMN_STATS_KEY,
-    COLUMNS_TO_INDEX_KEY,
-    CUBE_SIZE_KEY,
-    REVISION_PREFIX,
-    TABLE_FORMAT_KEY,
-)
+from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY, REVISION_PREFIX
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -47,8 +40,6 @@ if TYPE_CHECKING:
     from use.delta.log import DeltaLog
     from use.delta.snapshot import Snapshot
 
-# Keys the Qbeast index writes into a Qbeast table's properties (besides `qbeast.*`).
-QBEAST_OWNED_KEYS = frozenset({COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY, TABLE_FORMAT_KEY, COLUMN_STATS_KEY})
 # OPTIONS (...) each provider accepts, by lower-case name.
 PROVIDER_OPTIONS: Mapping[str, Mapping[str, str]] = {
     "qbeast": {"columnstoindex": COLUMNS_TO_INDEX_KEY, "cubesize": CUBE_SIZE_KEY, "columnstats": COLUMN_STATS_KEY},
@@ -131,22 +122,13 @@ def describe(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[
 # --- validation --------------------------------------------------------------------------------------
 
 
-def check_properties(
-    changed: Mapping[str, str], removed: list[str], full: Mapping[str, str], previous: Mapping[str, str] | None, qbeast: bool
-) -> dict[str, str]:
-    """Validate a table's new properties `full` (after setting `changed` and removing `removed`)."""
-    from use.delta.snapshot import validate_configuration
-    from use.optimize.config import OptimizationConfig
+def check_properties(properties: Mapping[str, str]) -> dict[str, str]:
+    """The TBLPROPERTIES of a new (or replaced) table, checked as every property change is."""
+    from use.optimize.properties import check_configuration
 
-    for key in [*changed, *removed]:
-        if key.startswith("qbeast.") or (qbeast and key in QBEAST_OWNED_KEYS):
-            raise ConfigError(
-                f"table property {key!r} belongs to the Qbeast index and cannot be set or unset; to index other columns "
-                f"or change the cube size, rewrite the table (QbeastTable.write(..., mode='overwrite') or CREATE OR "
-                f"REPLACE TABLE ... USING qbeast OPTIONS ('columnsToIndex'=..., 'cubeSize'=...) AS SELECT ...)"
-            )
-    OptimizationConfig.from_properties(full)
-    return validate_configuration(dict(full), previous)
+    conf = {str(k): str(v) for k, v in properties.items()}
+    check_configuration(conf)
+    return conf
 
 
 def provider_options(provider: str, options: Mapping[str, str]) -> dict[str, str]:
@@ -198,7 +180,7 @@ def new_configuration(
     revision of its indexed columns (the first write indexes them with the user's column specs,
     kept in `columnsToIndex`). `require_columns=False` checks a CTAS before its write options
     (`df.write.option("columnsToIndex", ...)`) are known."""
-    conf = check_properties(properties, [], properties, None, qbeast=provider == "qbeast")
+    conf = check_properties(properties)
     if provider != "qbeast":
         return conf
     from use.qbeast.convert import index_column_names
@@ -214,9 +196,9 @@ def new_configuration(
         )
     names = index_column_names(spec, schema, f"the table at {root}")
     revision = staging_revision(root, names, _cube_size(options.get(CUBE_SIZE_KEY)), int(time.time() * 1000))
-    conf = configuration_with_revision(conf, revision, extra={COLUMN_STATS_KEY: options.get(COLUMN_STATS_KEY, "")})
-    conf[COLUMNS_TO_INDEX_KEY] = spec
-    return conf
+    return configuration_with_revision(
+        conf, revision, extra={COLUMN_STATS_KEY: options.get(COLUMN_STATS_KEY, "")}, columns_to_index=spec
+    )
 
 
 def _check_partitioning(provider: str, partition_columns: list[str], schema: pa.Schema) -> None:
@@ -452,35 +434,32 @@ def replacement(log: DeltaLog, current: Snapshot, spec: Mapping[str, Any], schem
 
 
 def alter_properties(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
-    """ALTER TABLE SET/UNSET TBLPROPERTIES: one metaData commit (nothing when nothing changes); the
-    comment is the table's description."""
-    from use.delta.transaction import Transaction
+    """ALTER TABLE SET/UNSET TBLPROPERTIES: `use.optimize.properties.alter_properties` (one metaData
+    commit, nothing when nothing changes; keys the table lacks are skipped, as Spark has already
+    refused them unless the statement says IF EXISTS). The comment is the table's description."""
+    from use.optimize.properties import alter_properties as alter
 
     table = req["table"]
     snap = snapshot_of(table["location"])
     to_set = dict(req.get("set") or {})
-    to_unset = [k for k in (req.get("unset") or [])]
-    description = snap.metadata.description
-    if "comment" in to_set:
-        description = to_set.pop("comment")
-    if "comment" in to_unset:
-        to_unset.remove("comment")
-        description = None
-    conf = dict(snap.configuration)
-    conf.update(to_set)
-    for key in to_unset:
-        conf.pop(key, None)
-    conf = check_properties(to_set, to_unset, conf, snap.configuration, qbeast=is_qbeast(snap.configuration))
-    if conf == dict(snap.configuration) and description == snap.metadata.description:
-        return {"table": table_json(snap, table["provider"])}
-    log = log_for(snap.table_root)
-    txn = Transaction(log, snap)
-    txn.add(replace(snap.metadata, configuration=conf, description=description))
-    if to_unset and not to_set:
-        txn.commit("UNSET TBLPROPERTIES", {"properties": json.dumps(to_unset), "ifExists": "true"})
-    else:
-        txn.commit("SET TBLPROPERTIES", {"properties": json.dumps(to_set)})
-    return {"table": table_json(log.snapshot(), table["provider"])}
+    to_unset = [k for k in (req.get("unset") or []) if k in snap.configuration or k == "comment"]
+    if "comment" in to_set or "comment" in to_unset:
+        _set_description(snap, to_set.pop("comment", None))
+        to_unset = [k for k in to_unset if k != "comment"]
+    if to_set or to_unset:
+        alter(snap.table_root, to_set, to_unset)
+    return {"table": table_json(log_for(snap.table_root).snapshot(), table["provider"])}
+
+
+def _set_description(snap: Snapshot, description: str | None) -> None:
+    """COMMENT ON TABLE (or a `comment` property): the `metaData.description`, one commit."""
+    from use.delta.transaction import Transaction
+
+    if description == snap.metadata.description:
+        return
+    txn = Transaction(log_for(snap.table_root), snap)
+    txn.add(replace(snap.metadata, description=description))
+    txn.commit("SET TBLPROPERTIES", {"properties": json.dumps({"comment": description})})
 
 
 def truncate(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:

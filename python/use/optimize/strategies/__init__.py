@@ -12,16 +12,19 @@ from use.optimize.strategies.overlap import ClusterKeyOverlap
 from use.optimize.strategies.registry import Strategy, get, names, register
 from use.optimize.strategies.sampling import SamplingOverheadReduction
 from use.optimize.strategies.unindexed import UnindexedFilesSelection
+from use.optimize.strategies.zorder import Hilbert, ZOrder
 
 __all__ = [
     "BinPacking",
     "ClusterKeyOverlap",
     "CubeDefragmentation",
+    "Hilbert",
     "LeveledCompactionSelection",
     "SamplingOverheadReduction",
     "SmallFiles",
     "Strategy",
     "UnindexedFilesSelection",
+    "ZOrder",
     "get",
     "names",
     "register",

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from use.display import format_bytes
 from use.optimize.config import OptimizationConfig
 from use.optimize.plan import Plan
 from use.optimize.strategies._common import (
@@ -57,7 +58,7 @@ class BinPacking:
         cap = min(config.max_file_size, config.task_limit)
         tasks = pack_bins(
             snapshot, idx, cap, strategy=self.name, revision_id=plain_revision(snapshot), config=config,
-            reason=f"bin of {{n}} files below min-file-size={config.min_file_size_limit}, up to {cap} bytes",
+            reason=f"bin of {{n}} files below min-file-size={format_bytes(config.min_file_size_limit)}, up to {format_bytes(cap)}",
             bytes_per_iter=config.bytes_per_iter,
         )  # fmt: skip
         if not tasks:
@@ -78,7 +79,7 @@ class SmallFiles:
             return None
         tasks = pack_bins(
             snapshot, idx, config.task_limit, strategy=self.name, revision_id=plain_revision(snapshot), config=config,
-            reason=(f"{{n}} of the table's {idx.size} small files (< {config.small_files_max_size} bytes, "
+            reason=(f"{{n}} of the table's {idx.size} small files (< {format_bytes(config.small_files_max_size)}, "
                     f"threshold {config.small_files_count_threshold})"),
             bytes_per_iter=config.bytes_per_iter,
         )  # fmt: skip

@@ -6,7 +6,8 @@ their rows are indexed into the latest revision (a new revision appears if they 
 `batchBytes` is this strategy's per-task IO limit: the whole batch is one "index" task, because
 indexing one batch in one write keeps the index less fragmented than several small appends.
 "Up to batchBytes" is cumulative: files are taken while the running total stays <= batchBytes; a
-first file larger than the batch is taken alone, or it could never be indexed.
+first file larger than the batch is taken alone, or it could never be indexed (indexing a file
+always gains: it leaves the staging revision, which every query reads in full).
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from use.display import format_bytes
 from use.optimize.config import OptimizationConfig
 from use.optimize.plan import KIND_INDEX, MergeTask, Plan
 from use.optimize.strategies._common import (
     index_score,
+    io_limit,
     paths_of,
     revision_ids_of,
     revision_rewrite_plan,
@@ -49,7 +52,7 @@ class UnindexedFilesSelection:
             return None
         idx = sort_files(snapshot, idx, [("modification_time", "ascending")])
         sizes = sizes_of(snapshot)[idx]
-        k = take_prefix(sizes, config.unindexed_batch_bytes)
+        k = take_prefix(sizes, io_limit(KIND_INDEX, config))
         sel = idx[:k]
         nbytes = int(sizes[:k].sum())
         since = ""
@@ -58,7 +61,7 @@ class UnindexedFilesSelection:
             since = f" modified since {ts:%Y-%m-%d %H:%M:%S} UTC"
         reason = (
             f"index {k} of {idx.size} staging files{since}, oldest first, "
-            f"up to batchBytes={config.unindexed_batch_bytes}"
+            f"up to batchBytes={format_bytes(config.unindexed_batch_bytes)}"
         )
         task = MergeTask(self.name, 0, paths_of(snapshot, sel), nbytes, k, index_score(nbytes, k, config), reason, KIND_INDEX)
         return Plan((task,), self.name, snapshot.version)

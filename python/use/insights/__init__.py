@@ -1,0 +1,156 @@
+"""`use.insights`: insight tables as Arrow, pure functions of a table's facts. Never imports pyspark.
+
+Layer 4 of the design (above `use.optimize`, below the service and the SQL surface). Each insight is
+a function `<name>(facts...) -> pyarrow.Table` whose schema is a module constant (`SCHEMAS[name]`),
+so a reader (the SQL surface's `pyspark.sql.datasource` readers of `use_catalog`) can declare its
+schema without computing anything, then call `for_path(location, name)` in a Python worker, which
+needs only storage: it loads the latest snapshot (and, for events and history, the commit history)
+with `TableFacts.load` and computes the table.
+
+Per-table insights (`TABLE_INSIGHTS`):
+    optimizations  one row per OptimizationEvent (the seed's fields) + its commit version
+    history        one row per commit (DESCRIBE HISTORY), with is_optimization
+    files          one row per live file: size, records, revision, level, blocks, cubes, weights
+    cubes          one row per cube of every indexed revision: counts, fill, weights, files
+    revisions      one row per revision: columns, transformations, cube size, files, rows
+    layout         layout figures and the health score per revision (see `use.insights.health`)
+    plan           the optimizer's next plan, one row per merge task (nothing written)
+Lake-wide (`LAKE_INSIGHTS`, `use_catalog.system_lake_tables.*`): `metastore_summary` and
+`optimizations`, built from table identities the caller lists (`use.insights.lake`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import pyarrow as pa
+
+from use.errors import InvalidArgumentError
+from use.insights.facts import TableFacts
+from use.insights.health import LAYOUT_SCHEMA, health_score, layout
+from use.insights.lake import (
+    LAKE_OPTIMIZATIONS_SCHEMA,
+    METASTORE_SUMMARY_SCHEMA,
+    NOT_SERVED,
+    ServiceState,
+    TableIdentity,
+    lake_optimizations,
+    metastore_summary,
+    metastore_summary_row,
+)
+from use.insights.planning import PLAN_SCHEMA, plan
+from use.insights.tables import (
+    CUBES_SCHEMA,
+    FILES_SCHEMA,
+    HISTORY_SCHEMA,
+    OPTIMIZATIONS_SCHEMA,
+    REVISIONS_SCHEMA,
+    cubes,
+    files,
+    history,
+    optimizations,
+    revisions,
+)
+
+__all__ = [
+    "CUBES_SCHEMA",
+    "FILES_SCHEMA",
+    "HISTORY_SCHEMA",
+    "LAKE_INSIGHTS",
+    "LAKE_OPTIMIZATIONS_SCHEMA",
+    "LAYOUT_SCHEMA",
+    "METASTORE_SUMMARY_SCHEMA",
+    "NOT_SERVED",
+    "OPTIMIZATIONS_SCHEMA",
+    "PLAN_SCHEMA",
+    "REVISIONS_SCHEMA",
+    "TABLE_INSIGHTS",
+    "Insight",
+    "ServiceState",
+    "TableFacts",
+    "TableIdentity",
+    "cubes",
+    "files",
+    "for_path",
+    "health_score",
+    "history",
+    "lake_optimizations",
+    "layout",
+    "metastore_summary",
+    "metastore_summary_row",
+    "optimizations",
+    "plan",
+    "revisions",
+    "schema",
+]
+
+
+@dataclass(frozen=True)
+class Insight:
+    """One per-table insight: its name, fixed schema and how it is computed from a table's facts.
+
+    `compute(facts, spark_conf=None, **options)` with `options` among `options`: `spark_conf`
+    (session `spark.qbeast.use.optimization.*` defaults, as `optimize()` reads them) is accepted by
+    every insight and used by `layout` and `plan`; `plan` also takes `revision_id`.
+    """
+
+    name: str
+    schema: pa.Schema
+    compute: Callable[..., pa.Table]
+    doc: str
+    options: tuple[str, ...] = ()
+
+
+def _layout(facts: TableFacts, spark_conf: Mapping[str, str] | None = None) -> pa.Table:
+    return layout(facts.qsnap, facts.config(spark_conf))
+
+
+def _plan(facts: TableFacts, spark_conf: Mapping[str, str] | None = None, revision_id: int | None = None) -> pa.Table:
+    return plan(facts.qsnap, facts.config(spark_conf), revision_id=revision_id)
+
+
+TABLE_INSIGHTS: Mapping[str, Insight] = {
+    i.name: i
+    for i in (
+        Insight("optimizations", OPTIMIZATIONS_SCHEMA, lambda f, **_: optimizations(f.history), "one row per optimization event"),
+        Insight("history", HISTORY_SCHEMA, lambda f, **_: history(f.history), "one row per commit"),
+        Insight("files", FILES_SCHEMA, lambda f, **_: files(f.qsnap), "one row per live data file"),
+        Insight("cubes", CUBES_SCHEMA, lambda f, **_: cubes(f.qsnap), "one row per cube of each indexed revision"),
+        Insight("revisions", REVISIONS_SCHEMA, lambda f, **_: revisions(f.qsnap), "one row per revision"),
+        Insight("layout", LAYOUT_SCHEMA, _layout, "layout figures and health score per revision"),
+        Insight("plan", PLAN_SCHEMA, _plan, "the optimizer's next plan, one row per merge task", ("revision_id",)),
+    )
+}
+
+#: Lake-wide insight tables (`use_catalog.system_lake_tables.<name>`) and their schemas.
+LAKE_INSIGHTS: Mapping[str, pa.Schema] = {
+    "metastore_summary": METASTORE_SUMMARY_SCHEMA,
+    "optimizations": LAKE_OPTIMIZATIONS_SCHEMA,
+}
+
+
+def _insight(name: Any) -> Insight:
+    found = TABLE_INSIGHTS.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise InvalidArgumentError(f"unknown insight table {name!r}; the insight tables are {', '.join(TABLE_INSIGHTS)}")
+    return found
+
+
+def schema(name: str) -> pa.Schema:
+    """The fixed schema of a per-table insight (InvalidArgumentError naming the valid ones)."""
+    return _insight(name).schema
+
+
+def for_path(location: str, name: str, **options: Any) -> pa.Table:
+    """The insight table `name` of the Delta/Qbeast table at `location`, from its latest snapshot.
+
+    Reads only storage (a reader in a Python worker can call it). The name and options are checked
+    before the table is read; TableNotFoundError when there is no table at `location`.
+    """
+    insight = _insight(name)
+    unknown = sorted(set(options) - {"spark_conf", *insight.options})
+    if unknown:
+        accepted = ", ".join(("spark_conf", *insight.options))
+        raise InvalidArgumentError(f"insight {name!r} takes no option {', '.join(unknown)}; it accepts {accepted}")
+    return insight.compute(TableFacts.load(location), **options)

@@ -1,0 +1,82 @@
+"""The facts an insight table is computed from, read from storage in one place.
+
+Every insight is a pure function of a table's facts: its latest Delta snapshot (seen as a
+`QbeastSnapshot`: files, blocks, revisions, properties) and its commit history. `TableFacts.load`
+is the only code of `use.insights` that touches storage, so an insight reader running in a Python
+worker process (the SQL surface's Arrow readers see storage, not the driver's memory) needs nothing
+but the table's location. The history is read lazily, only by the insights that need it, and is cut
+at the snapshot's version so that every insight of one `TableFacts` describes the same table state.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Mapping
+
+from use.delta import DeltaLog, HistoryEntry, Snapshot
+from use.errors import TableNotFoundError
+from use.optimize.config import OptimizationConfig
+from use.qbeast.snapshot import QbeastSnapshot
+
+
+@dataclass(frozen=True, eq=False)
+class TableFacts:
+    """One table as of its latest snapshot: `qsnap` (files, blocks, revisions, properties), the
+    Delta `snapshot` (commit time) and, on first use, `history` (oldest commit first)."""
+
+    log: DeltaLog
+    snapshot: Snapshot
+
+    @classmethod
+    def load(cls, location: str) -> "TableFacts":
+        """The latest snapshot of the Delta (or Qbeast) table at `location` (a path or file:// URI).
+
+        TableNotFoundError when there is no table; CorruptLogError, UnsupportedFeatureError or
+        CorruptIndexMetadataError (on first use of `qsnap`) when its log cannot be read.
+        """
+        log = DeltaLog.for_path(location)
+        if not log.exists():
+            what = "does not exist" if not os.path.exists(log.table_root) else "has no Delta log (_delta_log with commits)"
+            raise TableNotFoundError(
+                f"no table at {location!r}: the path {what}; check the location (a Delta or Qbeast table directory)"
+            )
+        return cls(log, log.snapshot())
+
+    @property
+    def location(self) -> str:
+        return self.log.table_root
+
+    @property
+    def version(self) -> int:
+        return int(self.snapshot.version)
+
+    @property
+    def commit_time_ms(self) -> int:
+        """When the snapshot's version was committed (ms since epoch)."""
+        return int(self.snapshot.timestamp)
+
+    @cached_property
+    def qsnap(self) -> QbeastSnapshot:
+        return QbeastSnapshot.from_delta(self.snapshot)
+
+    @cached_property
+    def history(self) -> tuple[HistoryEntry, ...]:
+        """The commits still in the log up to the snapshot's version, oldest first."""
+        return tuple(e for e in reversed(self.log.history()) if e.version <= self.version)
+
+    def config(
+        self, spark_conf: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None
+    ) -> OptimizationConfig:
+        """The table's optimization settings, as `optimize()` resolves them (see
+        `OptimizationConfig.from_properties`): its properties, then `spark_conf` session defaults
+        (`spark.qbeast.use.optimization.*`), with `overrides` winning. ConfigError on a bad value."""
+        return config_of(self.qsnap, spark_conf, overrides)
+
+
+def config_of(
+    qsnap: Any, spark_conf: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None
+) -> OptimizationConfig:
+    """The optimization settings of a snapshot's table (its properties + session defaults + overrides)."""
+    return OptimizationConfig.from_properties(qsnap.configuration, overrides, spark_conf=spark_conf)
