@@ -108,6 +108,11 @@ def test_rtas_replaces_a_qbeast_table_in_one_commit(spark, db) -> None:
     props = dict((r[0], r[1]) for r in spark.sql("SHOW TBLPROPERTIES q").collect())
     assert props["use.optimization.bytes-per-iter"] == "5000"
 
+    # replaced by no rows: the new schema, properties and indexed columns, and no data
+    spark.sql("CREATE OR REPLACE TABLE q USING qbeast OPTIONS ('columnsToIndex'='c') AS SELECT id AS c FROM range(5) WHERE id < 0")
+    assert _versions(root) == 3 and rows(spark, "SELECT count(*) FROM q") == [(0,)]
+    assert qt.indexed_columns() == ["c"] and "use.optimization.bytes-per-iter" not in qt.properties()
+
 
 def test_a_schema_mismatch_is_a_clean_error_and_writes_nothing(spark, db) -> None:
     spark.sql("CREATE TABLE t (id BIGINT, name STRING) USING delta")
