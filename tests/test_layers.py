@@ -12,12 +12,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "python" / "use"
 
 # layer -> packages it must never import
 FORBIDDEN = {
-    "use.delta": ("pyspark", "use.qbeast", "use.optimize", "use.insights", "use.service", "use.table", "use.cli", "use.server"),
-    "use.qbeast": ("use.optimize", "use.insights", "use.service", "use.table", "use.cli", "use.server"),
-    "use.optimize": ("use.insights", "use.service", "use.table", "use.cli", "use.server"),
+    "use.delta": ("pyspark", "use.qbeast", "use.optimize", "use.insights", "use.service", "use.table", "use.cli", "use.server", "use.sql"),
+    "use.qbeast": ("use.optimize", "use.insights", "use.service", "use.table", "use.cli", "use.server", "use.sql"),
+    "use.optimize": ("use.insights", "use.service", "use.table", "use.cli", "use.server", "use.sql"),
     # insights are pure functions of table facts: no Spark at all, nothing above them
-    "use.insights": ("pyspark", "use.service", "use.table", "use.cli", "use.server"),
-    "use.service": ("use.table", "use.cli", "use.server"),
+    "use.insights": ("pyspark", "use.service", "use.table", "use.cli", "use.server", "use.sql"),
+    "use.service": ("use.table", "use.cli", "use.server", "use.sql"),
 }
 # Modules that run Spark; every other module of these layers is pure (no pyspark).
 SPARK_MODULES = {

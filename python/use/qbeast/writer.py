@@ -233,6 +233,7 @@ def write(
     txn_app_id: str | None = None,
     txn_version: int | None = None,
     optimize_write: bool | None = None,
+    configuration: Mapping[str, str] | None = None,
 ) -> WriteResult:
     """Index `df` into the Qbeast table at `path` (created when missing) and commit it.
 
@@ -248,6 +249,9 @@ def write(
     fall into (no shuffle: the write costs little more than a plain parquet write, and the
     optimizer's compaction merges the parts later). `None` takes `spark.qbeast.index.optimizeWrite`,
     else the table property `delta.autoOptimize.optimizeWrite`, else `False`.
+
+    `configuration` (checked table properties, SQL's CTAS/RTAS) is the properties of a table this
+    write creates, and replaces an existing table's on overwrite; None keeps them.
     """
     from use.delta.log import DeltaLog
 
@@ -324,6 +328,7 @@ def write(
             columns_to_index=columns_to_index,
             txn_app_id=txn_app_id,
             txn_version=txn_version,
+            configuration=configuration,
         )
     except BaseException:
         delete_files(root, written)
