@@ -109,7 +109,12 @@ def quiet_query_errors() -> Iterator[None]:
     """Silence PySpark's query-error loggers while USE checks user input through Spark (a filter
     string analyzed against a table): a bad input then gives only USE's own one-line typed error,
     not also an ERROR log with a Java stack. Other errors and other loggers are untouched."""
-    loggers = [logging.getLogger(name) for name in QUERY_ERROR_LOGGERS]
+    from pyspark.logger import PySparkLogger
+
+    # PySpark's own logger class: a plain logging.Logger made under one of these names first would
+    # make PySpark's later error logging (with its `errorClass=` keyword) raise TypeError in place of
+    # the query's error, for every query error of the process.
+    loggers = [PySparkLogger.getLogger(name) for name in QUERY_ERROR_LOGGERS]
     before = [lg.disabled for lg in loggers]
     for lg in loggers:
         lg.disabled = True
