@@ -23,12 +23,12 @@ SPACE = {"x_min": 0.0, "x_max": 100.0, "y_min": 0.0, "y_max": 100.0}
 
 def fmt_table(header: list[str], body: list[list[Any]]) -> str:
     """A fixed-width text table; floats with two decimals."""
-    from use.optimize.loop import format_table
+    from use.display import text_table
 
     def cell(v: Any) -> Any:
         return f"{v:.2f}" if isinstance(v, float) else v
 
-    return format_table(header, [[cell(v) for v in r] for r in body])
+    return text_table(header, [[cell(v) for v in r] for r in body])
 
 
 def live_file_sizes(path: str) -> dict[str, int]:
