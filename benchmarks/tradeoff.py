@@ -385,10 +385,12 @@ def dominance_lines(runs: Sequence[Run]) -> list[str]:
     return lines
 
 
-def table(runs: Sequence[Run]) -> str:
+def table(s: Settings, runs: Sequence[Run]) -> str:
     body = []
     for r in runs:
-        cells: list[Any] = [r.shape, r.k, r.contender, len(r.rounds), r.rewrite_ratio, r.round_share]
+        expected = len(s.round_points(r.k))  # fewer: a run cut short (a saved partial run)
+        done = len(r.rounds) if len(r.rounds) == expected else f"{len(r.rounds)} of {expected}"
+        cells: list[Any] = [r.shape, r.k, r.contender, done, r.rewrite_ratio, r.round_share]
         cells += ["{:.2f} / {:.2f}".format(*med_worst(r, attr)) for attr in READS]
         last = r.rounds[-1]
         cells += [last.table_files, last.revisions, goal_text(r)]
@@ -407,7 +409,7 @@ def report(s: Settings, runs: Sequence[Run]) -> str:
          f"appends). round/table: median bytes a round rewrites / table bytes. "
          f"binpack = Delta auto-compaction ({compaction})."),
         "",
-        table(runs),
+        table(s, runs),
         "",
         (f"goals (issue 14, ours): k=10 rewritten/appended <= {GOAL_REWRITE[10]:g}, sample and range files <= "
          f"{GOAL_WORST:g}x one-go at every round, median <= {GOAL_MEDIAN:g}x; k=1 rewritten/appended <= "
