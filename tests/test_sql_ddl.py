@@ -27,6 +27,7 @@ def test_launch_flags_for_pyspark_users(capsys) -> None:
         "--jars", str(build_shim()),
         "--conf", "spark.sql.extensions=use.sql.UseSparkSessionExtension",
         "--conf", "spark.sql.catalog.spark_catalog=use.sql.UseCatalog",
+        "--conf", "spark.sql.catalog.use_catalog=use.sql.UseLakeCatalog",
     ]  # fmt: skip
     assert "use.sql.install(spark)" in err
 

@@ -11,6 +11,9 @@ through one py4j callback object (`use.sql.bridge.Bridge`) that `install` regist
 - `write`: INSERT/CTAS/RTAS/writeTo/saveAsTable into Qbeast (OTree write) and Delta tables
   (`DeltaTable.write`'s Spark file write), one commit each.
 
+`use_catalog` (`use.sql.UseLakeCatalog`) is the second catalog: insight tables (`LakeTables`) and
+`CALL use_catalog.system.<name>(...)` procedures plus the manual trigger (`UseProcedures`).
+
 A session built by `use.session.spark_session()` has it all; `pyspark`/`spark-submit` users add the
 flags `python -m use.shim --conf` prints and call `install(spark)` once in the driver.
 """
@@ -25,12 +28,15 @@ from use.errors import InvalidArgumentError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["EXTENSION_CLASS", "CATALOG_CLASS", "session_conf", "install", "installed", "configured"]
+__all__ = ["EXTENSION_CLASS", "CATALOG_CLASS", "LAKE_CATALOG_CLASS", "LAKE_CATALOG_NAME", "session_conf", "install", "installed", "configured"]
 
 EXTENSION_CLASS = "use.sql.UseSparkSessionExtension"
 CATALOG_CLASS = "use.sql.UseCatalog"
+LAKE_CATALOG_NAME = "use_catalog"
+LAKE_CATALOG_CLASS = "use.sql.UseLakeCatalog"
 _EXTENSIONS_KEY = "spark.sql.extensions"
 _CATALOG_KEY = "spark.sql.catalog.spark_catalog"
+_LAKE_CATALOG_KEY = f"spark.sql.catalog.{LAKE_CATALOG_NAME}"
 
 
 def session_conf(conf: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -45,7 +51,7 @@ def session_conf(conf: Mapping[str, str] | None = None) -> dict[str, str]:
         raise InvalidArgumentError(
             f"{_CATALOG_KEY}={catalog} replaces the session catalog USE needs ({CATALOG_CLASS}); drop that setting"
         )
-    return {_EXTENSIONS_KEY: ",".join(extensions), _CATALOG_KEY: CATALOG_CLASS}
+    return {_EXTENSIONS_KEY: ",".join(extensions), _CATALOG_KEY: CATALOG_CLASS, _LAKE_CATALOG_KEY: LAKE_CATALOG_CLASS}
 
 
 def configured(spark: "SparkSession") -> bool:
