@@ -4,8 +4,9 @@ One Qbeast table (`--rows` rows, indexed on x, y) is read four ways, each runnin
 aggregation so every side returns one small row:
 - `catalog`: `spark.sql(...)` on the table registered in the session catalog (`USING qbeast
   LOCATION`), in this driver;
-- `jdbc`: the same statement over JDBC (PyHive) to the Thrift server of `use serve`, run in this
-  process (`UseServer`) so that it serves the very session the other sides run on;
+- `jdbc`: the same statement over JDBC (PyHive) to a `use serve` subprocess that has the table
+  registered (its own JVM on the same cores, warmed only by the JDBC queries: "jdbc - catalog" is
+  the round trip plus that JVM's own speed; the small result and `SELECT 1` show the round trip);
 - `QbeastTable.read(filter=..., sample=...)`: the Python API (the same file pruning, no catalog);
 - `spark.read.parquet`: Spark's parquet reader on the same files, no pruning by the index.
 Two queries: a selective filter (a box of ~0.1% of the rows) and a 1% sample (`TABLESAMPLE (1
@@ -31,21 +32,25 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import socket
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import fmt_table, timed_cpu
+from _common import PYTHON_DIR, fmt_table, timed_cpu
 from qbeast_write_read import alternated
 
 INDEXED = ["x", "y"]
 # x, y uniform in [0, 1000): a 31.6 x 31.6 box holds ~0.1% of the rows.
 FILTER = "x >= 100 AND x < 131.6 AND y >= 200 AND y < 231.6"
 AGG = "count(*) AS n, sum(amount) AS total"
+READY_TIMEOUT_S = 600.0
 
 
 def rows_df(spark: Any, n: int) -> Any:
@@ -66,6 +71,56 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+
+class Server:
+    """A `use serve` subprocess on a data dir of its own; ready when it prints its JDBC URL.
+
+    A process of its own, as users run it. (Running `UseServer` in this process would put JDBC
+    and the catalog on one JVM, but QbeastTable.write of 1M rows in a `use serve` session failed
+    in the JVM write there, a py4j error whose message could not be read: not understood yet.)"""
+
+    def __init__(self, data_dir: str, driver_memory: str) -> None:
+        from use.server import READY_PREFIX
+
+        self.port = _free_port()
+        env = dict(os.environ, PYTHONPATH=PYTHON_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        cli = "import sys; from use.cli import main; sys.exit(main())"
+        command = [
+            sys.executable, "-c", cli, "serve", "--data-dir", data_dir, "--port", str(self.port),
+            "--master", "local[2]", "--no-service",
+            "--conf", "spark.sql.shuffle.partitions=4", "--conf", f"spark.driver.memory={driver_memory}",
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(command, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.lines: list[str] = []
+        ready = threading.Event()
+
+        def read() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.lines.append(line)
+                if line.startswith(READY_PREFIX):
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(READY_TIMEOUT_S) or self.proc.poll() is not None:
+            self.stop()
+            raise RuntimeError("use serve did not start:\n" + "".join(self.lines))
+
+    def connect(self) -> Any:
+        from pyhive import hive
+
+        return hive.connect(host="127.0.0.1", port=self.port, username="bench")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -79,23 +134,20 @@ def main() -> int:
     from pyspark.sql import functions as F
 
     from use import QbeastTable
-    from use.server import ServerOptions, UseServer
+    from use.session import spark_session
 
     work = args.keep or tempfile.mkdtemp(prefix="use-sql-surface-")
     os.makedirs(work, exist_ok=True)
-    # `use serve` in this process: its session is the one every side runs on, so JDBC and the
-    # catalog share one JVM (equally warm) and "jdbc - catalog" is the JDBC round trip alone.
-    options = ServerOptions.from_flags(
-        os.path.join(work, "server"),
-        port=_free_port(),
+    spark = spark_session(
+        "sql-surface-bench",
         master="local[2]",
-        conf_pairs=[f"spark.driver.memory={args.driver_memory}", "spark.sql.shuffle.partitions=4"],
-        service=False,
+        conf={
+            "spark.driver.memory": args.driver_memory,
+            "spark.sql.shuffle.partitions": "4",
+            "spark.sql.warehouse.dir": os.path.join(work, "warehouse"),
+        },
     )
-    server = UseServer(options)
-    server.start()
-    spark = server.spark
-    assert spark is not None
+    server: Server | None = None
     try:
         path = os.path.join(work, "points")
         t0 = time.perf_counter()
@@ -105,14 +157,16 @@ def main() -> int:
         spark.sql(f"CREATE TABLE IF NOT EXISTS bench.points USING qbeast LOCATION '{path}'")
         qt = QbeastTable.for_path(spark, path)
 
-        from pyhive import hive
-
-        jdbc = hive.connect(host="127.0.0.1", port=options.port, username="bench")
+        server = Server(os.path.join(work, "server"), args.driver_memory)
+        jdbc = server.connect()
         cursor = jdbc.cursor()
+        cursor.execute("CREATE DATABASE IF NOT EXISTS bench")
+        cursor.execute(f"CREATE TABLE IF NOT EXISTS bench.points USING qbeast LOCATION '{path}'")
         # A small result with next to nothing to compute: what a JDBC round trip itself costs
         # through the catalog (the table's snapshot and file planning included).
         tiny = os.path.join(work, "tiny")
         spark.sql(f"CREATE TABLE IF NOT EXISTS bench.tiny USING delta LOCATION '{tiny}' AS SELECT id, 'v' AS v FROM range(3)")
+        cursor.execute(f"CREATE TABLE IF NOT EXISTS bench.tiny USING delta LOCATION '{tiny}'")
 
         def over_jdbc(sql: str) -> Callable[[], object]:
             def run() -> object:
@@ -210,7 +264,9 @@ def main() -> int:
         jdbc.close()
         return 0
     finally:
-        server.stop()  # the Thrift server, Spark, the metastore
+        if server is not None:
+            server.stop()
+        spark.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
