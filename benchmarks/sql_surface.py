@@ -75,9 +75,8 @@ def _free_port() -> int:
 class Server:
     """A `use serve` subprocess on a data dir of its own; ready when it prints its JDBC URL.
 
-    A process of its own, as users run it. (Running `UseServer` in this process would put JDBC
-    and the catalog on one JVM, but QbeastTable.write of 1M rows in a `use serve` session failed
-    in the JVM write there, a py4j error whose message could not be read: not understood yet.)"""
+    A process of its own, as users run it: its JVM is warmed only by the JDBC queries, so "jdbc -
+    catalog" of the larger queries holds that JVM's own speed besides the round trip."""
 
     def __init__(self, data_dir: str, driver_memory: str) -> None:
         from use.server import READY_PREFIX
