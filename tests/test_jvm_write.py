@@ -243,3 +243,16 @@ def test_session_settings_put_the_shim_after_the_callers_jars() -> None:
     assert session_settings()["spark.jars"] == jar
     mine = session_settings({"spark.jars": "/opt/extra.jar", "spark.sql.shuffle.partitions": "3"})
     assert mine["spark.jars"] == f"/opt/extra.jar,{jar}" and mine["spark.sql.shuffle.partitions"] == "3"
+
+
+def test_a_new_build_removes_older_jars_of_its_spark_version_only(tmp_path) -> None:
+    """Another venv's JVM on the same source tree may be running on its jar: removing it broke its
+    later jobs (Spark's closure cleaner reads class bytes from the jar: "capturingClassReader is null")."""
+    from use.shim import _prune_old_jars
+
+    names = ["use-jvm-shim-spark4.1.1-aaaa.jar", "use-jvm-shim-spark4.1.1-bbbb.jar", "use-jvm-shim-spark4.3.0-cccc.jar",
+             "use-jvm-shim-0123456789abcdef.jar"]  # fmt: skip
+    for name in names:
+        (tmp_path / name).write_bytes(b"jar")
+    _prune_old_jars(tmp_path / "use-jvm-shim-spark4.1.1-bbbb.jar")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["use-jvm-shim-spark4.1.1-bbbb.jar", "use-jvm-shim-spark4.3.0-cccc.jar"]

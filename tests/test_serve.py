@@ -125,6 +125,7 @@ def test_restart_on_the_same_data_dir_finds_every_table_and_sigterm_stops_cleanl
     cursor.execute("CREATE TABLE restart_check.orders (id INT, total DOUBLE) USING parquet")
     cursor.execute("INSERT INTO restart_check.orders VALUES (1, 9.5), (2, 20.0)")
     cursor.execute("CREATE TABLE restart_check.empty_one (id INT) USING parquet")
+    cursor.execute("CREATE TABLE restart_check.lake USING delta PARTITIONED BY (p) AS SELECT id, id % 2 AS p FROM range(6)")
     connection.close()
 
     code = server.stop(signal.SIGTERM)
@@ -141,5 +142,8 @@ def test_restart_on_the_same_data_dir_finds_every_table_and_sigterm_stops_cleanl
     cursor.execute("SELECT * FROM restart_check.orders ORDER BY id")
     assert cursor.fetchall() == [(1, 9.5), (2, 20.0)]
     cursor.execute("SHOW TABLES IN restart_check")
-    assert sorted(row[1] for row in cursor.fetchall()) == ["empty_one", "orders"]
+    assert sorted(row[1] for row in cursor.fetchall()) == ["empty_one", "lake", "orders"]
+    cursor.execute("INSERT INTO restart_check.lake SELECT 6, 0")  # the Python side is registered again
+    cursor.execute("SELECT p, count(*) FROM restart_check.lake GROUP BY p ORDER BY p")
+    assert cursor.fetchall() == [(0, 4), (1, 3)]
     connection.close()

@@ -101,3 +101,21 @@ def test_errors_without_the_python_side(spark, db) -> None:
     finally:
         register_bridge(spark)
     assert spark.sql("SELECT * FROM t").collect() == []
+
+
+def test_use_errors_carry_a_sqlstate(spark, db, tmp_path) -> None:
+    """BI tools branch on the SQLSTATE's class; USE's errors have one like Spark's own."""
+    from pyspark.errors import AnalysisException
+
+    spark.sql("CREATE TABLE t (a INT) USING delta")
+    for statement, expected in [
+        ("CREATE TABLE b (x INT) USING qbeast", "22023"),  # a bad value (the columns to index)
+        (f"CREATE TABLE b USING delta LOCATION '{tmp_path / 'none'}'", "42P01"),  # no table there
+        ("CREATE TABLE b (x BIGINT) USING delta LOCATION '{root}'", "42K09"),  # columns differ from the log's
+        ("DELETE FROM t", "0A000"),  # not supported (raised on the JVM side)
+        ("SELECT * FROM t VERSION AS OF 5", "22023"),
+        ("CREATE TABLE b USING delta AS SELECT 1 / (id - id) AS boom FROM range(2)", "22012"),  # Spark's, from a nested job
+    ]:
+        with pytest.raises(AnalysisException) as info:
+            spark.sql(statement.replace("{root}", location(spark, "t"))).collect()
+        assert info.value.getSqlState() == expected, (statement, str(info.value))

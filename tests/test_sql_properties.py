@@ -43,6 +43,14 @@ def test_a_property_set_by_delta_rs_is_what_sql_shows(spark, db) -> None:
     assert _props(spark, "t")["delta.logRetentionDuration"] == "interval 2 days"
 
 
+def test_a_property_set_through_the_python_api_is_what_sql_shows(spark, db) -> None:
+    from use import DeltaTable
+
+    spark.sql("CREATE TABLE t (a INT) USING delta")
+    DeltaTable.for_path(spark, location(spark, "t")).set_properties({"use.optimization.bytes-per-iter": 123456})
+    assert _props(spark, "t")["use.optimization.bytes-per-iter"] == "123456"
+
+
 def test_bad_values_are_refused_and_nothing_changes(spark, db) -> None:
     spark.sql("CREATE TABLE q (x INT) USING qbeast OPTIONS ('columnsToIndex'='x')")
     root = location(spark, "q")

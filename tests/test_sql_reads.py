@@ -122,3 +122,17 @@ def test_a_planned_query_reads_its_snapshot_and_the_next_one_the_new_files(spark
     assert tuple(planned.collect()[0]) == (300, sum(range(300)))  # its version, read whole
     read = {r[0].rsplit("/", 1)[-1] for r in spark.sql("SELECT DISTINCT input_file_name() FROM t").collect()}
     assert read == live  # a new query reads only the live files
+
+
+def test_format_qbeast_reaches_sessions_made_after_install(spark, tmp_path) -> None:
+    """Python data sources are registered per session: a new session (as each JDBC session is)
+    gets USE's `format("qbeast")` source and its filter pushdown from the installed one."""
+    from use import QbeastTable
+
+    path = str(tmp_path / "q")
+    QbeastTable.write(spark.range(200).selectExpr("id AS x", "id * 2 AS y"), path, ["x"], cube_size=50)
+    other = spark.newSession()
+    assert not other._jsparkSession.sessionState().dataSourceManager().dataSourceExists("use_qbeast_python")
+    assert other.read.format("qbeast").load(path).where("x < 10").count() == 10
+    assert other.conf.get("spark.sql.python.filterPushdown.enabled") == "true"
+    assert other.read.format("qbeast").load(path).count() == 200

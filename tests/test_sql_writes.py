@@ -134,3 +134,28 @@ def test_a_failed_write_leaves_no_commit_and_no_file(spark, db) -> None:
         spark.sql("INSERT INTO t SELECT id, CAST(CASE WHEN id = 7 THEN 'x' ELSE '1' END AS DOUBLE) FROM range(0, 20, 1, 4)").collect()
     assert state(root) == before
     assert not [f for f in state(root)[1] if os.path.basename(f).startswith(("part-", "."))]
+
+
+def test_concurrent_inserts_commit_one_after_the_other(spark, db) -> None:
+    """Two INSERTs racing on one table: Delta's conflict rules let blind appends both commit (the
+    loser of the race retries on the next version); every row is there once."""
+    import threading
+
+    spark.sql("CREATE TABLE t (id BIGINT) USING delta")
+    root = location(spark, "t")
+    errors: list[BaseException] = []
+
+    def insert(lo: int) -> None:
+        try:
+            spark.sql(f"INSERT INTO t SELECT id FROM range({lo}, {lo + 100})")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=insert, args=(lo,)) for lo in (0, 100)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not errors, errors
+    assert _versions(root) == 3
+    assert rows(spark, "SELECT count(*), count(DISTINCT id), sum(id) FROM t") == [(200, 200, sum(range(200)))]

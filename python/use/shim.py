@@ -2,8 +2,9 @@
 
 There is no sbt and no Maven here, but pyspark's wheel carries the Scala compiler and every jar the
 shim compiles against, so the jar is built from source on first use (about 5 s) and cached under
-`build/jvm-shim/` by a digest of the sources and the Spark version: a changed source or another
-pyspark builds a new jar, nothing stale is ever loaded. `use.session.spark_session` puts the jar on
+`build/jvm-shim/` by the Spark version and a digest of the sources: a changed source or another
+pyspark builds a new jar, nothing stale is ever loaded (a new build removes the older ones of its
+Spark version only: another venv's JVM may be running on its own). `use.session.spark_session` puts the jar on
 the driver and executor class paths; code that needs a shim class asks `shim_loaded(spark)` and
 keeps a Python path for sessions started without it.
 """
@@ -48,7 +49,19 @@ def _jar_path(sources: list[Path]) -> Path:
     digest = hashlib.sha256(pyspark.__version__.encode())
     for src in sources:
         digest.update(str(src.relative_to(SOURCE_DIR)).encode() + b"\0" + src.read_bytes())
-    return _BUILD_DIR / f"use-jvm-shim-{digest.hexdigest()[:16]}.jar"
+    return _BUILD_DIR / f"use-jvm-shim-spark{pyspark.__version__}-{digest.hexdigest()[:16]}.jar"
+
+
+def _prune_old_jars(jar: Path) -> None:
+    """Remove the jars this one replaces: older builds for the same Spark version (and unversioned
+    ones of earlier releases). Jars built for another Spark version stay: another environment on
+    the same source tree (a second venv) may be running a JVM on one, and a JVM reads class bytes
+    from its jar long after start (Spark's closure cleaner does, on a job's first run), so deleting
+    it broke their later jobs ("capturingClassReader is null")."""
+    version_prefix = jar.name.rsplit("-", 1)[0] + "-"
+    for old in jar.parent.glob("use-jvm-shim-*.jar"):
+        if old != jar and (old.name.startswith(version_prefix) or not old.name.startswith("use-jvm-shim-spark")):
+            old.unlink(missing_ok=True)
 
 
 def build_shim() -> Path:
@@ -90,9 +103,7 @@ def build_shim() -> Path:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    for old in jar.parent.glob("use-jvm-shim-*.jar"):
-        if old != jar:
-            old.unlink(missing_ok=True)
+    _prune_old_jars(jar)
     return jar
 
 

@@ -3,9 +3,9 @@
 Every call is `call(method, request_json, args)`: the method's function gets the session, the
 parsed request and the JVM objects passed along (Catalyst filters, a write's DataFrame), and
 returns a JSON-ready dict. Errors never cross as Python tracebacks: a `UseError` becomes
-`{"error": {"kind", "message"}}` (the shim raises it as one clean AnalysisException); a Spark error
-raised by a nested Spark call keeps Spark's own message; anything else (a bug) is logged here with
-its traceback and reported by type and message.
+`{"error": {"kind", "message", "sqlState"}}` (the shim raises it as one clean AnalysisException
+with that SQLSTATE); a Spark error raised by a nested Spark call keeps Spark's own message and
+SQLSTATE; anything else (a bug) is logged here with its traceback and reported by type and message.
 """
 
 from __future__ import annotations
@@ -51,6 +51,28 @@ def error_kind(exc: BaseException) -> str:
     return "USE_" + re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).upper()
 
 
+def sql_state(exc: BaseException) -> str:
+    """The SQLSTATE a USE error reaches JDBC/ODBC clients with (BI tools branch on its class: 42
+    the statement names something wrong, 22 a bad value, 0A not supported, 40 retry)."""
+    from use import errors as E
+
+    for kinds, state in (
+        ((E.TableNotFoundError,), "42P01"),
+        ((E.TableAlreadyExistsError,), "42P07"),
+        ((E.SchemaMismatchError,), "42K09"),
+        ((E.NotAQbeastTableError,), "42809"),
+        ((E.UnsupportedFeatureError,), "0A000"),
+        ((E.ConcurrentModificationError,), "40001"),
+        ((ValueError, LookupError, E.VersionNotFoundError), "22023"),
+    ):
+        if isinstance(exc, kinds):
+            return state
+    return "XX000"
+
+
+_SPARK_SQL_STATE = re.compile(r"SQLSTATE: ([0-9A-Z]{5})")
+
+
 def _spark_message(exc: BaseException) -> str | None:
     """The message of an error Spark raised under a nested Spark call (py4j's Py4JJavaError or
     pyspark's captured exceptions): the innermost Spark error's message (a failed job's cause, not
@@ -91,13 +113,16 @@ class Bridge:
             result = fn(self.spark, json.loads(request), list(args) if args is not None else [])
             return json.dumps(result)
         except UseError as exc:
-            return json.dumps({"error": {"kind": error_kind(exc), "message": str(exc)}})
+            return json.dumps({"error": {"kind": error_kind(exc), "message": str(exc), "sqlState": sql_state(exc)}})
         except Exception as exc:  # noqa: BLE001 - every failure must reach Spark as one message
             spark_message = _spark_message(exc)
             if spark_message is not None:
-                return json.dumps({"error": {"kind": "USE_SPARK_ERROR", "message": spark_message}})
+                found = _SPARK_SQL_STATE.search(spark_message)
+                state = found.group(1) if found else "XX000"
+                return json.dumps({"error": {"kind": "USE_SPARK_ERROR", "message": spark_message, "sqlState": state}})
             _log.exception("USE's SQL bridge failed in %s", method)
-            return json.dumps({"error": {"kind": "USE_INTERNAL_ERROR", "message": f"{type(exc).__name__}: {exc}"}})
+            message = f"{type(exc).__name__}: {exc}"
+            return json.dumps({"error": {"kind": "USE_INTERNAL_ERROR", "message": message, "sqlState": "XX000"}})
 
     class Java:
         implements = ["use.sql.UseBridge"]

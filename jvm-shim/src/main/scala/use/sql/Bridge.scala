@@ -11,7 +11,7 @@ import org.apache.spark.sql.AnalysisException
   * One generic entry point keeps the JVM/Python contract small: `method` names a function of the
   * Python bridge, `request` is its JSON argument, `args` carries the JVM objects a call needs
   * (Catalyst filter expressions, the DataFrame of a write). The answer is JSON: the result, or
-  * `{"error": {"kind": ..., "message": ...}}` for an error the user must see.
+  * `{"error": {"kind": ..., "message": ..., "sqlState": ...}}` for an error the user must see.
   */
 trait UseBridge {
   def call(method: String, request: String, args: Array[AnyRef]): String
@@ -21,8 +21,20 @@ trait UseBridge {
   * Python traceback. An AnalysisException, so PySpark raises `AnalysisException` and JDBC clients
   * get the message as is. `kind` is the Python error class in Spark's style (`USE_CONFIG_ERROR`).
   */
-class UseException(message: String, val kind: String = "USE_ERROR", cause: Throwable = null)
-  extends AnalysisException(message = s"[$kind] $message", cause = Option(cause))
+class UseException(message: String, val kind: String = "USE_ERROR", cause: Throwable = null, sqlState: String = null)
+  extends AnalysisException(message = s"[$kind] $message", cause = Option(cause)) {
+  // What JDBC/ODBC clients get as the SQLSTATE (Spark's own errors have one from their error class).
+  override def getSqlState: String = Option(sqlState).getOrElse(UseException.sqlState(kind))
+}
+
+object UseException {
+  /** The SQLSTATE of an error raised on the JVM side (the Python side sends its own). */
+  def sqlState(kind: String): String = kind match {
+    case "USE_NOT_SUPPORTED" => "0A000"
+    case "USE_INVALID_ARGUMENT" => "22023"
+    case _ => "XX000"
+  }
+}
 
 /** The registered Python side (one per JVM: the driver's Python process) and JSON helpers. */
 object Bridge {
@@ -87,7 +99,7 @@ object Bridge {
     val node = json.readTree(answer)
     val error = node.get("error")
     if (error != null && !error.isNull) {
-      throw new UseException(error.get("message").asText(), error.get("kind").asText())
+      throw new UseException(error.get("message").asText(), error.get("kind").asText(), sqlState = optText(error, "sqlState").orNull)
     }
     node
   }

@@ -47,12 +47,8 @@ package use.sql {
     * CREATE TABLE / CTAS / saveAsTable to the session catalog. */
   class QbeastPathProvider extends TableProvider {
     private lazy val python = {
-      val session = org.apache.spark.sql.SparkSession.active.asInstanceOf[org.apache.spark.sql.classic.SparkSession]
-      if (!session.sessionState.dataSourceManager.dataSourceExists(QbeastPathProvider.PythonName)) {
-        throw new UseException("format(\"qbeast\") on a path needs USE's Python data source in this session: call " +
-          "use.sql.install(spark) once (use.session.spark_session() does), or use a table: CREATE TABLE ... USING qbeast " +
-          "LOCATION '<path>'", "USE_NOT_INSTALLED")
-      }
+      QbeastPathProvider.ensureRegistered(
+        org.apache.spark.sql.SparkSession.active.asInstanceOf[org.apache.spark.sql.classic.SparkSession])
       val p = new PythonDataSourceV2()
       p.setShortName(QbeastPathProvider.PythonName)
       p
@@ -67,6 +63,33 @@ package use.sql {
   object QbeastPathProvider {
     /** The name `use.sql.install` registers the Python `format("qbeast")` source under. */
     val PythonName = "use_qbeast_python"
+
+    /** Must equal `use.qbeast.datasource.PUSHDOWN_CONF`: filters reach the Python reader. */
+    private val PushdownConf = "spark.sql.python.filterPushdown.enabled"
+
+    /** Python data sources and runtime confs are per session, and `use.sql.install` runs in one:
+      * a session made after it (`spark.newSession()`, each JDBC session of the Thrift server)
+      * gets the source, and its filter pushdown, from the session it was installed in (the
+      * default session) the first time it reads `format("qbeast")`. */
+    def ensureRegistered(session: org.apache.spark.sql.classic.SparkSession): Unit = {
+      val here = session.sessionState.dataSourceManager
+      if (here.dataSourceExists(PythonName)) return
+      val root = org.apache.spark.sql.SparkSession.getDefaultSession
+        .map(_.asInstanceOf[org.apache.spark.sql.classic.SparkSession])
+        .filter(r => (r ne session) && r.sessionState.dataSourceManager.dataSourceExists(PythonName))
+        .getOrElse(throw new UseException("format(\"qbeast\") on a path needs USE's Python data source: call " +
+          "use.sql.install(spark) once (use.session.spark_session() does), or use a table: CREATE TABLE ... USING qbeast " +
+          "LOCATION '<path>'", "USE_NOT_INSTALLED"))
+      here.synchronized {
+        if (!here.dataSourceExists(PythonName)) {
+          here.registerDataSource(PythonName, root.sessionState.dataSourceManager.lookupDataSource(PythonName))
+        }
+      }
+      val conf = session.sessionState.conf
+      if (!conf.contains(PushdownConf)) {
+        Option(root.sessionState.conf.getConfString(PushdownConf, null)).foreach(v => conf.setConfString(PushdownConf, v))
+      }
+    }
   }
 }
 

@@ -1,0 +1,101 @@
+-- Delta tables of the session catalog over JDBC: managed and external DDL, registration of an
+-- existing table by LOCATION, inserts and overwrites, filtered reads, time travel, properties.
+
+CREATE TABLE events (id BIGINT, city STRING, day DATE) USING delta PARTITIONED BY (day) COMMENT 'raw events';
+
+-- IF NOT EXISTS leaves the table as it is (its columns stay id, city, day)
+CREATE TABLE IF NOT EXISTS events (other STRING) USING delta;
+
+INSERT INTO events VALUES (1, 'BCN', DATE '2024-01-01'), (2, 'NYC', DATE '2024-01-02'), (3, 'BCN', DATE '2024-01-01');
+
+SELECT * FROM events ORDER BY id;
+
+SELECT city, count(*) AS n FROM events WHERE day = DATE '2024-01-01' GROUP BY city ORDER BY city;
+
+SELECT id FROM events WHERE id >= 2 ORDER BY id;
+
+-- a static partition: only 2024-01-01 is replaced
+INSERT OVERWRITE events PARTITION (day = '2024-01-01') SELECT 10, 'MAD';
+
+SELECT * FROM events ORDER BY id;
+
+-- the whole table
+INSERT OVERWRITE events SELECT 7, 'LON', DATE '2024-03-01';
+
+SELECT * FROM events ORDER BY id;
+
+-- time travel: version 0 is the CREATE, 1 the first INSERT, 2 the partition overwrite
+SELECT * FROM events VERSION AS OF 1 ORDER BY id;
+
+SELECT * FROM events VERSION AS OF 2 ORDER BY id;
+
+SELECT count(*) FROM events TIMESTAMP AS OF current_timestamp();
+
+SELECT * FROM events VERSION AS OF 99;
+
+DESCRIBE events;
+
+DESCRIBE TABLE EXTENDED events;
+
+SHOW CREATE TABLE events;
+
+SHOW TBLPROPERTIES events;
+
+ALTER TABLE events SET TBLPROPERTIES ('use.optimization.bytes-per-iter' = '1000', 'owner.team' = 'analytics');
+
+SHOW TBLPROPERTIES events;
+
+-- a bad use.optimization.* value is refused with the parser's error; nothing changes
+ALTER TABLE events SET TBLPROPERTIES ('use.optimization.bytes-per-iter' = '-5');
+
+ALTER TABLE events SET TBLPROPERTIES ('use.optimization.type' = 'NoSuchStrategy');
+
+SHOW TBLPROPERTIES events ('use.optimization.bytes-per-iter');
+
+ALTER TABLE events UNSET TBLPROPERTIES ('use.optimization.bytes-per-iter');
+
+SHOW TBLPROPERTIES events;
+
+-- external: a new table at an empty location
+CREATE TABLE ext (k BIGINT, v STRING) USING delta LOCATION '${SCRATCH}/ext';
+
+INSERT INTO ext VALUES (1, 'x'), (2, 'y');
+
+-- DROP of an external table removes the registration only
+DROP TABLE ext;
+
+-- registering the existing table takes the schema from its log
+CREATE TABLE again USING delta LOCATION '${SCRATCH}/ext';
+
+DESCRIBE again;
+
+SELECT * FROM again ORDER BY k;
+
+-- a path identifier reads a table without registering it
+SELECT count(*) FROM delta.`${SCRATCH}/ext`;
+
+-- CTAS and CREATE OR REPLACE (each one commit; the history stays)
+CREATE TABLE summary USING delta AS SELECT city, count(*) AS n FROM events GROUP BY city;
+
+SELECT * FROM summary ORDER BY city;
+
+CREATE OR REPLACE TABLE summary USING delta AS SELECT 1 AS one;
+
+SELECT * FROM summary;
+
+SELECT * FROM summary VERSION AS OF 0 ORDER BY city;
+
+CREATE OR REPLACE TABLE fresh (a INT) USING delta;
+
+SHOW TABLES;
+
+-- DROP of a managed table removes its data: CREATE ... LOCATION on its old directory finds no table
+DROP TABLE summary;
+
+CREATE TABLE summary_back USING delta LOCATION '${DATA_DIR}/warehouse/golden_delta_tables.db/summary';
+
+DROP TABLE again;
+
+SELECT count(*) FROM delta.`${SCRATCH}/ext`;
+
+SHOW TABLES;
