@@ -206,3 +206,19 @@ def test_refused_statements_change_nothing(spark, db) -> None:
     assert spark.sql(f"SELECT count(*) FROM {db}.t").collect()[0][0] == 50
     assert not spark.catalog.databaseExists("new_db")
     assert [r[1] for r in spark.sql("SHOW TABLES").collect()] == ["pq", "t"]
+
+
+def test_python_api_insight_equals_the_sql_table(spark, db) -> None:
+    from use import DeltaTable, QbeastTable
+
+    root = qbeast_table(spark, "q", rows=100)
+    spark.sql("CREATE TABLE d (id INT) USING delta")
+    spark.sql("INSERT INTO d VALUES (1), (2)")
+    for table, name in ((QbeastTable.for_path(spark, root), "q"), (DeltaTable.for_path(spark, location(spark, "d")), "d")):
+        for insight in ("files", "revisions"):
+            api = table.insight(insight).to_pylist()
+            sql = [r.asDict(recursive=True) for r in spark.sql(f"SELECT * FROM use_catalog.spark_catalog.{db}.{name}.{insight}").collect()]
+            key = "path" if insight == "files" else "revision_id"
+            simple = [{k: v for k, v in r.items() if k != "modification_time" and k != "timestamp"} for r in sorted(api, key=lambda r: r[key])]
+            got = [{k: v for k, v in r.items() if k != "modification_time" and k != "timestamp"} for r in sorted(sql, key=lambda r: r[key])]
+            assert got == simple, (name, insight)
