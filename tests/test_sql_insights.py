@@ -219,6 +219,10 @@ def test_python_api_insight_equals_the_sql_table(spark, db) -> None:
             api = table.insight(insight).to_pylist()
             sql = [r.asDict(recursive=True) for r in spark.sql(f"SELECT * FROM use_catalog.spark_catalog.{db}.{name}.{insight}").collect()]
             key = "path" if insight == "files" else "revision_id"
-            simple = [{k: v for k, v in r.items() if k != "modification_time" and k != "timestamp"} for r in sorted(api, key=lambda r: r[key])]
+            # Arrow gives a map as (key, value) pairs, Spark as a dict
+            simple = [
+                {k: dict(v) if k == "partition_values" else v for k, v in r.items() if k not in ("modification_time", "timestamp")}
+                for r in sorted(api, key=lambda r: r[key])
+            ]
             got = [{k: v for k, v in r.items() if k != "modification_time" and k != "timestamp"} for r in sorted(sql, key=lambda r: r[key])]
             assert got == simple, (name, insight)
