@@ -226,3 +226,24 @@ def test_python_api_insight_equals_the_sql_table(spark, db) -> None:
             ]
             got = [{k: v for k, v in r.items() if k != "modification_time" and k != "timestamp"} for r in sorted(sql, key=lambda r: r[key])]
             assert got == simple, (name, insight)
+
+
+def test_a_lake_of_many_tables_is_read_in_table_ranges_that_add_up_to_the_whole(tmp_path) -> None:
+    import pyarrow as pa
+
+    from use.sql.insight_source import TABLES_PER_PARTITION, InsightReader, TableRange
+    from use.sql.lake import compute
+
+    n = TABLES_PER_PARTITION * 2 + 3
+    tables = [
+        {"catalog": "spark_catalog", "database": "d", "table_name": f"t{i}", "provider": "delta", "location": str(tmp_path / f"t{i}")}
+        for i in range(n)
+    ]  # no table exists there: every row carries its error, none fails the read
+    options = {"kind": "lake", "insight": "metastore_summary", "tables": json.dumps(tables), "spark_conf": "{}"}
+    ranges = InsightReader(options, None).partitions()  # type: ignore[arg-type]
+    assert [(r.start, r.stop) for r in ranges] == [(0, TABLES_PER_PARTITION), (TABLES_PER_PARTITION, 2 * TABLES_PER_PARTITION), (2 * TABLES_PER_PARTITION, n)] and all(isinstance(r, TableRange) for r in ranges)
+    parts = pa.concat_tables([compute(options, tables=(r.start, r.stop)) for r in ranges])
+    assert parts.equals(compute(options))
+    assert parts.column("table_name").to_pylist() == [f"t{i}" for i in range(n)]
+    assert all("TableNotFoundError" in e for e in parts.column("error").to_pylist())
+    assert [type(p).__name__ for p in InsightReader({"kind": "table"}, None).partitions()] == ["InputPartition"]  # type: ignore[arg-type]

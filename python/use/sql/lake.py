@@ -41,11 +41,7 @@ from use.insights.lake import DELTA_PROVIDERS, NOT_SERVED
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["LAKE_TABLES", "SOURCE_NAME", "compute", "names", "read_request", "lake_schema"]
-
-#: The Python data source name the insight readers are registered under (the shim's
-#: `LakeTables.SourceName`).
-SOURCE_NAME = "use_insight"
+__all__ = ["LAKE_TABLES", "compute", "names", "read_request", "lake_schema"]
 
 
 def _service_status_schema() -> pa.Schema:
@@ -162,8 +158,9 @@ def _identities(text: str) -> list[TableIdentity]:
     ]
 
 
-def compute(options: Mapping[str, str]) -> pa.Table:
-    """The rows of one `use_catalog` table from the reader's options (runs in a Python worker)."""
+def compute(options: Mapping[str, str], tables: tuple[int, int] | None = None) -> pa.Table:
+    """The rows of one `use_catalog` table from the reader's options (runs in a Python worker);
+    `tables` (start, stop) limits a lake-wide table to a slice of its tables (one partition)."""
     spark_conf = json.loads(options.get("spark_conf") or "{}")
     insight = options["insight"]
     if options["kind"] == "table":
@@ -172,6 +169,8 @@ def compute(options: Mapping[str, str]) -> pa.Table:
         with pa.ipc.open_stream(base64.b64decode(options["arrow"])) as reader:
             return reader.read_all()
     identities = _identities(options.get("tables") or "[]")
+    if tables is not None:
+        identities = identities[tables[0] : tables[1]]
     if insight == "optimizations":
         return lake_optimizations(identities)
     states = {k: ServiceState(**v) for k, v in json.loads(options.get("states") or "{}").items()}

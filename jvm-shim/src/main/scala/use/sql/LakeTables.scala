@@ -40,7 +40,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap
   */
 object LakeTables {
 
-  /** Must equal `use.sql.lake.SOURCE_NAME`. */
+  /** Must equal `use.sql.insight_source.SOURCE_NAME`. */
   val SourceName = "use_insight"
   val PathNamespace = "path"
   val LakeNamespace = "system_lake_tables"
