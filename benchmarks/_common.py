@@ -85,3 +85,25 @@ def timed_cpu(fn: Callable[[], object]) -> tuple[float, float, Any]:
     c0, t0 = process_tree_cpu(), time.perf_counter()
     out = fn()
     return time.perf_counter() - t0, process_tree_cpu() - c0, out
+
+
+def event_log(root: str, events: int) -> str:
+    """A Delta table at `root` whose log holds `events` OPTIMIZE commits, each carrying an
+    OptimizationEvent of 10 input and 2 output files (no data files; `use.delta` transactions)."""
+    import pyarrow as pa
+
+    from use.delta import DeltaLog
+    from use.optimize.events import EVENT_TAG, FileStats, OptimizationEvent
+
+    log = DeltaLog.for_path(root)
+    log.create(pa.schema([("id", pa.int64())]))
+    stats_in = FileStats(tuple(f"part-{i:05d}.parquet" for i in range(10)), (3,) * 10, 10_000, 10 * 2**20, 10, 40, 60, 6.0, 1_000.0)
+    stats_out = FileStats(("merged-0.parquet", "merged-1.parquet"), (4, 4), 10_000, 9 * 2**20, 2, 40, 40, 20.0, 250.0)
+    for i in range(events):
+        event = OptimizationEvent(
+            optimization_name="LeveledCompactionSelection", write_id=f"w{i}", table_id=root, revision_id=1,
+            started_at=1_700_000_000_000 + i, finished_at=1_700_000_000_500 + i, process_time_ms=500,
+            input_files_stats=stats_in, output_files_stats=stats_out,
+        )  # fmt: skip
+        log.start_transaction().commit("OPTIMIZE", tags={EVENT_TAG: event.to_json()})
+    return root

@@ -28,32 +28,17 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import event_log  # noqa: E402  (OPTIMIZE commits with events, shared with insights.py)
 from planner_scale import _files, _time  # noqa: E402  (the same synthetic files and timing)
 import use.insights as insights  # noqa: E402
-from use.delta import DeltaLog  # noqa: E402
 from use.insights.facts import TableFacts  # noqa: E402
-from use.optimize.events import EVENT_TAG, FileStats, OptimizationEvent  # noqa: E402
 from use.qbeast.revision import Revision, configuration_with_revision, staging_revision  # noqa: E402
 from use.qbeast.snapshot import QbeastSnapshot  # noqa: E402
-from use.qbeast.transform import LinearTransformation, LinearTransformer  # noqa: E402
+from use.qbeast.transform import LinearTransformation  # noqa: E402
+from use.qbeast.transformers import LinearTransformer  # noqa: E402
 
 MIN_W, MAX_W = -(2**31), 2**31 - 1
 CHILD_SYMBOLS = "AQgw"  # the four children of a cube of a 2-dimensional revision
-
-
-def event_log(root: str, events: int) -> str:
-    log = DeltaLog.for_path(root)
-    log.create(pa.schema([("id", pa.int64())]))
-    stats_in = FileStats(tuple(f"part-{i:05d}.parquet" for i in range(10)), (3,) * 10, 10_000, 10 * 2**20, 10, 40, 60, 6.0, 1_000.0)
-    stats_out = FileStats(("merged-0.parquet", "merged-1.parquet"), (4, 4), 10_000, 9 * 2**20, 2, 40, 40, 20.0, 250.0)
-    for i in range(events):
-        event = OptimizationEvent(
-            optimization_name="LeveledCompactionSelection", write_id=f"w{i}", table_id=root, revision_id=1,
-            started_at=1_700_000_000_000 + i, finished_at=1_700_000_000_500 + i, process_time_ms=500,
-            input_files_stats=stats_in, output_files_stats=stats_out,
-        )  # fmt: skip
-        log.start_transaction().commit("OPTIMIZE", tags={EVENT_TAG: event.to_json()})
-    return root
 
 
 def _tree(max_depth: int) -> tuple[list[str], np.ndarray]:

@@ -19,7 +19,7 @@ def __getattr__(name: str) -> Any:
 
         return QbeastTable
     if name == "DeltaTable":
-        from use.optimize.delta_table import DeltaTable
+        from use.table import DeltaTable
 
         return DeltaTable
     if name == "DeltaLog":

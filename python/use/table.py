@@ -13,6 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from use.errors import InvalidArgumentError, NotAQbeastTableError, VersionNotFoundError
+from use.optimize.delta_table import DeltaTable as _OptimizeDeltaTable
 from use.optimize.delta_table import Progress, TableSurface, progress_callback
 from use.optimize.loop import optimize_path
 from use.qbeast.convert import DEFAULT_CUBE_SIZE, ConvertResult, convert_to_qbeast
@@ -51,7 +52,31 @@ class IndexMetricsByRevision(dict):  # type: ignore[type-arg]
     __repr__ = __str__
 
 
-class QbeastTable(TableSurface):
+class Insights:
+    """`insight(name)` for the tables of the Python API. Here, not in `TableSurface`: the insights
+    (layer 4) sit above the optimizer (layer 3), which defines the table surface."""
+
+    _spark: "SparkSession"
+    _path: str
+
+    def insight(self, name: str, **options: Any) -> "pa.Table":
+        """The insight table `name` (optimizations, history, files, cubes, revisions, layout, plan;
+        see `use.insights`) of the latest snapshot, as a `pyarrow.Table` (no Spark job). The
+        session's `spark.qbeast.use.optimization.*` defaults count for `layout` and `plan`, as they
+        do for `optimize()`; `plan` also takes `revision_id`. The same rows as SQL's
+        `use_catalog.path.`<path>`.<name>`."""
+        from use.insights import for_path
+        from use.optimize.loop import session_defaults
+
+        return for_path(self._path, name, spark_conf=session_defaults(self._spark), **options)
+
+
+class DeltaTable(_OptimizeDeltaTable, Insights):
+    """A plain Delta table at a path (`use.DeltaTable`): everything of
+    `use.optimize.delta_table.DeltaTable` plus `insight(name)`."""
+
+
+class QbeastTable(TableSurface, Insights):
     """A Qbeast table at a path: write, read/sample, revisions, index metrics, optimize, and what
     every table offers (`TableSurface`: history, properties, optimizations, vacuum)."""
 
@@ -237,18 +262,6 @@ class QbeastTable(TableSurface):
             bytes_per_iter=bytes_per_iter, dry_run=dry_run, max_iterations=max_iterations, stop=stop,
             all_tasks=all_tasks, overrides=overrides, on_iteration=progress_callback(progress),
         )  # fmt: skip
-
-    # --- insights (delegated to use.insights) -----------------------------------------------------
-
-    def insight(self, name: str, **options: Any) -> "pa.Table":
-        """The insight table `name` (optimizations, history, files, cubes, revisions, layout, plan;
-        see `use.insights`) of the latest snapshot, as a `pyarrow.Table` (no Spark job). The
-        session's `spark.qbeast.use.optimization.*` defaults count for `layout` and `plan`, as they
-        do for `optimize()`; `plan` also takes `revision_id`."""
-        from use.insights import for_path
-        from use.optimize.loop import session_defaults
-
-        return for_path(self._path, name, spark_conf=session_defaults(self._spark), **options)
 
     def __repr__(self) -> str:
         return f"QbeastTable({self._path!r})"

@@ -79,8 +79,8 @@ def install(spark: "SparkSession") -> None:
     """
     from use.errors import ShimBuildError
     from use.shim import shim_loaded
+    from use.sql import insight_source, path_source
     from use.sql.bridge import register_bridge
-    from use.sql.path_source import register
 
     if not shim_loaded(spark):
         raise ShimBuildError(
@@ -93,4 +93,5 @@ def install(spark: "SparkSession") -> None:
             f"{_CATALOG_KEY}={CATALOG_CLASS} when it is built (`python -m use.shim --conf` prints the flags)"
         )
     register_bridge(spark)
-    register(spark)
+    path_source.register(spark)
+    insight_source.register(spark)

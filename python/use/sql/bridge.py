@@ -31,7 +31,7 @@ _registered: Bridge | None = None
 
 
 def _methods() -> dict[str, Method]:
-    from use.sql import scan, tables, write
+    from use.sql import lake, scan, tables, write
 
     return {
         "describe": tables.describe,
@@ -43,6 +43,8 @@ def _methods() -> dict[str, Method]:
         "truncate": tables.truncate,
         "planScans": scan.plan_scans,
         "write": write.write,
+        "insightNames": lake.names,
+        "insightRead": lake.read_request,
     }
 
 

@@ -2,24 +2,270 @@ package use.sql
 
 import java.util
 
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import com.fasterxml.jackson.databind.node.ObjectNode
+import org.apache.spark.sql.{AnalysisException, SparkSession}
+import org.apache.spark.sql.catalyst.TableIdentifier
 import org.apache.spark.sql.catalyst.analysis.{NoSuchNamespaceException, NoSuchTableException}
-import org.apache.spark.sql.connector.catalog.{Identifier, Table}
+import org.apache.spark.sql.classic.{SparkSession => ClassicSession}
+import org.apache.spark.sql.connector.catalog._
+import org.apache.spark.sql.connector.expressions.Transform
+import org.apache.spark.sql.connector.read.ScanBuilder
+import org.apache.spark.sql.execution.datasources.v2.python.{PythonDataSourceV2, UserDefinedPythonDataSource}
+import org.apache.spark.sql.types.{DataType, StructType}
+import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
 /** The tables and namespaces of `use_catalog` (see `UseLakeCatalog`).
   *
-  * STUB: the contract only; the insight tables land with issue 12 §1–3. */
+  * Names (namespace, then table):
+  *  - `<catalog>.<db>.<table>.<insight>`: an insight table (`use.insights.TABLE_INSIGHTS`) of a
+  *    Delta/Qbeast table of any catalog of the session;
+  *  - ``path.`<location>`.<insight>``: the same for a table by location;
+  *  - `system_lake_tables.<name>`: the lake-wide tables (metastore_summary, optimizations,
+  *    service_status);
+  *  - `<catalog>.<db>.<table>`: the table itself, as a name only (its schema, partitioning and
+  *    properties, no read or write capability: query it in its own catalog). It exists because ALTER
+  *    TABLE resolves the table before calling `alterTable`, which is the manual trigger
+  *    (`UseProcedures.manualTrigger`).
+  * Namespaces mirror the session: `use_catalog` lists the session's catalogs plus `path` and
+  * `system_lake_tables`; a catalog lists its databases; a database lists its tables (as namespaces:
+  * each holds the insight tables; SHOW TABLES IN a database lists them too).
+  *
+  * Every insight table is read by one Python Data Source (`use.sql.insight_source`, registered as
+  * `SourceName`): `loadTable` asks the driver's Python (`use.sql.lake.read_request`) for the schema
+  * and the reader's options, then serves a `PythonDataSourceV2` table wrapped read-only. Unknown
+  * names are Spark's TABLE_OR_VIEW_NOT_FOUND with the valid names in the message.
+  */
 object LakeTables {
 
-  def list(namespace: Array[String]): Array[Identifier] = Array.empty
+  /** Must equal `use.sql.insight_source.SOURCE_NAME`. */
+  val SourceName = "use_insight"
+  val PathNamespace = "path"
+  val LakeNamespace = "system_lake_tables"
+  private val SessionCatalogName = "spark_catalog"
+  private val OptimizationConfPrefix = "spark.qbeast.use.optimization."
 
-  def load(ident: Identifier): Table = throw new NoSuchTableException(ident.namespace() :+ ident.name())
+  // --- the reader's registration, copied into every session ---------------------------------------
 
-  def namespaces(parent: Array[String]): Array[Array[String]] = Array.empty
+  @volatile private var source: UserDefinedPythonDataSource = _
 
-  def namespaceExists(namespace: Array[String]): Boolean = false
+  /** Called by `use.sql.install` after registering the source on the driver's session. */
+  def remember(session: SparkSession): Unit = {
+    source = session.asInstanceOf[ClassicSession].sessionState.dataSourceManager.lookupDataSource(SourceName)
+  }
+
+  private def session: ClassicSession = SparkSession.active.asInstanceOf[ClassicSession]
+
+  /** Registrations are per session (each JDBC connection is one): copy the driver's into `s`. */
+  private def ensureSource(s: ClassicSession): Unit = {
+    val manager = s.sessionState.dataSourceManager
+    if (!manager.dataSourceExists(SourceName)) {
+      val remembered = source
+      if (remembered == null) {
+        throw new UseException("use_catalog's readers are not registered in this driver: build the session with " +
+          "use.session.spark_session(), or call use.sql.install(spark) once", "USE_NOT_INSTALLED")
+      }
+      manager.registerDataSource(SourceName, remembered)
+    }
+  }
+
+  // --- names ---------------------------------------------------------------------------------------
+
+  private lazy val names: (Seq[String], Seq[String]) = {
+    val n = Bridge.call("insightNames", Bridge.obj())
+    (Bridge.stringList(n.get("table")), Bridge.stringList(n.get("lake")))
+  }
+
+  private def insightNames: Seq[String] = names._1
+
+  private def lakeNames: Seq[String] = names._2
+
+  private def quoted(parts: Seq[String]): String = parts.map(p => s"`${p.replace("`", "``")}`").mkString(".")
+
+  /** Spark's TABLE_OR_VIEW_NOT_FOUND, with a message saying what exists. Thrown as is (not as a
+    * NoSuchTableException, which Spark's analyzer replaces by its own message without the names). */
+  private def notFound(parts: Seq[String], why: String): AnalysisException = {
+    val relation = quoted(parts)
+    new AnalysisException(s"[TABLE_OR_VIEW_NOT_FOUND] The table or view $relation cannot be found: $why", None, None, None,
+      Some("TABLE_OR_VIEW_NOT_FOUND"), Map("relationName" -> relation), Array.empty)
+  }
+
+  private def fullName(ident: Identifier): Seq[String] = "use_catalog" +: (ident.namespace().toSeq :+ ident.name())
+
+  // --- the session's catalogs --------------------------------------------------------------------
+
+  private def catalogNames(s: ClassicSession): Seq[String] =
+    s.sessionState.catalogManager.listCatalogs(None).filterNot { n =>
+      try s.sessionState.catalogManager.catalog(n).isInstanceOf[UseLakeCatalog] catch { case NonFatal(_) => true }
+    }
+
+  private def catalogOf(s: ClassicSession, name: String): Option[CatalogPlugin] =
+    if (name == LakeNamespace || name == PathNamespace) None
+    else try Option(s.sessionState.catalogManager.catalog(name)).filterNot(_.isInstanceOf[UseLakeCatalog])
+    catch { case NonFatal(_) => None }
+
+  private def tableCatalog(s: ClassicSession, name: String): Option[TableCatalog] = catalogOf(s, name).collect {
+    case t: TableCatalog => t
+  }
+
+  private def tableExists(s: ClassicSession, cat: String, db: String, t: String): Boolean =
+    tableCatalog(s, cat).exists(c => try c.tableExists(Identifier.of(Array(db), t)) catch { case NonFatal(_) => false })
+
+  private def databaseExists(s: ClassicSession, cat: String, db: String): Boolean = catalogOf(s, cat).exists {
+    case n: SupportsNamespaces => try n.namespaceExists(Array(db)) catch { case NonFatal(_) => false }
+    case _ => false
+  }
+
+  // --- namespaces ----------------------------------------------------------------------------------
+
+  def namespaces(parent: Array[String]): Array[Array[String]] = {
+    val s = session
+    parent.toSeq match {
+      case Seq() => (catalogNames(s) ++ Seq(PathNamespace, LakeNamespace)).map(n => Array(n)).toArray
+      case Seq(LakeNamespace) | Seq(PathNamespace) | Seq(PathNamespace, _) => Array.empty
+      case Seq(cat) => catalogOf(s, cat) match {
+        case Some(n: SupportsNamespaces) => n.listNamespaces().map(ns => cat +: ns)
+        case Some(_) => Array.empty
+        case None => throw new NoSuchNamespaceException(parent)
+      }
+      case Seq(cat, db) if databaseExists(s, cat, db) =>
+        tableCatalog(s, cat).map(_.listTables(Array(db)).map(i => Array(cat, db, i.name()))).getOrElse(Array.empty)
+      case Seq(cat, db, t) if tableExists(s, cat, db, t) => Array.empty
+      case _ => throw new NoSuchNamespaceException(parent)
+    }
+  }
+
+  def namespaceExists(namespace: Array[String]): Boolean = {
+    val s = session
+    namespace.toSeq match {
+      case Seq(LakeNamespace) | Seq(PathNamespace) | Seq(PathNamespace, _) => true
+      case Seq(cat) => catalogOf(s, cat).isDefined
+      case Seq(cat, db) => databaseExists(s, cat, db)
+      case Seq(cat, db, t) => tableExists(s, cat, db, t)
+      case _ => false
+    }
+  }
 
   def namespaceMetadata(namespace: Array[String]): util.Map[String, String] =
-    throw new NoSuchNamespaceException(namespace)
+    if (namespaceExists(namespace)) new util.HashMap[String, String]() else throw new NoSuchNamespaceException(namespace)
+
+  // --- tables --------------------------------------------------------------------------------------
+
+  def list(namespace: Array[String]): Array[Identifier] = {
+    val s = session
+    def named(names: Seq[String]): Array[Identifier] = names.map(n => Identifier.of(namespace, n)).toArray
+    namespace.toSeq match {
+      case Seq(LakeNamespace) => named(lakeNames)
+      case Seq(PathNamespace, _) => named(insightNames)
+      case Seq(cat, db, t) if tableExists(s, cat, db, t) => named(insightNames)
+      case Seq(cat, db) if databaseExists(s, cat, db) =>
+        tableCatalog(s, cat).map(_.listTables(Array(db)).map(i => Identifier.of(namespace, i.name()))).getOrElse(Array.empty)
+      case ns if namespaceExists(namespace) => Array.empty
+      case _ => throw new NoSuchNamespaceException(namespace)
+    }
+  }
+
+  def load(ident: Identifier): Table = {
+    val s = session
+    ident.namespace().toSeq match {
+      case Seq(LakeNamespace) => lakeTable(s, ident)
+      case Seq(PathNamespace, location) =>
+        val req = request("table", ident.name())
+        req.put("name", s"path.`$location`")
+        req.put("location", location)
+        req.put("byPath", true)
+        insightTable(s, ident, req)
+      case Seq(cat, db, t) => insightTable(s, ident, tableRequest(s, ident, cat, db, t))
+      case Seq(cat, db) => ownTable(s, ident, cat, db)
+      case _ => throw notFound(fullName(ident),
+        "use_catalog names <catalog>.<database>.<table>.<insight>, path.`<location>`.<insight> or " +
+          s"$LakeNamespace.<name>; the insight tables are ${insightNames.mkString(", ")}; the lake tables are " +
+          lakeNames.mkString(", "))
+    }
+  }
+
+  private def request(kind: String, insight: String): ObjectNode = {
+    val req = Bridge.obj()
+    req.put("kind", kind)
+    req.put("insight", insight)
+    val conf = session.sessionState.conf.getAllConfs.filter(_._1.startsWith(OptimizationConfPrefix))
+    req.set[ObjectNode]("sparkConf", Bridge.map(conf))
+    req
+  }
+
+  /** Location and provider of `cat`.`db`.`t`: the metastore entry for the session catalog (no log
+    * read), the table's DSv2 properties for another catalog. */
+  private def tableRequest(s: ClassicSession, ident: Identifier, cat: String, db: String, t: String): ObjectNode = {
+    val missing = notFound(fullName(ident), s"there is no table $cat.$db.$t (insight tables are named " +
+      s"<catalog>.<database>.<table>.<insight>, the insight tables are ${insightNames.mkString(", ")})")
+    val (location, provider) =
+      if (cat == SessionCatalogName) {
+        val ct = try s.sessionState.catalog.getTableMetadata(TableIdentifier(t, Some(db), Some(cat)))
+        catch { case NonFatal(_) => throw missing }
+        (ct.storage.locationUri.map(_.toString), ct.provider)
+      } else {
+        val table = try tableCatalog(s, cat).getOrElse(throw missing).loadTable(Identifier.of(Array(db), t))
+        catch { case NonFatal(_) => throw missing }
+        val props = table.properties()
+        (Option(props.get(TableCatalog.PROP_LOCATION)), Option(props.get(TableCatalog.PROP_PROVIDER)))
+      }
+    val req = request("table", ident.name())
+    req.put("name", s"$cat.$db.$t")
+    location.foreach(l => req.put("location", l))
+    provider.foreach(p => req.put("provider", p))
+    req
+  }
+
+  private def lakeTable(s: ClassicSession, ident: Identifier): Table = {
+    val req = request("lake", ident.name())
+    if (ident.name() == "metastore_summary" || ident.name() == "optimizations") req.set[ObjectNode]("tables", metastoreTables(s))
+    insightTable(s, ident, req)
+  }
+
+  /** Every table of every namespace of the session catalog, as `use.insights.TableIdentity` fields:
+    * one `getTablesByName` per database on the external catalog (no log read here). */
+  private def metastoreTables(s: ClassicSession) = {
+    val external = s.sharedState.externalCatalog
+    val out = Bridge.arr()
+    external.listDatabases().sorted.foreach { db =>
+      val names = external.listTables(db).sorted
+      if (names.nonEmpty) {
+        external.getTablesByName(db, names).sortBy(_.identifier.table).foreach { ct =>
+          val o = out.addObject()
+          o.put("catalog", SessionCatalogName)
+          o.put("database", db)
+          o.put("table_name", ct.identifier.table)
+          o.put("table_type", ct.tableType.name)
+          ct.provider.foreach(p => o.put("provider", p))
+          ct.storage.locationUri.foreach(u => o.put("location", u.toString))
+          o.set[ObjectNode]("table_properties", Bridge.map(ct.properties))
+        }
+      }
+    }
+    out
+  }
+
+  private def insightTable(s: ClassicSession, ident: Identifier, req: ObjectNode): Table = {
+    val answer = try Bridge.call("insightRead", req) catch {
+      case e: UseException if e.kind == "USE_TABLE_NOT_FOUND_ERROR" =>
+        throw notFound(fullName(ident), e.message.stripPrefix(s"[${e.kind}] "))
+    }
+    val schema = DataType.fromJson(answer.get("schema").asText()).asInstanceOf[StructType]
+    val options = Bridge.stringMap(answer.get("options"))
+    ensureSource(s)
+    val python = new PythonDataSourceV2()
+    python.setShortName(SourceName)
+    val inner = python.getTable(schema, Array.empty[Transform], options.asJava)
+    new InsightTable(quoted(fullName(ident)), inner.asInstanceOf[SupportsRead], options)
+  }
+
+  /** `<catalog>.<db>.<t>` itself: its schema and properties, nothing to read or write here. */
+  private def ownTable(s: ClassicSession, ident: Identifier, cat: String, db: String): Table = {
+    val catalog = tableCatalog(s, cat).getOrElse(throw new NoSuchTableException(ident))
+    new OwnTable(quoted(fullName(ident)), catalog.loadTable(Identifier.of(Array(db), ident.name())))
+  }
 
   def readOnly(ident: Identifier, what: String): Throwable = new UseException(
     s"$what is not possible in use_catalog: it only shows insight tables and runs procedures; " +
@@ -30,4 +276,25 @@ object LakeTables {
     s"$what is not possible in use_catalog (namespace ${namespace.mkString(".")}): its namespaces mirror " +
       "the catalogs and databases of the session; create databases in spark_catalog",
     "USE_READ_ONLY_CATALOG")
+}
+
+/** An insight table: the Python data source's table, read-only, its options fixed by the driver
+  * (catalog reads hand a scan only the query's options, so they are merged in here). */
+class InsightTable(tableName: String, inner: SupportsRead, options: Map[String, String]) extends Table with SupportsRead {
+  override def name(): String = tableName
+  override def schema(): StructType = inner.schema()
+  override def columns(): Array[Column] = TableMeta.columns(inner.schema())
+  override def capabilities(): util.Set[TableCapability] = util.EnumSet.of(TableCapability.BATCH_READ)
+  override def newScanBuilder(given: CaseInsensitiveStringMap): ScanBuilder =
+    inner.newScanBuilder(new CaseInsensitiveStringMap((given.asCaseSensitiveMap().asScala.toMap ++ options).asJava))
+}
+
+/** A table of another catalog as `use_catalog` names it (see `LakeTables`): metadata only. */
+class OwnTable(tableName: String, inner: Table) extends Table {
+  override def name(): String = tableName
+  override def schema(): StructType = inner.schema()
+  override def columns(): Array[Column] = inner.columns()
+  override def partitioning(): Array[Transform] = inner.partitioning()
+  override def properties(): util.Map[String, String] = inner.properties()
+  override def capabilities(): util.Set[TableCapability] = util.EnumSet.noneOf(classOf[TableCapability])
 }

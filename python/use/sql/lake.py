@@ -1,0 +1,183 @@
+"""The tables of `use_catalog` (`use.sql.LakeTables` in the shim): what the driver decides before a
+reader runs, and what the reader computes in a Python worker.
+
+A query on an insight table goes through two processes:
+
+1. the driver (`read_request`, called by the shim's `loadTable` over the bridge) checks the name
+   (an unknown insight or table is Spark's TABLE_OR_VIEW_NOT_FOUND, with the valid names), checks
+   that the table is a Delta/Qbeast table with a log, and hands the reader everything that exists
+   only in the driver: the session's `spark.qbeast.use.optimization.*` defaults, the metastore's
+   table list (the shim lists it: catalogs are the JVM's), and the continuous-optimization service's
+   state (`use.service.active.current()`: per-table state, next run and last error for
+   `metastore_summary`, the whole `service_status` table). These become the reader's options;
+2. the reader (`use.sql.insight_source`, a `pyspark.sql.datasource` source in a Python worker)
+   calls `compute(options)` at execution time: it reads the Delta log of each table (the latest
+   snapshot when the query runs, so every query sees the latest commit) and returns the pure
+   function's `pyarrow.Table` (`use.insights`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import TYPE_CHECKING, Any, Mapping
+
+import pyarrow as pa
+
+from use.delta import DeltaLog
+from use.delta.storage import resolve_table_root
+from use.errors import InvalidArgumentError, TableNotFoundError
+from use.insights import (
+    LAKE_INSIGHTS,
+    TABLE_INSIGHTS,
+    ServiceState,
+    TableIdentity,
+    for_path,
+    lake_optimizations,
+    metastore_summary,
+)
+from use.insights.lake import DELTA_PROVIDERS, NOT_SERVED
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["LAKE_TABLES", "compute", "names", "read_request", "lake_schema"]
+
+
+def _service_status_schema() -> pa.Schema:
+    from use.service import SERVICE_STATUS_SCHEMA
+
+    return SERVICE_STATUS_SCHEMA
+
+
+#: `use_catalog.system_lake_tables.<name>`: the lake-wide insights plus the service's status.
+LAKE_TABLES: tuple[str, ...] = (*LAKE_INSIGHTS, "service_status")
+
+
+def lake_schema(name: str) -> pa.Schema:
+    return _service_status_schema() if name == "service_status" else LAKE_INSIGHTS[name]
+
+
+def names(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """The names the shim lists (SHOW TABLES IN use_catalog.system_lake_tables / <c>.<db>.<t>)."""
+    return {"table": list(TABLE_INSIGHTS), "lake": list(LAKE_TABLES)}
+
+
+def _spark_schema_json(schema: pa.Schema) -> str:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema).json()
+
+
+def _unknown(name: str, what: str, valid: tuple[str, ...] | list[str]) -> TableNotFoundError:
+    return TableNotFoundError(f"{name} is not {what}; the valid names are {', '.join(valid)}")
+
+
+def _check_table(req: Mapping[str, Any]) -> str:
+    """The location of the table the request names; a clean error when it has no Delta log."""
+    name, location = req["name"], req.get("location")
+    provider = (req.get("provider") or "").lower()
+    if req.get("byPath") is None and provider not in DELTA_PROVIDERS:
+        kind = f"a {provider} table" if provider else "a view or a table without a provider"
+        raise InvalidArgumentError(
+            f"{name} is {kind}: insight tables exist for Delta and Qbeast tables only (USING delta / USING qbeast); "
+            "convert it with CALL use_catalog.system.convert_to_qbeast or rewrite it as a Delta table"
+        )
+    if not location:
+        raise InvalidArgumentError(f"{name} has no location: insight tables need a Delta or Qbeast table directory")
+    if not DeltaLog.for_path(location).exists():
+        raise TableNotFoundError(
+            f"{name} has no Delta log at {location} (the directory is gone or holds no _delta_log with commits); "
+            "check the location"
+        )
+    return str(location)
+
+
+def _service_states() -> dict[str, dict[str, Any]]:
+    """Per-table service columns of `metastore_summary` from this driver's service, by table root."""
+    from use.service.active import current
+
+    service = current()
+    if service is None:
+        return {}
+    states = service.table_states().to_pylist()
+    return {
+        resolve_table_root(s["location"]): {
+            "state": s["optimization_state"],
+            "next_run_ms": None if s["next_run_at"] is None else int(s["next_run_at"].timestamp() * 1000),
+            "last_error": s["last_error"],
+        }
+        for s in states
+    }
+
+
+def _service_status_ipc() -> str:
+    from use.service.active import current
+
+    service = current()
+    table = service.status() if service is not None else _service_status_schema().empty_table()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return base64.b64encode(sink.getvalue().to_pybytes()).decode("ascii")
+
+
+def read_request(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """The schema (Spark JSON) and reader options of one `use_catalog` table (see the module doc).
+
+    `req`: `kind` "table" (with `insight`, `name`, `location`, `provider`, `byPath`) or "lake" (with
+    `insight`, and `tables`: the metastore's tables as the shim lists them), and `sparkConf`.
+    """
+    insight = req["insight"]
+    conf = json.dumps(req.get("sparkConf") or {})
+    if req["kind"] == "table":
+        if insight not in TABLE_INSIGHTS:
+            raise _unknown(f"{req['name']}.{insight}", "an insight table of a table", list(TABLE_INSIGHTS))
+        location = _check_table(req)
+        options = {"kind": "table", "insight": insight, "location": location, "spark_conf": conf}
+        return {"schema": _spark_schema_json(TABLE_INSIGHTS[insight].schema), "options": options}
+    if insight not in LAKE_TABLES:
+        raise _unknown(f"system_lake_tables.{insight}", "a lake-wide table of use_catalog", LAKE_TABLES)
+    options = {"kind": "lake", "insight": insight, "spark_conf": conf}
+    if insight == "service_status":
+        options["arrow"] = _service_status_ipc()
+    else:
+        options["tables"] = json.dumps(req.get("tables") or [])
+    if insight == "metastore_summary":
+        options["states"] = json.dumps(_service_states())
+    return {"schema": _spark_schema_json(lake_schema(insight)), "options": options}
+
+
+def _identities(text: str) -> list[TableIdentity]:
+    return [
+        TableIdentity(
+            catalog=t["catalog"], database=t["database"], table_name=t["table_name"], table_type=t.get("table_type"),
+            provider=t.get("provider"), location=t.get("location"), table_properties=t.get("table_properties") or {},
+        )  # fmt: skip
+        for t in json.loads(text)
+    ]
+
+
+def compute(options: Mapping[str, str], tables: tuple[int, int] | None = None) -> pa.Table:
+    """The rows of one `use_catalog` table from the reader's options (runs in a Python worker);
+    `tables` (start, stop) limits a lake-wide table to a slice of its tables (one partition)."""
+    spark_conf = json.loads(options.get("spark_conf") or "{}")
+    insight = options["insight"]
+    if options["kind"] == "table":
+        return for_path(options["location"], insight, spark_conf=spark_conf)
+    if insight == "service_status":
+        with pa.ipc.open_stream(base64.b64decode(options["arrow"])) as reader:
+            return reader.read_all()
+    identities = _identities(options.get("tables") or "[]")
+    if tables is not None:
+        identities = identities[tables[0] : tables[1]]
+    if insight == "optimizations":
+        return lake_optimizations(identities)
+    states = {k: ServiceState(**v) for k, v in json.loads(options.get("states") or "{}").items()}
+
+    def service(identity: TableIdentity) -> ServiceState:
+        if not identity.location:
+            return ServiceState(NOT_SERVED)
+        return states.get(resolve_table_root(identity.location), ServiceState(NOT_SERVED))
+
+    return metastore_summary(identities, service=service, spark_conf=spark_conf)
