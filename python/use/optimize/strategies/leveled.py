@@ -25,7 +25,7 @@ joins the open task when that task then holds two or more of its files, else it 
 own smallest files that fit (two or more), else it is skipped; so every task removes blocks. Score: `open_file_cost * (files_in - files_out) / bytes`.
 
 Inner-cube consolidation (our extension, used by both strategies only when no level group
-qualifies). The level rule cannot reach a *full* cube: a cube holding about desiredCubeSize rows
+qualifies; with size tiers, the default, before the level rule: see below). The level rule cannot reach a *full* cube: a cube holding about desiredCubeSize rows
 puts its file at level floor(log10(desiredCubeSize)), and its block group there only qualifies at
 10x that, which an inner cube never reaches (its maxWeight keeps it near desiredCubeSize). So after
 many appends the root and the other inner cubes, which every sample and every query through them
