@@ -39,6 +39,9 @@ class Settings:
     ref_every: int = 10
     jobs: int = 2
     seed: int = 0
+    #: `use.optimization.*` keys (without the prefix) given to ours' optimize() calls, e.g.
+    #: (("tiering.ratio", "0"),): to compare settings of our default chain; empty = the defaults.
+    ours_properties: tuple[tuple[str, str], ...] = ()
 
     def x_width(self, shape: str) -> float:
         """The width of x's range over all appends of a shape (x starts in [0, 100))."""
@@ -179,7 +182,8 @@ def report(s: Settings, runs: Sequence[Run]) -> str:
          f"`{s.range_filter('fixed')}` (drift: `{s.range_filter('drift')}`), files and bytes as "
          f"median / worst round of (table / the same rows written at once; one-go tables every {s.ref_every} "
          f"appends). round/table: median bytes a round rewrites / table bytes. "
-         f"binpack = Delta auto-compaction ({compaction})."),
+         + (f"ours with {', '.join(f'{k}={v}' for k, v in s.ours_properties)}. " if s.ours_properties else "")
+         + f"binpack = Delta auto-compaction ({compaction})."),
         "",
         table(s, runs),
         "",
@@ -257,6 +261,7 @@ def load(path: str) -> tuple[Settings, list[Run]]:
     with open(path) as f:
         data = json.load(f)
     st = data["settings"]
+    st["ours_properties"] = [tuple(p) for p in st.get("ours_properties", [])]
     s = Settings(**{k: tuple(v) if isinstance(v, list) else v for k, v in st.items()})
     runs = []
     for r in data["runs"]:

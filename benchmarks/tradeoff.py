@@ -42,6 +42,7 @@ JSON) next to it, in `--out` (paths printed).
 Usage: .venv/bin/python benchmarks/tradeoff.py [--quick] [--appends 200] [--rows-per-append 1000]
        [--cube-size 2000] [--every 1,10,50] [--shapes fixed,drift] [--contenders ours,binpack,zorder,hilbert]
        [--drift 0.5] [--autocompact-min-files 50] [--ref-every 10] [--jobs 2] [--out DIR] [--keep DIR]
+       [--ours-property tiering.ratio=0 ...]
 
 `--jobs` runs that many contenders at once on the one Spark session (tiny Spark jobs are latency
 bound; only bytes and files are compared, never times, so the results do not depend on it).
@@ -125,7 +126,7 @@ def optimize(spark: Any, s: Settings, contender: str, path: str, target: int) ->
     if contender == "ours":
         with _OPEN_LOCK:  # opening registers format("qbeast"); Spark refuses two registrations at once
             qt = QbeastTable.for_path(spark, path)
-        return qt.optimize()
+        return qt.optimize(progress=False, **{k: v for k, v in s.ours_properties})
     dt = DeltaTable.for_path(spark, path)
     if contender == "binpack":
         sizes = {"max-file-size": target, "min-file-size": max(1, target // 2)}
@@ -274,6 +275,8 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Settings, argparse.Na
                          "0 or 1: BinPacking every round)")  # fmt: skip
     ap.add_argument("--ref-every", type=int, help="write the one-go reference every N appends (default 10)")
     ap.add_argument("--jobs", type=int, help="runs at once on the one Spark session (default 2)")
+    ap.add_argument("--ours-property", action="append", default=[], metavar="KEY=VALUE",
+                    help="a use.optimization.* key (without the prefix) for ours' optimize(), e.g. tiering.ratio=0; repeatable")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     help="directory for tradeoff.txt/.png/.json (default benchmarks/results)")
     ap.add_argument("--keep", default=None, help="work directory kept after the run (default: a temp dir, removed)")
@@ -298,6 +301,12 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Settings, argparse.Na
             if bad or not items:
                 ap.error(f"--{name} takes names of {', '.join(allowed)}, got {raw!r}")
             values[name] = items
+    for item in args.ours_property:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            ap.error(f"--ours-property takes KEY=VALUE, got {item!r}")
+        values.setdefault("ours_properties", ())
+        values["ours_properties"] += ((key.strip(), value.strip()),)
     s = Settings(**values)
     if s.appends < 1 or s.rows_per_append < 1 or s.cube_size < 1 or s.ref_every < 1 or s.jobs < 1:
         ap.error("--appends, --rows-per-append, --cube-size, --ref-every and --jobs must be >= 1")

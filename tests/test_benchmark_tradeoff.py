@@ -68,3 +68,13 @@ def test_read_cost_is_what_a_read_scans(spark, tmp_path):
     assert reads_q.range_files == len(qt.read(filter=flt).inputFiles())
     assert reads_d.sample_files == len(dt.read().sample(tradeoff.SAMPLE).inputFiles()) == 3
     assert reads_d.range_files == len(dt.read(filter=flt).inputFiles())
+
+
+def test_ours_properties_reach_the_settings_and_survive_a_saved_run(tmp_path):
+    s, _ = tradeoff.parse_args(["--quick", "--ours-property", "tiering.ratio=0", "--ours-property", "tiering.max-fragments=2"])
+    assert s.ours_properties == (("tiering.ratio", "0"), ("tiering.max-fragments", "2"))
+    with pytest.raises(SystemExit):
+        tradeoff.parse_args(["--ours-property", "tiering.ratio"])
+    tradeoff.save_rounds(s, [], str(tmp_path / "r.json"))
+    assert tradeoff.load(str(tmp_path / "r.json"))[0] == s
+    assert "ours with tiering.ratio=0, tiering.max-fragments=2." in tradeoff.report(s, [])

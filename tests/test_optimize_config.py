@@ -84,7 +84,7 @@ def test_every_key_parses_and_round_trips() -> None:
         U + "batchBytes": "99",
         U + "fromTimestamp": "1700000000000",
         P + "tiering.ratio": "8",
-        P + "tiering.max-fragments": "3",
+        P + "tiering.max-fragments": "5",
         P + "tiering.root-max-fragments": "1",
         P + "tiering.max-wait": "2h",
     }
@@ -99,7 +99,7 @@ def test_every_key_parses_and_round_trips() -> None:
     assert (c.auto_optimize_enabled, c.auto_optimize_revision_id) == (False, 1)
     assert (c.optimize_unindexed_enabled, c.optimize_unindexed_prioritize) == (False, False)
     assert (c.unindexed_batch_bytes, c.unindexed_from_timestamp) == (99, 1_700_000_000_000)
-    assert (c.tiering_ratio, c.tiering_max_fragments, c.tiering_root_max_fragments, c.tiering_max_wait) == (8.0, 3, 1, 7200.0)
+    assert (c.tiering_ratio, c.tiering_max_fragments, c.tiering_root_max_fragments, c.tiering_max_wait) == (8.0, 5, 1, 7200.0)
     assert OptimizationConfig.from_properties(c.to_properties()) == c
     assert len(c.to_properties()) == len(CONFIG_KEYS)
 

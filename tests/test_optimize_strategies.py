@@ -25,6 +25,9 @@ from use.optimize.strategies.overlap import max_overlap_depth
 from use.qbeast.weight import weight_from_fraction
 
 CFG = OptimizationConfig()
+#: The seeds' order: the level rule first, consolidation only when no level group qualifies. With size
+#: tiers (the default) consolidation goes first (see test_tiered_consolidation_merges_new_appends...).
+SEEDS = OptimizationConfig(tiering_ratio=0)
 W = lambda f: int(weight_from_fraction(f))  # noqa: E731
 
 
@@ -63,7 +66,7 @@ def _leveled_snapshot():
 
 
 def test_leveled_selects_first_group_of_lowest_level() -> None:
-    plan = LeveledCompactionSelection().select(_leveled_snapshot(), CFG)
+    plan = LeveledCompactionSelection().select(_leveled_snapshot(), SEEDS)
     # level 0: cube "" totals 22 >= 10 (kept), cube A totals 3 (discarded) -> files a, b, c
     assert selected(plan) == [["a", "b", "c"]]
     t = plan.tasks[0]
@@ -92,7 +95,7 @@ def test_leveled_orders_by_level_then_depth_then_blocks_then_cube() -> None:
         (4, 1, "C", 1, MIN_W, MAX_W, 5), (5, 1, "C", 1, MIN_W, MAX_W, 5), (6, 1, "C", 1, MIN_W, MAX_W, 5),
         (7, 1, "B", 1, MIN_W, MAX_W, 5), (8, 1, "B", 1, MIN_W, MAX_W, 5),
     ]  # fmt: skip
-    plan = LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), CFG)
+    plan = LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), SEEDS)
     assert selected(plan) == [["bB2", "bB3"]]
 
 
@@ -234,12 +237,12 @@ def test_consolidation_ties_by_cube_id_and_level_rule_first() -> None:
     files = files_table(["g1", "g2", "Q1", "Q2"], [1] * 4, revisions=[1] * 4)
     blocks = [(0, 1, "g", 1, MIN_W, W(0.5), 95), (1, 1, "g", 1, MIN_W, MAX_W, 8),
               (2, 1, "Q", 1, MIN_W, W(0.5), 95), (3, 1, "Q", 1, MIN_W, MAX_W, 8)]  # fmt: skip
-    plan = LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), cfg(task_max_bytes=2))
+    plan = LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), cfg(task_max_bytes=2, tiering_ratio=0))
     assert selected(plan) == [["Q1", "Q2"]]  # "Q" < "g"
     # a qualifying level group wins over any consolidation
     blocks += [(4, 1, "w", 1, MIN_W, MAX_W, 5), (5, 1, "w", 1, MIN_W, MAX_W, 5)]
     files = files_table(["g1", "g2", "Q1", "Q2", "w1", "w2"], [1] * 6, revisions=[1] * 6)
-    plan = LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), CFG)
+    plan = LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), SEEDS)
     assert selected(plan) == [["w1", "w2"]] and not plan.tasks[0].reason.startswith("consolidation")
 
 
@@ -263,18 +266,18 @@ def _defrag_snapshot():
 
 def test_cube_defragmentation_takes_lowest_level_groups_by_depth_until_bytes_per_iter() -> None:
     snap = _defrag_snapshot()
-    plan = CubeDefragmentation().select(snap, cfg(bytes_per_iter=100))
+    plan = CubeDefragmentation().select(snap, cfg(tiering_ratio=0, bytes_per_iter=100))
     assert selected(plan) == [["a", "b", "c", "g"]]  # cube "" (depth 0) then A; c only once; level 1 never
-    plan = CubeDefragmentation().select(snap, cfg(bytes_per_iter=60))
+    plan = CubeDefragmentation().select(snap, cfg(tiering_ratio=0, bytes_per_iter=60))
     assert selected(plan) == [["a", "b", "c"]]
     # within 30 bytes: cube "" merges a+b; cube A's c (30) + g (40) cannot be merged within the limit,
     # and neither file is rewritten alone (one file holds one block per cube: nothing to merge)
-    plan = CubeDefragmentation().select(snap, cfg(bytes_per_iter=100, task_max_bytes=30))
+    plan = CubeDefragmentation().select(snap, cfg(tiering_ratio=0, bytes_per_iter=100, task_max_bytes=30))
     assert selected(plan) == [["a", "b"]]
     assert all(t.kind == KIND_COMPACT and t.revision_id == 1 for t in plan.tasks)
     # cube A joins the open task through its file c when g fits next to it (100 bytes), not otherwise
-    assert selected(CubeDefragmentation().select(snap, cfg(bytes_per_iter=100, task_max_bytes=100))) == [["a", "b", "c", "g"]]
-    assert selected(CubeDefragmentation().select(snap, cfg(bytes_per_iter=100, task_max_bytes=70))) == [["a", "b", "c"]]
+    assert selected(CubeDefragmentation().select(snap, cfg(tiering_ratio=0, bytes_per_iter=100, task_max_bytes=100))) == [["a", "b", "c", "g"]]
+    assert selected(CubeDefragmentation().select(snap, cfg(tiering_ratio=0, bytes_per_iter=100, task_max_bytes=70))) == [["a", "b", "c"]]
 
 
 # --- UnindexedFilesSelection ----------------------------------------------------------------------
@@ -532,3 +535,31 @@ def test_tiered_consolidation_leaves_a_large_file_out_until_the_small_ones_add_u
     waited = dataclasses.replace(tiered, tiering_max_wait=10.0, now_ms=5 + 10_000)
     assert selected(LeveledCompactionSelection().select(two, waited)) == [["s1", "main"]]
     assert LeveledCompactionSelection().select(two, dataclasses.replace(waited, now_ms=5 + 9_999)) is None
+
+
+def test_tiered_consolidation_counts_no_fragment_in_a_file_of_an_ancestor() -> None:
+    # cube A (inner, depth 1) has its main block in `a` and a few recent rows in the root's file
+    # `main`: every query through A opens `main` for the root anyway, so that block costs no file
+    # open and the tiered rule leaves it there (the root's file buffers them); untiered, it merges
+    files = files_table(["main", "a"], [400, 380], revisions=[1] * 2)
+    blocks = [(0, 1, "", 0, MIN_W, W(0.5), 91), (0, 1, "A", 1, W(0.5), W(0.8), 3), (1, 1, "A", 1, W(0.5), W(0.8), 95)]
+    snap = qbeast_snapshot(files, blocks)
+    assert LeveledCompactionSelection().select(snap, cfg(tiering_ratio=4, tiering_max_fragments=1)) is None
+    assert selected(LeveledCompactionSelection().select(snap, cfg(tiering_ratio=0))) == [["a", "main"]]
+    # the same rows in a file of their own (not the root's) are a fragment: merged with A's file
+    own = qbeast_snapshot(files_table(["main", "a", "b"], [400, 380, 30], revisions=[1] * 3),
+                          [blocks[0], (1, 1, "A", 1, W(0.5), W(0.8), 95), (2, 1, "A", 1, W(0.5), W(0.8), 3)])  # fmt: skip
+    assert selected(LeveledCompactionSelection().select(own, cfg(tiering_ratio=4, tiering_max_fragments=1))) == [["b", "a"]]
+
+
+def test_tiered_consolidation_merges_new_appends_with_the_roots_file_in_one_task() -> None:
+    # the root's file (150 elements, full) and three appends of 40 root rows each: the level rule
+    # alone merges the appends (level-1 group of 120 >= 100) and a later consolidation would merge
+    # the result with `main` again; tiered, consolidation goes first and does it in one task
+    files = files_table(["main", "s1", "s2", "s3"], [400, 50, 50, 50], revisions=[1] * 4)
+    blocks = [(0, 1, "", 0, MIN_W, W(0.5), 150)] + [(i, 1, "", 0, MIN_W, W(0.5), 40) for i in (1, 2, 3)]
+    snap = qbeast_snapshot(files, blocks)
+    assert selected(LeveledCompactionSelection().select(snap, cfg(tiering_ratio=0))) == [["s1", "s2", "s3"]]
+    tiered = LeveledCompactionSelection().select(snap, cfg(tiering_ratio=4))
+    assert sorted(selected(tiered)[0]) == ["main", "s1", "s2", "s3"]
+    assert tiered.tasks[0].reason.startswith("consolidation: inner cube ''")

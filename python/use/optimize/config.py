@@ -32,9 +32,9 @@ Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_
 | `use.optimization.open-file-cost` | integer bytes >= 0 | 4194304 | read cost of opening one file, in bytes (task scores) |
 | `use.optimization.zorder-by` | comma-separated column names | unset | key columns of ZOrder and Hilbert |
 | `use.optimization.zorder.min-cube-size` | integer bytes > 0 | 100 x max-file-size | a ZCube this large is not re-clustered with new files |
-| `use.optimization.tiering.ratio` | 0 or a number >= 1.5 | 0 | inner-cube consolidation merges a cube's smaller files, a larger one once they reach 1/ratio of it (0: every cube into one file) |
-| `use.optimization.tiering.max-fragments` | integer >= 1 | 4 | an inner cube over more files than this is merged whatever the tiers |
-| `use.optimization.tiering.root-max-fragments` | integer >= 1 | 2 | the same for the root cube, which every sample reads |
+| `use.optimization.tiering.ratio` | 0 or a number >= 1.5 | 3 | inner-cube consolidation merges a cube's smaller files, a larger one once they reach 1/ratio of it (0: every cube into one file) |
+| `use.optimization.tiering.max-fragments` | integer >= 1 | 3 | an inner cube over more files than this is merged whatever the tiers |
+| `use.optimization.tiering.root-max-fragments` | integer >= 1 | 3 | the same for the root cube, which every sample reads |
 | `use.optimization.tiering.max-wait` | a duration, e.g. '1h' | unset | a fragment older than this is merged with its cube's other files (Relyt's time factor) |
 | `use.optimization.autoOptimize.enabled` | true/false | unset | continuous optimization of this table by the service |
 | `use.optimization.autoOptimize.revisionId` | integer >= 0 | latest | revision for leveled compaction (revision-id wins if both set) |
@@ -78,9 +78,9 @@ DEFAULT_INTERVAL_SECONDS = 600.0
 DEFAULT_GC_INTERVAL_SECONDS = 3600.0
 DEFAULT_MAX_CONCURRENT = 1
 DEFAULT_MIN_CUBE_FILES = 100  # Delta's clustering minCubeSize: 100 x optimize.maxFileSize
-DEFAULT_TIERING_RATIO = 0.0  # off until measured to pay (issue 14 §2); e.g. 4: a larger file joins a merge once the smaller add up to 1/4 of it
-DEFAULT_TIERING_MAX_FRAGMENTS = 4
-DEFAULT_TIERING_ROOT_MAX_FRAGMENTS = 2  # every sample reads the root: fewer of its files are tolerated
+DEFAULT_TIERING_RATIO = 3.0  # a larger file joins a merge once the smaller add up to 1/3 of it (benchmarks/tradeoff.py: README)
+DEFAULT_TIERING_MAX_FRAGMENTS = 3
+DEFAULT_TIERING_ROOT_MAX_FRAGMENTS = 3  # the root: its file plus two tiers of new appends
 
 
 # --- value parsers: each returns the typed value or raises ValueError(accepted form) ------------
@@ -320,9 +320,9 @@ CONFIG_KEYS: tuple[KeySpec, ...] = (
     KeySpec("zorder.min-cube-size", "zorder_min_cube_size", _positive_bytes, "integer bytes > 0", "100 x max-file-size",
             "a ZCube (the files one ZOrder/Hilbert task wrote) of at least this size is left alone; smaller ones are re-clustered with new files (Delta's minCubeSize)"),
     KeySpec("tiering.ratio", "tiering_ratio", _tier_ratio, "0 or a number >= 1.5", str(DEFAULT_TIERING_RATIO),
-            "inner-cube consolidation merges a cube's smaller files together and takes a larger file in only when they add up to 1/ratio of it (LSM size tiers: each byte is rewritten about log_ratio times); 0 merges every fragmented inner cube into one file each time"),
+            "inner-cube consolidation merges a cube's smaller files together and takes a larger file in only when they add up to 1/ratio of it (LSM size tiers: each byte is rewritten about log_ratio times; a cube's rows in a file of one of its ancestors count as no fragment); 0 merges every fragmented inner cube into one file each time"),
     KeySpec("tiering.max-fragments", "tiering_max_fragments", _max_fragments, "integer >= 1", str(DEFAULT_TIERING_MAX_FRAGMENTS),
-            "an inner cube spread over more files than this is merged whatever the tiers (the root, read by every sample, over more than 2: root-max-fragments)"),
+            "an inner cube spread over more files than this (besides its ancestors' files) is merged whatever the tiers (the root: root-max-fragments)"),
     KeySpec("tiering.root-max-fragments", "tiering_root_max_fragments", _max_fragments, "integer >= 1", str(DEFAULT_TIERING_ROOT_MAX_FRAGMENTS),
             "the same bound for the root cube, which every sample and query reads (read cost weighted by depth)"),
     KeySpec("tiering.max-wait", "tiering_max_wait", parse_duration, "a duration, e.g. '1h'", "unset",

@@ -25,7 +25,7 @@ joins the open task when that task then holds two or more of its files, else it 
 own smallest files that fit (two or more), else it is skipped; so every task removes blocks. Score: `open_file_cost * (files_in - files_out) / bytes`.
 
 Inner-cube consolidation (our extension, used by both strategies only when no level group
-qualifies). The level rule cannot reach a *full* cube: a cube holding about desiredCubeSize rows
+qualifies; with size tiers, the default, before the level rule: see below). The level rule cannot reach a *full* cube: a cube holding about desiredCubeSize rows
 puts its file at level floor(log10(desiredCubeSize)), and its block group there only qualifies at
 10x that, which an inner cube never reaches (its maxWeight keeps it near desiredCubeSize). So after
 many appends the root and the other inner cubes, which every sample and every query through them
@@ -49,8 +49,17 @@ cube gains a block except children receiving offset rows that move down the tree
 (blocks, and the depth still to travel by offsets) only decrease, so the rule terminates, and it only
 ever reads files that hold a block of a fragmented inner cube. It lives inside the two leveled
 strategies rather than as a separate strategy in the chain because the planner's default chain
-runs `LeveledCompactionSelection` for indexed revisions, the consolidation is the completion of the
-same goal (blocks per cube), and it must only run once the seeds' level rule has nothing left.
+runs `LeveledCompactionSelection` for indexed revisions and the consolidation is the completion of the
+same goal (blocks per cube).
+
+Size tiers (`tiering.ratio` > 0, the default; issue 14 §2) make consolidation cost-aware
+(`_tiered_task`, `tier_tail`): a cube's files merge in LSM tiers, a cube's block in a file that also
+holds one of its ancestors is no fragment (every query through the cube opens that file anyway, so
+the root's file buffers the recent rows of deeper cubes), and consolidation runs before the level
+rule (the seeds' order, level rule first, is `tiering.ratio=0`): otherwise new appends, which each
+hold a root block, were merged together by the level rule and then again into the root's file.
+Both orders only ever merge files that share a cube's blocks, so each task removes blocks and the
+fixed point is kept.
 """
 
 from __future__ import annotations
@@ -276,11 +285,16 @@ def _tiered_task(
     if config.tiering_max_wait is not None and config.now_ms is not None:
         wait_ms = int(config.tiering_max_wait * 1000)
     depth = rb.cube_depth()
+    # fragments in a file that also holds an ancestor of the cube cost no file open (see the helper)
+    keep = ~_under_an_ancestor(rb, p_cube, p_file, snapshot.files.num_rows)
+    p_cube, p_file = p_cube[keep], p_file[keep]
     order = np.argsort(p_cube, kind="stable")
     pc_sorted, pf_sorted = p_cube[order], p_file[order]
     for cube in cand.tolist():
         lo, hi = np.searchsorted(pc_sorted, [cube, cube + 1])
         files = pf_sorted[lo:hi]
+        if files.size < 2:
+            continue
         files = files[np.lexsort((files, -sizes_all[files]))]  # largest first, ties by row
         waited = None
         if wait_ms is not None:
@@ -298,10 +312,33 @@ def _tiered_task(
         nbytes, n = int(sizes_all[sel].sum()), int(sel.size)
         reason = (
             f"consolidation: inner cube {rb.cube_name(int(cube))!r} (depth {int(depth[cube])}, {int(total[cube])} elements) "
-            f"spread over {int(spread[cube])} files; merging its {n} smallest (size tiers, ratio {config.tiering_ratio:g})"
+            f"spread over {int(spread[cube])} files ({files.size} outside its ancestors' files); merging its {n} smallest "
+            f"(size tiers, ratio {config.tiering_ratio:g})"
         )
         return MergeTask(strategy, revision_id, paths_of(snapshot, sel), nbytes, n, merge_score(nbytes, n, config), reason, KIND_COMPACT)
     return None
+
+
+def _under_an_ancestor(rb: RevisionBlocks, p_cube: np.ndarray, p_file: np.ndarray, nfiles: int) -> np.ndarray:
+    """Per distinct (cube, file) pair: does the file also hold a block of a proper ancestor of the cube?
+
+    A query reaches a cube through its ancestors (a sample through the root, a range filter through
+    every cube on the path to its region), so it opens every file that holds an ancestor's block
+    anyway: a cube's block in such a file costs those queries no file open, only its bytes. The tiered
+    rule therefore counts a cube's fragments among its other files only, and the root's file carries
+    the recent rows of the deeper cubes (a buffer) until the rollup gives them files of their own."""
+    pairs = np.sort(p_cube * nfiles + p_file)
+    parent = rb.parent_code()
+    out = np.zeros(p_cube.size, dtype=bool)
+    anc = parent[p_cube] if p_cube.size else p_cube
+    while True:
+        live = anc >= 0
+        if not live.any():
+            return out
+        key = anc[live] * nfiles + p_file[live]
+        pos = np.minimum(np.searchsorted(pairs, key), max(0, pairs.size - 1))
+        out[np.flatnonzero(live)] |= pairs[pos] == key
+        anc = np.where(live, parent[np.maximum(anc, 0)], -1)
 
 
 def _consolidation_plan(snapshot: Any, rid: int, config: OptimizationConfig, strategy: str) -> Plan | None:
@@ -345,6 +382,13 @@ def _level_groups_or_plan(
         return -1, None, none, None
     if config.revision_rewrite:
         return rid, None, none, revision_rewrite_plan(snapshot, config, name, rid)
+    if config.tiering_ratio > 0:
+        # Tiered: consolidation before the level rule. New appends hold a block of the root; the
+        # level rule would first merge them together and consolidation then merge that file with the
+        # root's, rewriting the appended bytes twice per round; one task does both.
+        first = _consolidation_plan(snapshot, rid, config, name)
+        if first is not None:
+            return rid, None, none, first
     groups = block_groups(snapshot, rid)
     mergeable = mergeable_groups(snapshot, groups, config.task_limit) if groups.size else none
     if not mergeable.any():
