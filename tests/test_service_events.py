@@ -94,3 +94,37 @@ def test_tables_the_service_does_not_serve_and_dropped_databases(spark, evented)
     await_service(
         svc, lambda s: s.registry.find(name) is None and s.registry.refreshes > refreshes, "the tables of the dropped database to go"
     )
+
+
+def _qbeast(spark, path) -> None:
+    from use import QbeastTable
+
+    df = spark.range(0, 100, numPartitions=1).selectExpr("id", "CAST(id % 10 AS DOUBLE) AS x")
+    QbeastTable.write(df, str(path), ["x"], cube_size=50)
+
+
+def test_the_metastore_source_lists_delta_tables_of_every_database(spark, tmp_path) -> None:
+    from use.delta.storage import resolve_table_root
+    from use.service import LocationSource
+    from use.service.metastore import CombinedSource, MetastoreSource
+
+    warehouse = tmp_path / "warehouse"
+    registered, by_path = warehouse / "registered", warehouse / "by_path"
+    _qbeast(spark, registered)
+    _qbeast(spark, by_path)
+    plain = tmp_path / "plain"
+    spark.range(3).write.parquet(str(plain))
+    spark.sql("CREATE DATABASE IF NOT EXISTS svc_db")
+    try:
+        spark.sql(f"CREATE TABLE svc_db.events USING parquet LOCATION '{registered}'")
+        spark.sql(f"CREATE TABLE svc_db.plain USING parquet LOCATION '{plain}'")  # no Delta log: not served
+        spark.sql("CREATE VIEW svc_db.v AS SELECT 1 AS one")  # no location: not served
+        listed = {t.location: t.name for t in MetastoreSource(spark).list_tables()}
+        assert listed[resolve_table_root(str(registered))] == "spark_catalog.svc_db.events"
+        assert resolve_table_root(str(plain)) not in listed
+        combined = {t.location: t for t in CombinedSource(MetastoreSource(spark), LocationSource(directories=[warehouse])).list_tables()}
+        assert combined[resolve_table_root(str(registered))].name == "spark_catalog.svc_db.events"  # the metastore's name wins
+        assert resolve_table_root(str(by_path)) in combined  # written by path into the warehouse
+        assert combined[resolve_table_root(str(registered))].version == 0
+    finally:
+        spark.sql("DROP DATABASE svc_db CASCADE")
