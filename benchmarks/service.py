@@ -62,19 +62,6 @@ def options(cube_size: int) -> str:
     return f"USING qbeast OPTIONS ('columnsToIndex'='x,y', 'cubeSize'='{cube_size}')"
 
 
-def sql(server: ServerProcess, *statements: str) -> Any:
-    conn = server.connect()
-    try:
-        cur = conn.cursor()
-        out = None
-        for s in statements:
-            cur.execute(s)
-            out = cur.fetchall() if cur.description else None
-        return out
-    finally:
-        conn.close()
-
-
 @dataclass(frozen=True)
 class Reads:
     files: int
@@ -147,12 +134,17 @@ def service_state(server: ServerProcess, path: Path) -> dict[str, Any] | None:
 
 
 def converged(server: ServerProcess, path: Path) -> bool:
+    """The service has run, and its plan check of the latest version found nothing to do."""
+    from use.delta import DeltaLog
+
     st = service_state(server, path)
-    return bool(st and st["run"] is None and st["layout"] and st["layout"]["pending_tasks"] == 0 and st["runs"] > 0)
+    if not (st and st["run"] is None and st["runs"] > 0 and st["layout"]):
+        return False
+    return st["layout"]["pending_tasks"] == 0 and st["layout"]["version"] == DeltaLog(str(path)).snapshot().version
 
 
 def run_appends(server: ServerProcess, path: Path, args: argparse.Namespace) -> tuple[list[Moment], bool]:
-    sql(server, f"CREATE TABLE bench (id BIGINT, x DOUBLE, y DOUBLE, payload STRING) {options(args.cube_size)} "
+    server.sql(f"CREATE TABLE bench (id BIGINT, x DOUBLE, y DOUBLE, payload STRING) {options(args.cube_size)} "
                 f"TBLPROPERTIES ('{AUTO}'='true')")  # fmt: skip
     commits = Commits(path)
     moments: list[Moment] = []
@@ -192,9 +184,9 @@ def one_go_reads(server: ServerProcess, counts: list[int], cube_size: int) -> di
     """The same rows written at once (one CTAS per distinct row count), measured as the table is."""
     out: dict[int, Reads] = {}
     for n in sorted(set(counts)):
-        sql(server, f"CREATE TABLE bench_one_go {options(cube_size)} AS {select_rows(0, n)}")
+        server.sql(f"CREATE TABLE bench_one_go {options(cube_size)} AS {select_rows(0, n)}")
         out[n] = reads(server.data_dir / "warehouse" / "bench_one_go")
-        sql(server, "DROP TABLE bench_one_go")
+        server.sql("DROP TABLE bench_one_go")
     return out
 
 
@@ -253,7 +245,7 @@ def main() -> None:
         copy = work / "bench-copy"
         shutil.copytree(path, copy)
         without.start()
-        sql(without, f"CREATE TABLE bench USING qbeast LOCATION '{copy}'")
+        without.sql(f"CREATE TABLE bench USING qbeast LOCATION '{copy}'")
         on, off = latency(with_service, without, args.queries)
     finally:
         for s in (with_service, without):

@@ -40,20 +40,6 @@ def _await(what: str, predicate: Callable[[], Any], server, timeout: float = DEA
     return value
 
 
-def _sql(server, *statements: str) -> list[tuple] | None:
-    """Run statements in one JDBC session; the last one's rows (None for statements without)."""
-    conn = server.connect()
-    try:
-        cur = conn.cursor()
-        rows = None
-        for statement in statements:
-            cur.execute(statement)
-            rows = cur.fetchall() if cur.description else None
-        return rows
-    finally:
-        conn.close()
-
-
 def _insert(name: str, part: int) -> str:
     lo, hi = part * ROWS, (part + 1) * ROWS
     return f"INSERT INTO {name} SELECT id, CAST(id % 100 AS DOUBLE) AS x FROM range({lo}, {hi})"
@@ -64,8 +50,7 @@ def _create(server, name: str, appends: int, properties: dict[str, str] | None =
     props = ""
     if properties:
         props = " TBLPROPERTIES (" + ", ".join(f"'{k}'='{v}'" for k, v in properties.items()) + ")"
-    _sql(
-        server,
+    server.sql(
         f"CREATE TABLE {name} (id BIGINT, x DOUBLE) USING qbeast OPTIONS ('columnsToIndex'='x', 'cubeSize'='100'){props}",
         *(_insert(name, part) for part in range(appends)),
     )
@@ -102,11 +87,14 @@ def _state(server, path: Path) -> dict | None:
 
 
 def _converged(server, path: Path) -> bool:
-    """A run ended with nothing left to select, and the plan checks since agree."""
+    """A run ended with nothing left to select, and the plan check of the latest version agrees."""
+    from use.delta import DeltaLog
+
     st = _state(server, path)
     return (
         st is not None and st["run"] is None and st["last_run"] is not None and st["last_run"]["outcome"] == "converged"
         and st["layout"] is not None and st["layout"]["pending_tasks"] == 0
+        and st["layout"]["version"] == DeltaLog(str(path)).snapshot().version
     )  # fmt: skip
 
 
@@ -117,7 +105,7 @@ def test_sql_properties_schedule_runs_that_converge_unset_stops_them_and_two_tab
     _await("the service to know the new table", lambda: _state(server, ev), server)
     assert _events(ev) == 0
 
-    _sql(server, f"ALTER TABLE ev SET TBLPROPERTIES ('{AUTO}'='true')")
+    server.sql(f"ALTER TABLE ev SET TBLPROPERTIES ('{AUTO}'='true')")
     _await("optimization events of the table", lambda: _events(ev), server)
     _await("the layout to converge", lambda: _converged(server, ev), server)
     assert _ids(ev) == expected
@@ -126,11 +114,11 @@ def test_sql_properties_schedule_runs_that_converge_unset_stops_them_and_two_tab
     # The clock is two more tables, scheduled afterwards, one by SQL, one by another writer
     # committing the property to its log (seen at the next listing): with at most one run at a
     # time (the default) both get runs, and the first table none in all that time.
-    _sql(server, f"ALTER TABLE ev UNSET TBLPROPERTIES ('{AUTO}')")
+    server.sql(f"ALTER TABLE ev UNSET TBLPROPERTIES ('{AUTO}')")
     _await("the UNSET to stop the schedule", lambda: (st := _state(server, ev)) and not st["continuous"] and st["run"] is None, server)
     settled = _events(ev)
     a, b = _create(server, "ta", 3), _create(server, "tb", 3)
-    _sql(server, f"ALTER TABLE ta SET TBLPROPERTIES ('{AUTO}'='true')")
+    server.sql(f"ALTER TABLE ta SET TBLPROPERTIES ('{AUTO}'='true')")
     set_properties(str(b), {AUTO: "true"})
     _await("runs of both scheduled tables", lambda: _events(a) and _events(b), server)
     assert _events(ev) == settled
@@ -139,6 +127,7 @@ def test_sql_properties_schedule_runs_that_converge_unset_stops_them_and_two_tab
     log = server.log()  # the service logs into the data dir
     assert "optimization service started: interval 2s, at most 1 concurrent run(s)" in log
     assert "catalog events reach the optimization service at once" in log
+    assert "catalog event: spark_catalog.default.ev altered" in log  # the SET/UNSET over JDBC, as events
     assert "use.service: run " in log
 
 
@@ -147,11 +136,11 @@ def test_a_bytes_per_iter_change_during_a_run_is_used_by_the_next_run(service_se
     old, new = "1000000", "2000000"
     path = _create(server, "bpi", 4, {AUTO: "true", BYTES: old})
     _await("a run of the table", lambda: ((st := _state(server, path)) and st["run"]) or _optimize_commits(path), server)
-    _sql(server, f"ALTER TABLE bpi SET TBLPROPERTIES ('{BYTES}'='{new}')")
+    server.sql(f"ALTER TABLE bpi SET TBLPROPERTIES ('{BYTES}'='{new}')")
     # The run in progress (if it still is) ends with the configuration it started with; it may
     # well take everything there is, so the next run gets new appends to work on.
     _await("the run to end", lambda: (st := _state(server, path)) and st["run"] is None and st["runs"] >= 1, server)
-    _sql(server, _insert("bpi", 4), _insert("bpi", 5))
+    server.sql(_insert("bpi", 4), _insert("bpi", 5))
     _await(
         "an optimization with the new bytes-per-iter",
         lambda: any(c.parameters.get("bytesPerIter") == new for c in _optimize_commits(path)),
@@ -193,7 +182,7 @@ def test_appends_over_jdbc_while_the_service_optimizes_all_land(service_server) 
     assert errors == [], errors
     assert optimized_meanwhile.is_set(), "the service committed no optimization while the appends ran"
     assert _ids(path) == list(range(appended[0] * ROWS))  # no row lost, none duplicated
-    rows = _sql(server, "SELECT count(*), count(DISTINCT id) FROM app")
+    rows = server.sql("SELECT count(*), count(DISTINCT id) FROM app")
     assert rows == [(appended[0] * ROWS, appended[0] * ROWS)]
 
 
@@ -202,8 +191,8 @@ def test_manual_trigger_over_jdbc_runs_once_on_an_unscheduled_table_and_is_ignor
     idle = _create(server, "man", 2)
     trigger = "ALTER TABLE use_catalog.spark_catalog.default.{} SET TBLPROPERTIES ('use.optimization.type'='LeveledCompaction')"
     try:
-        _sql(server, trigger.format("man"))
-    except Exception as exc:  # noqa: BLE001 - the SQL manual trigger arrives with the procedures branch
+        server.sql(trigger.format("man"))
+    except Exception as exc:
         # Until then the stubs refuse it (USE_NOT_SUPPORTED), or do not resolve the table in
         # use_catalog at all (TABLE_OR_VIEW_NOT_FOUND: the insight tables' branch).
         text = str(exc)
@@ -215,11 +204,11 @@ def test_manual_trigger_over_jdbc_runs_once_on_an_unscheduled_table_and_is_ignor
     assert _events(idle) > 0
     st = _state(server, idle)
     assert not st["continuous"] and st["next_run_at"] is None and st["last_run"]["trigger"] == "manual"
-    assert "use.optimization.type" not in dict(_sql(server, "SHOW TBLPROPERTIES man"))  # properties unchanged
+    assert "use.optimization.type" not in dict(server.sql("SHOW TBLPROPERTIES man"))  # properties unchanged
 
     scheduled = _create(server, "man2", 1, {AUTO: "true"})
     _await("the service to schedule the table", lambda: (st := _state(server, scheduled)) and st["continuous"], server)
-    _sql(server, trigger.format("man2"))
+    server.sql(trigger.format("man2"))
     _await(
         "the trigger to be ignored, with its reason",
         lambda: "continuous optimization configured" in ((_state(server, scheduled) or {}).get("note") or ""),
@@ -239,6 +228,6 @@ def test_kill_9_during_a_run_then_restart_on_the_same_data_dir_resumes_the_sched
     assert "table state(s) restored" in server.log()
     _await("the restored schedule", lambda: (st := _state(server, path)) and st["continuous"], server)
     before = len(_optimize_commits(path))
-    _sql(server, _insert("killed", 5), _insert("killed", 6))
+    server.sql(_insert("killed", 5), _insert("killed", 6))
     _await("an optimization after the restart", lambda: len(_optimize_commits(path)) > before, server)
     assert _ids(path) == list(range(7 * ROWS))

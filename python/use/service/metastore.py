@@ -115,7 +115,9 @@ class EventTarget(Protocol):
 
     registry: TableRegistry
 
-    def on_event(self, event: TableEvent) -> object: ...
+    def on_event(self, event: TableEvent) -> object | None:
+        """Apply the event; None when it changed nothing."""
+        ...
 
     def refresh_now(self) -> None: ...
 
@@ -221,14 +223,15 @@ service for a full listing.
         name = table_name(database, table)
         if kind == DROPPED:
             info = self.target.registry.find(name)
-            if info is not None:
-                self.target.on_event(TableEvent(DROPPED, info.location, name))
+            if info is not None and self.target.on_event(TableEvent(DROPPED, info.location, name)) is not None:
+                _log.info("catalog event: %s dropped", name)
             return
         entry = self._table(database, table)
         if entry is None:
             return  # not a served table (or gone again already: its drop event follows)
         location, name = entry
-        self.target.on_event(TableEvent(CREATED if kind == CREATED else ALTERED, location, name))
+        if self.target.on_event(TableEvent(CREATED if kind == CREATED else ALTERED, location, name)) is not None:
+            _log.info("catalog event: %s %s", name, kind)
 
     def _table(self, database: str, table: str) -> tuple[str, str] | None:
         external = self.spark._jsparkSession.sharedState().externalCatalog()  # type: ignore[attr-defined]
