@@ -196,8 +196,10 @@ def latency(a: ServerProcess, b: ServerProcess, queries: int) -> tuple[float, fl
     times: list[list[float]] = [[], []]
     try:
         curs = [c.cursor() for c in conns]
-        for cur in curs:  # warm up both
-            for _ in range(3):
+        # Warm both up as much as measured: the service's server has already run every append and
+        # CTAS, and a cold JIT alone made the other one 20-30% slower in the first runs.
+        for cur in curs:
+            for _ in range(queries):
                 cur.execute(QUERY)
                 cur.fetchall()
         for i in range(queries):
