@@ -68,13 +68,31 @@ def use_server(tmp_path_factory):
     assert list(server.workdir.iterdir()) == [], "use serve left files in its working directory"
 
 
+@pytest.fixture(scope="session")
+def service_server(tmp_path_factory):
+    """The one `use serve` subprocess of the optimization service's end-to-end tests: a 2-second
+    interval (the shared `use_server` keeps the default 10 minutes, so its tables never change
+    under the JDBC tests), a data dir of its own. Started only if a test asks for it; a test may
+    kill and restart it on the same data dir."""
+    import signal
+
+    from server_support import ServerProcess
+
+    root = tmp_path_factory.mktemp("use-serve-service")
+    server = ServerProcess(root / "data", root / "cwd", args=("--conf", "spark.qbeast.use.optimization-interval=2s"))
+    server.start()
+    yield server
+    server.stop(signal.SIGINT)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    server = getattr(item, "funcargs", {}).get("use_server")
-    if report.failed and server is not None:
-        report.sections.append(("use serve", server.report()))
+    for name in ("use_server", "service_server"):
+        server = getattr(item, "funcargs", {}).get(name)
+        if report.failed and server is not None:
+            report.sections.append((f"use serve ({name})", server.report()))
 
 
 @pytest.fixture

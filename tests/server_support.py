@@ -123,3 +123,17 @@ class ServerProcess:
         from pyhive import hive
 
         return hive.connect(host=self.host, port=self.port, username=os.environ.get("USER", "use-tests"))
+
+    def sql(self, *statements: str) -> list[tuple] | None:
+        """Run statements in one new JDBC session; the last one's rows (None for a statement
+        without rows)."""
+        conn = self.connect()
+        try:
+            cur = conn.cursor()
+            rows = None
+            for statement in statements:
+                cur.execute(statement)
+                rows = cur.fetchall() if cur.description else None
+            return rows
+        finally:
+            conn.close()

@@ -465,6 +465,9 @@ def run_task(
             "kind": task.kind,
             "revisionId": str(task.revision_id),
             "reason": task.reason,
+            # the run's configuration, so history shows which settings a run used (a property
+            # changed during a run applies to the next one)
+            "bytesPerIter": str(config.bytes_per_iter),
         }
         if task.kind == "cluster":
             from use.optimize.clustering import commit_parameters

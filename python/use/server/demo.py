@@ -1,10 +1,11 @@
 """`use serve --demo` (what `make run` starts): the SQL server with the optimization service, plus a
 small demo Qbeast table with continuous optimization on, so a newcomer sees the service at work.
 
-The table is written on a fresh data dir only (a restart keeps the table and its optimized layout):
-several small appends into `<warehouse>/demo_events`, which leave fragmented cubes, then the property
-`use.optimization.autoOptimize.enabled=true`. The service lists the warehouse directory, so it picks
-the table up at its first refresh, which happens when it starts (after this service).
+The table is made on a fresh data dir only (a restart keeps the table and its optimized layout), in
+SQL as a user would: `CREATE TABLE default.demo_events ... USING qbeast` (managed, in
+`<warehouse>/demo_events`), several small `INSERT`s, which leave fragmented cubes, then `ALTER TABLE
+... SET TBLPROPERTIES ('use.optimization.autoOptimize.enabled'='true')`. The service lists the
+metastore when it starts (after this service), so it schedules the table at once.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def demo_table_path(options: ServerOptions) -> Path:
 
 
 class DemoTable:
-    """A `Service` that only acts at start: writes the demo table if the data dir has none."""
+    """A `Service` that only acts at start: makes the demo table if the metastore has none."""
 
     name = "demo-table"
 
@@ -49,23 +50,34 @@ class DemoTable:
         self.path = demo_table_path(options)
 
     def start(self, spark: SparkSession) -> None:
-        if (self.path / "_delta_log").is_dir():
+        if spark.catalog.tableExists(f"default.{DEMO_TABLE}"):
             return  # a restart: the table is there, with whatever the service made of it
-        from pyspark.sql import functions as F
-
-        from use import QbeastTable
-        from use.optimize.delta_table import DeltaTable
-
-        space = {"x_min": 0.0, "x_max": 1000.0, "y_min": 0.0, "y_max": 1000.0}
+        if (self.path / "_delta_log").is_dir():  # a data dir of an older demo: register its table
+            spark.sql(f"CREATE TABLE default.{DEMO_TABLE} USING qbeast LOCATION '{self.path}'")
+            return
+        spark.sql(
+            f"CREATE TABLE default.{DEMO_TABLE} (id BIGINT, x DOUBLE, y DOUBLE) USING qbeast "
+            "OPTIONS ('columnsToIndex'='x,y', 'cubeSize'='1000')"
+        )
         for part in range(DEMO_APPENDS):  # small appends: fragmented cubes for the service to merge
-            df = spark.range(part * DEMO_ROWS_PER_APPEND, (part + 1) * DEMO_ROWS_PER_APPEND, numPartitions=2).select(
-                F.col("id"), (F.rand(part) * 1000).alias("x"), (F.rand(part + 100) * 1000).alias("y")
+            lo, hi = part * DEMO_ROWS_PER_APPEND, (part + 1) * DEMO_ROWS_PER_APPEND
+            spark.sql(
+                f"INSERT INTO default.{DEMO_TABLE} SELECT id, rand({part}) * 1000 AS x, rand({part + 100}) * 1000 AS y "
+                f"FROM range({lo}, {hi}, 1, 2)"
             )
-            QbeastTable.write(df, str(self.path), ["x", "y"], cube_size=1_000, column_stats=space)
-        DeltaTable.for_path(spark, str(self.path)).set_properties({AUTO_OPTIMIZE_KEY: "true"})
+        spark.sql(f"ALTER TABLE default.{DEMO_TABLE} SET TBLPROPERTIES ('{AUTO_OPTIMIZE_KEY}'='true')")
 
     def stop(self) -> None:
         pass
+
+
+#: What the demo prints to watch the optimizer: the seeds' queries, on the demo table.
+DEMO_QUERIES = (
+    f"SELECT * FROM use_catalog.spark_catalog.default.{DEMO_TABLE}.optimizations",
+    "SELECT * FROM use_catalog.system_lake_tables.metastore_summary "
+    f"WHERE table_properties['{AUTO_OPTIMIZE_KEY}'] is not null",
+    "SELECT * FROM use_catalog.system_lake_tables.service_status",
+)
 
 
 def demo_services(options: ServerOptions) -> list[Service]:
@@ -77,25 +89,24 @@ def demo_services(options: ServerOptions) -> list[Service]:
 
 def print_demo(options: ServerOptions, out: Callable[[str], None]) -> None:
     """How to connect and what to look at, printed once the server is ready."""
-    path = demo_table_path(options)
     interval = options.conf.get(INTERVAL_KEY, DEMO_INTERVAL)
+    host, port = options.connect_host, options.port
     lines = [
         "",
-        f"demo: Qbeast table {path} ({DEMO_APPENDS} small appends), continuous optimization on",
+        f"demo: Qbeast table default.{DEMO_TABLE} ({DEMO_APPENDS} small appends), continuous optimization on",
         f"      (table property {AUTO_OPTIMIZE_KEY}=true); the service optimizes it every {interval}.",
+        f"JDBC URL: {options.jdbc_url}",
         "",
         "connect with beeline:",
         '  java -cp "$(.venv/bin/python -c \'import os, pyspark; print(os.path.dirname(pyspark.__file__))\')/jars/*" \\',
         f'      org.apache.hive.beeline.BeeLine -u {options.jdbc_url} -n "$USER"',
         "or with PyHive:",
-        f"  .venv/bin/python -c \"from pyhive import hive; c = hive.connect(host='{options.connect_host}', "
-        f"port={options.port}).cursor(); c.execute('SHOW TABLES'); print(c.fetchall())\"",
+        f"  .venv/bin/python -c \"from pyhive import hive; c = hive.connect(host='{host}', port={port}).cursor(); "
+        f"c.execute('SELECT count(*) FROM {DEMO_TABLE}'); print(c.fetchall())\"",
         "",
-        "the optimizer at work: its OPTIMIZE commits (newest first) and the table's files shrinking:",
-        f"  .venv/bin/use history --table-location {path}",
-        f"  .venv/bin/python -c \"import deltalake; t = deltalake.DeltaTable('{path}'); "
-        "print('version', t.version(), len(t.files()), 'files')\"",
-        "(SQL over Delta and Qbeast tables through JDBC arrives with the SQL extension.)",
+        "the optimizer at work (run these in beeline): its optimization events, the tables it schedules,",
+        "and its queue and running runs:",
+        *(f"  {q};" for q in DEMO_QUERIES),
         f"the service's log: {options.data_dir.log_file} (lines of use.service)",
         "",
         "stop with Ctrl-C",

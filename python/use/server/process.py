@@ -277,24 +277,32 @@ class UseServer:
 
 class _MetastoreService:
     """The optimization service over the server's tables: its source (the metastore and the
-    warehouse directory) needs the server's SparkSession, which exists only at `start`."""
+    warehouse directory) needs the server's SparkSession, which exists only at `start`. The
+    metastore's catalog events (DDL over JDBC or PySpark) reach it at once; commits by other
+    processes at its next listing, one interval at most."""
 
     name = "optimization"
 
     def __init__(self, options: ServerOptions) -> None:
         self.options = options
         self.service: Any = None
+        self.events: Any = None
 
     def start(self, spark: SparkSession) -> None:
         from use.service import LocationSource, OptimizationService
-        from use.service.metastore import CombinedSource, MetastoreSource
+        from use.service.metastore import CombinedSource, MetastoreEvents, MetastoreSource
 
         d = self.options.data_dir
         source = CombinedSource(MetastoreSource(spark), LocationSource(directories=[d.warehouse]))
         self.service = OptimizationService(source, d.service)
         self.service.start(spark)
+        self.events = MetastoreEvents(spark, self.service)
+        if self.events.start():
+            log.info("catalog events reach the optimization service at once")
 
     def stop(self) -> None:
+        if self.events is not None:
+            self.events.stop()
         if self.service is not None:
             self.service.stop()
 

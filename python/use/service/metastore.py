@@ -1,5 +1,6 @@
-"""The table source of `use serve`: every Delta/Qbeast table of the Spark session catalog, plus the
-Delta tables found under the warehouse directory.
+"""The tables of `use serve`: every Delta/Qbeast table of the Spark session catalog, plus the Delta
+tables found under the warehouse directory (`MetastoreSource`, `CombinedSource`), and the catalog's
+create/alter/drop events pushed to the service at once (`MetastoreEvents`).
 
 Why both: the metastore is how SQL users name their tables (`spark_catalog.db.t`), but a table
 written by path into the warehouse (the Python API, delta-rs, another Spark) has no registration and
@@ -16,18 +17,19 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from use.delta.listing import LOG_DIR_NAME
 from use.delta.storage import resolve_table_root
-from use.service.registry import TableInfo, TableSource
+from use.service.registry import ALTERED, CREATED, DROPPED, TableEvent, TableInfo, TableRegistry, TableSource
 from use.service.sources import read_table
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-__all__ = ["CombinedSource", "MetastoreSource", "SERVED_PROVIDERS"]
+__all__ = ["CombinedSource", "MetastoreEvents", "MetastoreSource", "SERVED_PROVIDERS", "table_name"]
 
 _log = logging.getLogger("use.service.metastore")
 
@@ -43,6 +45,25 @@ def _seq(jvm: Any, scala_seq: Any) -> list[Any]:
 
 def _option(opt: Any) -> Any:
     return opt.get() if opt.isDefined() else None
+
+
+def _served(table: Any) -> tuple[str, str] | None:
+    """(location, `spark_catalog.db.t`) of a metastore entry (a JVM `CatalogTable`) the service
+    serves: provider delta or qbeast, or any table whose location holds a Delta log; None else."""
+    uri = _option(table.storage().locationUri())
+    if uri is None:
+        return None  # a view: no location
+    provider = (_option(table.provider()) or "").lower()
+    location = resolve_table_root(str(uri.toString()))
+    if provider in SERVED_PROVIDERS or os.path.isdir(os.path.join(location, LOG_DIR_NAME)):
+        ident = table.identifier()
+        return location, table_name(_option(ident.database()) or "default", ident.table())
+    return None
+
+
+def table_name(database: str, table: str) -> str:
+    """The name the service gives a metastore table (what `metastore_summary` and the trigger use)."""
+    return f"{CATALOG}.{database}.{table}"
 
 
 class MetastoreSource:
@@ -61,13 +82,9 @@ class MetastoreSource:
             if names.isEmpty():
                 continue
             for table in _seq(jvm, external.getTablesByName(db, names)):
-                uri = _option(table.storage().locationUri())
-                if uri is None:
-                    continue  # a view: no location
-                provider = (_option(table.provider()) or "").lower()
-                location = resolve_table_root(str(uri.toString()))
-                if provider in SERVED_PROVIDERS or os.path.isdir(os.path.join(location, LOG_DIR_NAME)):
-                    out.append((location, f"{CATALOG}.{db}.{table.identifier().table()}"))
+                served = _served(table)
+                if served is not None:
+                    out.append(served)
         return out
 
     def list_tables(self) -> Iterable[TableInfo]:
@@ -91,3 +108,136 @@ class CombinedSource:
             for info in source.list_tables():
                 seen.setdefault(info.location, info)
         return list(seen.values())
+
+
+class EventTarget(Protocol):
+    """What `MetastoreEvents` hands events to (`use.service.OptimizationService`)."""
+
+    registry: TableRegistry
+
+    def on_event(self, event: TableEvent) -> object | None:
+        """Apply the event; None when it changed nothing."""
+        ...
+
+    def refresh_now(self) -> None: ...
+
+
+class MetastoreEvents:
+    """Catalog events of the session's metastore, handed to the service as `TableEvent`s at once.
+
+    The shim's `use.sql.CatalogEvents` listens on the shared external catalog (every session's
+    DDL: JDBC, PySpark, USE's own catalog) and queues (kind, database, table); this class drains the
+    queue on its own thread, so the DDL's thread never waits for the service. A created or altered
+    table is looked up in the metastore for its location (properties are then read from its log by
+    the registry); a dropped one is found by name among the tables the service knows. A dropped
+    database drops the tables it named, and then, like events lost to a full queue, asks the
+service for a full listing.
+    Without the shim (a session built without it) there are no events, only the listing every
+    interval.
+    """
+
+    def __init__(self, spark: SparkSession, target: EventTarget, poll_ms: int = 500) -> None:
+        self.spark = spark
+        self.target = target
+        self.poll_ms = poll_ms
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._handled = 0
+        self._lock = threading.Condition()
+
+    def start(self) -> bool:
+        """Install the listener and start draining; False (and a warning) without the shim."""
+        from use.shim import shim_loaded
+
+        if not shim_loaded(self.spark, _EVENTS_CLASS):
+            _log.warning("the JVM shim is not loaded: catalog changes are seen at the next listing, not at once")
+            return False
+        external = self.spark._jsparkSession.sharedState().externalCatalog()  # type: ignore[attr-defined]
+        self._events().install(external)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="use-service-catalog-events", daemon=True)
+        self._thread.start()
+        return True
+
+    def stop(self) -> None:
+        """Stop draining (within one poll) and remove the listener; idempotent."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._stop.set()
+        thread.join()
+        try:
+            self._events().uninstall()
+        except Exception as exc:  # noqa: BLE001 - the JVM may be going down with the server
+            _log.debug("removing the catalog listener failed: %s", exc)
+
+    @property
+    def handled(self) -> int:
+        """How many catalog events have been handled (tests await it)."""
+        with self._lock:
+            return self._handled
+
+    def wait_handled(self, count: int, timeout: float) -> bool:
+        """Block until at least `count` events have been handled or `timeout` seconds pass."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._handled >= count, timeout)
+
+    def _events(self) -> Any:
+        jvm = self.spark.sparkContext._jvm  # type: ignore[attr-defined]
+        return jvm.use.sql.CatalogEvents
+
+    def _loop(self) -> None:
+        events = self._events()
+        while not self._stop.is_set():
+            try:
+                lines = str(events.poll(self.poll_ms) or "")
+            except Exception as exc:  # noqa: BLE001 - the JVM is stopping, or a py4j hiccup
+                if self._stop.is_set():
+                    return
+                _log.warning("reading catalog events failed (%s); retrying", exc)
+                self._stop.wait(1.0)
+                continue
+            for line in filter(None, lines.split("\n")):
+                kind, database, table = line.split("\t")
+                try:
+                    self.handle(kind, database, table)
+                except Exception as exc:  # noqa: BLE001 - one bad event must not stop the others
+                    _log.warning("catalog event %s of %s.%s not applied (%s); the next listing will see it",
+                                 kind, database, table, exc)  # fmt: skip
+                with self._lock:
+                    self._handled += 1
+                    self._lock.notify_all()
+
+    def handle(self, kind: str, database: str, table: str) -> None:
+        """Apply one queued event (see the class docstring)."""
+        if kind == "overflow":
+            self.target.refresh_now()
+            return
+        if kind == "droppedDatabase":  # Spark sends no event per table: drop those it named
+            prefix = table_name(database, "").lower()
+            for info in self.target.registry.tables().values():
+                if info.name.lower().startswith(prefix):
+                    self.target.on_event(TableEvent(DROPPED, info.location, info.name))
+            self.target.refresh_now()  # a table left by path in the warehouse comes back by its path
+            return
+        name = table_name(database, table)
+        if kind == DROPPED:
+            info = self.target.registry.find(name)
+            if info is not None and self.target.on_event(TableEvent(DROPPED, info.location, name)) is not None:
+                _log.info("catalog event: %s dropped", name)
+            return
+        entry = self._table(database, table)
+        if entry is None:
+            return  # not a served table (or gone again already: its drop event follows)
+        location, name = entry
+        if self.target.on_event(TableEvent(CREATED if kind == CREATED else ALTERED, location, name)) is not None:
+            _log.info("catalog event: %s %s", name, kind)
+
+    def _table(self, database: str, table: str) -> tuple[str, str] | None:
+        external = self.spark._jsparkSession.sharedState().externalCatalog()  # type: ignore[attr-defined]
+        if not external.tableExists(database, table):
+            return None
+        return _served(external.getTable(database, table))
+
+
+_EVENTS_CLASS = "use.sql.CatalogEvents"
