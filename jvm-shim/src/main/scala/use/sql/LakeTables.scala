@@ -3,7 +3,7 @@ package use.sql
 import java.util
 
 import org.apache.spark.sql.catalyst.analysis.{NoSuchNamespaceException, NoSuchTableException}
-import org.apache.spark.sql.connector.catalog.{Identifier, Table}
+import org.apache.spark.sql.connector.catalog.{Column, Identifier, Table, TableCapability}
 
 /** The tables and namespaces of `use_catalog` (see `UseLakeCatalog`).
   *
@@ -12,7 +12,20 @@ object LakeTables {
 
   def list(namespace: Array[String]): Array[Identifier] = Array.empty
 
-  def load(ident: Identifier): Table = throw new NoSuchTableException(ident.namespace() :+ ident.name())
+  def load(ident: Identifier): Table = ident.namespace().toSeq match {
+    // procedures-branch stand-in: use_catalog.<catalog>.<db>.<t> as a bare name, so ALTER TABLE
+    // (the manual trigger) resolves it; the lake-tables branch serves the real one.
+    case Seq(cat, db) =>
+      val s = org.apache.spark.sql.SparkSession.active.asInstanceOf[org.apache.spark.sql.classic.SparkSession]
+      val ref = try UseProcedures.tableRef(s, cat, Seq(db), ident.name(), ident.toString)
+      catch { case _: UseException => throw new NoSuchTableException(ident.namespace() :+ ident.name()) }
+      new Table {
+        override def name(): String = ref.get("name").asText()
+        override def columns(): Array[Column] = Array.empty
+        override def capabilities(): util.Set[TableCapability] = util.Collections.emptySet()
+      }
+    case _ => throw new NoSuchTableException(ident.namespace() :+ ident.name())
+  }
 
   def namespaces(parent: Array[String]): Array[Array[String]] = Array.empty
 
