@@ -7,6 +7,10 @@ empty directory, e.g. for `LOCATION`) and `${DATA_DIR}` (the server's data direc
 before the statements are sent and substituted back in the results. Values that change from run
 to run (creation times, the Spark version that created a table, the owner) are masked.
 
+A statement preceded by the comment line `-- golden: columns only` (kept in the statement) is
+checked for its columns only: its rows are not recorded (e.g. a lake-wide table that lists the tables
+other scripts created).
+
 Every error a client receives must be one clean message: a JVM stack frame or a Python traceback
 in it fails the run whatever the expected file says.
 """
@@ -29,6 +33,8 @@ UPDATE_HINT = "pytest tests/test_sql_golden.py --update-golden"
 # DESCRIBE rows whose value changes from run to run or machine to machine.
 VOLATILE_ROWS = frozenset({"Created Time", "Last Access", "Created By", "Owner"})
 MASK = "<masked>"
+#: The directive line that makes a statement's rows not compared (see the module docstring).
+COLUMNS_ONLY = "-- golden: columns only"
 _TRACE = re.compile(r"^\s+at \S+\(.*\)$|Traceback \(most recent call last\)", re.MULTILINE)
 
 
@@ -51,6 +57,9 @@ def split_statements(text: str) -> list[str]:
     current: list[str] = []
     quote: str | None = None
     for line in text.splitlines():
+        if quote is None and line.strip() == COLUMNS_ONLY:
+            current.append(COLUMNS_ONLY)
+            continue
         if quote is None and line.lstrip().startswith("--"):
             continue
         i = 0
@@ -127,7 +136,10 @@ def render(results: Sequence[Result], types: bool = True) -> str:
         else:
             columns = [f"{n}: {t}" if types and t else n for n, t in r.columns]
             out.append("-- columns: " + " | ".join(columns))
-            out += [" | ".join(_masked(row)) for row in r.rows]
+            if r.statement.startswith(COLUMNS_ONLY):
+                out.append("-- rows not compared")
+            else:
+                out += [" | ".join(_masked(row)) for row in r.rows]
         out.append("")
     return "\n".join(out)
 
