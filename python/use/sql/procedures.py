@@ -114,8 +114,9 @@ def resolve_table(ref: Mapping[str, Any] | None, *, allow_parquet: bool = False)
         )
     root = table_root(str(ref["location"]))
     if not allow_parquet and not log_for(root).exists():
+        named = "" if name in (root, ref["location"]) else f" ({name})"
         raise TableNotFoundError(
-            f"no Delta table at {root} ({name}): there is no _delta_log with commits; check the table name or path"
+            f"no Delta table at {root}{named}: there is no _delta_log with commits; check the table name or path"
         )
     return TableRef(name, root)
 
@@ -313,6 +314,12 @@ def manual_trigger(spark: "SparkSession", req: dict[str, Any], args: list[Any]) 
     OptimizationConfig.from_properties(properties, settings, spark_conf=defaults)  # bad settings fail here
     service = active.current()
     if service is not None:
+        if service.table(table.root) is None:
+            # A table created since the service's last refresh: tell it now (as a catalog event
+            # would), so the request is decided rather than refused as unknown.
+            from use.service.registry import CREATED, TableEvent
+
+            service.on_event(TableEvent(CREATED, table.root, table.name))
         decision = service.trigger(table.root, settings)
         _log.warning("manual optimization of %s handed to the optimization service: %s", table.name, decision.reason)
         return {"ran": False, "queued": bool(decision.accepted), "reason": decision.reason}
