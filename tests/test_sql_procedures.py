@@ -200,3 +200,67 @@ def test_an_argument_of_the_wrong_type_is_spark_s_clean_cast_error(spark, db) ->
     with pytest.raises(SparkRuntimeException, match=r"\[CAST_INVALID_INPUT\] The value 'maybe'"):
         spark.sql(f"CALL {OPT}(table => 't', dry_run => 'maybe')").collect()
     assert state(root) == before
+
+
+def test_manual_trigger_is_handed_to_the_service_running_in_this_driver(spark, db, tmp_path) -> None:
+    from service_support import Services, await_service
+    from use.delta import DeltaLog
+    from use.service import active
+    from use.service.runner import SparkRunner
+
+    idle = _qbeast_table(spark, "idle")
+    auto = _delta_table(spark, "auto")
+    spark.sql("ALTER TABLE auto SET TBLPROPERTIES ('use.optimization.autoOptimize.enabled'='false', 'use.optimization.type'='SmallFiles')")
+    props = DeltaLog.for_path(idle).snapshot().configuration
+    services = Services(tmp_path / "service")
+    svc = services([], SparkRunner(spark), interval=3600.0)
+    try:
+        assert active.current() is svc
+        # the service has not seen these tables: the trigger tells it, then hands the request over
+        spark.sql(f"ALTER TABLE use_catalog.spark_catalog.{db}.idle SET TBLPROPERTIES ('use.optimization.bytes-per-iter'='5000000')")
+        await_service(svc, lambda s: s.table(idle) is not None and s.table(idle).runs >= 1 and s.table(idle).run is None, "the manual run")
+        assert svc.table(idle).last_run.trigger == "manual"
+        assert DeltaLog.for_path(idle).snapshot().configuration == props
+        assert spark.sql(f"CALL {OPT}(table => 'idle', dry_run => true)").count() == 0
+
+        spark.sql(f"ALTER TABLE use_catalog.spark_catalog.{db}.auto SET TBLPROPERTIES ('use.optimization.bytes-per-iter'='5000000')")
+        assert "continuous optimization configured" in svc.table(auto).note
+        assert svc.table(auto).manual is None
+    finally:
+        services.stop_all()
+    assert active.current() is None
+
+
+def test_each_iteration_of_a_call_is_labelled_in_the_spark_ui(spark, db) -> None:
+    _delta_table(spark)
+    spark.sql(f"CALL {OPT}('t')").collect()
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)  # type: ignore[attr-defined]
+    labels = [(_option(j.jobGroup()), _option(j.description())) for j in _scala_list(jobs)]
+    ours = [(g, d) for g, d in labels if g and g.startswith("use-call-") and d and f"(spark_catalog.{db}.t)" in d]
+    assert ours, labels[-5:]
+    assert all(d.startswith(f"CALL use_catalog.system.optimize(spark_catalog.{db}.t): binpack ") for _, d in ours), ours
+
+
+def _option(value):
+    return value.get() if value.isDefined() else None
+
+
+def _scala_list(seq) -> list:
+    it = seq.iterator()
+    out = []
+    while it.hasNext():
+        out.append(it.next())
+    return out
+
+
+def test_the_readme_documents_every_procedure_and_argument() -> None:
+    from pathlib import Path
+
+    from use.sql.procedures import PROCEDURES
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    part = readme.split("### Procedures", 1)[1].split("\n## ", 1)[0]
+    for proc in PROCEDURES.values():
+        assert f"`{proc.name}`" in part, proc.name
+        for p in proc.parameters:
+            assert f"`{p.name}`" in part, (proc.name, p.name)
