@@ -68,6 +68,8 @@ def test_optimize_by_path_with_settings_of_the_call(spark, db) -> None:
     root = _delta_table(spark)
     result = spark.sql(f"CALL {OPT}(table => '{root}', max_iterations => 1, strategy => 'BinPacking', bytes_per_iter => 100000)").collect()
     assert len(result) == 1 and result[0]["strategy"] == "BinPacking"
+    planned = spark.sql(f"CALL {OPT}(table => 'delta.`{root}`', dry_run => true)").collect()
+    assert planned == spark.sql(f"CALL {OPT}(table => 'file:{root}', dry_run => true)").collect()
 
 
 def test_plan_rows_equal_optimize_dry_run_rows(spark, db) -> None:
