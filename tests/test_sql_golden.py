@@ -11,7 +11,7 @@ from golden import SQL_DIR, compare, expected_file, render, run_beeline, run_pyh
 SCRIPTS = sorted(SQL_DIR.glob("*.sql"))
 # Scripts also run through beeline: each costs one more JVM (about 3-10 s). Beeline prints a
 # value with line breaks (SHOW CREATE TABLE) over several lines, which its output cannot be cut by.
-BEELINE_SCRIPTS = ("errors", "sessions", "lake_errors")
+BEELINE_SCRIPTS = ("errors", "sessions", "lake_errors", "procedures_errors")
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from use.delta.datafile import local_root
-from use.errors import CLI, PYTHON, InvalidArgumentError, VacuumRetentionError
+from use.errors import CLI, PYTHON, SQL, InvalidArgumentError, VacuumRetentionError
 
 __all__ = ["VacuumResult", "vacuum", "vacuum_candidates"]
 
@@ -43,6 +43,8 @@ class VacuumResult:
     files: tuple[str, ...]
     bytes: int
     dry_run: bool
+    #: The size of each file of `files`, in the same order (a SQL `CALL ... vacuum` row each).
+    sizes: tuple[int, ...] = ()
 
     def __str__(self) -> str:
         """What was deleted (or would be), with its size, then one file per line (`use vacuum` prints this)."""
@@ -206,12 +208,14 @@ def vacuum(
                 "if nothing reads older versions",
                 CLI: f"use --retention-hours {default_ms / _HOUR_MS:g} or more, or add --force if nothing reads "
                 "older versions",
+                SQL: f"use retention_hours => {default_ms / _HOUR_MS:g} or more, or add force => true if nothing reads "
+                "older versions",
             },
         )
     paths, sizes, directories, snap = vacuum_candidates(log, retention_ms)
     total = int(sum(sizes))
     if dry_run:
-        return VacuumResult(tuple(paths), total, True)
+        return VacuumResult(tuple(paths), total, True, tuple(int(x) for x in sizes))
     root = local_root(str(log.table_root))
     start_params = {
         "retentionCheckEnabled": "true" if enforce_retention_check else "false",
@@ -225,6 +229,7 @@ def vacuum(
         metrics={"numFilesToDelete": str(len(paths)), "sizeOfDataToDelete": str(total)},
     )
     deleted: list[str] = []
+    deleted_sizes: list[int] = []
     deleted_bytes = 0
     status = "FAILED"
     try:
@@ -236,6 +241,7 @@ def vacuum(
             except FileNotFoundError:
                 continue  # deleted concurrently: the goal is reached
             deleted.append(rel)
+            deleted_sizes.append(int(size))
             deleted_bytes += size
             if "/" in rel:
                 touched_dirs.add(rel.rsplit("/", 1)[0])
@@ -247,7 +253,7 @@ def vacuum(
             parameters={"status": status},
             metrics={"numDeletedFiles": str(len(deleted)), "numVacuumedDirectories": str(directories + 1)},
         )
-    return VacuumResult(tuple(deleted), deleted_bytes, False)
+    return VacuumResult(tuple(deleted), deleted_bytes, False, tuple(deleted_sizes))
 
 
 def _remove_empty_dirs(root: str, dirs: set[str]) -> None:

@@ -56,7 +56,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Mapping
 
-from use.errors import ConfigError, UnknownStrategyError
+from use.errors import ConfigError, InvalidArgumentError, UnknownStrategyError
 
 PREFIX = "use.optimization."
 SPARK_PREFIX = "spark.qbeast.use."
@@ -531,15 +531,21 @@ class OptimizationConfig:
         return out
 
 
-def zorder_request(strategy: Any, zorder_by: Any) -> tuple[Any, dict[str, Any]]:
+def zorder_request(strategy: Any, zorder_by: Any, files: Any = None) -> tuple[Any, dict[str, Any]]:
     """`zorder_by` as the Python API, the CLI and CALL take it: (strategy chain, config overrides).
 
     Giving the columns alone asks for Delta's OPTIMIZE ... ZORDER BY, so the chain becomes `ZOrder`;
     with a strategy (e.g. `Hilbert`) the columns are that strategy's key. The value is parsed with
-    the `use.optimization.zorder-by` key, so a bad one fails the same way.
+    the `use.optimization.zorder-by` key, so a bad one fails the same way. An explicit `files` list
+    cannot be combined with it (InvalidArgumentError).
     """
     if zorder_by is None:
         return strategy, {}
+    if files is not None:
+        raise InvalidArgumentError(
+            "zorder_by and files cannot be combined: an explicit file list is bin-packed as it is; "
+            "Z-ordering selects the files of each partition itself (give zorder_by alone)"
+        )
     return ("ZOrder" if strategy is None else strategy), {PREFIX + "zorder-by": zorder_by}
 
 

@@ -321,14 +321,9 @@ class DeltaTable(TableSurface):
         from use.optimize.config import zorder_request
         from use.optimize.loop import optimize_path
 
-        if zorder_by is not None and files is not None:
-            raise InvalidArgumentError(
-                "zorder_by and files cannot be combined: an explicit file list is bin-packed as it is; "
-                "Z-ordering selects the files of each partition itself (give zorder_by alone)"
-            )
         overrides: dict[str, Any] = dict(config_overrides.pop("overrides", None) or {})
         overrides.update(config_overrides)
-        strategy, zorder = zorder_request(strategy, zorder_by)
+        strategy, zorder = zorder_request(strategy, zorder_by, files)
         overrides.update(zorder)
         return optimize_path(
             self._spark, self._path, files=files, strategy=strategy, bytes_per_iter=bytes_per_iter,

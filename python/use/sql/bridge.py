@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from use.errors import UseError
+from use.errors import SQL, UseError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,7 +31,7 @@ _registered: Bridge | None = None
 
 
 def _methods() -> dict[str, Method]:
-    from use.sql import lake, scan, tables, write
+    from use.sql import lake, procedures, scan, tables, write
 
     return {
         "describe": tables.describe,
@@ -45,6 +45,9 @@ def _methods() -> dict[str, Method]:
         "write": write.write,
         "insightNames": lake.names,
         "insightRead": lake.read_request,
+        "procedures": procedures.describe_procedures,
+        "callProcedure": procedures.call_procedure,
+        "manualTrigger": procedures.manual_trigger,
     }
 
 
@@ -115,7 +118,7 @@ class Bridge:
             result = fn(self.spark, json.loads(request), list(args) if args is not None else [])
             return json.dumps(result)
         except UseError as exc:
-            return json.dumps({"error": {"kind": error_kind(exc), "message": str(exc), "sqlState": sql_state(exc)}})
+            return json.dumps({"error": {"kind": error_kind(exc), "message": exc.for_surface(SQL), "sqlState": sql_state(exc)}})
         except Exception as exc:  # noqa: BLE001 - every failure must reach Spark as one message
             spark_message = _spark_message(exc)
             if spark_message is not None:

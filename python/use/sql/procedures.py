@@ -1,0 +1,339 @@
+"""`CALL use_catalog.system.<name>(...)` and the manual trigger: the Python side of the shim's
+`UseProcedures`.
+
+The shim knows no procedure by itself: it asks `describe_procedures` once for every procedure's
+name, description and parameters (name, Spark SQL type, default as a SQL expression), declares
+them to Spark, and hands each CALL's arguments (positional or named: Spark fills in the defaults)
+to `call_procedure`. A parameter marked `table` is resolved by the shim as Spark resolves names
+(current catalog and database), or taken as a path; it arrives here as `{name, location,
+provider, byPath}`. The result is an Arrow table sent back as a schema and typed JSON rows, served
+by the shim as a `LocalScan`. Each procedure is the code the Python API and the CLI run
+(`use.optimize.loop.optimize_path`, `use.delta.vacuum.vacuum`, `use.qbeast.convert`), so the
+three surfaces cannot drift apart.
+
+A procedure runs while Spark analyses the CALL, on the driver: a long optimize blocks the
+statement until it ends, and its Spark jobs carry a job group and a description per iteration
+("CALL use_catalog.system.optimize(<table>): compact 12 files of ...") for the Spark UI.
+
+The manual trigger (`ALTER TABLE use_catalog.<catalog>.<db>.<t> SET TBLPROPERTIES
+('use.optimization.type'=..., ...)`, the seeds' "Manual Trigger") runs one optimization with those
+settings and changes no property. When an optimization service runs in this driver
+(`use.service.active.current()`), the request is handed to it (it ignores it while a run of the
+table is in progress or when the table is continuously optimized, and shows why in its status);
+with no service it runs here, in the calling statement, unless the table has continuous
+optimization configured (ignored, with a log line saying why).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from use.errors import ConfigError, InvalidArgumentError, TableNotFoundError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["PROCEDURES", "Parameter", "Procedure", "call_procedure", "describe_procedures", "manual_trigger"]
+
+_log = logging.getLogger(__name__)
+
+#: How users name the procedures (messages, job descriptions).
+PREFIX = "use_catalog.system."
+#: Table providers the procedures run on (the session catalog's USE tables).
+_PROVIDERS = ("delta", "qbeast")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One parameter as Spark declares it: `type` a Spark SQL type, `default` a SQL expression
+    (None: the argument is required). `table`: a table name or path the shim resolves."""
+
+    name: str
+    type: str
+    default: str | None
+    doc: str
+    table: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.type, "default": self.default, "doc": self.doc, "table": self.table}
+
+
+@dataclass(frozen=True)
+class Procedure:
+    """A procedure: `run(spark, table, args)` gets the resolved table and the arguments by name,
+    and returns the result rows."""
+
+    name: str
+    description: str
+    parameters: tuple[Parameter, ...]
+    run: Callable[["SparkSession", "TableRef", Mapping[str, Any]], pa.Table]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": [p.to_json() for p in self.parameters]}
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A `table` argument as the shim resolved it: the name the user gave (or the path) and the
+    table's root directory, checked to hold a Delta table."""
+
+    name: str
+    root: str
+
+
+def _table_param(what: str) -> Parameter:
+    return Parameter(
+        "table", "string", None,
+        f"the table to {what}: a name (table, db.table or catalog.db.table, resolved as Spark resolves names) or a path",
+        table=True,
+    )  # fmt: skip
+
+
+def resolve_table(ref: Mapping[str, Any] | None, *, allow_parquet: bool = False) -> TableRef:
+    """The table of a resolved `table` argument; InvalidArgumentError for a table that is not a
+    Delta/Qbeast table of the catalog, TableNotFoundError for a location without a Delta log
+    (`allow_parquet`: a path to a parquet directory is accepted, for convert_to_qbeast)."""
+    from use.sql.tables import log_for, table_root
+
+    if not ref or not ref.get("location"):
+        raise InvalidArgumentError("table must name a table (table, db.table or catalog.db.table) or give a table path")
+    name = str(ref.get("name") or ref["location"])
+    provider = str(ref.get("provider") or "").lower()
+    if not ref.get("byPath") and provider not in _PROVIDERS:
+        raise InvalidArgumentError(
+            f"{name} is a {provider or 'non-file'} table, not a Delta or Qbeast table: the procedures run on tables "
+            "created USING delta or USING qbeast (convert a parquet directory by path with "
+            f"CALL {PREFIX}convert_to_qbeast('<path>', '<columns>'))"
+        )
+    root = table_root(str(ref["location"]))
+    if not allow_parquet and not log_for(root).exists():
+        named = "" if name in (root, ref["location"]) else f" ({name})"
+        raise TableNotFoundError(
+            f"no Delta table at {root}{named}: there is no _delta_log with commits; check the table name or path"
+        )
+    return TableRef(name, root)
+
+
+# --- the procedures ---------------------------------------------------------------------------------
+
+
+def _optimize(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
+    from use.optimize.config import zorder_request
+    from use.optimize.loop import optimize_path
+
+    strategy, overrides = zorder_request(args.get("strategy"), args.get("zorder_by"), args.get("files"))
+    dry_run = args.get("dry_run")
+    result = optimize_path(
+        spark, table.root, revision_id=args.get("revision_id"), files=args.get("files"), strategy=strategy,
+        bytes_per_iter=args.get("bytes_per_iter"), dry_run=dry_run, max_iterations=args.get("max_iterations"),
+        overrides=overrides, job_group=f"use-call-{uuid.uuid4().hex}",
+        job_description=f"CALL {PREFIX}optimize({table.name})",
+    )  # fmt: skip
+    if dry_run:
+        from use.optimize.plan import Plan
+
+        return (result.plan or Plan.empty("", 0)).to_table()
+    return result.to_table()
+
+
+#: The result columns of `vacuum`: one row per file deleted (or that a dry run would delete).
+VACUUM_SCHEMA = pa.schema([("path", pa.string()), ("bytes", pa.int64()), ("deleted", pa.bool_())])
+
+
+def _vacuum(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
+    from use.delta.vacuum import vacuum
+    from use.sql.tables import log_for
+
+    dry_run, force = args.get("dry_run"), args.get("force")
+    for key, value in (("dry_run", dry_run), ("force", force)):
+        if not isinstance(value, bool):
+            raise InvalidArgumentError(f"{key} must be true or false, got {value!r}")
+    result = vacuum(log_for(table.root), args.get("retention_hours"), dry_run=dry_run, enforce_retention_check=not force)
+    return pa.table(
+        {
+            "path": pa.array(result.files, pa.string()),
+            "bytes": pa.array(result.sizes, pa.int64()),
+            "deleted": pa.array([not result.dry_run] * len(result.files), pa.bool_()),
+        },
+        schema=VACUUM_SCHEMA,
+    )
+
+
+CONVERT_SCHEMA = pa.schema(
+    [
+        ("location", pa.string()),
+        ("version", pa.int64()),
+        ("source_format", pa.string()),
+        ("num_files", pa.int64()),
+        ("columns_to_index", pa.list_(pa.string())),
+        ("converted", pa.bool_()),
+    ]
+)
+
+
+def _convert(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
+    from use.qbeast.convert import convert_to_qbeast
+
+    columns = args.get("columns_to_index")
+    if not isinstance(columns, str) or not columns.strip():
+        raise InvalidArgumentError(f"columns_to_index must name the columns to index, e.g. 'x,y', got {columns!r}")
+    r = convert_to_qbeast(table.root, columns, args.get("cube_size"))
+    return pa.Table.from_pylist(
+        [{"location": r.path, "version": r.version, "source_format": r.source_format, "num_files": r.num_files,
+          "columns_to_index": list(r.columns_to_index), "converted": r.converted}],
+        schema=CONVERT_SCHEMA,
+    )  # fmt: skip
+
+
+PROCEDURES: Mapping[str, Procedure] = {
+    p.name: p
+    for p in (
+        Procedure(
+            "optimize",
+            "Optimize a Delta/Qbeast table until nothing is selected (the optimizer loop of the Python API and "
+            "`use optimize`): one row per iteration, or with dry_run => true one row per planned task",
+            (
+                _table_param("optimize"),
+                Parameter("strategy", "string", "NULL", "file-selection strategy (default: the table's chain)"),
+                Parameter("revision_id", "bigint", "NULL", "revision to optimize (default: the table's setting, else the latest)"),
+                Parameter("bytes_per_iter", "bigint", "NULL", "bytes rewritten per iteration (default: use.optimization.bytes-per-iter)"),
+                Parameter("max_iterations", "int", "NULL", "stop after this many merge tasks (default: no limit)"),
+                Parameter("dry_run", "boolean", "false", "plan only: one row per task, nothing written"),
+                Parameter("files", "array<string>", "NULL", "rewrite exactly these data files (paths as in the log), once"),
+                Parameter("zorder_by", "string", "NULL", "columns to cluster by, e.g. 'a,b' (Delta's OPTIMIZE ZORDER BY)"),
+            ),
+            _optimize,
+        ),
+        Procedure(
+            "vacuum",
+            "Delete data files the table no longer references, older than the retention (Delta VACUUM): one row "
+            "per file deleted, or that a dry run would delete",
+            (
+                _table_param("vacuum"),
+                Parameter("retention_hours", "double", "NULL", "keep files removed less than this many hours ago (default: delta.deletedFileRetentionDuration, 168)"),
+                Parameter("dry_run", "boolean", "false", "list what would be deleted, delete nothing"),
+                Parameter("force", "boolean", "false", "allow a retention below the table's safety threshold"),
+            ),
+            _vacuum,
+        ),
+        Procedure(
+            "convert_to_qbeast",
+            "Make a parquet directory or a Delta table a Qbeast table (its files join the staging revision 0; "
+            "optimize indexes them): one row",
+            (
+                _table_param("convert"),
+                Parameter("columns_to_index", "string", None, "the columns to index, e.g. 'x,y' (as qbeast's columnsToIndex)"),
+                Parameter("cube_size", "bigint", "5000000", "desired rows per cube"),
+            ),
+            _convert,
+        ),
+    )
+}  # fmt: skip
+
+
+# --- the bridge methods -----------------------------------------------------------------------------
+
+
+def describe_procedures(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """Every procedure's name, description and parameters (the shim asks once and caches)."""
+    return {"procedures": [p.to_json() for p in PROCEDURES.values()]}
+
+
+def procedure(name: str) -> Procedure:
+    found = PROCEDURES.get(name.lower()) if isinstance(name, str) else None
+    if found is None:
+        valid = ", ".join(PREFIX + n for n in PROCEDURES)
+        raise InvalidArgumentError(f"no procedure {name!r} in use_catalog; the procedures are {valid}")
+    return found
+
+
+def call_procedure(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """Run one CALL: `req` is `{"procedure": name, "args": {parameter: value}}` with table
+    parameters resolved by the shim; the answer is the result as a Spark schema and JSON rows."""
+    proc = procedure(req["procedure"])
+    values = dict(req.get("args") or {})
+    table = None
+    for p in proc.parameters:
+        if p.table:
+            table = resolve_table(values.pop(p.name, None), allow_parquet=proc.name == "convert_to_qbeast")
+    return result_json(proc.run(spark, table, values))  # type: ignore[arg-type]
+
+
+def result_json(table: pa.Table) -> dict[str, Any]:
+    """An Arrow result as the shim reads it: Spark's JSON schema and one JSON array per row (maps
+    as objects, non-finite doubles as null: JSON has no NaN)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    maps = [pa.types.is_map(f.type) for f in table.schema]
+    columns = [c.to_pylist() for c in table.columns]
+    rows = []
+    for i in range(table.num_rows):
+        row = []
+        for is_map, col in zip(maps, columns):
+            v = col[i]
+            if is_map and v is not None:
+                v = {str(k): val for k, val in v}
+            elif isinstance(v, float) and not math.isfinite(v):
+                v = None
+            row.append(v)
+        rows.append(row)
+    return {"schema": from_arrow_schema(table.schema).json(), "rows": rows}
+
+
+def manual_trigger(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """ALTER TABLE use_catalog.<catalog>.<db>.<t> SET TBLPROPERTIES (...): one optimization with
+    those settings, the table's properties untouched. `req`: `{"table": ref, "settings": {...}}`.
+
+    The settings are checked first (only `use.optimization.*` keys, each through the config parser):
+    a bad one is a ConfigError and nothing happens. The answer says what happened (`ran`, `queued`,
+    `reason`); the reason is logged too, since ALTER TABLE returns no rows."""
+    from use.optimize.config import PREFIX as OPT_PREFIX
+    from use.optimize.config import OptimizationConfig
+    from use.optimize.loop import optimize_path, session_defaults
+    from use.service import active
+    from use.sql.tables import log_for
+
+    table = resolve_table(req.get("table"))
+    settings = {str(k): str(v) for k, v in (req.get("settings") or {}).items()}
+    others = sorted(k for k in settings if not k.startswith(OPT_PREFIX))
+    if not settings or others:
+        raise ConfigError(
+            f"ALTER TABLE on use_catalog triggers one optimization of {table.name} with use.optimization.* settings "
+            f"and changes no property; {'no setting was given' if not settings else 'it takes no ' + ', '.join(others)}: "
+            f"to change the table's properties, ALTER TABLE the table in its own catalog (e.g. {table.name})"
+        )
+    properties = log_for(table.root).snapshot().configuration
+    defaults = session_defaults(spark)
+    OptimizationConfig.from_properties(properties, settings, spark_conf=defaults)  # bad settings fail here
+    service = active.current()
+    if service is not None:
+        if service.table(table.root) is None:
+            # A table created since the service's last refresh: tell it now (as a catalog event
+            # would), so the request is decided rather than refused as unknown.
+            from use.service.registry import CREATED, TableEvent
+
+            service.on_event(TableEvent(CREATED, table.root, table.name))
+        decision = service.trigger(table.root, settings)
+        _log.warning("manual optimization of %s handed to the optimization service: %s", table.name, decision.reason)
+        return {"ran": False, "queued": bool(decision.accepted), "reason": decision.reason}
+    if OptimizationConfig.from_properties(properties, spark_conf=defaults).continuous:
+        reason = (
+            f"manual optimization of {table.name} ignored: the table has continuous optimization configured "
+            "(use.optimization.type or use.optimization.autoOptimize.enabled); its scheduled runs follow its properties"
+        )
+        _log.warning("%s", reason)
+        return {"ran": False, "queued": False, "reason": reason}
+    result = optimize_path(
+        spark, table.root, overrides=settings, job_group=f"use-manual-{uuid.uuid4().hex}",
+        job_description=f"manual optimization of {table.name}",
+    )  # fmt: skip
+    reason = f"manual optimization of {table.name}: {len(result.committed)} task(s) committed, {result.outcome}"
+    _log.warning("%s", reason)
+    return {"ran": True, "queued": False, "reason": reason, "versions": list(result.versions)}

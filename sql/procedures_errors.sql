@@ -1,0 +1,34 @@
+-- Bad CALLs (issue 12 §5): each one clean message over JDBC, nothing changed.
+CREATE TABLE t (a INT) USING delta;
+INSERT INTO t VALUES (1);
+CREATE TABLE p (a INT) USING parquet;
+
+CALL use_catalog.system.optimize(table => 'no_such_table');
+
+CALL use_catalog.system.optimize(table => 'no_db.t');
+
+CALL use_catalog.system.optimize(table => '/no/such/dir');
+
+CALL use_catalog.system.optimize(table => 'p');
+
+CALL use_catalog.system.optimize(table => 't', strategy => 'NoSuchStrategy');
+
+CALL use_catalog.system.optimize(table => 't', bytes_per_iter => 0);
+
+CALL use_catalog.system.optimize(table => 't', max_iterations => 0);
+
+CALL use_catalog.system.optimize(table => 't', dry_run => 'maybe');
+
+CALL use_catalog.system.optimize(table => 't', no_such_argument => 1);
+
+CALL use_catalog.system.optimize();
+
+CALL use_catalog.system.optimize(table => 't', files => array('a.parquet'), zorder_by => 'a');
+
+CALL use_catalog.system.no_such_procedure('t');
+
+CALL use_catalog.system.vacuum(table => 't', retention_hours => 1);
+
+CALL use_catalog.system.convert_to_qbeast(table => 't', columns_to_index => 'no_such_column');
+
+SELECT * FROM t;

@@ -1,0 +1,268 @@
+"""`CALL use_catalog.system.<name>(...)` and the manual trigger, in process: each procedure with
+named and positional arguments, dry runs that write nothing, `plan` rows equal to a dry run's, the
+manual trigger with no service running, and every bad input refused with nothing changed."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from sql_support import location, refused, rows, state
+
+OPT = "use_catalog.system.optimize"
+
+
+def _delta_table(spark, name: str = "t", inserts: int = 4) -> str:
+    spark.sql(f"CREATE TABLE {name} (a INT, b STRING) USING delta")
+    for i in range(inserts):
+        spark.sql(f"INSERT INTO {name} VALUES ({i}, 'v{i}'), ({i + 10}, 'w{i}')")
+    return location(spark, name)
+
+
+def _qbeast_table(spark, name: str = "q") -> str:
+    spark.sql(f"CREATE TABLE {name} (x INT, y INT) USING qbeast OPTIONS ('columnsToIndex'='x,y', 'cubeSize'='50')")
+    for i in range(4):
+        spark.sql(f"INSERT INTO {name} SELECT id * 7 % 101 + {i}, id * 13 % 97 FROM range(120)")
+    return location(spark, name)
+
+
+def _live_files(root: str) -> int:
+    from use.delta import DeltaLog
+
+    return DeltaLog.for_path(root).snapshot().num_files
+
+
+def _plan_columns(df) -> list[tuple]:
+    return [tuple(r[c] for c in ("task", "strategy", "kind", "revision_id", "num_files", "bytes", "reason")) for r in df.collect()]
+
+
+# --- optimize ----------------------------------------------------------------------------------------
+
+
+def test_optimize_dry_run_named_and_positional_writes_nothing(spark, db) -> None:
+    root = _delta_table(spark)
+    before = state(root)
+    named = spark.sql(f"CALL {OPT}(table => 't', dry_run => true)")
+    assert named.columns[:3] == ["task", "strategy", "kind"]
+    planned = _plan_columns(named)
+    assert planned and planned[0][4] == _live_files(root) > 1, planned
+    positional = spark.sql(f"CALL {OPT}('t', NULL, NULL, NULL, NULL, true)")
+    assert _plan_columns(positional) == planned
+    assert state(root) == before
+
+
+def test_optimize_runs_the_loop_and_reaches_the_fixed_point(spark, db) -> None:
+    root = _delta_table(spark)
+    files = _live_files(root)
+    result = spark.sql(f"CALL {OPT}('{db}.t')").collect()
+    assert result and all(r["status"] == "committed" and r["version"] is not None for r in result)
+    assert [r["iteration"] for r in result] == list(range(1, len(result) + 1))
+    assert result[0]["files_in"] == files and result[0]["files_out"] == 1
+    assert _live_files(root) == 1
+    assert rows(spark, "SELECT count(*) FROM t") == [(8,)]
+    assert spark.sql(f"CALL {OPT}(table => 'spark_catalog.{db}.t', dry_run => true)").count() == 0
+    assert spark.sql(f"CALL {OPT}(table => 't')").count() == 0  # converged: another run commits nothing
+
+
+def test_optimize_by_path_with_settings_of_the_call(spark, db) -> None:
+    root = _delta_table(spark)
+    result = spark.sql(f"CALL {OPT}(table => '{root}', max_iterations => 1, strategy => 'BinPacking', bytes_per_iter => 100000)").collect()
+    assert len(result) == 1 and result[0]["strategy"] == "BinPacking"
+    planned = spark.sql(f"CALL {OPT}(table => 'delta.`{root}`', dry_run => true)").collect()
+    assert planned == spark.sql(f"CALL {OPT}(table => 'file:{root}', dry_run => true)").collect()
+
+
+def test_plan_rows_equal_optimize_dry_run_rows(spark, db) -> None:
+    from use.insights import for_path
+    from use.optimize.loop import session_defaults
+
+    root = _qbeast_table(spark)
+    plan = for_path(root, "plan", spark_conf=session_defaults(spark))
+    assert plan.num_rows > 0
+    expected = [tuple(r[c] for c in ("task", "strategy", "kind", "revision_id", "num_files", "bytes", "reason")) for r in plan.to_pylist()]
+    assert _plan_columns(spark.sql(f"CALL {OPT}(table => 'q', dry_run => true)")) == expected
+
+
+# --- vacuum and convert ----------------------------------------------------------------------------
+
+
+def test_vacuum_safety_check_dry_run_and_delete(spark, db) -> None:
+    root = _delta_table(spark)
+    spark.sql(f"CALL {OPT}('t')").collect()
+    before = state(root)
+    with refused(r"below the table's delta.deletedFileRetentionDuration of 168 hours.*force => true"):
+        spark.sql("CALL use_catalog.system.vacuum(table => 't', retention_hours => 0)")
+    assert state(root) == before
+    listed = spark.sql("CALL use_catalog.system.vacuum('t', 0.0, true, true)").collect()
+    assert len(listed) == len(before[1]) - 1 and all(not r["deleted"] and r["bytes"] > 0 for r in listed)
+    assert state(root) == before
+    deleted = spark.sql("CALL use_catalog.system.vacuum(table => 't', retention_hours => 0, force => true)").collect()
+    assert sorted(r["path"] for r in deleted) == sorted(r["path"] for r in listed)
+    assert all(r["deleted"] for r in deleted)
+    assert not any(os.path.exists(os.path.join(root, r["path"])) for r in deleted)
+    assert rows(spark, "SELECT count(*) FROM t") == [(8,)]
+    assert spark.sql("CALL use_catalog.system.vacuum('t')").count() == 0
+
+
+def test_convert_to_qbeast_of_a_delta_table_and_a_parquet_directory(spark, db, tmp_path) -> None:
+    from use.qbeast.reader import load_snapshot
+
+    root = _delta_table(spark, inserts=2)
+    (row,) = spark.sql("CALL use_catalog.system.convert_to_qbeast(table => 't', columns_to_index => 'a')").collect()
+    assert row["converted"] and row["source_format"] == "delta" and list(row["columns_to_index"]) == ["a"]
+    assert load_snapshot(root).is_qbeast
+    directory = str(tmp_path / "plain")
+    spark.range(5).selectExpr("id AS x").write.parquet(directory)
+    (row,) = spark.sql(f"CALL use_catalog.system.convert_to_qbeast('{directory}', 'x', 1000)").collect()
+    assert row["converted"] and row["source_format"] == "parquet" and row["version"] == 0
+
+
+# --- the manual trigger ------------------------------------------------------------------------------
+
+
+def test_manual_trigger_runs_once_and_changes_no_property(spark, db) -> None:
+    from use.delta import DeltaLog
+
+    root = _qbeast_table(spark, "test")
+    props = DeltaLog.for_path(root).snapshot().configuration
+    version = DeltaLog.for_path(root).snapshot().version
+    spark.sql(
+        f"ALTER TABLE use_catalog.spark_catalog.{db}.test SET TBLPROPERTIES("
+        "'use.optimization.type'='LeveledCompaction', 'use.optimization.bytes-per-iter'='5000000')"
+    )
+    snap = DeltaLog.for_path(root).snapshot()
+    assert snap.version > version
+    assert snap.configuration == props
+    ops = {e.operation for e in DeltaLog.for_path(root).history() if e.version > version}
+    assert ops == {"OPTIMIZE"}
+    assert spark.sql(f"CALL {OPT}(table => 'test', dry_run => true)").count() == 0
+
+
+def test_manual_trigger_is_ignored_on_a_continuously_optimized_table(spark, db, caplog) -> None:
+    root = _delta_table(spark)
+    spark.sql("ALTER TABLE t SET TBLPROPERTIES ('use.optimization.autoOptimize.enabled'='true')")
+    before = state(root)
+    with caplog.at_level("WARNING", logger="use.sql.procedures"):
+        spark.sql(f"ALTER TABLE use_catalog.spark_catalog.{db}.t SET TBLPROPERTIES ('use.optimization.bytes-per-iter'='5000000')")
+    assert state(root) == before
+    assert "ignored: the table has continuous optimization configured" in caplog.text
+
+
+def test_manual_trigger_refuses_bad_settings_and_other_changes(spark, db) -> None:
+    root = _delta_table(spark)
+    before = state(root)
+    name = f"use_catalog.spark_catalog.{db}.t"
+    with refused(r"\[USE_CONFIG_ERROR\] bad value 'lots' for use.optimization.bytes-per-iter"):
+        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('use.optimization.bytes-per-iter'='lots')")
+    with refused(r"\[USE_UNKNOWN_STRATEGY_ERROR\].*NoSuchStrategy"):
+        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('use.optimization.type'='NoSuchStrategy')")
+    with refused(r"takes no delta.appendOnly"):
+        spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('delta.appendOnly'='true')")
+    with refused(r"only takes SET TBLPROPERTIES"):
+        spark.sql(f"ALTER TABLE {name} UNSET TBLPROPERTIES ('use.optimization.type')")
+    assert state(root) == before
+
+
+# --- errors --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (f"CALL {OPT}(table => 'no_such_table')", r"\[USE_TABLE_NOT_FOUND\] no table spark_catalog\.t_\w+\.no_such_table"),
+        (f"CALL {OPT}(table => 'a.b.c.d')", r"no table spark_catalog\.a\.b\.c\.d"),
+        (f"CALL {OPT}(table => '/no/such/dir')", r"\[USE_TABLE_NOT_FOUND_ERROR\] no Delta table at /no/such/dir"),
+        (f"CALL {OPT}(table => 'p')", r"p is a parquet table, not a Delta or Qbeast table"),
+        (f"CALL {OPT}(table => 't', strategy => 'NoSuchStrategy')", r"unknown optimization strategy 'NoSuchStrategy'; known strategies"),
+        (f"CALL {OPT}(table => 't', bytes_per_iter => -5)", r"bad value '-5' for bytes-per-iter"),
+        (f"CALL {OPT}(table => 't', max_iterations => 0)", r"max_iterations must be a positive integer"),
+        (f"CALL {OPT}(table => 't', dry_run => NULL)", r"dry_run must be True or False"),
+        (f"CALL {OPT}(table => 't', revision_id => 7)", r"revision"),
+        (f"CALL {OPT}(table => 't', no_such_argument => 1)", r"no_such_argument"),
+        (f"CALL {OPT}()", r"table"),
+        ("CALL use_catalog.system.no_such_procedure('t')", r"the procedures are use_catalog\.system\.convert_to_qbeast, use_catalog\.system\.optimize, use_catalog\.system\.vacuum"),
+        ("CALL use_catalog.system.vacuum(table => 't', retention_hours => -1, force => true)", r"retention"),
+        ("CALL use_catalog.system.convert_to_qbeast(table => 't', columns_to_index => 'no_such_column')", r"no_such_column"),
+    ],
+)
+def test_bad_calls_are_clean_errors_and_change_nothing(spark, db, call: str, message: str) -> None:
+    root = _delta_table(spark, inserts=2)
+    spark.sql("CREATE TABLE p (a INT) USING parquet")
+    before = state(root)
+    with refused(message):
+        spark.sql(call).collect()
+    assert state(root) == before
+
+
+def test_an_argument_of_the_wrong_type_is_spark_s_clean_cast_error(spark, db) -> None:
+    from pyspark.errors import SparkRuntimeException
+
+    root = _delta_table(spark, inserts=2)
+    before = state(root)
+    with pytest.raises(SparkRuntimeException, match=r"\[CAST_INVALID_INPUT\] The value 'maybe'"):
+        spark.sql(f"CALL {OPT}(table => 't', dry_run => 'maybe')").collect()
+    assert state(root) == before
+
+
+def test_manual_trigger_is_handed_to_the_service_running_in_this_driver(spark, db, tmp_path) -> None:
+    from service_support import Services, await_service
+    from use.delta import DeltaLog
+    from use.service import active
+    from use.service.runner import SparkRunner
+
+    idle = _qbeast_table(spark, "idle")
+    auto = _delta_table(spark, "auto")
+    spark.sql("ALTER TABLE auto SET TBLPROPERTIES ('use.optimization.autoOptimize.enabled'='false', 'use.optimization.type'='SmallFiles')")
+    props = DeltaLog.for_path(idle).snapshot().configuration
+    services = Services(tmp_path / "service")
+    svc = services([], SparkRunner(spark), interval=3600.0)
+    try:
+        assert active.current() is svc
+        # the service has not seen these tables: the trigger tells it, then hands the request over
+        spark.sql(f"ALTER TABLE use_catalog.spark_catalog.{db}.idle SET TBLPROPERTIES ('use.optimization.bytes-per-iter'='5000000')")
+        await_service(svc, lambda s: s.table(idle) is not None and s.table(idle).runs >= 1 and s.table(idle).run is None, "the manual run")
+        assert svc.table(idle).last_run.trigger == "manual"
+        assert DeltaLog.for_path(idle).snapshot().configuration == props
+        assert spark.sql(f"CALL {OPT}(table => 'idle', dry_run => true)").count() == 0
+
+        spark.sql(f"ALTER TABLE use_catalog.spark_catalog.{db}.auto SET TBLPROPERTIES ('use.optimization.bytes-per-iter'='5000000')")
+        assert "continuous optimization configured" in svc.table(auto).note
+        assert svc.table(auto).manual is None
+    finally:
+        services.stop_all()
+    assert active.current() is None
+
+
+def test_each_iteration_of_a_call_is_labelled_in_the_spark_ui(spark, db) -> None:
+    _delta_table(spark)
+    spark.sql(f"CALL {OPT}('t')").collect()
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)  # type: ignore[attr-defined]
+    labels = [(_option(j.jobGroup()), _option(j.description())) for j in _scala_list(jobs)]
+    ours = [(g, d) for g, d in labels if g and g.startswith("use-call-") and d and f"(spark_catalog.{db}.t)" in d]
+    assert ours, labels[-5:]
+    assert all(d.startswith(f"CALL use_catalog.system.optimize(spark_catalog.{db}.t): binpack ") for _, d in ours), ours
+
+
+def _option(value):
+    return value.get() if value.isDefined() else None
+
+
+def _scala_list(seq) -> list:
+    it = seq.iterator()
+    out = []
+    while it.hasNext():
+        out.append(it.next())
+    return out
+
+
+def test_the_readme_documents_every_procedure_and_argument() -> None:
+    from pathlib import Path
+
+    from use.sql.procedures import PROCEDURES
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    part = readme.split("### Procedures", 1)[1].split("\n## ", 1)[0]
+    for proc in PROCEDURES.values():
+        assert f"`{proc.name}`" in part, proc.name
+        for p in proc.parameters:
+            assert f"`{p.name}`" in part, (proc.name, p.name)
