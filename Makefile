@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 # The exact versions we develop and test with (pyproject.toml carries the supported ranges).
-PINS := "pyspark==4.1.1" "pyarrow==22.0.0" "deltalake==1.6.6" "numpy==2.4.6"
+PINS := "pyspark==4.1.1" "pyarrow==22.0.0" "deltalake==1.6.6" "numpy==2.4.6" "pyhive==0.7.0" "thrift==0.25.0" "matplotlib==3.11.2"
 
 .PHONY: run test bench setup clean
 
@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 setup: $(VENV)/.installed
 
 run: $(VENV)/.installed
-	$(VENV)/bin/use demo
+	$(VENV)/bin/use serve --demo
 
 test: $(VENV)/.installed
 	$(VENV)/bin/pytest -q tests

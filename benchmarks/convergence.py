@@ -19,10 +19,13 @@ by side:
 3. one merge task's throughput (input bytes / second) >= 0.75x that of a plain Spark
    `read.parquet(files).write.parquet` of the same files (measured on copies of the table taken
    before optimizing; best of `--repeat`); the same for a bin-packing task on a plain Delta table of
-   as many delta-rs appends, against `read.parquet(files).coalesce(1).write.parquet`.
+   as many delta-rs appends, against `read.parquet(files).coalesce(1).write.parquet`. Every repeat's
+   ratio is printed too (median and range): the two runs alternate which goes first, and on a busy
+   machine single runs of a second or two vary widely, so judge by several repeats.
+   `--mode throughput` runs only this comparison.
 
 Usage: .venv/bin/python benchmarks/convergence.py [--appends 100] [--rows-per-append 1000]
-       [--cube-size 2000] [--bytes-per-iter B] [--mode both|after|continuous] [--every 10]
+       [--cube-size 2000] [--bytes-per-iter B] [--mode both|after|continuous|throughput] [--every 10]
        [--sampling-fraction 0.01] [--repeat 2] [--no-throughput] [--keep DIR] [--cache DIR]
 
 `--cache DIR` keeps the built append-only and one-go tables there and reuses them on the next run
@@ -34,15 +37,16 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import SPACE, fmt_table, live_file_sizes, read_cost, timed_cpu
 
-SPACE = {"x_min": 0.0, "x_max": 100.0, "y_min": 0.0, "y_max": 100.0}  # fixed space: appends keep one revision
 RANGE_FILTER = "x >= 50 AND x < 51"  # 1% of the indexed space along x
 
 
@@ -59,14 +63,13 @@ def rows(spark: Any, start: int, n: int) -> Any:
 def layout(spark: Any, path: str, fraction: float = 0.01) -> dict[str, float]:
     """Layout facts of the latest snapshot: blocks per file/cube and what two queries read."""
     import pyarrow.compute as pc
-
-    from use.qbeast.reader import load_snapshot, plan_read
+    from use.qbeast.reader import load_snapshot, spark_schema, translate_filter
 
     q = load_snapshot(path)
     blocks = q.blocks
     cubes = len(pc.unique(pc.binary_join_element_wise(pc.cast(blocks.column("revision_id"), "string"), blocks.column("cube_id"), "/")))
-    sample = plan_read(spark, q, sample=fraction)
-    rng = plan_read(spark, q, filter=RANGE_FILTER)
+    sample_files, sample_bytes = read_cost(q, sample=fraction)
+    range_files, range_bytes = read_cost(q, predicate=translate_filter(spark, spark_schema(q), RANGE_FILTER))
     return {
         "files": q.files.num_rows,
         "bytes": int(pc.sum(q.files.column("size")).as_py() or 0),
@@ -74,10 +77,10 @@ def layout(spark: Any, path: str, fraction: float = 0.01) -> dict[str, float]:
         "cubes": cubes,
         "blocks_per_file": blocks.num_rows / max(1, q.files.num_rows),
         "blocks_per_cube": blocks.num_rows / max(1, cubes),
-        "sample_files": sample.num_files,
-        "sample_bytes": sample.bytes,
-        "range_files": rng.num_files,
-        "range_bytes": rng.bytes,
+        "sample_files": sample_files,
+        "sample_bytes": sample_bytes,
+        "range_files": range_files,
+        "range_bytes": range_bytes,
     }
 
 
@@ -89,27 +92,55 @@ def layout_cells(lay: dict[str, float]) -> list[Any]:
             lay["sample_bytes"] // 1024, lay["range_files"], lay["range_bytes"] // 1024]  # fmt: skip
 
 
-def fmt_table(header: list[str], body: list[list[Any]]) -> str:
-    from use.display import text_table
+@dataclass(frozen=True)
+class Timing:
+    """Wall and CPU seconds (this process tree: the driver, the Spark JVM, its Python workers) of the
+    plain Spark read+write and of the merge task, one pair per repeat."""
 
-    def cell(v: Any) -> Any:
-        return f"{v:.2f}" if isinstance(v, float) else v
+    plain: tuple[float, ...]
+    task: tuple[float, ...]
+    plain_cpu: tuple[float, ...]
+    task_cpu: tuple[float, ...]
+    bytes: int
+    files: int
 
-    return text_table(header, [[cell(v) for v in r] for r in body])
+    @property
+    def ratios(self) -> list[float]:
+        """Per repeat: merge-task throughput / plain throughput (= plain seconds / task seconds)."""
+        return [p / t for p, t in zip(self.plain, self.task)]
+
+    @property
+    def cpu_ratios(self) -> list[float]:
+        return [p / t for p, t in zip(self.plain_cpu, self.task_cpu)]
+
+    @property
+    def best_ratio(self) -> float:
+        """Best plain time over best task time (each side's least disturbed run)."""
+        return min(self.plain) / min(self.task)
+
+    def cells(self) -> str:
+        r, c = sorted(self.ratios), sorted(self.cpu_ratios)
+        return (f"wall: best {self.best_ratio:.2f}, median {statistics.median(r):.2f}, range {r[0]:.2f}-{r[-1]:.2f} "
+                f"(plain {min(self.plain):.2f}-{max(self.plain):.2f}s, task {min(self.task):.2f}-{max(self.task):.2f}s); "
+                f"CPU: median {statistics.median(c):.2f}, range {c[0]:.2f}-{c[-1]:.2f} "
+                f"(plain {statistics.median(self.plain_cpu):.2f}s, task {statistics.median(self.task_cpu):.2f}s)")  # fmt: skip
 
 
-def throughput(spark: Any, src: str, work: str, repeat: int) -> tuple[float, float, int, int]:
-    """(plain seconds, merge-task seconds, task input bytes, task files) for the first planned task."""
+def timed_pairs(spark: Any, src: str, work: str, repeat: int, coalesce: bool) -> Timing:
+    """The first planned merge task of a copy of `src`, against a plain Spark read+write of the same
+    files (`coalesce`: into one file, as a bin-packing task writes), `repeat` times on fresh copies.
+    The two alternate which runs first, so neither always gets the warmer JVM and page cache."""
     from use.delta import DeltaLog
+    from use.delta.storage import absolute_path
     from use.optimize.executor import run_task
     from use.optimize.planner import Planner
-    from use.delta.storage import absolute_path
     from use.qbeast.snapshot import QbeastSnapshot
 
-    plain_best = task_best = float("inf")
+    wall: dict[str, list[float]] = {"plain": [], "task": []}
+    cpu: dict[str, list[float]] = {"plain": [], "task": []}
     nbytes = nfiles = 0
     for i in range(repeat):
-        copy = os.path.join(work, f"tp-{i}")
+        copy, out = os.path.join(work, f"tp-{i}"), os.path.join(work, f"tp-plain-{i}")
         shutil.copytree(src, copy)
         log = DeltaLog.for_path(copy)
         snap = log.snapshot()
@@ -118,31 +149,30 @@ def throughput(spark: Any, src: str, work: str, repeat: int) -> tuple[float, flo
         task = planner.plan(qsnap).tasks[0]
         nbytes, nfiles = task.bytes, task.num_files
         paths = [absolute_path(copy, p) for p in task.paths]
-        out = os.path.join(work, f"plain-{i}")
-        t0 = time.perf_counter()
-        spark.read.parquet(*paths).write.parquet(out)
-        plain_best = min(plain_best, time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        m = run_task(spark, log, snap, qsnap, task, planner.config)
-        task_best = min(task_best, time.perf_counter() - t0)
-        assert m.committed, m
+
+        def run_plain(paths: list[str] = paths, out: str = out) -> None:
+            df = spark.read.parquet(*paths)
+            (df.coalesce(1) if coalesce else df).write.parquet(out)
+
+        def run_merge(log: Any = log, snap: Any = snap, qsnap: Any = qsnap, task: Any = task, planner: Any = planner) -> None:
+            m = run_task(spark, log, snap, qsnap, task, planner.config)
+            assert m.committed, m
+
+        order = (("plain", run_plain), ("task", run_merge))
+        for label, fn in order if i % 2 == 0 else order[::-1]:
+            w, c, _ = timed_cpu(fn)
+            wall[label].append(w)
+            cpu[label].append(c)
         shutil.rmtree(copy)
         shutil.rmtree(out)
-    return plain_best, task_best, nbytes, nfiles
+    return Timing(tuple(wall["plain"]), tuple(wall["task"]), tuple(cpu["plain"]), tuple(cpu["task"]), nbytes, nfiles)
 
 
-def binpack_throughput(spark: Any, work: str, appends: int, n: int, repeat: int) -> tuple[float, float, int, int]:
-    """The same comparison for the bin-packing path (plain Delta table of `appends` delta-rs appends):
-    (plain seconds, merge-task seconds, task input bytes, task files)."""
+def plain_delta(work: str, appends: int, n: int) -> str:
+    """A plain Delta table of `appends` delta-rs appends of n rows (the bin-packing comparison's input)."""
     import numpy as np
     import pyarrow as pa
     from deltalake import write_deltalake
-
-    from use.delta import DeltaLog
-    from use.optimize.executor import run_task
-    from use.optimize.planner import Planner
-    from use.delta.storage import absolute_path
-    from use.qbeast.snapshot import QbeastSnapshot
 
     src = os.path.join(work, "plain-delta")
     shutil.rmtree(src, ignore_errors=True)
@@ -153,28 +183,7 @@ def binpack_throughput(spark: Any, work: str, appends: int, n: int, repeat: int)
             "id": ids, "x": rng.uniform(0, 100, n), "y": rng.uniform(0, 100, n),
             "payload": pa.array([f"payload-{j}-" + "z" * 40 for j in ids]),
         }), mode="append")  # fmt: skip
-    plain_best = task_best = float("inf")
-    nbytes = nfiles = 0
-    for i in range(repeat):
-        copy = os.path.join(work, f"bp-{i}")
-        shutil.copytree(src, copy)
-        log = DeltaLog.for_path(copy)
-        snap = log.snapshot()
-        qsnap = QbeastSnapshot.from_delta(snap)
-        planner = Planner()
-        task = planner.plan(qsnap).tasks[0]
-        nbytes, nfiles = task.bytes, task.num_files
-        out = os.path.join(work, f"bp-plain-{i}")
-        t0 = time.perf_counter()
-        spark.read.parquet(*[absolute_path(copy, p) for p in task.paths]).coalesce(1).write.parquet(out)
-        plain_best = min(plain_best, time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        m = run_task(spark, log, snap, qsnap, task, planner.config)
-        task_best = min(task_best, time.perf_counter() - t0)
-        assert m.committed, m
-        shutil.rmtree(copy)
-        shutil.rmtree(out)
-    return plain_best, task_best, nbytes, nfiles
+    return src
 
 
 def build(spark: Any, path: str, args: argparse.Namespace, n: int, start: int = 0, count: int | None = None) -> None:
@@ -262,9 +271,9 @@ def run_continuous(spark: Any, args: argparse.Namespace, work: str, ref: dict[st
     t0 = time.perf_counter()
     while done < args.appends:
         step = min(args.every, args.appends - done)
-        before_files = _file_sizes(path) if os.path.isdir(path) else {}
+        before_files = live_file_sizes(path)
         build(spark, path, args, n, start=done, count=step)
-        after_files = _file_sizes(path)
+        after_files = live_file_sizes(path)
         appended_bytes += sum(v for k, v in after_files.items() if k not in before_files)
         done += step
         round_no += 1
@@ -281,14 +290,6 @@ def run_continuous(spark: Any, args: argparse.Namespace, work: str, ref: dict[st
     print(fmt_table(header, body))
     print(f"\ncontinuous mode (optimize every {args.every} appends): {round_no} rounds, {cont_s:.0f}s incl. appends")
     return layout(spark, path), rewritten, appended_bytes
-
-
-def _file_sizes(path: str) -> dict[str, int]:
-    """Live data files of a table (relative path -> size)."""
-    from use.qbeast.reader import load_snapshot
-
-    q = load_snapshot(path)
-    return dict(zip(q.files.column("path").to_pylist(), q.files.column("size").to_pylist()))
 
 
 def run_sampling(spark: Any, args: argparse.Namespace, path: str, ref: dict[str, float]) -> list[list[Any]]:
@@ -323,7 +324,8 @@ def main() -> None:
     ap.add_argument("--cube-size", type=int, default=2000)
     ap.add_argument("--bytes-per-iter", type=int, default=None,
                     help="use.optimization.bytes-per-iter (also the task IO limit); default: the table's (1 GB)")
-    ap.add_argument("--mode", choices=("both", "after", "continuous"), default="both")
+    ap.add_argument("--mode", choices=("both", "after", "continuous", "throughput"), default="both",
+                    help="throughput: only the merge-task throughput comparison")
     ap.add_argument("--every", type=int, default=10, help="continuous mode: optimize after every N appends")
     ap.add_argument("--sampling-fraction", type=float, default=0.01,
                     help="sampling phase: SamplingOverheadReduction's fraction (0 to skip the phase)")
@@ -353,6 +355,8 @@ def main() -> None:
         shutil.rmtree(pristine, ignore_errors=True)
         shutil.copytree(appended, pristine)
 
+        if args.mode == "throughput" and args.no_throughput:
+            ap.error("--mode throughput and --no-throughput exclude each other")
         if args.mode in ("both", "after"):
             after, rewritten, appended_bytes = run_after(spark, args, appended, ref)
             goals += goal_rows("after", after, ref, rewritten, appended_bytes)
@@ -363,14 +367,17 @@ def main() -> None:
             goals += goal_rows(f"continuous/{args.every}", after, ref, rewritten, appended_bytes)
 
         if not args.no_throughput:
-            plain_s, task_s, task_bytes, task_files = throughput(spark, pristine, work, args.repeat)
-            bp_plain_s, bp_task_s, bp_bytes, bp_files = binpack_throughput(spark, work, args.appends, n, args.repeat)
+            qb = timed_pairs(spark, pristine, work, args.repeat, coalesce=False)
+            bp = timed_pairs(spark, plain_delta(work, args.appends, n), work, args.repeat, coalesce=True)
             goals += [
-                [f"merge task vs plain read+write ({task_files} files, {task_bytes} B): throughput",
-                 f"{task_s:.2f}s", f"{plain_s:.2f}s", plain_s / task_s if task_s else float("nan"), ">= 0.75"],
-                [f"bin-packing task vs plain read+coalesce(1)+write ({bp_files} files, {bp_bytes} B): throughput",
-                 f"{bp_task_s:.2f}s", f"{bp_plain_s:.2f}s", bp_plain_s / bp_task_s if bp_task_s else float("nan"), ">= 0.75"],
+                [f"merge task vs plain read+write ({qb.files} files, {qb.bytes} B): throughput",
+                 f"{min(qb.task):.2f}s", f"{min(qb.plain):.2f}s", qb.best_ratio, ">= 0.75"],
+                [f"bin-packing task vs plain read+coalesce(1)+write ({bp.files} files, {bp.bytes} B): throughput",
+                 f"{min(bp.task):.2f}s", f"{min(bp.plain):.2f}s", bp.best_ratio, ">= 0.75"],
             ]  # fmt: skip
+            print(f"\nthroughput ratios over {args.repeat} repeats (plain seconds / task seconds, order alternating):")
+            print(f"  merge task:       {qb.cells()}: {', '.join(f'{r:.2f}' for r in qb.ratios)}")
+            print(f"  bin-packing task: {bp.cells()}: {', '.join(f'{r:.2f}' for r in bp.ratios)}")
         print()
         print(fmt_table(["measure", "ours", "baseline", "ratio", "goal"], goals))
     finally:

@@ -43,8 +43,8 @@ import tempfile
 import time
 from typing import Any, Callable
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import timed_cpu
 
 INDEXED = ["x", "y", "z"]
 
@@ -78,39 +78,6 @@ def alternated(fns: dict[str, Callable[[], object]], rounds: int, warm: int = 2)
             if label not in best or t < best[label][0]:
                 best[label] = (t, out)
     return best
-
-
-def process_tree_cpu() -> float:
-    """CPU seconds used so far by this process and its descendants (the Spark JVM, Python workers).
-
-    On a shared, loaded machine wall times of the same write vary by 2-3x between runs; the CPU
-    the write costs varies much less, so the write is reported both ways.
-    """
-    import glob
-
-    procs: dict[int, tuple[int, int]] = {}
-    for stat in glob.glob("/proc/[0-9]*/stat"):
-        try:
-            with open(stat) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        # ppid; utime + stime + cutime + cstime (children that exited are counted by their parent)
-        procs[int(stat.split("/")[2])] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
-    me, total = os.getpid(), 0
-    for pid, (_, cpu) in procs.items():
-        p = pid
-        while p in procs and p != me:
-            p = procs[p][0]
-        if p == me:
-            total += cpu
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def timed_cpu(fn: Callable[[], object]) -> tuple[float, float, Any]:
-    c0, t0 = process_tree_cpu(), time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t0, process_tree_cpu() - c0, out
 
 
 def dir_bytes(path: str) -> int:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ("delta_snapshot.py", "planner_scale.py", "insights_pure.py", "qbeast_write_read.py", "convergence.py")
+SCRIPTS = ("delta_snapshot.py", "planner_scale.py", "insights_pure.py", "qbeast_write_read.py", "convergence.py", "drifting_revisions.py", "tradeoff.py")
 
 
 def main() -> int:

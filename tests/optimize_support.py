@@ -74,6 +74,26 @@ def fragmented_qbeast(spark: Any, dest: str, appends: int = 3) -> str:
     return _copy(name, dest)
 
 
+def random_appends_qbeast(spark: Any, dest: str, appends: int = 4, rows: int = 500, cube_size: int = 100) -> str:
+    """Issue 15's table, scaled down: `appends` default (non-shuffling) appends of `rows` rows with
+    x, y = rand(1)*1000, rand(2)*1000 in a fixed space, cube size `cube_size`."""
+    name = f"random-{appends}-{rows}-{cube_size}"
+    if name not in _TEMPLATES:
+        from pyspark.sql import functions as F
+        from use.table import QbeastTable
+
+        path = os.path.join(_ROOT, name)
+        df = spark.range(appends * rows).select(
+            F.col("id"), (F.rand(1) * 1000).alias("x"), (F.rand(2) * 1000).alias("y"),
+            F.concat(F.lit("s"), (F.col("id") % 13).cast("string")).alias("s"),
+        )  # fmt: skip
+        space = {"x_min": 0.0, "x_max": 1000.0, "y_min": 0.0, "y_max": 1000.0}
+        for part in range(appends):
+            QbeastTable.write(df.where(F.col("id") % appends == part), path, ["x", "y"], cube_size=cube_size, column_stats=space)
+        _TEMPLATES[name] = path
+    return _copy(name, dest)
+
+
 def staging_qbeast(spark: Any, dest: str, appends: int = 3) -> str:
     """A Delta table written by delta-rs, converted to Qbeast (staging revision 0), then appended to
     by delta-rs: every file is unindexed."""

@@ -12,14 +12,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "python" / "use"
 
 # layer -> packages it must never import
 FORBIDDEN = {
-    "use.delta": ("pyspark", "use.qbeast", "use.optimize", "use.insights", "use.table", "use.cli"),
-    "use.qbeast": ("use.optimize", "use.insights", "use.table", "use.cli"),
-    "use.optimize": ("use.insights", "use.table", "use.cli"),
+    "use.delta": ("pyspark", "use.qbeast", "use.optimize", "use.insights", "use.service", "use.table", "use.cli", "use.server", "use.sql"),
+    "use.qbeast": ("use.optimize", "use.insights", "use.service", "use.table", "use.cli", "use.server", "use.sql"),
+    "use.optimize": ("use.insights", "use.service", "use.table", "use.cli", "use.server", "use.sql"),
     # insights are pure functions of table facts: no Spark at all, nothing above them
-    "use.insights": ("pyspark", "use.table", "use.cli"),
+    "use.insights": ("pyspark", "use.service", "use.table", "use.cli", "use.server", "use.sql"),
+    "use.service": ("use.table", "use.cli", "use.server", "use.sql"),
 }
 # Modules that run Spark; every other module of these layers is pure (no pyspark).
 SPARK_MODULES = {
+    "use.service.metastore",
     "use.qbeast.writer",
     "use.qbeast.index_plan",
     "use.qbeast.write_tasks",
@@ -31,6 +33,7 @@ SPARK_MODULES = {
     "use.optimize.clustering",
     "use.optimize.loop",
     "use.optimize.delta_table",
+    "use.service.runner",
 }
 
 
@@ -60,5 +63,5 @@ def test_module_respects_its_layer(name: str, path: Path) -> None:
         if name == layer or name.startswith(layer + "."):
             bad = sorted(i for i in imported for f in forbidden if i == f or i.startswith(f + "."))
             assert not bad, f"{name} imports {bad}, above its layer"
-    if name.startswith(("use.qbeast.", "use.optimize.")) and name not in SPARK_MODULES:
+    if name.startswith(("use.qbeast.", "use.optimize.", "use.service.")) and name not in SPARK_MODULES:
         assert not any(i == "pyspark" or i.startswith("pyspark.") for i in imported), f"{name} is pure but imports pyspark"

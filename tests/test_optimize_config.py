@@ -83,6 +83,10 @@ def test_every_key_parses_and_round_trips() -> None:
         U + "prioritize": "False",
         U + "batchBytes": "99",
         U + "fromTimestamp": "1700000000000",
+        P + "tiering.ratio": "8",
+        P + "tiering.max-fragments": "3",
+        P + "tiering.root-max-fragments": "1",
+        P + "tiering.max-wait": "2h",
     }
     c = OptimizationConfig.from_properties(props)
     assert c.strategies == ("UnindexedFilesSelection", "SamplingOverheadReduction", "BinPacking")
@@ -95,6 +99,7 @@ def test_every_key_parses_and_round_trips() -> None:
     assert (c.auto_optimize_enabled, c.auto_optimize_revision_id) == (False, 1)
     assert (c.optimize_unindexed_enabled, c.optimize_unindexed_prioritize) == (False, False)
     assert (c.unindexed_batch_bytes, c.unindexed_from_timestamp) == (99, 1_700_000_000_000)
+    assert (c.tiering_ratio, c.tiering_max_fragments, c.tiering_root_max_fragments, c.tiering_max_wait) == (8.0, 3, 1, 7200.0)
     assert OptimizationConfig.from_properties(c.to_properties()) == c
     assert len(c.to_properties()) == len(CONFIG_KEYS)
 
@@ -144,6 +149,12 @@ BAD_VALUES = [
     ("autoOptimize.optimizeUnindexedFiles.fromTimestamp", "2023/01/01", "YYYY-MM-DD HH:MM:SS"),
     ("autoOptimize.optimizeUnindexedFiles.fromTimestamp", "-5", "epoch milliseconds"),
     ("autoOptimize.optimizeUnindexedFiles.fromTimestamp", "2023-13-01 00:00:00", "YYYY-MM-DD HH:MM:SS"),
+    ("tiering.ratio", "1.2", "a number >= 1.5"),
+    ("tiering.ratio", "true", "a number >= 1.5"),
+    ("tiering.ratio", "four", "a number >= 1.5"),
+    ("tiering.max-fragments", "0", "integer >= 1"),
+    ("tiering.root-max-fragments", "x", "integer >= 1"),
+    ("tiering.max-wait", "10", "positive duration"),
 ]
 
 
@@ -200,3 +211,42 @@ def test_service_config_interval() -> None:
         assert "spark.qbeast.use.optimization-interval" in str(info.value) and repr(bad) in str(info.value)
     with pytest.raises(ConfigError, match="bytes-per-iter"):
         ServiceConfig.from_spark_conf({"spark.qbeast.use.optimization.bytes-per-iter": "x"})
+
+
+def test_service_config_concurrency_and_gc_keys() -> None:
+    from use.optimize.config import gc_enabled
+
+    default = ServiceConfig.from_spark_conf({})
+    assert (default.max_concurrent_optimizations, default.gc_interval_s) == (1, 3600.0)
+    conf = {"spark.qbeast.use.max-concurrent-optimizations": "3", "spark.qbeast.use.gc-interval": "30s"}
+    parsed = ServiceConfig.from_spark_conf(conf)
+    assert (parsed.max_concurrent_optimizations, parsed.gc_interval_s) == (3, 30.0)
+    for key, bad in [
+        ("spark.qbeast.use.max-concurrent-optimizations", "0"),
+        ("spark.qbeast.use.max-concurrent-optimizations", "two"),
+        ("spark.qbeast.use.max-concurrent-optimizations", "1.5"),
+        ("spark.qbeast.use.gc-interval", "hourly"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            ServiceConfig.from_spark_conf({key: bad})
+        assert key in str(info.value) and repr(bad) in str(info.value)
+    assert gc_enabled({}) is False and gc_enabled({"use.gc.enabled": "TRUE"}) is True
+    assert gc_enabled({"use.gc.enabled": "false"}) is False
+    with pytest.raises(ConfigError, match=r"use.gc.enabled.*true or false"):
+        gc_enabled({"use.gc.enabled": "yes"})
+    for key in ("use.gc.enabled", "spark.qbeast.use.max-concurrent-optimizations", "spark.qbeast.use.gc-interval"):
+        assert f"`{key}`" in CONFIG_KEYS_MARKDOWN and f"`{key}`" in config_module.__doc__
+
+
+@pytest.mark.parametrize(
+    "props,continuous",
+    [
+        ({}, False),
+        ({P + "type": "CubeDefragmentation"}, True),
+        ({P + "autoOptimize.enabled": "true"}, True),
+        ({P + "autoOptimize.enabled": "false"}, False),
+        ({P + "bytes-per-iter": "5"}, False),
+    ],
+)
+def test_continuous_optimization_is_asked_for_by_type_or_auto_optimize(props, continuous) -> None:
+    assert OptimizationConfig.from_properties(props).continuous is continuous

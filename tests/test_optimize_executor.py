@@ -25,6 +25,7 @@ from use import DeltaTable
 from use.delta import DeltaLog
 from use.optimize.events import EVENT_TAG, OptimizationEvent
 from use.optimize.executor import COMMITTED, run_task
+from use.optimize.config import OptimizationConfig
 from use.optimize.loop import CONVERGED
 from use.optimize.planner import Planner
 from use.delta.storage import absolute_path
@@ -118,9 +119,10 @@ def test_inner_cube_consolidation_reaches_what_the_level_rule_cannot(spark, tmp_
     before = table_rows(spark, path)
     blocks_before = _blocks_per_cube(path, 1)
     assert blocks_before[""] == 3
-    assert Planner().plan(load_snapshot(path)).tasks[0].reason.startswith("consolidation: inner cube '' (depth 0, 89")
+    untiered = OptimizationConfig(tiering_ratio=0)  # every fragmented inner cube into one file
+    assert Planner(None, untiered).plan(load_snapshot(path)).tasks[0].reason.startswith("consolidation: inner cube '' (depth 0, 89")
 
-    result = QbeastTable.for_path(spark, path).optimize()
+    result = QbeastTable.for_path(spark, path).optimize(**{"tiering.ratio": "0"})
 
     assert result.outcome == CONVERGED and result.committed
     assert all(m.reason.startswith("consolidation") for m in result.committed)
@@ -134,7 +136,7 @@ def test_inner_cube_consolidation_reaches_what_the_level_rule_cannot(spark, tmp_
     inner = {c for c, w in zip(blocks["cube_id"], blocks["max_weight"]) if w < MAX_WEIGHT}
     assert inner and all(blocks_after[c] == 1 for c in inner)
     assert sum(blocks_after.values()) < sum(blocks_before.values())
-    assert Planner().plan(qsnap).is_empty
+    assert Planner(None, untiered).plan(qsnap).is_empty
     for m in result.committed:
         assert m.blocks_out < m.blocks_in
         _check_commit(path, m.version, revision_id=1)

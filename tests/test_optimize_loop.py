@@ -6,6 +6,7 @@ flow, not Spark); the end-to-end runs on real tables are in test_optimize_execut
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 
@@ -22,8 +23,10 @@ from use.optimize.loop import (
     NO_PROGRESS,
     STOPPED,
     StopToken,
+    delivered,
     run_loop,
 )
+from use.optimize.plan import Gain
 from use.optimize.report import format_metrics_table
 
 
@@ -32,11 +35,13 @@ class _Task:
     name: str
     score: float
     kind: str = "compact"
+    gain: Gain | None = None
 
 
 @dataclass(frozen=True)
 class _Plan:
     tasks: tuple[_Task, ...]
+    one_shot: bool = False
 
 
 @dataclass
@@ -165,6 +170,48 @@ def test_a_rewrite_without_progress_ends_the_run() -> None:
     table = _Table([_Task("a", 1.0), _Task("b", 0.5)])
     result = run_loop(**_steps(table, shrink=False))
     assert result.outcome == NO_PROGRESS and len(result) == 1
+
+
+def _counts(**kw: int) -> IterationMetrics:
+    base = _metrics(_Task("t", 1.0))
+    return dataclasses.replace(base, **kw)
+
+
+def test_a_commit_is_held_to_the_gain_its_plan_estimated() -> None:
+    files_gain = _Task("f", 1.0, gain=Gain(files=1))
+    blocks_gain = _Task("b", 1.0, gain=Gain(blocks=2))
+    read_gain = _Task("r", 1.0, gain=Gain(read_cost=100.0))
+    # fewer files: a file gain is delivered; the same files count: it is not
+    assert delivered(files_gain, _counts(files_in=2, files_out=1))
+    assert not delivered(files_gain, _counts(files_in=1, files_out=1, blocks_in=5, blocks_out=4))
+    # blocks: redundancy (blocks beyond one per cube) must drop, even when offsets add blocks of
+    # new child cubes (4 blocks of 2 cubes -> 6 blocks of 6 cubes, in as many files)
+    assert delivered(blocks_gain, _counts(files_in=2, files_out=2, blocks_in=4, cubes_in=2, blocks_out=6, cubes_out=6))
+    assert not delivered(blocks_gain, _counts(files_in=1, files_out=1, blocks_in=5, cubes_in=5, blocks_out=5, cubes_out=5))
+    # a sampling separation: more files, the same blocks; its read-cost gain is left to the next plan
+    assert delivered(read_gain, _counts(files_in=1, files_out=2, blocks_in=5, blocks_out=5, cubes_in=5, cubes_out=5))
+    # indexing always delivers; a task from outside the planner must shrink files or blocks
+    assert delivered(_Task("i", 1.0, kind="index"), _counts(files_in=1, files_out=3))
+    assert not delivered(_Task("x", 1.0), _counts(files_in=1, files_out=1, blocks_in=5, blocks_out=5))
+
+
+def test_a_separation_that_grows_files_does_not_end_the_run() -> None:
+    table = _Table([_Task("a", 1.0, gain=Gain(read_cost=10.0)), _Task("b", 0.5, gain=Gain(read_cost=10.0))])
+    steps = _steps(table)
+    inner = steps["execute_fn"]
+    steps["execute_fn"] = lambda task, v: dataclasses.replace(inner(task, v), files_in=1, files_out=2, blocks_out=8)
+    result = run_loop(**steps)
+    assert result.outcome == CONVERGED and len(result.committed) == 2
+
+
+def test_a_one_shot_plan_is_not_held_to_a_gain() -> None:
+    """A revision rewrite rewrites every file it was asked to, converged or not: `done`."""
+    table = _Table([_Task("a", 1.0, gain=Gain()), _Task("b", 2.0, gain=Gain())])
+    steps = _steps(table, shrink=False)
+    plan_fn = steps["plan_fn"]
+    steps["plan_fn"] = lambda v: dataclasses.replace(plan_fn(v), one_shot=True)
+    result = run_loop(**steps)
+    assert result.outcome == DONE and len(result.committed) == 2
 
 
 def test_single_pass_runs_one_plan() -> None:
@@ -309,6 +356,39 @@ def test_stop_while_a_task_runs_cancels_it_cleanly(spark, tmp_path, monkeypatch)
     live = set(DeltaLog.for_path(path).snapshot().files.column("path").to_pylist())
     assert data_files(path) == on_disk | live  # nothing written that is not committed
     assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None  # job properties restored
+
+
+@pytest.mark.spark
+def test_a_separate_cancel_lets_the_running_task_commit_on_stop(spark, tmp_path, monkeypatch) -> None:
+    """With `cancel` given apart from `stop`, a stop arriving during a task lets it finish and commit
+    (the service's UNSET); the task's jobs carry the given job group and description."""
+    from optimize_support import deltars_rows, plain_delta
+
+    from use.optimize import executor
+    from use.optimize.loop import optimize_path
+
+    path = plain_delta(str(tmp_path / "t"))
+    rows = deltars_rows(path)
+    stop, cancel = StopToken(), StopToken()
+    real_rewrite = executor._rewrite
+    seen: list[tuple[str | None, str | None]] = []
+
+    def rewrite_with_stop(spark_, *args, **kwargs):
+        stop.request_stop()
+        sc = spark_.sparkContext
+        seen.append((sc.getLocalProperty("spark.jobGroup.id"), sc.getLocalProperty("spark.job.description")))
+        return real_rewrite(spark_, *args, **kwargs)
+
+    monkeypatch.setattr(executor, "_rewrite", rewrite_with_stop)
+    result = optimize_path(spark, path, stop=stop, cancel=cancel, job_group="my-group", job_description="my run")
+    assert result.outcome == STOPPED and len(result) == 1 and result.iterations[0].status == COMMITTED
+    assert deltars_rows(path) == rows
+    assert seen[0][0] == "my-group" and seen[0][1].startswith("my run: binpack")
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup("my-group")
+    # A set cancel alone also ends the loop (the task it cancelled is not re-planned forever).
+    stop2, cancel2 = StopToken(), StopToken()
+    cancel2.request_stop()
+    assert optimize_path(spark, path, stop=stop2, cancel=cancel2).outcome == STOPPED
 
 
 def test_result_as_an_arrow_table() -> None:

@@ -110,8 +110,9 @@ def test_leveled_io_limit_caps_the_group_smallest_files_first() -> None:
     snap = qbeast_snapshot(files, blocks)
     assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=350))) == [["w", "y"]]
     assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=650))) == [["w", "y", "x"]]
-    # a limit below two files still merges two: one file alone removes no fragmentation
-    assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=50))) == [["w", "y"]]
+    # a limit below two files merges nothing: a task of several files never exceeds it, and one
+    # file alone removes no fragmentation
+    assert LeveledCompactionSelection().select(snap, cfg(task_max_bytes=250)) is None
     # task-max-bytes defaults to bytes-per-iter
     assert selected(LeveledCompactionSelection().select(snap, cfg(bytes_per_iter=350))) == [["w", "y"]]
 
@@ -161,11 +162,11 @@ def test_revision_rewrite_selects_every_file_of_the_revision() -> None:
 # --- full-cube consolidation (after the level rule) -------------------------------------------------
 
 
-def _consolidation_snapshot():
+def _consolidation_snapshot(sizes=(50, 10, 12, 40, 5)):
     """desiredCubeSize 100. No level group qualifies (level 0: root 5+4 < 10, Q 8; level 1: root 91,
     Q 95 < 100), but the root (91+5+4) and Q (95+8) are full cubes spread over several files; A (5+3)
     is spread too but not full."""
-    files = files_table(["main", "p1", "p2", "q1", "q2"], [50, 10, 12, 40, 5], revisions=[1] * 5)
+    files = files_table(["main", "p1", "p2", "q1", "q2"], list(sizes), revisions=[1] * 5)
     blocks = [
         (0, 1, "", 0, MIN_W, W(0.5), 91),
         (0, 1, "A", 1, W(0.5), MAX_W, 5),
@@ -179,6 +180,12 @@ def _consolidation_snapshot():
 
 
 def test_consolidation_takes_full_fragmented_cubes_by_depth_within_the_io_limit() -> None:
+    """Without size tiers (tiering.ratio 0): every fragmented inner cube into one file."""
+    CFG = OptimizationConfig(tiering_ratio=0)  # noqa: N806
+
+    def cfg(**kw: object) -> OptimizationConfig:
+        return dataclasses.replace(CFG, **kw)  # type: ignore[arg-type]
+
     snap = _consolidation_snapshot()
     plan = LeveledCompactionSelection().select(snap, CFG)
     # root first (depth 0), then Q (depth 1) while it fits; smallest files first in the task
@@ -190,9 +197,13 @@ def test_consolidation_takes_full_fragmented_cubes_by_depth_within_the_io_limit(
     assert t.score == pytest.approx(CFG.open_file_cost * 4 / 117)
     # Q's files do not fit next to the root's: the root alone
     assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=72))) == [["p1", "p2", "main"]]
-    # the root's files alone exceed the limit: its smallest files, at least two
+    # the root's files alone exceed the limit: its smallest files that fit, at least two
     assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=30))) == [["p1", "p2"]]
-    assert selected(LeveledCompactionSelection().select(snap, cfg(task_max_bytes=5))) == [["p1", "p2"]]
+    # no two files of any fragmented inner cube fit: nothing (the root's p1+p2 need 22 bytes, Q's 45)
+    assert LeveledCompactionSelection().select(snap, cfg(task_max_bytes=21)) is None
+    # Q's two files fit where the root's do not: the root is skipped, Q is merged
+    snap_q = _consolidation_snapshot(sizes=[50, 10, 12, 4, 5])
+    assert selected(LeveledCompactionSelection().select(snap_q, cfg(task_max_bytes=9))) == [["q1", "q2"]]
     # CubeDefragmentation has the same blind spot and the same fallback
     plan = CubeDefragmentation().select(snap, cfg(task_max_bytes=72))
     assert selected(plan) == [["p1", "p2", "main"]] and plan.tasks[0].strategy == "CubeDefragmentation"
@@ -256,9 +267,14 @@ def test_cube_defragmentation_takes_lowest_level_groups_by_depth_until_bytes_per
     assert selected(plan) == [["a", "b", "c", "g"]]  # cube "" (depth 0) then A; c only once; level 1 never
     plan = CubeDefragmentation().select(snap, cfg(bytes_per_iter=60))
     assert selected(plan) == [["a", "b", "c"]]
+    # within 30 bytes: cube "" merges a+b; cube A's c (30) + g (40) cannot be merged within the limit,
+    # and neither file is rewritten alone (one file holds one block per cube: nothing to merge)
     plan = CubeDefragmentation().select(snap, cfg(bytes_per_iter=100, task_max_bytes=30))
-    assert sorted(selected(plan)) == sorted([["a", "b"], ["c"], ["g"]])
+    assert selected(plan) == [["a", "b"]]
     assert all(t.kind == KIND_COMPACT and t.revision_id == 1 for t in plan.tasks)
+    # cube A joins the open task through its file c when g fits next to it (100 bytes), not otherwise
+    assert selected(CubeDefragmentation().select(snap, cfg(bytes_per_iter=100, task_max_bytes=100))) == [["a", "b", "c", "g"]]
+    assert selected(CubeDefragmentation().select(snap, cfg(bytes_per_iter=100, task_max_bytes=70))) == [["a", "b", "c"]]
 
 
 # --- UnindexedFilesSelection ----------------------------------------------------------------------
@@ -480,3 +496,39 @@ def test_overlap_config_errors() -> None:
         ClusterKeyOverlap().select(snap, CFG)
     with pytest.raises(ConfigError, match="'nope' is not a column"):
         ClusterKeyOverlap().select(snap, cfg(overlap_cluster_key="nope"))
+
+
+# --- size tiers (issue 14 §2) --------------------------------------------------------------------------
+
+
+def test_tier_tail_merges_small_files_and_a_larger_one_only_once_they_reach_a_ratio_of_it() -> None:
+    from use.optimize.strategies.leveled import tier_tail
+
+    big = np.array([1000, 100, 10, 10, 10])
+    assert tier_tail(big, 4, 9) == 1  # the 10s add up to 30 >= 100/4, so 100 joins them; 130 < 1000/4
+    assert tier_tail(np.array([1000, 200, 10, 10]), 4, 9) == 2  # the 10s merge; 20*4 < 200
+    assert tier_tail(np.array([1000, 200, 10]), 4, 9) == 3  # one small file: within its tiers
+    assert tier_tail(np.array([1000, 200, 10]), 4, 2) == 1  # three files > max 2: the two smallest merge
+    assert tier_tail(np.array([1000, 200, 10]), 0, 9) == 0  # ratio 0: every file
+    assert tier_tail(np.array([1000, 200, 10]), 4, 9, np.array([False, True, False])) == 0  # waited: every file
+    assert tier_tail(np.array([5]), 4, 1) == 1
+
+
+def test_tiered_consolidation_leaves_a_large_file_out_until_the_small_ones_add_up() -> None:
+    # the root over a large consolidated file and two small appended ones (desiredCubeSize 100)
+    files = files_table(["main", "s1", "s2"], [400, 20, 30], revisions=[1] * 3, mtimes=[0, 5, 6])
+    # (the small blocks add up to 9 elements: no level group qualifies, consolidation decides)
+    blocks = [(0, 1, "", 0, MIN_W, W(0.5), 91), (1, 1, "", 0, MIN_W, MAX_W, 4), (2, 1, "", 0, MIN_W, MAX_W, 5)]
+    snap = qbeast_snapshot(files, blocks)
+    tiered = cfg(tiering_ratio=4, tiering_root_max_fragments=9)
+    assert selected(LeveledCompactionSelection().select(snap, tiered)) == [["s1", "s2"]]
+    assert "size tiers" in LeveledCompactionSelection().select(snap, tiered).tasks[0].reason
+    # the root's fragments bound (every sample reads it): the large file joins
+    assert selected(LeveledCompactionSelection().select(snap, cfg(tiering_ratio=4, tiering_root_max_fragments=1))) == [["s1", "s2", "main"]]
+    # one small file beside the large one: within its tiers, nothing to do
+    two = qbeast_snapshot(files_table(["main", "s1"], [400, 20], revisions=[1] * 2, mtimes=[0, 5]), blocks[:2])
+    assert LeveledCompactionSelection().select(two, tiered) is None
+    # the time factor: once s1 has waited tiering.max-wait, it is merged with the large file
+    waited = dataclasses.replace(tiered, tiering_max_wait=10.0, now_ms=5 + 10_000)
+    assert selected(LeveledCompactionSelection().select(two, waited)) == [["s1", "main"]]
+    assert LeveledCompactionSelection().select(two, dataclasses.replace(waited, now_ms=5 + 9_999)) is None

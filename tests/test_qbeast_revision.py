@@ -135,6 +135,34 @@ def test_append_inside_space_is_not_a_change_and_outside_is():
     assert new and resized.desired_cube_size == 50 and resized.transformations == rev.transformations
 
 
+def test_a_widened_range_grows_by_the_margin_on_the_side_the_data_passed():
+    rev, _ = _first(stats={"id_min": 0, "id_max": 100, "count": 5})
+    ts = parse_column_specs("id,name", SCHEMA, existing=rev)
+    wider, new = compute_revision_change(rev, ts, {"id_min": 10, "id_max": 101, "count": 3}, 100, None, "/t", 2000, 0.1)
+    lin = wider.transformations[0]
+    assert new and (lin.min_number, lin.max_number) == (0, 112)  # span 101 x 0.1 = 10.1, rounded outwards
+    assert wider.contains(rev) and not rev.contains(wider)
+    # the next append a little past the old range stays in the widened revision
+    same, new = compute_revision_change(wider, ts, {"id_min": 0, "id_max": 105, "count": 3}, 100, None, "/t", 3000, 0.1)
+    assert not new and same is wider
+    both, _ = compute_revision_change(rev, ts, {"id_min": -100, "id_max": 200, "count": 3}, 100, None, "/t", 2000, 0.5)
+    assert (both.transformations[0].min_number, both.transformations[0].max_number) == (-250, 350)
+    exact, _ = compute_revision_change(rev, ts, {"id_min": 10, "id_max": 101, "count": 3}, 100, None, "/t", 2000, 0.0)
+    assert (exact.transformations[0].min_number, exact.transformations[0].max_number) == (0, 101)
+
+
+def test_the_margin_keeps_integral_bounds_within_their_type():
+    from use.qbeast.revision import widened
+
+    old = LinearTransformation(0, 2**31 - 10, 0, "IntegerDataType")
+    merged = LinearTransformation(0, 2**31 - 2, 0, "IntegerDataType")
+    assert widened(old, merged, 0.5).max_number == 2**31 - 1
+    d_old, d_new = LinearTransformation(0.0, 1.0, 0.5, "DoubleDataType"), LinearTransformation(-1.0, 1.0, 0.5, "DoubleDataType")
+    w = widened(d_old, d_new, 0.25)
+    assert (w.min_number, w.max_number) == (-1.5, 1.0)
+    assert widened(d_old, HashTransformation(0), 0.25) == HashTransformation(0)
+
+
 def test_empty_write_changes_nothing():
     rev, new = _first({"id_min": None, "id_max": None, "count": 0})
     assert not new and rev.revision_id == 0 and rev.transformations == ()

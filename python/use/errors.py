@@ -102,6 +102,11 @@ class VersionNotFoundError(UseError, LookupError):
     """A requested table version or timestamp is not available in the log."""
 
 
+class ServerError(UseError):
+    """`use serve` cannot start or keep running (port in use, data directory not writable, the
+    Thrift server never listened)."""
+
+
 class ShimBuildError(UseError):
     """The JVM shim's Scala sources could not be compiled (or are not installed)."""
 
@@ -194,3 +199,10 @@ class TableConstraintError(UseError, ValueError):
 
 class RowCountMismatchError(UseError):
     """A merge task's rewrite produced a different number of rows than it read; it was not committed."""
+
+
+# --- the continuous optimization service ----------------------------------------------------------
+
+
+class ServiceError(UseError):
+    """The optimization service cannot do what was asked in its current state (not started, stopping)."""

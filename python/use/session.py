@@ -48,24 +48,43 @@ def spark_session(app_name: str = "use", master: str | None = None, conf: Mappin
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    _install_sql(session)
     return session
+
+
+def _install_sql(session: SparkSession) -> None:
+    """Register the SQL surface's Python side when the session runs USE's extension (a session
+    without the shim jar, e.g. no Java compiler, keeps the Python API only)."""
+    import use.sql
+
+    if use.sql.configured(session):
+        use.sql.install(session)
 
 
 def session_settings(conf: Mapping[str, str] | None = None) -> dict[str, str]:
     """USE's defaults under the caller's `conf`, plus the JVM shim's jar on the driver's and the
     executors' class paths (`spark.jars` is given to spark-submit when pyspark launches the JVM, so
-    the driver's py4j sees the classes too), after any jars the caller lists; no jar when it cannot
-    be built (USE then takes its Python paths)."""
+    the driver's py4j sees the classes too), after any jars the caller lists, and the SQL
+    extension and session catalog that serve Delta/Qbeast tables (`use.sql.session_conf`); no jar
+    and no extension when the jar cannot be built (USE then takes its Python paths)."""
     from use.shim import shim_jar
+    from use.sql import session_conf
 
     settings = {**DEFAULT_CONF, **(conf or {})}
     jar = shim_jar()
     if jar is not None:
         settings["spark.jars"] = ",".join(j for j in (settings.get("spark.jars", "").strip(), str(jar)) if j)
+        # Also on the driver JVM's own class path: `spark.jars` land in a URLClassLoader that Hive's
+        # SessionState.close() closes (every JDBC session close in `use serve` does), after which
+        # the jar's classes not loaded yet cannot be loaded at all.
+        driver_path = settings.get(DRIVER_CLASS_PATH_CONF, "").strip()
+        settings[DRIVER_CLASS_PATH_CONF] = os.pathsep.join(p for p in (driver_path, str(jar)) if p)
+        settings.update(session_conf(settings))
     return settings
 
 
 PARQUET_CODEC_CONF = "spark.sql.parquet.compression.codec"
+DRIVER_CLASS_PATH_CONF = "spark.driver.extraClassPath"
 
 
 def parquet_codec(spark: SparkSession) -> str:
@@ -90,7 +109,12 @@ def quiet_query_errors() -> Iterator[None]:
     """Silence PySpark's query-error loggers while USE checks user input through Spark (a filter
     string analyzed against a table): a bad input then gives only USE's own one-line typed error,
     not also an ERROR log with a Java stack. Other errors and other loggers are untouched."""
-    loggers = [logging.getLogger(name) for name in QUERY_ERROR_LOGGERS]
+    from pyspark.logger import PySparkLogger
+
+    # PySpark's own logger class: a plain logging.Logger made under one of these names first would
+    # make PySpark's later error logging (with its `errorClass=` keyword) raise TypeError in place of
+    # the query's error, for every query error of the process.
+    loggers = [PySparkLogger.getLogger(name) for name in QUERY_ERROR_LOGGERS]
     before = [lg.disabled for lg in loggers]
     for lg in loggers:
         lg.disabled = True

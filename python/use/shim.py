@@ -106,18 +106,47 @@ def shim_jar() -> Path | None:
         return None
 
 
-def shim_loaded(spark: SparkSession) -> bool:
+def shim_loaded(spark: SparkSession, probe: str = _PROBE_CLASS) -> bool:
     """Whether this session's driver can see the shim's classes (a session started by
-    `use.session.spark_session` can; one built elsewhere may not)."""
+    `use.session.spark_session` can; one built elsewhere may not); `probe` names the class to look
+    for."""
     from py4j.protocol import Py4JJavaError
 
     jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
     try:
-        jvm.java.lang.Class.forName(_PROBE_CLASS, False, jvm.java.lang.Thread.currentThread().getContextClassLoader())
+        jvm.java.lang.Class.forName(probe, False, jvm.java.lang.Thread.currentThread().getContextClassLoader())
     except Py4JJavaError:  # ClassNotFoundException: a session started without the jar
         return False
     return True
 
 
-if __name__ == "__main__":  # `python -m use.shim`: build the jar and print its path
+def launch_flags() -> list[str]:
+    """The `pyspark`/`spark-submit` flags that give a session USE's jar, SQL extension and session
+    catalog (static settings: they must be given when the session starts)."""
+    from use.sql import session_conf
+
+    flags = ["--jars", str(build_shim())]
+    for key, value in session_conf().items():
+        flags += ["--conf", f"{key}={value}"]
+    return flags
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m use.shim`: build the jar and print its path; with `--conf`, print the launch
+    flags for pyspark/spark-submit and the one Python call their driver needs."""
+    import shlex
+
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--conf"]:
+        print(" ".join(shlex.quote(f) for f in launch_flags()))
+        print("# then, once in the Python driver:  import use.sql; use.sql.install(spark)", file=sys.stderr)
+        return 0
+    if args:
+        print("usage: python -m use.shim [--conf]", file=sys.stderr)
+        return 2
     print(build_shim())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

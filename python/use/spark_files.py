@@ -11,7 +11,11 @@ Partitioned writes sort each task's rows by the partition columns (no shuffle, a
 writer does), so a task keeps one file open at a time and writes one file per partition value it
 holds. A task attempt that is retried may leave a file of the failed attempt behind: every file of
 one write shares a prefix, and the files no reported action names are deleted after the job (and all
-of them when the job fails), so nothing uncommitted stays in the table directory.
+of them when the job fails), so nothing uncommitted stays in the table directory. Spark reports a
+failed job while its other tasks may still run (a Python worker finishes its file for up to its kill
+timeout), so the write also keeps a marker file while it may still commit: a task publishes its
+files and then checks the marker, the driver waits for the job's tasks, removes the marker and then
+the files; in any order, a file of an abandoned write is removed by one of the two.
 """
 
 from __future__ import annotations
@@ -146,6 +150,9 @@ def write_dataframe_files(
     root = table_root
     if parts:
         df = df.sortWithinPartitions(*parts)
+    os.makedirs(root, exist_ok=True)
+    alive = os.path.join(root, f".{write_prefix}alive")
+    open(alive, "w").close()
 
     def write_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -194,18 +201,51 @@ def write_dataframe_files(
             if writer is not None:
                 writer.abort()
             raise
+        if not os.path.exists(alive):  # the write was abandoned while this task ran: take its files back
+            for add in adds:
+                os.unlink(absolute_path(root, json.loads(add)["path"]))
+            raise RuntimeError(f"the write to {root} was abandoned while this task ran")
         if adds:
             yield pa.RecordBatch.from_pydict({"add": adds})
 
     from pyspark.sql import functions as F
 
     ordered = df.select(*[F.col(f"`{f.name}`") for f in schema if f.name not in fixed])
+    sc = df.sparkSession.sparkContext
+    tag = f"use-write-{write_prefix.rstrip('-')}"
+    sc.addJobTag(tag)
     try:
         rows = ordered.mapInArrow(write_task, "add string").collect()
     except BaseException:
+        _await_tasks(sc, tag)
+        os.unlink(alive)
         delete_with_prefix(root, write_prefix, set())
+        delete_with_prefix(root, "." + write_prefix, set())  # temporary files of killed tasks
         raise
+    finally:
+        sc.removeJobTag(tag)
+    os.unlink(alive)
     adds = tuple(add_from_json(r["add"]) for r in rows)
     # Retried or speculative attempts may have left a second copy of a partition: keep only the reported ones.
     delete_with_prefix(root, write_prefix, {os.path.abspath(absolute_path(root, a.path)) for a in adds})
     return adds
+
+
+def _await_tasks(sc: Any, tag: str, timeout_s: float = 120.0) -> None:
+    """Wait until no task of the jobs tagged `tag` runs any more (a failed job's other tasks are
+    being killed when Spark reports the failure)."""
+    import time
+
+    tracker = sc._jsc.sc().statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        active = 0
+        for job_id in tracker.getJobIdsForTag(tag):
+            job = tracker.getJobInfo(job_id)
+            if job.isDefined():
+                for stage_id in job.get().stageIds():
+                    stage = tracker.getStageInfo(stage_id)
+                    active += stage.get().numActiveTasks() if stage.isDefined() else 0
+        if not active:
+            return
+        time.sleep(0.05)

@@ -19,7 +19,7 @@ Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_
 | `use.optimization.type` | a strategy name | unset | strategy for indexed revisions (`CubeDefragmentation`, `LeveledCompaction`, ...) |
 | `use.optimization.strategies` | comma-separated strategy names | unset | the whole ordered chain (replaces the default chain) |
 | `use.optimization.bytes-per-iter` | integer bytes > 0 | 1000000000 | bytes rewritten per iteration (one plan) |
-| `use.optimization.revision-rewrite` | true/false | false | rewrite every file of the revision, once |
+| `use.optimization.revision-rewrite` | true/false | false | rewrite every file of the revision, once after each change to it |
 | `use.optimization.revision-id` | integer >= 0 | latest | revision to optimize |
 | `use.optimization.task-max-bytes` | integer bytes > 0 | bytes-per-iter | IO limit of one merge task |
 | `use.optimization.sampling-fraction` | number in (0, 1) | unset | fraction f for SamplingOverheadReduction |
@@ -32,13 +32,20 @@ Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_
 | `use.optimization.open-file-cost` | integer bytes >= 0 | 4194304 | read cost of opening one file, in bytes (task scores) |
 | `use.optimization.zorder-by` | comma-separated column names | unset | key columns of ZOrder and Hilbert |
 | `use.optimization.zorder.min-cube-size` | integer bytes > 0 | 100 x max-file-size | a ZCube this large is not re-clustered with new files |
+| `use.optimization.tiering.ratio` | 0 or a number >= 1.5 | 0 | inner-cube consolidation merges a cube's smaller files, a larger one once they reach 1/ratio of it (0: every cube into one file) |
+| `use.optimization.tiering.max-fragments` | integer >= 1 | 4 | an inner cube over more files than this is merged whatever the tiers |
+| `use.optimization.tiering.root-max-fragments` | integer >= 1 | 2 | the same for the root cube, which every sample reads |
+| `use.optimization.tiering.max-wait` | a duration, e.g. '1h' | unset | a fragment older than this is merged with its cube's other files (Relyt's time factor) |
 | `use.optimization.autoOptimize.enabled` | true/false | unset | continuous optimization of this table by the service |
 | `use.optimization.autoOptimize.revisionId` | integer >= 0 | latest | revision for leveled compaction (revision-id wins if both set) |
 | `use.optimization.autoOptimize.optimizeUnindexedFiles.enabled` | true/false | true | index staging (revision 0) files |
 | `use.optimization.autoOptimize.optimizeUnindexedFiles.prioritize` | true/false | true | staging files before indexed revisions |
 | `use.optimization.autoOptimize.optimizeUnindexedFiles.batchBytes` | integer bytes > 0 | 10000000000 | bytes of staging files indexed per task |
 | `use.optimization.autoOptimize.optimizeUnindexedFiles.fromTimestamp` | epoch ms, or `YYYY-MM-DD HH:MM:SS` / `YYYY-MM-DD` (UTC) | 0 | staging files modified earlier are ignored |
+| `use.gc.enabled` | true/false | false | the service vacuums the table and cleans its expired log files |
 | `spark.qbeast.use.optimization-interval` | duration, e.g. `10 minutes`, `30s`, `1h` | 10 minutes | period of the service's optimization runs |
+| `spark.qbeast.use.max-concurrent-optimizations` | integer >= 1 | 1 | optimization runs the service runs at once |
+| `spark.qbeast.use.gc-interval` | duration | 1 hour | period of the service's GC of tables with `use.gc.enabled` |
 | `spark.qbeast.use.optimization.<key>` | as `use.optimization.<key>` | | session default of a table key |
 """
 
@@ -55,6 +62,10 @@ PREFIX = "use.optimization."
 SPARK_PREFIX = "spark.qbeast.use."
 SPARK_OPT_PREFIX = SPARK_PREFIX + "optimization."
 INTERVAL_KEY = SPARK_PREFIX + "optimization-interval"
+MAX_CONCURRENT_KEY = SPARK_PREFIX + "max-concurrent-optimizations"
+GC_INTERVAL_KEY = SPARK_PREFIX + "gc-interval"
+#: Table property: the service garbage-collects the table (vacuum + expired log cleanup).
+GC_ENABLED_KEY = "use.gc.enabled"
 
 DEFAULT_BYTES_PER_ITER = 1_000_000_000
 DEFAULT_BATCH_BYTES = 10_000_000_000
@@ -64,7 +75,12 @@ DEFAULT_SMALL_FILE_COUNT = 50  # Delta autoCompact.minNumFiles
 DEFAULT_OVERLAP_DEPTH = 2  # Relyt's example table (max depth 3) is optimized with the defaults
 DEFAULT_OPEN_FILE_COST = 4 * 1024**2  # Spark spark.sql.files.openCostInBytes
 DEFAULT_INTERVAL_SECONDS = 600.0
+DEFAULT_GC_INTERVAL_SECONDS = 3600.0
+DEFAULT_MAX_CONCURRENT = 1
 DEFAULT_MIN_CUBE_FILES = 100  # Delta's clustering minCubeSize: 100 x optimize.maxFileSize
+DEFAULT_TIERING_RATIO = 0.0  # off until measured to pay (issue 14 §2); e.g. 4: a larger file joins a merge once the smaller add up to 1/4 of it
+DEFAULT_TIERING_MAX_FRAGMENTS = 4
+DEFAULT_TIERING_ROOT_MAX_FRAGMENTS = 2  # every sample reads the root: fewer of its files are tolerated
 
 
 # --- value parsers: each returns the typed value or raises ValueError(accepted form) ------------
@@ -87,44 +103,35 @@ def _int_text(value: Any, form: str) -> int:
     return int(text)
 
 
-def _positive_bytes(value: Any) -> int:
-    form = "a positive integer number of bytes, e.g. 5000000"
+def _at_least(value: Any, minimum: int, form: str) -> int:
     n = _int_text(value, form)
-    if n <= 0:
+    if n < minimum:
         raise _Bad(form)
     return n
+
+
+def _positive_bytes(value: Any) -> int:
+    return _at_least(value, 1, "a positive integer number of bytes, e.g. 5000000")
 
 
 def _non_negative_bytes(value: Any) -> int:
-    form = "a non-negative integer number of bytes, e.g. 4194304"
-    n = _int_text(value, form)
-    if n < 0:
-        raise _Bad(form)
-    return n
+    return _at_least(value, 0, "a non-negative integer number of bytes, e.g. 4194304")
 
 
 def _revision_id(value: Any) -> int:
-    form = "a revision id: an integer >= 0 (0 is the staging revision)"
-    n = _int_text(value, form)
-    if n < 0:
-        raise _Bad(form)
-    return n
+    return _at_least(value, 0, "a revision id: an integer >= 0 (0 is the staging revision)")
 
 
 def _count_threshold(value: Any) -> int:
-    form = "an integer >= 2 (the number of small files that triggers a merge)"
-    n = _int_text(value, form)
-    if n < 2:
-        raise _Bad(form)
-    return n
+    return _at_least(value, 2, "an integer >= 2 (the number of small files that triggers a merge)")
 
 
 def _depth_threshold(value: Any) -> int:
-    form = "an integer >= 1 (the overlap depth above which files are merged)"
-    n = _int_text(value, form)
-    if n < 1:
-        raise _Bad(form)
-    return n
+    return _at_least(value, 1, "an integer >= 1 (the overlap depth above which files are merged)")
+
+
+def _positive_int(value: Any) -> int:
+    return _at_least(value, 1, "an integer >= 1")
 
 
 def _bool(value: Any) -> bool:
@@ -138,17 +145,38 @@ def _bool(value: Any) -> bool:
     raise _Bad("true or false")
 
 
-def _fraction(value: Any) -> float:
-    form = "a number strictly between 0 and 1, e.g. 0.1"
+def _float_text(value: Any, form: str) -> float:
+    """A number given as text or a number (not a bool); `_Bad(form)` otherwise."""
     if isinstance(value, bool):
         raise _Bad(form)
     try:
-        f = float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
+        return float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
     except ValueError:
         raise _Bad(form) from None
+
+
+def _fraction(value: Any) -> float:
+    form = "a number strictly between 0 and 1, e.g. 0.1"
+    f = _float_text(value, form)
     if not 0.0 < f < 1.0:
         raise _Bad(form)
     return f
+
+
+def _tier_ratio(value: Any) -> float:
+    form = "0 (tiering off: every fragmented inner cube is merged into one file) or a number >= 1.5, e.g. 4"
+    f = _float_text(value, form)
+    if not (f == 0.0 or 1.5 <= f <= 1e6):
+        raise _Bad(form)
+    return f
+
+
+def _max_fragments(value: Any) -> int:
+    form = "an integer >= 1 (the files an inner cube may be spread over)"
+    n = _int_text(value, form)
+    if n < 1:
+        raise _Bad(form)
+    return n
 
 
 def _column(value: Any) -> str:
@@ -266,7 +294,7 @@ CONFIG_KEYS: tuple[KeySpec, ...] = (
     KeySpec("bytes-per-iter", "bytes_per_iter", _positive_bytes, "integer bytes > 0", str(DEFAULT_BYTES_PER_ITER),
             "bytes rewritten per iteration (one plan)"),
     KeySpec("revision-rewrite", "revision_rewrite", _bool, "true/false", "false",
-            "rewrite every file of the revision, as a one-shot plan"),
+            "rewrite every file of the revision, once after each change to it (one-shot: a rewritten revision is not rewritten again)"),
     KeySpec("revision-id", "revision_id", _revision_id, "integer >= 0", "latest",
             "revision to optimize (0 = only the staging files)"),
     KeySpec("task-max-bytes", "task_max_bytes", _positive_bytes, "integer bytes > 0", "bytes-per-iter",
@@ -291,6 +319,14 @@ CONFIG_KEYS: tuple[KeySpec, ...] = (
             "key columns of the ZOrder and Hilbert strategies (Delta's ZORDER BY columns; required by them)"),
     KeySpec("zorder.min-cube-size", "zorder_min_cube_size", _positive_bytes, "integer bytes > 0", "100 x max-file-size",
             "a ZCube (the files one ZOrder/Hilbert task wrote) of at least this size is left alone; smaller ones are re-clustered with new files (Delta's minCubeSize)"),
+    KeySpec("tiering.ratio", "tiering_ratio", _tier_ratio, "0 or a number >= 1.5", str(DEFAULT_TIERING_RATIO),
+            "inner-cube consolidation merges a cube's smaller files together and takes a larger file in only when they add up to 1/ratio of it (LSM size tiers: each byte is rewritten about log_ratio times); 0 merges every fragmented inner cube into one file each time"),
+    KeySpec("tiering.max-fragments", "tiering_max_fragments", _max_fragments, "integer >= 1", str(DEFAULT_TIERING_MAX_FRAGMENTS),
+            "an inner cube spread over more files than this is merged whatever the tiers (the root, read by every sample, over more than 2: root-max-fragments)"),
+    KeySpec("tiering.root-max-fragments", "tiering_root_max_fragments", _max_fragments, "integer >= 1", str(DEFAULT_TIERING_ROOT_MAX_FRAGMENTS),
+            "the same bound for the root cube, which every sample and query reads (read cost weighted by depth)"),
+    KeySpec("tiering.max-wait", "tiering_max_wait", parse_duration, "a duration, e.g. '1h'", "unset",
+            "a file of a fragmented inner cube older than this is merged with the cube's other files whatever the tiers (Relyt's time factor)"),
     KeySpec("autoOptimize.enabled", "auto_optimize_enabled", _bool, "true/false", "unset",
             "continuous optimization of this table by the service"),
     KeySpec("autoOptimize.revisionId", "auto_optimize_revision_id", _revision_id, "integer >= 0", "latest",
@@ -312,7 +348,10 @@ _BY_FIELD = {spec.field: spec for spec in CONFIG_KEYS}
 def _markdown() -> str:
     rows = ["| key | accepted values | default | meaning |", "|---|---|---|---|"]
     rows += [f"| `{s.full_key}` | {s.accepted} | {s.default} | {s.meaning} |" for s in CONFIG_KEYS]
+    rows.append(f"| `{GC_ENABLED_KEY}` | true/false | false | the service vacuums the table and cleans its expired log files |")
     rows.append(f"| `{INTERVAL_KEY}` | duration, e.g. `10 minutes`, `30s`, `1h` | 10 minutes | period of the service's optimization runs |")
+    rows.append(f"| `{MAX_CONCURRENT_KEY}` | integer >= 1 | {DEFAULT_MAX_CONCURRENT} | optimization runs the service runs at once |")
+    rows.append(f"| `{GC_INTERVAL_KEY}` | duration | 1 hour | period of the service's GC of tables with `{GC_ENABLED_KEY}` |")
     rows.append(f"| `{SPARK_OPT_PREFIX}<key>` | as `{PREFIX}<key>` | | session default of a table key |")
     return "\n".join(rows)
 
@@ -360,6 +399,13 @@ class OptimizationConfig:
     optimize_unindexed_prioritize: bool = True
     unindexed_batch_bytes: int = DEFAULT_BATCH_BYTES
     unindexed_from_timestamp: int = 0
+    tiering_ratio: float = DEFAULT_TIERING_RATIO
+    tiering_max_fragments: int = DEFAULT_TIERING_MAX_FRAGMENTS
+    tiering_root_max_fragments: int = DEFAULT_TIERING_ROOT_MAX_FRAGMENTS
+    tiering_max_wait: float | None = None
+    #: The planning time (epoch ms) for time-aware rules (`tiering.max-wait`); not a table property:
+    #: the optimize loop sets it from the clock, so strategies stay pure functions of their inputs.
+    now_ms: int | None = None
 
     # --- resolved values ------------------------------------------------------------------------
 
@@ -470,10 +516,12 @@ class OptimizationConfig:
         defaults = OptimizationConfig()
         for f in fields(self):
             value = getattr(self, f.name)
-            if value == getattr(defaults, f.name):
-                continue
+            if value == getattr(defaults, f.name) or f.name not in _BY_FIELD:
+                continue  # defaults, and inputs that are not table properties (now_ms)
             spec = _BY_FIELD[f.name]
-            if isinstance(value, bool):
+            if spec.parse is parse_duration:
+                text = f"{value:g}s"
+            elif isinstance(value, bool):
                 text = "true" if value else "false"
             elif isinstance(value, tuple):
                 text = ",".join(value)
@@ -495,22 +543,44 @@ def zorder_request(strategy: Any, zorder_by: Any) -> tuple[Any, dict[str, Any]]:
     return ("ZOrder" if strategy is None else strategy), {PREFIX + "zorder-by": zorder_by}
 
 
+def gc_enabled(props: Mapping[str, str] | None) -> bool:
+    """The table property `use.gc.enabled` (default false); ConfigError for a value that is not
+    true/false, so a typo does not silently leave a table without GC."""
+    raw = (props or {}).get(GC_ENABLED_KEY)
+    if raw is None:
+        return False
+    try:
+        return _bool(raw)
+    except _Bad as e:
+        raise _error(GC_ENABLED_KEY, raw, str(e)) from None
+
+
+def _conf_value(conf: Mapping[str, str], key: str, parse: Callable[[Any], Any], default: Any) -> Any:
+    if key not in conf:
+        return default
+    try:
+        return parse(conf[key])
+    except _Bad as e:
+        raise _error(key, conf[key], str(e)) from None
+
+
 @dataclass(frozen=True)
 class ServiceConfig:
     """Session-level (Spark conf) settings of the continuous-optimization service."""
 
     optimization_interval_s: float = DEFAULT_INTERVAL_SECONDS
+    max_concurrent_optimizations: int = DEFAULT_MAX_CONCURRENT
+    gc_interval_s: float = DEFAULT_GC_INTERVAL_SECONDS
 
     @classmethod
     def from_spark_conf(cls, conf: Mapping[str, str] | None) -> "ServiceConfig":
-        """Parse `spark.qbeast.use.optimization-interval`; `spark.qbeast.use.optimization.*` keys
-        are validated too (they are table-key defaults, see `OptimizationConfig.from_properties`)."""
+        """Parse `spark.qbeast.use.optimization-interval`, `.max-concurrent-optimizations` and
+        `.gc-interval`; `spark.qbeast.use.optimization.*` keys are validated too (they are table-key
+        defaults, see `OptimizationConfig.from_properties`)."""
         conf = conf or {}
         OptimizationConfig.from_properties({}, spark_conf=conf)  # validates the session defaults
-        interval = DEFAULT_INTERVAL_SECONDS
-        if INTERVAL_KEY in conf:
-            try:
-                interval = parse_duration(conf[INTERVAL_KEY])
-            except _Bad as e:
-                raise _error(INTERVAL_KEY, conf[INTERVAL_KEY], str(e)) from None
-        return cls(optimization_interval_s=interval)
+        return cls(
+            optimization_interval_s=_conf_value(conf, INTERVAL_KEY, parse_duration, DEFAULT_INTERVAL_SECONDS),
+            max_concurrent_optimizations=_conf_value(conf, MAX_CONCURRENT_KEY, _positive_int, DEFAULT_MAX_CONCURRENT),
+            gc_interval_s=_conf_value(conf, GC_INTERVAL_KEY, parse_duration, DEFAULT_GC_INTERVAL_SECONDS),
+        )

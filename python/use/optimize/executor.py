@@ -23,7 +23,7 @@ import os
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from use.delta.actions import AddFile, Metadata, add_files_table, paths_in, remove_actions
 from use.errors import ConcurrentModificationError, InvalidArgumentError, RowCountMismatchError
+from use.optimize.plan import KIND_INDEX, REVISION_REWRITE_TAG
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -300,6 +301,15 @@ def _rewrite(
     raise InvalidArgumentError(f"unknown merge task kind {task.kind!r}")  # MergeTask validates; defensive
 
 
+def _mark_revision_rewrite(result: Rewrite, planned_version: int) -> Rewrite:
+    """Tag every output of a revision-rewrite task, so the planner can tell from the log that the
+    revision needs no rewrite until something else adds a file to it (`REVISION_REWRITE_TAG`)."""
+    adds = tuple(
+        replace(a, tags={**(a.tags or {}), REVISION_REWRITE_TAG: str(planned_version)}) for a in result.adds
+    )
+    return replace(result, adds=adds)
+
+
 # --- one task, one commit ---------------------------------------------------------------------------------
 
 
@@ -362,6 +372,8 @@ def run_task(
     *,
     optimization_name: str | None = None,
     stop: Any = None,
+    job_group: str | None = None,
+    job_description: str | None = None,
 ) -> IterationMetrics:
     """Run one merge task planned on `snapshot` and commit it; ABANDONED metrics on a lost conflict.
 
@@ -369,6 +381,11 @@ def run_task(
     files are deleted; the table is then exactly as before. `stop` (a `threading.Event` or a
     `StopToken`) set while the task's Spark jobs run cancels them: the task is abandoned cleanly
     (error "StopRequested"). A stop arriving after the rewrite lets the task commit.
+
+    The task's Spark jobs run in job group `job_group` (default: a fresh group per task), which is
+    what a stop cancels, so a caller running tasks one after another on one thread (the service's
+    runs) may give all of them its own group; `job_description` prefixes their description so
+    operators see whose work it is in the Spark UI.
     """
     from use.delta.transaction import Transaction
     from use.optimize import events
@@ -406,13 +423,16 @@ def run_task(
 
     sc = spark.sparkContext
     previous = {k: sc.getLocalProperty(k) for k in _JOB_PROPERTIES}
-    group = f"use-optimize-{uuid.uuid4().hex}"
-    sc.setJobGroup(group, f"USE optimize: {task.kind} {task.num_files} files of {root} ({task.strategy})")
+    group = job_group or f"use-optimize-{uuid.uuid4().hex}"
+    what = f"{task.kind} {task.num_files} files of {root} ({task.strategy})"
+    sc.setJobGroup(group, f"{job_description}: {what}" if job_description else f"USE optimize: {what}")
     watcher = _StopWatcher(sc, group, stop)
     try:
         df = scan(spark, qsnap, in_files)
         result = _rewrite(spark, df, qsnap, task, config)
         written = result.adds
+        if task.revision_rewrite and task.kind != KIND_INDEX:
+            result = _mark_revision_rewrite(result, snapshot.version)
         out_files = add_files_table(list(result.adds))
         rows_out = num_records(out_files, qsnap.schema)
         if rows_in is not None and rows_out is not None and rows_in != rows_out:

@@ -2,9 +2,25 @@
 
 Every iteration plans from a *fresh* snapshot, so work done by the previous iteration and by
 concurrent writers is always seen, and a task abandoned because its input vanished is simply planned
-again (or not) from the new state. The loop ends when the planner selects nothing, when
-`max_iterations` tasks have run, when a stop is requested, or when a task made no progress (a guard
-against a strategy that keeps selecting work it cannot improve).
+again (or not) from the new state. The planner only plans tasks whose rewrite gains something
+(`use.optimize.gain`), so the loop reaches a fixed point: the planner selects nothing, and a further
+run commits nothing.
+
+Why a run ended (`OptimizeResult.outcome`), one meaning each:
+
+* `converged`: the planner selected nothing: the table is at the fixed point of the strategy chain
+  for this configuration, and another run with it commits nothing (until the table changes);
+* `done`: a one-shot request (an explicit file list, a revision rewrite) ran all its tasks; it says
+  nothing about the rest of the table (a later run may still find work);
+* `max_iterations`, `stopped`: the run was cut short by its iteration budget or a stop request;
+  the work left is planned by the next run;
+* `conflicts`: too many tasks in a row were abandoned because concurrent writers removed their
+  files; the writers win, the next run re-plans;
+* `no_progress`: a committed rewrite did not deliver the gain the planner estimated for it (fewer
+  files, or fewer blocks per cube): an estimate is wrong, which is a bug to report; the run stops
+  there so it cannot rewrite without end. Read-cost gains (sampling overhead, key overlap) cannot be
+  measured from a commit and are judged by the next plan instead;
+* `dry_run`: only planned.
 
 A stop request is checked between tasks, and a stop arriving while a task's Spark jobs run cancels
 them (`use.optimize.executor.run_task`): the running task always ends cleanly (committed, or
@@ -15,6 +31,7 @@ wires them to the real Delta log, planner and Spark executor.
 
 from __future__ import annotations
 
+import time
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -46,14 +63,14 @@ __all__ = [
     "ABANDONED",
 ]
 
-# Why a run ended (`OptimizeResult.outcome`).
-CONVERGED = "converged"  # the planner selected nothing
+# Why a run ended (`OptimizeResult.outcome`; the module docstring gives each one meaning).
+CONVERGED = "converged"  # the planner selected nothing: the fixed point; another run commits nothing
 MAX_ITERATIONS = "max_iterations"  # the iteration budget was used up
 STOPPED = "stopped"  # a stop was requested
 DRY_RUN = "dry_run"  # only planned
-NO_PROGRESS = "no_progress"  # a rewrite reduced neither files nor blocks; re-running would loop forever
+NO_PROGRESS = "no_progress"  # a commit did not deliver its estimated gain (a bug); stopped to not loop
 CONFLICTS = "conflicts"  # too many consecutive tasks lost to concurrent writers; the writers win
-DONE = "done"  # a single-pass run (explicit files) ran its plan
+DONE = "done"  # a one-shot request (explicit files, revision rewrite) ran all its tasks
 
 S = TypeVar("S")
 
@@ -86,6 +103,18 @@ class StopToken:
 
 
 StopLike = StopToken | threading.Event | None
+
+
+class _EitherStop(StopToken):
+    """Stop requested when any of the given tokens is set (a loop stops on `stop` or `cancel`)."""
+
+    def __init__(self, *tokens: StopLike) -> None:
+        super().__init__()
+        self._tokens = tokens
+
+    @property
+    def stop_requested(self) -> bool:
+        return any(is_stop_requested(t) for t in self._tokens)
 
 
 def is_stop_requested(stop: StopLike) -> bool:
@@ -159,12 +188,27 @@ def _validate_max_iterations(max_iterations: int | None) -> None:
         )
 
 
-def _made_progress(m: IterationMetrics) -> bool:
-    """Indexing always progresses (staging files leave revision 0), so does clustering (its files
-    become one ZCube of the key, which is not selected again); other rewrites must shrink something."""
+def delivered(task: Any, m: IterationMetrics) -> bool:
+    """Did a committed rewrite deliver the gain its plan estimated (`MergeTask.gain`)?
+
+    Indexing always does (staging files leave revision 0), so does clustering (its files become one
+    ZCube of the key, which is not selected again). A file gain must show as fewer files out
+    than in; a block gain as fewer blocks beyond one per cube (blocks - cubes: a compaction puts
+    each cube in one file, though rows moving down into child cubes may add blocks of new cubes) or
+    fewer files. A read-cost gain is not measurable from the commit and is taken as delivered: the
+    next plan judges it (its files are not selected again). A task without an estimate (not from
+    the planner) must reduce files or blocks.
+    """
     if m.kind in ("index", "cluster"):
         return True
-    return m.files_out < m.files_in or m.blocks_out < m.blocks_in
+    fewer_files = m.files_out < m.files_in
+    gain = getattr(task, "gain", None)
+    if gain is None:
+        return fewer_files or m.blocks_out < m.blocks_in
+    if gain.read_cost > 0:
+        return True
+    fewer_redundant = m.blocks_out - m.cubes_out < m.blocks_in - m.cubes_in
+    return (gain.files > 0 and fewer_files) or (gain.blocks > 0 and (fewer_redundant or fewer_files))
 
 
 def run_loop(
@@ -186,7 +230,8 @@ def run_loop(
     its metrics, with status ABANDONED (and nothing changed) when it lost to a concurrent writer.
     An abandoned task ends the current plan: the next iteration re-plans from a fresh snapshot.
     `single_pass` (or a plan marked `one_shot`: explicit file lists, whole-revision rewrites) runs one
-    plan and ends, because re-planning would select the same kind of work forever.
+    plan and ends (`done`): its tasks were asked for, so they are not held to a gain estimate. Every
+    other committed task must deliver its estimated gain (`delivered`), or the run ends `no_progress`.
     """
     _validate_max_iterations(max_iterations)
     is_stop_requested(stop)  # validates the type before any work
@@ -227,7 +272,7 @@ def run_loop(
                     return result(CONFLICTS)
                 break  # the plan is stale: re-plan from a fresh snapshot
             abandoned_streak = 0
-            if not _made_progress(metrics):
+            if not one_shot and not delivered(task, metrics):
                 return result(NO_PROGRESS)
         else:
             if one_shot:
@@ -237,15 +282,20 @@ def run_loop(
 # --- wiring to the real table -------------------------------------------------------------------------------
 
 
-def session_defaults(spark: Any) -> dict[str, str]:
-    """`spark.qbeast.use.optimization.*` session settings (table-key defaults)."""
-    from use.optimize.config import SPARK_OPT_PREFIX
-
+def session_conf(spark: Any, prefix: str) -> dict[str, str]:
+    """The session's Spark conf entries whose key starts with `prefix` (e.g. `spark.qbeast.use.`)."""
     try:
         conf = dict(spark.conf.getAll)  # pyspark >= 4.0: a dict of the runtime conf
     except Exception:  # noqa: BLE001 - older or remote sessions: fall back to the context conf
         conf = dict(spark.sparkContext.getConf().getAll())
-    return {k: str(v) for k, v in conf.items() if k.startswith(SPARK_OPT_PREFIX)}
+    return {k: str(v) for k, v in conf.items() if k.startswith(prefix)}
+
+
+def session_defaults(spark: Any) -> dict[str, str]:
+    """`spark.qbeast.use.optimization.*` session settings (table-key defaults)."""
+    from use.optimize.config import SPARK_OPT_PREFIX
+
+    return session_conf(spark, SPARK_OPT_PREFIX)
 
 
 def optimize_path(
@@ -263,6 +313,9 @@ def optimize_path(
     all_tasks: bool = False,
     overrides: Mapping[str, Any] | None = None,
     on_iteration: Callable[[IterationMetrics], None] | None = None,
+    cancel: StopLike = None,
+    job_group: str | None = None,
+    job_description: str | None = None,
 ) -> OptimizeResult:
     """Optimize the table at `location` until the planner selects nothing (the guide's optimize()).
 
@@ -271,6 +324,11 @@ def optimize_path(
     `strategy` replaces the strategy chain (one name or several); `files` rewrites exactly those
     files once. Every argument is checked, and the first plan made, before anything is written, so
     bad input raises a typed error and leaves the table as it was.
+
+    `stop` ends the run between tasks; `cancel` (default: `stop` itself) also cancels the Spark jobs
+    of the task that is running, which is then abandoned. Passing a separate `cancel` lets a caller
+    ask for "finish the current task, then end" (the service on UNSET) and keep the hard stop for a
+    shutdown. `job_group`/`job_description` label the run's Spark jobs (see `run_task`).
     """
     from use.delta import DeltaLog
     from use.delta.snapshot import check_write_support
@@ -287,6 +345,7 @@ def optimize_path(
         raise InvalidArgumentError(f"all_tasks must be True or False, got {all_tasks!r}")
     _validate_max_iterations(max_iterations)
     is_stop_requested(stop)
+    is_stop_requested(cancel)
     if files is not None:
         if isinstance(files, str) or not all(isinstance(f, str) for f in files):
             raise InvalidArgumentError("files must be a list of data file paths (strings), not a single string")
@@ -308,6 +367,8 @@ def optimize_path(
     if strategy is not None:
         given["strategies"] = strategy if isinstance(strategy, str) else ",".join(strategy)
     config = OptimizationConfig.from_properties(first.configuration, given, spark_conf=session_defaults(spark))
+    # the planning time of time-aware rules (tiering.max-wait): an input, so strategies stay pure
+    config = replace(config, now_ms=int(time.time() * 1000))
     planner = Planner(None, config)
     planned_once = [False]
 
@@ -329,14 +390,17 @@ def optimize_path(
 
     def execute_fn(task: MergeTask, state: tuple[Any, Any]) -> IterationMetrics:
         snap, qsnap = state
-        return run_task(spark, log, snap, qsnap, task, config, stop=stop)
+        return run_task(
+            spark, log, snap, qsnap, task, config, stop=stop if cancel is None else cancel,
+            job_group=job_group, job_description=job_description,
+        )
 
     result = run_loop(
         snapshot_fn=snapshot_fn,
         plan_fn=plan_fn,
         execute_fn=execute_fn,
         max_iterations=max_iterations,
-        stop=stop,
+        stop=stop if cancel is None else _EitherStop(stop, cancel),
         all_tasks=all_tasks,
         dry_run=dry_run,
         on_iteration=on_iteration,

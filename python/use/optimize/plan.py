@@ -8,6 +8,7 @@ touching a table.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -30,6 +31,31 @@ KINDS = (KIND_INDEX, KIND_COMPACT, KIND_BINPACK, KIND_CLUSTER)
 
 #: `revision_id` of tasks on a plain Delta table (no Qbeast revisions at all).
 PLAIN_DELTA_REVISION = -1
+
+#: `add.tags` key on every file written by a `revision-rewrite` task (value: the table version the
+#: rewrite was planned on). It is how a revision rewrite is one-shot without hidden state: once every
+#: live file of the revision carries it, nothing has changed the revision since it was rewritten, and
+#: a revision rewrite selects nothing. Any write or other rewrite adds files without it.
+REVISION_REWRITE_TAG = "use.optimization.revisionRewrite"
+
+
+@dataclass(frozen=True)
+class Gain:
+    """What a task's rewrite is expected to reduce; a task with no gain is never planned.
+
+    `files`: files fewer after the rewrite; `blocks`: redundant blocks removed (blocks beyond one per
+    cube among the task's files: a rewrite puts each cube in one file); `read_cost`: bytes a query
+    reads needlessly today that the rewrite removes (staging files scanned in full, sampling overhead,
+    key-range overlap). Computed from the snapshot by `use.optimize.gain` (the planner's guard); the
+    optimize loop checks the measurable parts (files, blocks) against the committed rewrite.
+    """
+
+    files: int = 0
+    blocks: int = 0
+    read_cost: float = 0.0
+
+    def __bool__(self) -> bool:
+        return self.files > 0 or self.blocks > 0 or self.read_cost > 0
 
 
 def revision_label(revision_id: int) -> str:
@@ -60,6 +86,8 @@ class MergeTask:
     output by those columns (the cluster-key strategy: merged files must not overlap again).
     `cluster_by` and `curve` are the key of a "cluster" task (column names as Spark parses them,
     backticks around names with dots) and are set exactly for that kind.
+    `revision_rewrite` marks the tasks of a `revision-rewrite` plan: their outputs carry
+    `REVISION_REWRITE_TAG`. `gain` is set by the planner's guard (`use.optimize.gain`).
     """
 
     strategy: str
@@ -74,6 +102,8 @@ class MergeTask:
     sort_columns: tuple[str, ...] = ()
     cluster_by: tuple[str, ...] = ()
     curve: str = ""
+    revision_rewrite: bool = False
+    gain: Gain | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -113,6 +143,8 @@ class MergeTask:
             "sort_columns": list(self.sort_columns),
             "cluster_by": list(self.cluster_by),
             "curve": self.curve,
+            "revision_rewrite": self.revision_rewrite,
+            "gain": None if self.gain is None else dataclasses.asdict(self.gain),
             "paths": list(self.paths),
         }
 

@@ -4,11 +4,18 @@ This is the guide's `selectFiles()`: strategies are tried in order and the first
 becomes the iteration's plan, so a prioritized strategy (indexing staging files) starves the ones
 after it until it runs out of work. The planner is pure: snapshot and config in, plan out.
 
+Every strategy's selection passes through the fixed-point guard (`use.optimize.gain.guard`) before
+it counts: tasks over their IO limit or whose rewrite can reduce neither files, blocks nor read cost
+are dropped, so a strategy left with nothing hands over to the next one, and a table on which the
+whole chain finds nothing gets an empty plan (an optimize call commits nothing).
+
 Default chain (when neither the caller nor `use.optimization.strategies` gives one):
 
 * Qbeast table: `UnindexedFilesSelection` first (if `optimizeUnindexedFiles.enabled` and
   `.prioritize`; last if not prioritized), then `use.optimization.type` or, by default,
-  `LeveledCompactionSelection` on the latest revision (or `revision-id` / `autoOptimize.revisionId`).
+  `SupersededRevisionsSelection` (when the table has older revisions the latest contains: they are
+  re-indexed into it; not when a revision is targeted), then `LeveledCompactionSelection` on the latest revision (or
+  `revision-id` / `autoOptimize.revisionId`).
   With revision id 0 only `UnindexedFilesSelection` runs; with `revision-rewrite` the unindexed
   strategy is left out (the user asked to rewrite one revision).
 * Plain Delta table: `use.optimization.type` when it applies to plain tables, else `BinPacking`
@@ -32,11 +39,14 @@ import pyarrow.compute as pc
 
 from use.errors import ConfigError, InvalidArgumentError
 from use.optimize.config import PREFIX, OptimizationConfig
+from use.optimize.gain import guard
 from use.optimize.plan import KIND_COMPACT, KIND_INDEX, MergeTask, Plan
 from use.optimize.strategies import registry
+from use.optimize.strategies.superseded import contained_revisions
 from use.optimize.strategies._common import (
     chunks,
     index_score,
+    io_limit,
     merge_score,
     pack_bins_all,
     paths_of,
@@ -59,7 +69,13 @@ def default_chain(snapshot: Any, config: OptimizationConfig) -> tuple[str, ...]:
             main = config.type
         if config.revision_rewrite:
             return (main,)
-        return (*unindexed, main) if config.optimize_unindexed_prioritize else (main, *unindexed)
+        # Older revisions contained by the latest are folded into it before the latest is compacted:
+        # their rows then join its cubes once, instead of after its files were merged.
+        # (Only listed when the table has such revisions, so the chain shown to users is what runs.)
+        superseded = ("SupersededRevisionsSelection",) if config.target_revision_id is None and contained_revisions(snapshot) else ()
+        if config.optimize_unindexed_prioritize:
+            return (*unindexed, *superseded, main)
+        return (*superseded, main, *unindexed)
     if config.type is not None and registry.get_class(config.type).applies_to_delta:
         return (config.type,)
     return ("BinPacking", "SmallFiles")
@@ -101,10 +117,12 @@ class Planner:
             key = "revision-id" if config.revision_id is not None else "autoOptimize.revisionId"
             _check_revision(snapshot, config.target_revision_id, PREFIX + key)
         if files is not None:
-            return explicit_files_plan(snapshot, files, config, revision_id=revision_id)
+            return guard(explicit_files_plan(snapshot, files, config, revision_id=revision_id), snapshot, config)
         chain = self.chain(snapshot)
         for name in chain:
             plan = registry.get(name).select(snapshot, config)
+            if plan is not None:
+                plan = guard(plan, snapshot, config)
             if plan is not None and not plan.is_empty:
                 return plan
         return Plan.empty(",".join(chain) or "none", snapshot.version)
@@ -167,7 +185,8 @@ def explicit_files_plan(
     snapshot: Any, paths: Sequence[str], config: OptimizationConfig, *, revision_id: int | None = None
 ) -> Plan:
     """Rewrite exactly `paths`: one task per revision (qbeast's optimize(files)), per partition for
-    plain files, each within task-max-bytes. A one-shot plan."""
+    plain files, each within its IO limit (a file larger than it alone: it was asked for). A
+    one-shot plan."""
     rows = resolve_paths(snapshot, paths)
     if not snapshot.is_qbeast:
         tasks = pack_bins_all(snapshot, rows, config, strategy=EXPLICIT_FILES)
@@ -182,7 +201,7 @@ def explicit_files_plan(
         sel = sort_files(snapshot, rows[rids == rid], [("modification_time", "ascending")])
         sizes = sizes_all[sel]
         kind = KIND_INDEX if rid == 0 else KIND_COMPACT
-        for i, j in chunks(sizes, config.task_limit):
+        for i, j in chunks(sizes, io_limit(kind, config)):
             nbytes, n = int(sizes[i:j].sum()), j - i
             score = index_score(nbytes, n, config) if kind == KIND_INDEX else merge_score(nbytes, n, config)
             tasks.append(

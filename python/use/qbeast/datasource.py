@@ -78,9 +78,20 @@ _OPS: dict[type, str] = {
 }
 
 
+# The shim's provider behind `USING qbeast`; Spark then resolves `format("qbeast")` to it, and it
+# hands paths to this source registered under another name (`use.sql.install`).
+_JVM_PROVIDER = "qbeast.DefaultSource"
+
+
 def register(spark: "SparkSession") -> None:
-    """Make `format("qbeast")` available on this session (idempotent)."""
+    """Make `format("qbeast")` available on this session (idempotent). In a session with USE's JVM
+    shim the name belongs to the shim's provider, which serves paths with this source (registered
+    by `use.sql.install`), so there is nothing to register here."""
+    from use.shim import shim_loaded
+
     spark.conf.set(PUSHDOWN_CONF, "true")
+    if shim_loaded(spark, _JVM_PROVIDER):
+        return
     spark.dataSource.register(QbeastDataSource)
 
 

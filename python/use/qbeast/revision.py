@@ -77,6 +77,21 @@ class Revision:
     def dimension_count(self) -> int:
         return len(self.column_transformers)
 
+    def contains(self, other: "Revision") -> bool:
+        """Does this revision's space hold every row `other` indexed, under the same transformers?
+
+        Then `other`'s rows can be re-indexed into this revision without widening it (no new
+        revision): the optimizer's SupersededRevisionsSelection only folds revisions it contains.
+        A revision made by `compute_revision_change` for a widened range contains its predecessors
+        (it merges the old and the new range); one made for a changed transformer or cube size
+        starts from the new data's space and may not.
+        """
+        if not self.transformations or not other.transformations:
+            return False
+        if self.column_transformers != other.column_transformers:
+            return False
+        return not any(mine.is_superseded_by(theirs) for mine, theirs in zip(self.transformations, other.transformations))
+
     @property
     def is_staging(self) -> bool:
         return self.revision_id == STAGING_ID
@@ -313,8 +328,13 @@ def compute_revision_change(
     column_stats: Mapping[str, Any] | str | None,
     table_id: str,
     now_ms: int,
+    margin: float = 0.0,
 ) -> tuple[Revision, bool]:
     """The revision a write must use, and whether it is new (§3.1).
+
+    `margin` (the writer's `revisionMargin`, see `widened`): when data reaches past a linear
+    column's range, the new range is the union widened by `margin` times its span on the side(s)
+    that grew, so data that drifts a little past the range does not open a revision on every append.
 
     `existing` is the table's latest revision (None for a new table or an overwrite);
     `transformers` come from `parse_column_specs(..., existing=existing)`; `stats` is the row of
@@ -351,7 +371,7 @@ def compute_revision_change(
             if transformer_changed[i]:
                 changes.append(new)  # a new transformer type starts from the new data's space
             elif old.is_superseded_by(new):
-                changes.append(old.merge(new))
+                changes.append(widened(old, old.merge(new), margin))
             else:
                 changes.append(None)
     for t, ch in zip(transformers, changes):
@@ -379,6 +399,45 @@ def compute_revision_change(
         transformations=final,
     )
     return new, True
+
+
+#: Default `revisionMargin`: a widened range grows by 10% of its span on the side the data passed.
+DEFAULT_REVISION_MARGIN = 0.1
+
+_INT_BOUNDS = {"IntegerDataType": (-(2**31), 2**31 - 1), "LongDataType": (-(2**63), 2**63 - 1)}
+
+
+def widened(old: Transformation, merged: Transformation, margin: float) -> Transformation:
+    """`merged` (the union of `old` and the new data's range) widened by `margin` times its span on
+    each side where it passed `old`; only linear ranges widen (a hash or quantiles space has no
+    range). Integral bounds are rounded outwards and kept within the type (Int and Long bounds are
+    Java numbers in the log); a margin of 0 returns `merged` unchanged.
+
+    Why: appends of data that drifts (timestamps, ids) or of random samples of a fixed range reach
+    a little past the range again and again; with the exact union each such append opens a revision
+    (issue 14 §1: 20 appends, 7 revisions), whose files the optimizer must then re-index. A margin
+    makes the range grow geometrically, so drifting data opens O(log) revisions, at the cost of up
+    to `margin` of the space staying empty at the edge (cubes there hold fewer rows).
+    """
+    from use.qbeast.transform import INTEGRAL_TYPES, LinearTransformation
+
+    if margin <= 0 or not isinstance(old, LinearTransformation) or not isinstance(merged, LinearTransformation):
+        return merged
+    lo, hi = float(merged.min_number), float(merged.max_number)
+    span = (hi - lo) * float(margin)
+    if float(merged.min_number) < float(old.min_number):
+        lo -= span
+    if float(merged.max_number) > float(old.max_number):
+        hi += span
+    dtype = merged.ordered_data_type
+    if dtype in INTEGRAL_TYPES:
+        a, b = _INT_BOUNDS.get(dtype, (-(2**63), 2**63 - 1))
+        new_lo = max(a, min(int(merged.min_number), int(np.floor(lo))))
+        new_hi = min(b, max(int(merged.max_number), int(np.ceil(hi))))
+        return LinearTransformation.create(new_lo, new_hi, dtype)
+    if dtype == "DecimalDataType":
+        return merged  # exact decimal bounds: left as the union
+    return LinearTransformation.create(lo, hi, dtype)
 
 
 def _has_stats(t: Transformer, cstats: Mapping[str, Any]) -> bool:

@@ -42,6 +42,7 @@ def commit_write(
     columns_to_index: Sequence[str] | str,
     txn_app_id: str | None,
     txn_version: int | None,
+    configuration: Mapping[str, str] | None = None,
 ) -> int:
     """One Delta commit for the write; returns the table version after it.
 
@@ -52,6 +53,8 @@ def commit_write(
     and an overwrite removes every live file of the snapshot the write was planned on (and declares
     it read the whole table, so a concurrent append makes it fail rather than be silently dropped).
     A new table's schema, and an overwrite's, is stored nullable as Delta stores a written schema.
+    `configuration` is a new table's properties, and an overwrite's new ones (None keeps them): an
+    overwrite by no rows then still commits them, with only the staging revision.
     """
     from use.delta.actions import SetTransaction, remove_actions
     from use.delta.schema import as_nullable, schema_to_json
@@ -66,8 +69,9 @@ def commit_write(
             revision.table_id, revision.columns, revision.desired_cube_size, int(time.time() * 1000)
         )
         conf = configuration_with_revision(
-            {}, declared, add_staging=True, overwrite=True, extra=extra, columns_to_index=columns_to_index
-        )
+            dict(configuration or {}), declared, add_staging=True, overwrite=True, extra=extra,
+            columns_to_index=columns_to_index,
+        )  # fmt: skip
         txns = []
         if txn_app_id is not None:
             txns.append(SetTransaction(txn_app_id, int(txn_version), int(time.time() * 1000)))  # type: ignore[arg-type]
@@ -82,10 +86,13 @@ def commit_write(
         return int(created.version)
     metadata_action: Metadata | None = None
     removes: list[Any] = []
-    if wrote and (is_new or mode == "overwrite"):
-        overwrite = mode == "overwrite"
+    overwrite = mode == "overwrite"
+    base = configuration if overwrite and configuration is not None else snapshot.metadata.configuration
+    if overwrite and configuration is not None and not wrote:
+        revision = staging_revision(revision.table_id, revision.columns, revision.desired_cube_size, int(time.time() * 1000))
+    if (wrote and (is_new or overwrite)) or (overwrite and configuration is not None):
         conf = configuration_with_revision(
-            snapshot.metadata.configuration,
+            base,
             revision,
             add_staging=True,
             overwrite=overwrite,

@@ -56,6 +56,8 @@ __all__ = [
 
 _OPTIMIZE_WRITE_CONF = "spark.qbeast.index.optimizeWrite"
 _OPTIMIZE_WRITE_PROPERTY = "delta.autoOptimize.optimizeWrite"
+_REVISION_MARGIN_CONF = "spark.qbeast.index.revisionMargin"
+_REVISION_MARGIN_PROPERTY = "use.qbeast.revisionMargin"
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,33 @@ def _optimize_write(spark: SparkSession, requested: bool | None, configuration: 
     return False
 
 
+def _revision_margin(spark: SparkSession, configuration: Mapping[str, str] | None) -> float:
+    """The `revisionMargin` a write widens a linear range by (see `revision.widened`): the Spark conf
+    `spark.qbeast.index.revisionMargin`, else the table property `use.qbeast.revisionMargin`, else
+    `DEFAULT_REVISION_MARGIN`. A fraction of the range's span, 0 (the exact union, as qbeast-spark)
+    to 10."""
+    from use.qbeast.revision import DEFAULT_REVISION_MARGIN
+
+    for source, raw in (
+        (_REVISION_MARGIN_CONF, spark.conf.get(_REVISION_MARGIN_CONF, None)),
+        (_REVISION_MARGIN_PROPERTY, (configuration or {}).get(_REVISION_MARGIN_PROPERTY)),
+    ):
+        if raw is None:
+            continue
+        try:
+            value = float(str(raw).strip())
+        except ValueError:
+            value = float("nan")
+        if not 0.0 <= value <= 10.0:
+            from use.errors import ConfigError
+
+            raise ConfigError(
+                f"{source} must be a number from 0 to 10 (a fraction of the indexed range, e.g. 0.1), got {raw!r}"
+            )
+        return value
+    return DEFAULT_REVISION_MARGIN
+
+
 def _index(
     spark: SparkSession,
     df: DataFrame,
@@ -204,6 +233,7 @@ def write(
     txn_app_id: str | None = None,
     txn_version: int | None = None,
     optimize_write: bool | None = None,
+    configuration: Mapping[str, str] | None = None,
 ) -> WriteResult:
     """Index `df` into the Qbeast table at `path` (created when missing) and commit it.
 
@@ -219,6 +249,9 @@ def write(
     fall into (no shuffle: the write costs little more than a plain parquet write, and the
     optimizer's compaction merges the parts later). `None` takes `spark.qbeast.index.optimizeWrite`,
     else the table property `delta.autoOptimize.optimizeWrite`, else `False`.
+
+    `configuration` (checked table properties, SQL's CTAS/RTAS) is the properties of a table this
+    write creates, and replaces an existing table's on overwrite; None keeps them.
     """
     from use.delta.log import DeltaLog
 
@@ -259,7 +292,8 @@ def write(
 
     stats = collect_stats(df, transformers)
     now_ms = int(time.time() * 1000)
-    revision, is_new = compute_revision_change(existing_rev, transformers, stats, size, column_stats, root, now_ms)
+    margin = _revision_margin(spark, snapshot.metadata.configuration if snapshot is not None and mode == "append" else None)
+    revision, is_new = compute_revision_change(existing_rev, transformers, stats, size, column_stats, root, now_ms, margin)
     num_rows = int(stats.get("count") or 0)
 
     written: list[str] = []
@@ -294,6 +328,7 @@ def write(
             columns_to_index=columns_to_index,
             txn_app_id=txn_app_id,
             txn_version=txn_version,
+            configuration=configuration,
         )
     except BaseException:
         delete_files(root, written)
@@ -344,7 +379,8 @@ def index_into_revision(
     transformers = parse_column_specs(list(latest.columns), data_schema, existing=latest)
     stats = collect_stats(df, transformers)
     revision, is_new = compute_revision_change(
-        latest, transformers, stats, latest.desired_cube_size, None, latest.table_id, int(time.time() * 1000)
+        latest, transformers, stats, latest.desired_cube_size, None, latest.table_id, int(time.time() * 1000),
+        _revision_margin(spark, qsnap.configuration),
     )
     num_rows = int(stats.get("count") or 0)
     if not num_rows:

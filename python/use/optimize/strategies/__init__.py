@@ -11,6 +11,7 @@ from use.optimize.strategies.leveled import CubeDefragmentation, LeveledCompacti
 from use.optimize.strategies.overlap import ClusterKeyOverlap
 from use.optimize.strategies.registry import Strategy, get, names, register
 from use.optimize.strategies.sampling import SamplingOverheadReduction
+from use.optimize.strategies.superseded import SupersededRevisionsSelection
 from use.optimize.strategies.unindexed import UnindexedFilesSelection
 from use.optimize.strategies.zorder import Hilbert, ZOrder
 
@@ -22,6 +23,7 @@ __all__ = [
     "LeveledCompactionSelection",
     "SamplingOverheadReduction",
     "SmallFiles",
+    "SupersededRevisionsSelection",
     "Strategy",
     "UnindexedFilesSelection",
     "ZOrder",

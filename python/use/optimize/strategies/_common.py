@@ -28,7 +28,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from use.optimize.config import OptimizationConfig
-from use.optimize.plan import KIND_BINPACK, KIND_COMPACT, KIND_INDEX, PLAIN_DELTA_REVISION, MergeTask, Plan
+from use.optimize.plan import (
+    KIND_BINPACK,
+    KIND_COMPACT,
+    KIND_INDEX,
+    PLAIN_DELTA_REVISION,
+    REVISION_REWRITE_TAG,
+    MergeTask,
+    Plan,
+)
 
 # 10^0 .. 10^18: file levels by exact integer comparison (no float log10 rounding at 10^15+).
 _POW10 = np.array([10**i for i in range(19)], dtype=np.int64)
@@ -164,33 +172,93 @@ class RevisionBlocks:
         return out
 
 
-def take_prefix(sizes: np.ndarray, budget: int, min_files: int = 1) -> int:
-    """How many leading files fit in `budget` bytes (cumulative), but at least `min_files` (if any)."""
+def take_prefix(sizes: np.ndarray, budget: int) -> int:
+    """How many leading files fit in `budget` bytes (cumulative), but at least one (if any): a
+    budget over several tasks or a batch that starts with a file larger than it."""
     if sizes.size == 0:
         return 0
     k = int(np.searchsorted(np.cumsum(sizes), budget, side="right"))
-    return min(sizes.size, max(k, min_files))
+    return min(sizes.size, max(k, 1))
 
 
-def chunks(sizes: np.ndarray, cap: int, min_files: int = 1) -> list[tuple[int, int]]:
-    """Consecutive greedy chunks of at most `cap` bytes (a chunk has at least `min_files` files).
+def merge_prefix(sizes: np.ndarray, limit: int) -> int:
+    """How many leading files one merge takes within `limit` bytes: at least two (one file alone
+    merges nothing), or 0 when the first two already exceed the limit (the merge is not planned: a
+    task of several files never exceeds its IO limit)."""
+    k = int(np.searchsorted(np.cumsum(sizes), limit, side="right")) if sizes.size else 0
+    return k if k >= 2 else 0
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values by one plain sort (numpy's `unique` is several times slower on the
+    millions of int64 keys of a large table)."""
+    s = np.sort(values)
+    return s[np.r_[True, s[1:] != s[:-1]]] if s.size else s
+
+
+def two_smallest_fit(group: np.ndarray, file: np.ndarray, sizes_all: np.ndarray, ngroups: int, limit: int) -> np.ndarray:
+    """Per group (0..ngroups-1): do its two smallest distinct files fit in `limit` bytes together?
+
+    `group`/`file` are parallel (group, file row) pairs, duplicates allowed. A group where they do not
+    fit cannot be merged within the IO limit by any task, so strategies skip it. Vectorized over the
+    millions of pairs of a large table: the distinct pairs, then one sort by (group, size) packed in a
+    single int64 key, then the first two of each group.
+    """
+    out = np.zeros(ngroups, dtype=bool)
+    if group.size == 0:
+        return out
+    nf = max(1, int(sizes_all.size))
+    pair = distinct(group.astype(np.int64) * nf + file)
+    g, size = pair // nf, sizes_all[pair % nf]
+    scale = int(size.max()) + 1
+    if ngroups * scale < 2**62:
+        key = np.sort(g * scale + size)
+        g, size = key // scale, key % scale
+    else:  # pragma: no cover - exabyte files or billions of groups
+        order = np.lexsort((size, g))
+        g, size = g[order], size[order]
+    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    second = np.minimum(first + 1, g.size - 1)
+    ok = (first + 1 < g.size) & (g[second] == g[first]) & (size[first] + size[second] <= limit)
+    out[g[first[ok]]] = True
+    return out
+
+
+def io_limit(kind: str, config: OptimizationConfig) -> int:
+    """The per-task IO limit of a task kind: `batchBytes` for indexing staging files (the unindexed
+    strategy's batch), `task-max-bytes` for every rewrite. A task of several files never exceeds it; a
+    single file larger than it forms a task only where rewriting that file alone gains something
+    (indexing it, separating its sampled blocks) or was asked for (explicit files, revision rewrite)."""
+    return int(config.unindexed_batch_bytes if kind == KIND_INDEX else config.task_limit)
+
+
+def tag_values(snapshot: Any, idx: np.ndarray, key: str) -> pa.ChunkedArray | pa.Array:
+    """`tags[key]` of the files at rows `idx` (null where absent)."""
+    files: pa.Table = snapshot.files
+    if "tags" not in files.column_names or idx.size == 0:
+        return pa.nulls(int(idx.size), pa.string())
+    return pc.map_lookup(files.column("tags").take(pa.array(idx, pa.int64())), key, "first")
+
+
+def chunks(sizes: np.ndarray, cap: int) -> list[tuple[int, int]]:
+    """Consecutive greedy chunks of at most `cap` bytes; a file larger than `cap` is a chunk alone.
 
     One Python step per chunk, not per file: the end of each chunk is a binary search in the
     cumulative sizes.
     """
     if sizes.size == 0:
         return []
-    return chunk_ranges(np.cumsum(sizes).tolist(), 0, int(sizes.size), cap, min_files)
+    return chunk_ranges(np.cumsum(sizes).tolist(), 0, int(sizes.size), cap)
 
 
-def chunk_ranges(cs: list[int], a: int, b: int, cap: int, min_files: int = 1) -> list[tuple[int, int]]:
+def chunk_ranges(cs: list[int], a: int, b: int, cap: int) -> list[tuple[int, int]]:
     """`chunks` over positions [a, b) of a prefix-sum list `cs` (global positions returned)."""
     out: list[tuple[int, int]] = []
     i = a
     while i < b:
         base = cs[i - 1] if i else 0
         j = bisect_right(cs, base + cap, i, b)
-        j = min(b, max(j, i + min_files))
+        j = min(b, max(j, i + 1))
         out.append((i, j))
         i = j
     return out
@@ -326,7 +394,12 @@ def pack_bins(
     nbytes = cs[en - 1] - np.where(st > 0, cs[st - 1], 0)
     nfiles = en - st
     n_out = np.maximum(1, -(-nbytes // max(1, int(config.max_file_size))))
-    scores = config.open_file_cost * np.maximum(0, nfiles - n_out) / np.maximum(1, nbytes)
+    # A bin whose rewrite writes as many files as it reads (bins above max-file-size) gains nothing.
+    useful = n_out < nfiles
+    st, en, nbytes, nfiles, n_out = st[useful], en[useful], nbytes[useful], nfiles[useful], n_out[useful]
+    if st.size == 0:
+        return []
+    scores = config.open_file_cost * (nfiles - n_out) / np.maximum(1, nbytes)
     rank = np.argsort(-scores, kind="stable")
     if bytes_per_iter is not None:
         total = np.cumsum(nbytes[rank])
@@ -356,31 +429,52 @@ def plain_revision(snapshot: Any) -> int:
     return 0 if snapshot.is_qbeast else PLAIN_DELTA_REVISION
 
 
+def revision_rewritten(snapshot: Any, idx: np.ndarray) -> bool:
+    """Were all files at rows `idx` written by a revision rewrite (and nothing has replaced or joined
+    them since)? Read from the files' `REVISION_REWRITE_TAG`, i.e. from the log itself."""
+    return bool(idx.size) and tag_values(snapshot, idx, REVISION_REWRITE_TAG).null_count == 0
+
+
 def revision_rewrite_plan(snapshot: Any, config: OptimizationConfig, strategy: str, revision_id: int) -> Plan:
-    """use.optimization.revision-rewrite: every file of the revision, in task-sized chunks, once."""
+    """use.optimization.revision-rewrite: every file of the revision, in task-sized chunks, once.
+
+    One-shot twice over: the loop runs the plan without re-planning between its tasks, and once
+    every live file of the revision carries `REVISION_REWRITE_TAG` (all were written by a revision
+    rewrite, and no write or other rewrite has added a file since) the plan is empty, so a table
+    property `revision-rewrite=true` rewrites the revision once after each change, not every
+    interval. A rewrite interrupted half-way leaves untagged files: the next call starts over.
+    """
     rids = revision_ids_of(snapshot)
     if not snapshot.is_qbeast:
         idx = np.arange(snapshot.files.num_rows, dtype=np.int64)
-        tasks = pack_bins_all(snapshot, idx, config, strategy=strategy)
+        if revision_rewritten(snapshot, idx):
+            return Plan((), strategy, snapshot.version, one_shot=True)
+        tasks = pack_bins_all(snapshot, idx, config, strategy=strategy, revision_rewrite=True)
         return Plan(tuple(tasks), strategy, snapshot.version, one_shot=True)
     idx = np.flatnonzero(rids == revision_id).astype(np.int64)
+    kind = KIND_INDEX if revision_id == 0 else KIND_COMPACT
+    if kind == KIND_COMPACT and revision_rewritten(snapshot, idx):
+        return Plan((), strategy, snapshot.version, one_shot=True)
     idx = sort_files(snapshot, idx, [("modification_time", "ascending")])
     sizes = sizes_of(snapshot)[idx]
-    kind = KIND_INDEX if revision_id == 0 else KIND_COMPACT
     tasks = []
-    for i, j in chunks(sizes, config.task_limit):
+    for i, j in chunks(sizes, io_limit(kind, config)):
         nbytes = int(sizes[i:j].sum())
         n = j - i
         score = index_score(nbytes, n, config) if kind == KIND_INDEX else merge_score(nbytes, n, config)
         tasks.append(
             MergeTask(strategy, revision_id, paths_of(snapshot, idx[i:j]), nbytes, n, score,
-                      f"revision-rewrite: every file of revision {revision_id} ({n} files)", kind)
+                      f"revision-rewrite: every file of revision {revision_id} ({n} files)", kind,
+                      revision_rewrite=True)
         )  # fmt: skip
     return Plan(tuple(tasks), strategy, snapshot.version, one_shot=True)
 
 
-def pack_bins_all(snapshot: Any, idx: np.ndarray, config: OptimizationConfig, *, strategy: str) -> list[MergeTask]:
-    """Every file of `idx` in per-partition chunks of at most task_limit bytes (single files kept)."""
+def pack_bins_all(
+    snapshot: Any, idx: np.ndarray, config: OptimizationConfig, *, strategy: str, revision_rewrite: bool = False
+) -> list[MergeTask]:
+    """Every file of `idx` in per-partition chunks of at most task_limit bytes (single files kept:
+    explicit selections and revision rewrites rewrite every file they name)."""
     sizes_all = sizes_of(snapshot)
     gids, groups = partition_groups(snapshot, idx)
     order = np.lexsort((idx, gids))
@@ -395,6 +489,6 @@ def pack_bins_all(snapshot: Any, idx: np.ndarray, config: OptimizationConfig, *,
             tasks.append(
                 MergeTask(strategy, rid, paths_of(snapshot, idx[a + i : a + j]), nbytes, j - i,
                           merge_score(nbytes, j - i, config), f"rewrite of {j - i} files", KIND_BINPACK,
-                          groups[int(gids[a])])
+                          groups[int(gids[a])], revision_rewrite=revision_rewrite)
             )  # fmt: skip
     return tasks

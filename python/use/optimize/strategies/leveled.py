@@ -15,9 +15,14 @@ the lowest level that has any, orders them by (cube depth, number of blocks) and
 group after group, until `bytes-per-iter`. Ties are broken by the cube id string, so a selection is
 deterministic.
 
-Both obey the per-task IO limit (`task-max-bytes`): within a group, files are taken smallest first
-(most files eliminated per byte) while they fit, but at least two, since merging one file with
-itself removes no fragmentation. Score: `open_file_cost * (files_in - files_out) / bytes`.
+Both obey the per-task IO limit (`task-max-bytes`) strictly: a merge takes at least two files of
+one cube (one file alone holds one block per cube: rewriting it removes no fragmentation) and never
+more bytes than the limit, files taken smallest first (most files eliminated per byte). A group
+whose two smallest files together exceed the limit cannot be merged within it and is skipped (the
+next group is taken); a table where no group can be merged within the limit is at its fixed point
+for that limit. `CubeDefragmentation` fills tasks of at most the limit group after group: a group
+joins the open task when that task then holds two or more of its files, else it opens a task of its
+own smallest files that fit (two or more), else it is skipped; so every task removes blocks. Score: `open_file_cost * (files_in - files_out) / bytes`.
 
 Inner-cube consolidation (our extension, used by both strategies only when no level group
 qualifies). The level rule cannot reach a *full* cube: a cube holding about desiredCubeSize rows
@@ -29,11 +34,13 @@ reading 4 files where a one-go write reads 1). The consolidation rule takes over
 
 * candidates are the inner cubes (status maxWeight below MaxValue, or blocks totalling
   >= desiredCubeSize: the estimate leaves some inner cubes a little short of desiredCubeSize) that
-  are spread over >= 2 files; a cube in one file is never selected, so a converged table selects
-  nothing; leaves are not candidates (they travel with their parents' files: rollup);
+  are spread over >= 2 files whose two smallest fit in `task-max-bytes` together; a cube in one file
+  is never selected, so a converged table selects nothing; leaves are not candidates (they travel
+  with their parents' files: rollup);
 * candidates are taken shallowest first (ties by cube id), and their files are added cube after cube
   while the task stays within `task-max-bytes` (a file shared by several candidates is read once);
-  if the first cube's files alone exceed the limit, its smallest files are taken (at least two);
+  if the first cube's files alone exceed the limit, its smallest files that fit are taken (two or
+  more);
 * one task per iteration, like the level rule.
 
 Why it stays amortized: the rewrite regroups every cube of its input files into one file (the rollup
@@ -59,15 +66,16 @@ from use.optimize.config import OptimizationConfig
 from use.optimize.plan import KIND_COMPACT, MergeTask, Plan
 from use.optimize.strategies._common import (
     RevisionBlocks,
-    chunks,
+    distinct,
     levels_of,
+    merge_prefix,
     merge_score,
     paths_of,
     revision_rewrite_plan,
     sizes_of,
     sort_files,
-    take_prefix,
     target_revision,
+    two_smallest_fit,
 )
 from use.optimize.strategies.registry import register
 from use.qbeast.weight import MAX_WEIGHT
@@ -122,7 +130,15 @@ def block_groups(snapshot: Any, revision_id: int) -> BlockGroups:
     ok = level >= 0
     key = level * ncubes + codes
     key = np.where(ok, key, -1)
-    uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    # np.unique(key, return_index=True, return_inverse=True) by one unstable argsort (several times
+    # faster on millions of blocks); `first` may be any block of its group (only the depth, a cube
+    # property, is read from it)
+    order = np.argsort(key)
+    sorted_key = key[order]
+    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]]) if key.size else np.zeros(0, np.int64)
+    uniq, first = sorted_key[starts], order[starts]
+    inv = np.empty(key.size, dtype=np.int64)
+    inv[order] = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, key.size]))
     total = np.bincount(inv, weights=ec, minlength=uniq.size)
     nblocks = np.bincount(inv, minlength=uniq.size)
     g_level = uniq // ncubes
@@ -162,6 +178,33 @@ def _group_reason(groups: BlockGroups, g: int, prefix: str) -> str:
     )
 
 
+def tier_tail(sizes_desc: np.ndarray, ratio: float, max_fragments: int, waited: np.ndarray | None = None) -> int:
+    """Where the merge of one inner cube's files starts (files at [start, n) of `sizes_desc`, its
+    files largest first): n when nothing is merged (the cube is within its tiers).
+
+    LSM size tiers: the smallest files are merged together, and the next larger file joins them
+    only once they add up to 1/`ratio` of it, so a large consolidated file is not rewritten each
+    time a few small appends arrive (each byte is rewritten about log_ratio(table / append) times
+    instead of once per round). Then, whatever the tiers, the cube keeps at most `max_fragments`
+    files (reads: a query through the cube opens all of them), and a file that has `waited` (the
+    time factor) is merged together with every file of the cube. A merge takes two files or more.
+    `ratio` 0 merges every file of the cube (one file per inner cube, as before tiering).
+    """
+    n = int(sizes_desc.size)
+    if n < 2:
+        return n
+    if ratio <= 0 or (waited is not None and bool(waited.any())):
+        return 0
+    start = n - 1
+    tail = float(sizes_desc[start])
+    while start > 0 and tail * ratio >= float(sizes_desc[start - 1]):
+        start -= 1
+        tail += float(sizes_desc[start])
+    # more than max_fragments files left (the untouched head plus the merged tail's one file)
+    start = min(start, max(0, max_fragments - 1))
+    return start if n - start >= 2 else n
+
+
 def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConfig, strategy: str) -> MergeTask | None:
     """The inner-cube consolidation rule (module docstring): None when no inner cube is fragmented."""
     revision = snapshot.revisions.get(revision_id)
@@ -172,22 +215,26 @@ def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConf
         return None
     nfiles = snapshot.files.num_rows
     # distinct (cube, file) pairs: a cube's blocks per file (normally one)
-    pair = np.unique(rb.code * nfiles + rb.file)
+    pair = distinct(rb.code * nfiles + rb.file)
     p_cube, p_file = pair // nfiles, pair % nfiles
     total = rb.cube_totals()
     spread = np.bincount(p_cube, minlength=rb.num_cubes)
     inner = (rb.cube_max_weight() < MAX_WEIGHT) | (total >= revision.desired_cube_size)
-    cand = np.flatnonzero(inner & (spread >= 2))
+    sizes_all = sizes_of(snapshot)
+    # spread >= 2 is implied: a cube in one file has no second file to fit
+    fits = two_smallest_fit(p_cube, p_file, sizes_all, rb.num_cubes, config.task_limit)
+    cand = np.flatnonzero(inner & fits)
     if cand.size == 0:
         return None
     cand = cand[np.lexsort((rb.cube_rank()[cand], rb.cube_depth()[cand]))]
+    if config.tiering_ratio > 0:
+        return _tiered_task(snapshot, revision_id, config, strategy, rb, cand, p_cube, p_file, total, spread)
     rank = np.full(rb.num_cubes, -1, dtype=np.int64)
     rank[cand] = np.arange(cand.size)
-    sizes_all = sizes_of(snapshot)
     first_cube = cand[0]
-    # The first candidate alone: its files smallest first within the limit (at least two).
+    # The first candidate alone: its files smallest first within the limit (two or more: it fits).
     own = sort_files(snapshot, p_file[p_cube == first_cube], [("size", "ascending")])
-    k = take_prefix(sizes_all[own], config.task_limit, min_files=2)
+    k = merge_prefix(sizes_all[own], config.task_limit)
     if k < own.size:
         files = own[:k]
         ncubes = 1
@@ -215,6 +262,48 @@ def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConf
     return MergeTask(strategy, revision_id, paths_of(snapshot, files), nbytes, n, merge_score(nbytes, n, config), reason, KIND_COMPACT)
 
 
+def _tiered_task(
+    snapshot: Any, revision_id: int, config: OptimizationConfig, strategy: str, rb: RevisionBlocks,
+    cand: np.ndarray, p_cube: np.ndarray, p_file: np.ndarray, total: np.ndarray, spread: np.ndarray,
+) -> MergeTask | None:
+    """Consolidation with size tiers (`tier_tail`): the first candidate (shallowest first) whose
+    files are out of tier gives the task, its tail files merged (smallest first within the IO limit).
+    The rewrite regroups every cube of those files, so the other cubes' recent fragments, which
+    sit in the same small files of recent appends, are merged by the same task."""
+    sizes_all = sizes_of(snapshot)
+    mtime = np.asarray(snapshot.files.column("modification_time").to_numpy(zero_copy_only=False), dtype=np.int64)
+    wait_ms = None
+    if config.tiering_max_wait is not None and config.now_ms is not None:
+        wait_ms = int(config.tiering_max_wait * 1000)
+    depth = rb.cube_depth()
+    order = np.argsort(p_cube, kind="stable")
+    pc_sorted, pf_sorted = p_cube[order], p_file[order]
+    for cube in cand.tolist():
+        lo, hi = np.searchsorted(pc_sorted, [cube, cube + 1])
+        files = pf_sorted[lo:hi]
+        files = files[np.lexsort((files, -sizes_all[files]))]  # largest first, ties by row
+        waited = None
+        if wait_ms is not None:
+            waited = (int(config.now_ms) - mtime[files]) >= wait_ms  # type: ignore[arg-type]
+            waited[0] = False  # the largest file waiting alone merges nothing
+        limit_fragments = config.tiering_root_max_fragments if int(depth[cube]) == 0 else config.tiering_max_fragments
+        start = tier_tail(sizes_all[files], config.tiering_ratio, limit_fragments, waited)
+        if start >= files.size:
+            continue
+        tail = files[start:][::-1]  # smallest first
+        k = merge_prefix(sizes_all[tail], config.task_limit)
+        if k < 2:
+            continue
+        sel = sort_files(snapshot, tail[:k], [("size", "ascending")])
+        nbytes, n = int(sizes_all[sel].sum()), int(sel.size)
+        reason = (
+            f"consolidation: inner cube {rb.cube_name(int(cube))!r} (depth {int(depth[cube])}, {int(total[cube])} elements) "
+            f"spread over {int(spread[cube])} files; merging its {n} smallest (size tiers, ratio {config.tiering_ratio:g})"
+        )
+        return MergeTask(strategy, revision_id, paths_of(snapshot, sel), nbytes, n, merge_score(nbytes, n, config), reason, KIND_COMPACT)
+    return None
+
+
 def _consolidation_plan(snapshot: Any, rid: int, config: OptimizationConfig, strategy: str) -> Plan | None:
     task = consolidation_task(snapshot, rid, config, strategy)
     return None if task is None else Plan((task,), strategy, snapshot.version)
@@ -231,26 +320,36 @@ def _densest_within(
     density = elements / np.maximum(sizes, 1)
     order = np.lexsort((idx, sizes, -density))  # stable on size then row for equal densities
     d_idx, d_sizes = idx[order], sizes[order]
-    k = take_prefix(d_sizes, limit, min_files=2)
-    if int(d_sizes[:k].sum()) > limit:
+    k = merge_prefix(d_sizes, limit)
+    if k == 0:
         return idx, sizes, k_smallest
     return d_idx, d_sizes, k
 
 
-def _level_groups_or_plan(snapshot: Any, config: OptimizationConfig, name: str) -> tuple[int, Any, Plan | None]:
+def mergeable_groups(snapshot: Any, groups: BlockGroups, limit: int) -> np.ndarray:
+    """Per qualifying group: can two of its files be merged within `limit` bytes?"""
+    sel = groups.block_group >= 0
+    return two_smallest_fit(groups.block_group[sel], groups.block_file[sel], sizes_of(snapshot), groups.size, limit)
+
+
+def _level_groups_or_plan(
+    snapshot: Any, config: OptimizationConfig, name: str
+) -> tuple[int, BlockGroups | None, np.ndarray, Plan | None]:
     """The steps both level-wise strategies share: pick the indexed revision, honour
-    revision-rewrite, and fall back to consolidation when no level group qualifies. Returns
-    `(revision, groups, None)` when the caller should choose among `groups`, else
-    `(revision, None, plan_or_None)`."""
+    revision-rewrite, and fall back to consolidation when no level group can be merged within the
+    IO limit. Returns `(revision, groups, mergeable, None)` when the caller should choose among the
+    `mergeable` groups, else `(revision, None, _, plan_or_None)`."""
+    none = np.zeros(0, dtype=bool)
     rid = _indexed_revision(snapshot, config)
     if rid is None:
-        return -1, None, None
+        return -1, None, none, None
     if config.revision_rewrite:
-        return rid, None, revision_rewrite_plan(snapshot, config, name, rid)
+        return rid, None, none, revision_rewrite_plan(snapshot, config, name, rid)
     groups = block_groups(snapshot, rid)
-    if groups.size == 0:
-        return rid, None, _consolidation_plan(snapshot, rid, config, name)
-    return rid, groups, None
+    mergeable = mergeable_groups(snapshot, groups, config.task_limit) if groups.size else none
+    if not mergeable.any():
+        return rid, None, none, _consolidation_plan(snapshot, rid, config, name)
+    return rid, groups, mergeable, None
 
 
 @register("LeveledCompactionSelection", "LeveledCompaction")
@@ -260,14 +359,14 @@ class LeveledCompactionSelection:
     applies_to_delta: ClassVar[bool] = False
 
     def select(self, snapshot: Any, config: OptimizationConfig) -> Plan | None:
-        rid, groups, early = _level_groups_or_plan(snapshot, config, self.name)
+        rid, groups, mergeable, early = _level_groups_or_plan(snapshot, config, self.name)
         if groups is None:
             return early
         order = np.lexsort((groups.cube_rank, groups.nblocks, groups.depth, groups.level))
-        g = int(order[0])
+        g = int(order[mergeable[order]][0])
         idx = sort_files(snapshot, groups.files_of(g), [("size", "ascending")])
         sizes = sizes_of(snapshot)[idx]
-        k = take_prefix(sizes, config.task_limit, min_files=2)
+        k = merge_prefix(sizes, config.task_limit)  # >= 2: the group is mergeable
         if k < idx.size:
             idx, sizes, k = _densest_within(groups, g, idx, sizes, config.task_limit, k)
         nbytes = int(sizes[:k].sum())
@@ -285,39 +384,71 @@ class CubeDefragmentation:
     applies_to_delta: ClassVar[bool] = False
 
     def select(self, snapshot: Any, config: OptimizationConfig) -> Plan | None:
-        rid, groups, early = _level_groups_or_plan(snapshot, config, self.name)
+        rid, groups, mergeable, early = _level_groups_or_plan(snapshot, config, self.name)
         if groups is None:
             return early
-        lowest = int(groups.level.min())
-        in_level = groups.level == lowest
-        order = np.lexsort((groups.cube_rank, groups.nblocks, groups.depth, ~in_level))
-        order = order[: int(in_level.sum())]
+        limit = config.task_limit
+        lowest = int(groups.level[mergeable].min())
+        cand = np.flatnonzero(mergeable & (groups.level == lowest))
+        order = cand[np.lexsort((groups.cube_rank[cand], groups.nblocks[cand], groups.depth[cand]))]
         rank = np.full(groups.size, -1, dtype=np.int64)
         rank[order] = np.arange(order.size)
-        # Blocks of the chosen groups, in group order, smallest file first within a group; a file
-        # holding blocks of several chosen cubes goes with the first group that reaches it.
-        brank = np.where(groups.block_group >= 0, rank[np.maximum(groups.block_group, 0)], -1)
+        # (group rank, file) pairs of the chosen groups, by rank, then smallest file first
+        bg = groups.block_group
+        brank = np.where(bg >= 0, rank[np.maximum(bg, 0)], -1)
         sel = brank >= 0
-        bfile, brank = groups.block_file[sel], brank[sel]
+        nfiles = max(1, snapshot.files.num_rows)
+        pair = distinct(brank[sel] * nfiles + groups.block_file[sel])
+        p_rank, p_file = pair // nfiles, pair % nfiles
         sizes_all = sizes_of(snapshot)
-        o = np.lexsort((bfile, sizes_all[bfile], brank))
-        bfile, brank = bfile[o], brank[o]
-        _, first = np.unique(bfile, return_index=True)
-        first.sort()
-        files, file_group = bfile[first], brank[first]
-        sizes = sizes_all[files]
-        k = take_prefix(sizes, config.bytes_per_iter)
-        files, file_group, sizes = files[:k], file_group[:k], sizes[:k]
+        o = np.lexsort((p_file, sizes_all[p_file], p_rank))
+        p_rank, p_file = p_rank[o], p_file[o]
+        bounds = np.searchsorted(p_rank, np.arange(order.size + 1))
+        # Groups in order fill tasks of at most the limit. A group joins the open task when that
+        # task then holds two or more of its files (some may be there already, brought by an earlier
+        # group), else it opens a task with its own smallest files that fit (two or more), else it
+        # is skipped. A file is read by one task only. Groups are taken until bytes-per-iter.
+        used = np.zeros(snapshot.files.num_rows, dtype=bool)
+        in_open = np.zeros(snapshot.files.num_rows, dtype=bool)
+        tasks_files: list[list[int]] = []
+        tasks_groups: list[list[int]] = []
+        open_bytes = total = 0
+        for r in range(order.size):
+            files = p_file[bounds[r] : bounds[r + 1]]
+            free = files[~used[files]]
+            sizes = sizes_all[free]
+            present = int(in_open[files].sum())
+            k = int(np.searchsorted(np.cumsum(sizes), limit - open_bytes, side="right")) if tasks_files else 0
+            if present + k >= 2 and k >= 1:
+                take, new_task = free[:k], False
+            else:
+                k = merge_prefix(sizes, limit)
+                if k == 0:
+                    continue
+                take, new_task = free[:k], True
+            nbytes = int(sizes[:k].sum())
+            if tasks_files and total + nbytes > config.bytes_per_iter:
+                break
+            if new_task:
+                if tasks_files:
+                    in_open[tasks_files[-1]] = False
+                tasks_files.append([])
+                tasks_groups.append([])
+                open_bytes = 0
+            tasks_files[-1].extend(take.tolist())
+            tasks_groups[-1].append(r)
+            used[take] = in_open[take] = True
+            open_bytes += nbytes
+            total += nbytes
         tasks = []
-        for i, j in chunks(sizes, config.task_limit):
-            nbytes = int(sizes[i:j].sum())
-            gs = np.unique(file_group[i:j])
-            g0 = int(order[int(gs[0])])
-            reason = _group_reason(groups, g0, f"lowest level {lowest}: ")
-            if gs.size > 1:
-                reason += f" and {gs.size - 1} more cube(s) of the level"
+        for files_list, group_list in zip(tasks_files, tasks_groups):
+            files = np.asarray(files_list, dtype=np.int64)
+            nbytes, n = int(sizes_all[files].sum()), int(files.size)
+            reason = _group_reason(groups, int(order[group_list[0]]), f"lowest level {lowest}: ")
+            if len(group_list) > 1:
+                reason += f" and {len(group_list) - 1} more cube(s) of the level"
             tasks.append(
-                MergeTask(self.name, rid, paths_of(snapshot, files[i:j]), nbytes, j - i,
-                          merge_score(nbytes, j - i, config), reason, KIND_COMPACT)
+                MergeTask(self.name, rid, paths_of(snapshot, files), nbytes, n, merge_score(nbytes, n, config),
+                          reason, KIND_COMPACT)
             )  # fmt: skip
         return Plan(tuple(tasks), self.name, snapshot.version)

@@ -9,8 +9,11 @@ before end), depth = running sum of +1/-1.
 
 When the maximum depth exceeds `overlap.depth-threshold`, the files covering the deepest point are
 merged into one task (sorted by the key on rewrite: `sort_columns`), smallest first within
-`task-max-bytes` (at least two). The selected files are taken out of the sweep (no new sort: only the
-running sum is recomputed) and the next deepest set is chosen, until `bytes-per-iter`. Files without
+`task-max-bytes` (two or more). The selected files are taken out of the sweep (no new sort: only the
+running sum is recomputed) and the next deepest set is chosen, until `bytes-per-iter`. When the two
+smallest files covering the deepest point exceed the limit together, no task can merge there: the
+largest of them is taken out of the sweep (it cannot be merged within the limit at that point, and
+keeping the small ones keeps their chances elsewhere) and the sweep goes on. Files without
 min/max stats on the key are never selected. Like the other plain strategies it only touches files
 without an index (plain Delta files, Qbeast staging files).
 Score: `(depth - 1) * (open_file_cost + bytes / files) / bytes` (a lookup in the overlapped range reads
@@ -29,7 +32,7 @@ import pyarrow.compute as pc
 from use.errors import ConfigError
 from use.optimize.config import PREFIX, OptimizationConfig
 from use.optimize.plan import KIND_BINPACK, MergeTask, Plan
-from use.optimize.strategies._common import paths_of, partition_groups, plain_revision, sizes_of, sort_files, take_prefix
+from use.optimize.strategies._common import merge_prefix, paths_of, partition_groups, plain_revision, sizes_of, sort_files
 from use.optimize.strategies.binpacking import plain_files
 from use.optimize.strategies.registry import register
 
@@ -141,7 +144,10 @@ class ClusterKeyOverlap:
         tasks: list[MergeTask] = []
         total = 0
         rid = plain_revision(snapshot)
-        while len(tasks) < _MAX_TASKS_PER_PLAN:
+        # Each round either plans a task or takes one file out of the sweep: at most one per file.
+        for _ in range(sweep.files.size):
+            if len(tasks) >= _MAX_TASKS_PER_PLAN:
+                break
             depth = sweep.depth(alive)
             p = int(np.argmax(depth))
             d = int(depth[p])
@@ -150,7 +156,10 @@ class ClusterKeyOverlap:
             cover = sweep.covering(p, alive.astype(bool))
             rows = sort_files(snapshot, sweep.files[cover], [("size", "ascending")])
             sizes = sizes_all[rows]
-            k = take_prefix(sizes, config.task_limit, min_files=2)
+            k = merge_prefix(sizes, config.task_limit)
+            if k == 0:  # no two files covering this point fit the limit: drop the largest of them
+                alive[cover[np.flatnonzero(sweep.files[cover] == rows[-1])[0]]] = 0
+                continue
             nbytes = int(sizes[:k].sum())
             if tasks and total + nbytes > config.bytes_per_iter:
                 break

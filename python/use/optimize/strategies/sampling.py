@@ -20,14 +20,16 @@ the existing weights can change is left alone: offsets that move into children t
 reads (cube maxWeight < W - 1), and a block that happens to have no row below W although its cube
 may hold such rows (it stays in the sampled file). The executor passes a configured
 `sampling-fraction` to every compaction, whatever the strategy, so no other strategy re-mixes what
-this one separated. Known limit: a separating rewrite writes more files than it reads and keeps the
-blocks, which the optimize loop's progress guard (files or blocks must shrink) reports as
-`no_progress` after that task, although re-planning would select nothing for what it rewrote.
+this one separated. A separating rewrite writes more files than it reads and keeps the blocks: its
+gain is read cost (`use.optimize.gain`), which the optimize loop does not hold to fewer files or
+blocks; the next plan judges it, and selects nothing of what the rewrite separated.
 
 Overhead bytes of a file = its bytes x (1 - needed rows / rows), where a block's needed rows are its
 elementCount x the share of its weight range below Weight(f) (weights are uniform hashes). Files
 are taken by overhead ratio (highest first) up to `bytes-per-iter` per round and cut into tasks of at
-most `task-max-bytes`. Score: overhead bytes removed per byte rewritten = overhead / bytes.
+most `task-max-bytes`; an overhead file larger than the limit is a task alone (separating one
+file's sampled blocks from the rest is a gain by itself, and a file cannot be split). Score: overhead
+bytes removed per byte rewritten = overhead / bytes.
 """
 
 from __future__ import annotations

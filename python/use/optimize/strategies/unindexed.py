@@ -6,7 +6,8 @@ their rows are indexed into the latest revision (a new revision appears if they 
 `batchBytes` is this strategy's per-task IO limit: the whole batch is one "index" task, because
 indexing one batch in one write keeps the index less fragmented than several small appends.
 "Up to batchBytes" is cumulative: files are taken while the running total stays <= batchBytes; a
-first file larger than the batch is taken alone, or it could never be indexed.
+first file larger than the batch is taken alone, or it could never be indexed (indexing a file
+always gains: it leaves the staging revision, which every query reads in full).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from use.optimize.config import OptimizationConfig
 from use.optimize.plan import KIND_INDEX, MergeTask, Plan
 from use.optimize.strategies._common import (
     index_score,
+    io_limit,
     paths_of,
     revision_ids_of,
     revision_rewrite_plan,
@@ -50,7 +52,7 @@ class UnindexedFilesSelection:
             return None
         idx = sort_files(snapshot, idx, [("modification_time", "ascending")])
         sizes = sizes_of(snapshot)[idx]
-        k = take_prefix(sizes, config.unindexed_batch_bytes)
+        k = take_prefix(sizes, io_limit(KIND_INDEX, config))
         sel = idx[:k]
         nbytes = int(sizes[:k].sum())
         since = ""

@@ -1,0 +1,94 @@
+package use.sql
+
+import scala.jdk.CollectionConverters._
+
+import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
+import com.fasterxml.jackson.databind.node.{ArrayNode, JsonNodeFactory, ObjectNode}
+import org.apache.spark.sql.AnalysisException
+
+/** USE's Python side, as the JVM calls it (implemented by `use.sql.bridge.Bridge` through py4j).
+  *
+  * One generic entry point keeps the JVM/Python contract small: `method` names a function of the
+  * Python bridge, `request` is its JSON argument, `args` carries the JVM objects a call needs
+  * (Catalyst filter expressions, the DataFrame of a write). The answer is JSON: the result, or
+  * `{"error": {"kind": ..., "message": ...}}` for an error the user must see.
+  */
+trait UseBridge {
+  def call(method: String, request: String, args: Array[AnyRef]): String
+}
+
+/** A USE error as Spark users see it: one clean message (what is wrong, how to fix it), never a
+  * Python traceback. An AnalysisException, so PySpark raises `AnalysisException` and JDBC clients
+  * get the message as is. `kind` is the Python error class in Spark's style (`USE_CONFIG_ERROR`).
+  */
+class UseException(message: String, val kind: String = "USE_ERROR", cause: Throwable = null)
+  extends AnalysisException(message = s"[$kind] $message", cause = Option(cause))
+
+/** The registered Python side (one per JVM: the driver's Python process) and JSON helpers. */
+object Bridge {
+  @volatile private var impl: UseBridge = _
+
+  val json: ObjectMapper = new ObjectMapper()
+
+  private val NotRegistered =
+    "USE's SQL extension is loaded but its Python side is not registered in this driver: build the " +
+      "session with use.session.spark_session(), or call use.sql.install(spark) once after starting " +
+      "pyspark with the flags `python -m use.shim --conf` prints"
+
+  /** Called from Python (`use.sql.install`). */
+  def register(bridge: UseBridge): Unit = { impl = bridge }
+
+  def unregister(): Unit = { impl = null }
+
+  def isRegistered: Boolean = impl != null
+
+  def obj(): ObjectNode = JsonNodeFactory.instance.objectNode()
+
+  def arr(): ArrayNode = JsonNodeFactory.instance.arrayNode()
+
+  def strings(values: Iterable[String]): ArrayNode = {
+    val a = arr()
+    values.foreach(a.add)
+    a
+  }
+
+  def map(values: Map[String, String]): ObjectNode = {
+    val o = obj()
+    values.foreach { case (k, v) => o.put(k, v) }
+    o
+  }
+
+  def stringList(node: JsonNode): Seq[String] =
+    if (node == null || node.isNull) Nil else node.elements().asScala.map(_.asText()).toSeq
+
+  def stringMap(node: JsonNode): Map[String, String] =
+    if (node == null || node.isNull) Map.empty
+    else node.fieldNames().asScala.map(k => k -> node.get(k).asText()).toMap
+
+  def optText(node: JsonNode, field: String): Option[String] = {
+    val v = node.get(field)
+    if (v == null || v.isNull) None else Some(v.asText())
+  }
+
+  /** Calls `method` of the Python side and returns its JSON result; a Python error becomes a
+    * UseException with its message. */
+  def call(method: String, request: JsonNode, args: AnyRef*): JsonNode = {
+    val bridge = impl
+    if (bridge == null) throw new UseException(NotRegistered, "USE_NOT_INSTALLED")
+    val answer = try {
+      bridge.call(method, json.writeValueAsString(request), args.toArray)
+    } catch {
+      // py4j failures (the Python process is gone, a bug that escaped the Python side's own
+      // handler): keep the first line, never the Python traceback.
+      case e: Exception =>
+        val first = Option(e.getMessage).map(_.linesIterator.find(_.trim.nonEmpty).getOrElse("")).getOrElse("")
+        throw new UseException(s"USE's Python side failed in $method: ${e.getClass.getSimpleName}: $first", "USE_INTERNAL_ERROR", e)
+    }
+    val node = json.readTree(answer)
+    val error = node.get("error")
+    if (error != null && !error.isNull) {
+      throw new UseException(error.get("message").asText(), error.get("kind").asText())
+    }
+    node
+  }
+}

@@ -1,0 +1,353 @@
+package use.sql
+
+import java.net.URI
+import java.util
+import java.util.Locale
+
+import scala.jdk.CollectionConverters._
+import scala.util.control.NonFatal
+
+import com.fasterxml.jackson.databind.node.ObjectNode
+import org.apache.hadoop.fs.Path
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.catalyst.TableIdentifier
+import org.apache.spark.sql.catalyst.analysis.NoSuchTableException
+import org.apache.spark.sql.catalyst.catalog.{CatalogStorageFormat, CatalogTable, CatalogTableType, SessionCatalog}
+import org.apache.spark.sql.connector.catalog._
+import org.apache.spark.sql.connector.catalog.TableChange.{RemoveProperty, SetProperty}
+import org.apache.spark.sql.connector.expressions.Transform
+import org.apache.spark.sql.types.{MetadataBuilder, StructField, StructType}
+
+/** The session catalog (`spark.sql.catalog.spark_catalog`): Spark's own catalog for every table,
+  * except that tables whose provider is `delta` or `qbeast` are served as `UseTable`s whose schema,
+  * partitioning and properties come from the Delta log (through the Python side).
+  *
+  * The metastore keeps the registration (name, provider, location, managed/external) and a mirror
+  * of the log's properties (without Qbeast's revision metadata) and schema for tools that read it;
+  * the log stays the truth. DDL on a USE table is one Delta commit (CREATE: the table's first
+  * commit; CTAS/RTAS/REPLACE: one commit with the new metadata and the data; ALTER ... SET/UNSET
+  * TBLPROPERTIES: a metaData commit), made before the metastore is touched, so a refused statement
+  * changes nothing. Path identifiers (delta.`/path`, qbeast.`/path`) read tables that are not
+  * registered.
+  */
+class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
+
+  private def session: org.apache.spark.sql.classic.SparkSession =
+    SparkSession.active.asInstanceOf[org.apache.spark.sql.classic.SparkSession]
+
+  private def sessionCatalog: SessionCatalog = session.sessionState.catalog
+
+  // --- names and properties ---------------------------------------------------------------------
+
+  private def tableIdent(ident: Identifier): TableIdentifier = {
+    if (ident.namespace().length != 1) {
+      throw new UseException(s"${ident.toString} is not a table name of the session catalog (database.table)", "USE_INVALID_ARGUMENT")
+    }
+    TableIdentifier(ident.name(), Some(ident.namespace().head), Some(name()))
+  }
+
+  private def isUse(ct: CatalogTable): Boolean = TableMeta.isUseProvider(ct.provider)
+
+  private def isUseProvider(props: util.Map[String, String]): Boolean =
+    TableMeta.isUseProvider(Option(props.get(TableCatalog.PROP_PROVIDER)))
+
+  private def isPathIdentifier(ident: Identifier): Boolean =
+    ident.namespace().length == 1 && TableMeta.Providers.contains(ident.namespace().head.toLowerCase(Locale.ROOT)) &&
+      (ident.name().startsWith("/") || ident.name().startsWith("file:")) &&
+      !sessionCatalog.databaseExists(ident.namespace().head)
+
+  private def useTable(ct: CatalogTable, version: Option[Long], timestampMs: Option[Long]): UseTable = {
+    val meta = TableMeta.describe(ct.location.toString, ct.provider.get, version, timestampMs)
+    new UseTable(meta, Some(ct), ct.identifier.unquotedString, pinned = version.isDefined || timestampMs.isDefined)
+  }
+
+  private def pathTable(ident: Identifier, version: Option[Long], timestampMs: Option[Long]): UseTable = {
+    val provider = ident.namespace().head.toLowerCase(Locale.ROOT)
+    val meta = TableMeta.describe(ident.name(), provider, version, timestampMs)
+    new UseTable(meta, None, s"$provider.`${ident.name()}`", pinned = version.isDefined || timestampMs.isDefined)
+  }
+
+  /** Metastore properties of a table: the log's properties without Qbeast's revision metadata (kept
+    * in the log only: large JSON values that tools never need). */
+  private[sql] def mirrored(configuration: Map[String, String]): Map[String, String] =
+    configuration.filterNot { case (k, _) => k.startsWith("qbeast.revision.") }
+
+  // --- loading ------------------------------------------------------------------------------------
+
+  /** The metastore entry of `ident`, if it names a table of this catalog (None for anything else:
+    * Spark's own catalog then answers, with its own errors). */
+  private def catalogTableOf(ident: Identifier): Option[CatalogTable] =
+    if (ident.namespace().length != 1) None
+    else try Some(sessionCatalog.getTableMetadata(tableIdent(ident))) catch { case NonFatal(_) => None }
+
+  private def load(ident: Identifier, version: Option[Long], timestampMs: Option[Long])(fallback: => Table): Table =
+    catalogTableOf(ident) match {
+      case Some(ct) if isUse(ct) => useTable(ct, version, timestampMs)
+      case None if isPathIdentifier(ident) => pathTable(ident, version, timestampMs)
+      case _ => fallback
+    }
+
+  override def loadTable(ident: Identifier): Table = load(ident, None, None)(super.loadTable(ident))
+
+  // Write targets are loaded with their privileges; the default of this method calls the one above,
+  // this override keeps it so should DelegatingCatalogExtension ever forward it to Spark's catalog.
+  override def loadTable(ident: Identifier, writePrivileges: util.Set[TableWritePrivilege]): Table =
+    load(ident, None, None)(super.loadTable(ident))
+
+  override def loadTable(ident: Identifier, version: String): Table = {
+    val v = try version.trim.toLong catch {
+      case _: NumberFormatException =>
+        throw new UseException(s"VERSION AS OF needs a table version number (0, 1, ...), got '$version'", "USE_INVALID_ARGUMENT")
+    }
+    load(ident, Some(v), None)(super.loadTable(ident, version))
+  }
+
+  override def loadTable(ident: Identifier, timestamp: Long): Table =
+    load(ident, None, Some(Math.floorDiv(timestamp, 1000L)))(super.loadTable(ident, timestamp)) // Spark passes microseconds
+
+  // --- CREATE -------------------------------------------------------------------------------------
+
+  /** The creation request the Python side validates / executes. `mode` is "create" (CREATE TABLE:
+    * create the table, or register the one at LOCATION), "ctas" (a new table written by the query)
+    * or "replace" (REPLACE TABLE / CREATE OR REPLACE of an existing table). */
+  private def createSpec(
+      ident: Identifier,
+      schema: StructType,
+      partitions: Array[Transform],
+      properties: util.Map[String, String],
+      mode: String,
+      existing: Option[CatalogTable]): ObjectNode = {
+    val props = properties.asScala.toMap
+    val options = props.collect { case (k, v) if k.startsWith(TableCatalog.OPTION_PREFIX) => k.stripPrefix(TableCatalog.OPTION_PREFIX) -> v }
+    val reserved = Set(TableCatalog.PROP_PROVIDER, TableCatalog.PROP_LOCATION, TableCatalog.PROP_COMMENT, TableCatalog.PROP_OWNER,
+      TableCatalog.PROP_EXTERNAL, TableCatalog.PROP_IS_MANAGED_LOCATION, TableCatalog.PROP_COLLATION, TableCatalog.PROP_TABLE_TYPE)
+    // Spark lists OPTIONS both with and without the "option." prefix; only the prefixed ones count.
+    val userProps = props.filterNot { case (k, _) =>
+      reserved.contains(k) || k.startsWith(TableCatalog.OPTION_PREFIX) || options.get(k).contains(props(k))
+    }
+    val givenLocation = props.get(TableCatalog.PROP_LOCATION).orElse(options.find(_._1.equalsIgnoreCase("path")).map(_._2))
+    val managedLocation = props.get(TableCatalog.PROP_IS_MANAGED_LOCATION).exists(_.equalsIgnoreCase("true"))
+    val (location, managed) = existing match {
+      case Some(ct) =>
+        if (givenLocation.exists(l => new Path(l).toUri.getPath.stripSuffix("/") != new Path(ct.location).toUri.getPath.stripSuffix("/"))) {
+          throw new UseException(s"${ct.identifier.unquotedString} is at ${ct.location}; REPLACE keeps a table's location: " +
+            "drop the table first to create it elsewhere", "USE_INVALID_ARGUMENT")
+        }
+        (ct.location.toString, ct.tableType == CatalogTableType.MANAGED)
+      case None =>
+        givenLocation match {
+          case Some(l) => (l, managedLocation)
+          case None => (sessionCatalog.defaultTablePath(tableIdent(ident)).toString, true)
+        }
+    }
+    val spec = Bridge.obj()
+    spec.put("mode", mode)
+    spec.put("name", tableIdent(ident).unquotedString)
+    spec.put("provider", props.getOrElse(TableCatalog.PROP_PROVIDER, "delta").toLowerCase(Locale.ROOT))
+    spec.put("location", location)
+    spec.put("managed", managed)
+    spec.put("locationGiven", givenLocation.isDefined)
+    if (schema.nonEmpty) spec.put("schema", schema.json) else spec.putNull("schema")
+    spec.set[ObjectNode]("partitionColumns", Bridge.strings(partitionColumns(partitions)))
+    spec.set[ObjectNode]("properties", Bridge.map(userProps))
+    spec.set[ObjectNode]("options", Bridge.map(options.filterNot(_._1.equalsIgnoreCase("path"))))
+    props.get(TableCatalog.PROP_COMMENT).foreach(c => spec.put("comment", c))
+    props.get(TableCatalog.PROP_OWNER).foreach(o => spec.put("owner", o))
+    spec.set[ObjectNode]("table", TableMeta.ref(location, spec.get("provider").asText()))
+    spec
+  }
+
+  private def partitionColumns(partitions: Array[Transform]): Seq[String] = partitions.toSeq.map { t =>
+    val refs = t.references()
+    if (t.name() != "identity" || refs.length != 1 || refs(0).fieldNames().length != 1) {
+      throw new UseException(s"PARTITIONED BY ${t.describe()} is not supported for Delta/Qbeast tables: partition by plain columns",
+        "USE_NOT_SUPPORTED")
+    }
+    refs(0).fieldNames()(0)
+  }
+
+  private def schemaOf(columns: Array[Column]): StructType = StructType(columns.toSeq.map { c =>
+    if (c.defaultValue() != null) {
+      throw new UseException(s"column ${c.name()}: DEFAULT values are not supported for Delta/Qbeast tables yet", "USE_NOT_SUPPORTED")
+    }
+    val md = new MetadataBuilder()
+    if (c.comment() != null) md.putString("comment", c.comment())
+    StructField(c.name(), c.dataType(), c.nullable(), md.build())
+  })
+
+  /** Registers a table whose log exists (created or validated by the Python side) in the metastore. */
+  private def register(ident: Identifier, spec: ObjectNode, meta: TableMeta): CatalogTable = {
+    val ct = CatalogTable(
+      identifier = tableIdent(ident),
+      tableType = if (spec.get("managed").asBoolean()) CatalogTableType.MANAGED else CatalogTableType.EXTERNAL,
+      storage = CatalogStorageFormat.empty.copy(locationUri = Some(new URI(meta.uri)), properties = Bridge.stringMap(spec.get("options"))),
+      schema = meta.schema,
+      provider = Some(spec.get("provider").asText()),
+      owner = Bridge.optText(spec, "owner").getOrElse(""),
+      properties = mirrored(meta.configuration),
+      comment = meta.description,
+      tracksPartitionsInCatalog = false)
+    sessionCatalog.createTable(ct, ignoreIfExists = false, validateLocation = false)
+    ct
+  }
+
+  /** Keeps the metastore's copy of a USE table's properties and schema in step with its log. */
+  private def updateRegistration(ct: CatalogTable, meta: TableMeta, owner: Option[String] = None,
+                                 provider: Option[String] = None): Unit = {
+    sessionCatalog.alterTable(ct.copy(
+      properties = mirrored(meta.configuration),
+      comment = meta.description,
+      owner = owner.getOrElse(ct.owner),
+      provider = provider.orElse(ct.provider)))
+    if (ct.schema != meta.schema) {
+      try sessionCatalog.alterTableDataSchema(ct.identifier, meta.schema)
+      catch { case NonFatal(_) => () } // a mirror for tools only: the log holds the schema
+    }
+  }
+
+  private def createUse(ident: Identifier, schema: StructType, partitions: Array[Transform], props: util.Map[String, String]): Table = {
+    val spec = createSpec(ident, schema, partitions, props, "create", None)
+    val result = Bridge.call("create", spec)
+    val meta = TableMeta.fromJson(result.get("table"))
+    val ct = try register(ident, spec, meta) catch {
+      case e: Throwable =>
+        if (result.get("created").asBoolean()) Bridge.call("abandon", meta.ref)
+        throw e
+    }
+    new UseTable(meta, Some(ct), ct.identifier.unquotedString, pinned = false)
+  }
+
+  override def createTable(ident: Identifier, columns: Array[Column], partitions: Array[Transform], properties: util.Map[String, String]): Table =
+    if (isUseProvider(properties)) createUse(ident, schemaOf(columns), partitions, properties)
+    else super.createTable(ident, columns, partitions, properties)
+
+  override def createTable(ident: Identifier, schema: StructType, partitions: Array[Transform], properties: util.Map[String, String]): Table =
+    if (isUseProvider(properties)) createUse(ident, schema, partitions, properties)
+    else super.createTable(ident, schema, partitions, properties)
+
+  override def createTable(ident: Identifier, info: TableInfo): Table =
+    createTable(ident, info.columns(), info.partitions(), info.properties())
+
+  // --- CTAS / RTAS / REPLACE (staged: one commit when the write or the statement ends) ----------------
+
+  private def stage(ident: Identifier, columns: Array[Column], partitions: Array[Transform], props: util.Map[String, String],
+                    existing: Option[CatalogTable]): StagedTable = {
+    existing.foreach { ct =>
+      if (!isUse(ct)) {
+        throw new UseException(s"${ct.identifier.unquotedString} is a ${ct.provider.getOrElse("hive")} table; REPLACE it with a " +
+          s"Delta/Qbeast table only after DROP TABLE", "USE_NOT_SUPPORTED")
+      }
+    }
+    val schema = schemaOf(columns)
+    val spec = createSpec(ident, schema, partitions, props, if (existing.isDefined) "replace" else "ctas", existing)
+    val checked = Bridge.call("stage", spec).get("spec").asInstanceOf[ObjectNode]
+    new StagedUseTable(this, ident, checked, schema, partitionColumns(partitions), props)
+  }
+
+  /** Called by a staged table once its commit is made: the metastore follows the log. */
+  private[sql] def registerStaged(ident: Identifier, spec: ObjectNode, meta: TableMeta): Unit = {
+    if (spec.get("mode").asText() == "replace") {
+      catalogTableOf(ident).foreach(ct => updateRegistration(ct, meta, Bridge.optText(spec, "owner"), Bridge.optText(spec, "provider")))
+    } else {
+      register(ident, spec, meta)
+    }
+  }
+
+  private def stageNotUse(ident: Identifier, columns: Array[Column], partitions: Array[Transform], props: util.Map[String, String],
+                          replace: Boolean): StagedTable = {
+    if (replace && tableExists(ident)) super.dropTable(ident)
+    super.createTable(ident, columns, partitions, props) // Spark's catalog returns no table here
+    new BestEffortStagedTable(super.loadTable(ident), () => super.dropTable(ident))
+  }
+
+  override def stageCreate(ident: Identifier, columns: Array[Column], partitions: Array[Transform], props: util.Map[String, String]): StagedTable =
+    if (isUseProvider(props)) stage(ident, columns, partitions, props, None)
+    else stageNotUse(ident, columns, partitions, props, replace = false)
+
+  override def stageReplace(ident: Identifier, columns: Array[Column], partitions: Array[Transform], props: util.Map[String, String]): StagedTable = {
+    val existing = catalogTableOf(ident).getOrElse(throw new NoSuchTableException(ident))
+    if (isUseProvider(props)) stage(ident, columns, partitions, props, Some(existing))
+    else if (isUse(existing)) {
+      throw new UseException(s"${existing.identifier.unquotedString} is a ${existing.provider.get} table; REPLACE it with a " +
+        s"${props.getOrDefault(TableCatalog.PROP_PROVIDER, "other")} table only after DROP TABLE", "USE_NOT_SUPPORTED")
+    } else stageNotUse(ident, columns, partitions, props, replace = true)
+  }
+
+  override def stageCreateOrReplace(ident: Identifier, columns: Array[Column], partitions: Array[Transform],
+                                    props: util.Map[String, String]): StagedTable =
+    if (catalogTableOf(ident).isDefined) stageReplace(ident, columns, partitions, props)
+    else stageCreate(ident, columns, partitions, props)
+
+  override def stageCreate(ident: Identifier, info: TableInfo): StagedTable =
+    stageCreate(ident, info.columns(), info.partitions(), info.properties())
+
+  override def stageReplace(ident: Identifier, info: TableInfo): StagedTable =
+    stageReplace(ident, info.columns(), info.partitions(), info.properties())
+
+  override def stageCreateOrReplace(ident: Identifier, info: TableInfo): StagedTable =
+    stageCreateOrReplace(ident, info.columns(), info.partitions(), info.properties())
+
+  // --- ALTER ----------------------------------------------------------------------------------------
+
+  override def alterTable(ident: Identifier, changes: TableChange*): Table = {
+    val ct = catalogTableOf(ident).filter(isUse)
+    if (ct.isEmpty) return super.alterTable(ident, changes: _*)
+    val set = Bridge.obj()
+    val unset = Bridge.arr()
+    var owner: Option[String] = None
+    changes.foreach {
+      case s: SetProperty if s.property() == TableCatalog.PROP_OWNER => owner = Some(s.value())
+      case s: SetProperty if s.property() == TableCatalog.PROP_LOCATION =>
+        throw new UseException("ALTER TABLE ... SET LOCATION is not supported for Delta/Qbeast tables: the log lives at the " +
+          "location; register the table at the new location with CREATE TABLE ... LOCATION", "USE_NOT_SUPPORTED")
+      case s: SetProperty => set.put(s.property(), s.value())
+      case r: RemoveProperty => unset.add(r.property())
+      case other =>
+        throw new UseException(s"ALTER TABLE (${other.getClass.getSimpleName}) is not supported for Delta/Qbeast tables yet; " +
+          "only SET/UNSET TBLPROPERTIES", "USE_NOT_SUPPORTED")
+    }
+    val req = Bridge.obj()
+    req.set[ObjectNode]("table", TableMeta.ref(ct.get.location.toString, ct.get.provider.get))
+    req.set[ObjectNode]("set", set)
+    req.set[ObjectNode]("unset", unset)
+    val meta = TableMeta.fromJson(Bridge.call("alterProperties", req).get("table"))
+    updateRegistration(ct.get, meta, owner)
+    new UseTable(meta, catalogTableOf(ident), ct.get.identifier.unquotedString, pinned = false)
+  }
+
+  // --- DROP -----------------------------------------------------------------------------------------
+
+  private def dropUse(ident: Identifier, drop: => Boolean): Boolean = {
+    val ct = catalogTableOf(ident)
+    val dropped = drop
+    // A managed table's data goes with it (the catalog removes the directory; this makes sure of
+    // it for any catalog); an external table's stays where it is.
+    ct.filter(c => dropped && isUse(c) && c.tableType == CatalogTableType.MANAGED).foreach { c =>
+      val path = new Path(c.location)
+      val fs = path.getFileSystem(session.sessionState.newHadoopConf())
+      if (fs.exists(path)) fs.delete(path, true)
+    }
+    dropped
+  }
+
+  override def dropTable(ident: Identifier): Boolean = dropUse(ident, super.dropTable(ident))
+
+  override def purgeTable(ident: Identifier): Boolean = dropUse(ident, super.purgeTable(ident))
+}
+
+/** A staged table for a provider this catalog does not serve: created at once, dropped on abort
+  * (the best Spark's own session catalog can do). */
+private[sql] class BestEffortStagedTable(table: Table, drop: () => Unit) extends StagedTable with SupportsWrite {
+  override def name(): String = table.name()
+  override def columns(): Array[Column] = table.columns()
+  override def partitioning(): Array[Transform] = table.partitioning()
+  override def properties(): util.Map[String, String] = table.properties()
+  override def capabilities(): util.Set[TableCapability] = table.capabilities()
+  override def newWriteBuilder(info: org.apache.spark.sql.connector.write.LogicalWriteInfo): org.apache.spark.sql.connector.write.WriteBuilder =
+    table match {
+      case w: SupportsWrite => w.newWriteBuilder(info)
+      case _ => throw new UseException(s"${table.name()} does not support writes", "USE_NOT_SUPPORTED")
+    }
+  override def commitStagedChanges(): Unit = ()
+  override def abortStagedChanges(): Unit = drop()
+}

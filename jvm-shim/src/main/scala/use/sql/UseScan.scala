@@ -1,0 +1,238 @@
+package use.sql
+
+import java.net.URI
+
+import scala.collection.mutable
+import scala.jdk.CollectionConverters._
+
+import com.fasterxml.jackson.databind.JsonNode
+import com.fasterxml.jackson.databind.node.{ArrayNode, ObjectNode}
+import org.apache.hadoop.fs.{FileStatus, Path}
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.expressions.{And, AttributeReference, BoundReference, Cast, Expression, LessThan, Literal, Murmur3Hash, Predicate}
+import org.apache.spark.sql.catalyst.planning.PhysicalOperation
+import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan, Project, Sample}
+import org.apache.spark.sql.catalyst.rules.Rule
+import org.apache.spark.sql.execution.datasources.{FileIndex, FileStatusWithMetadata, HadoopFsRelation, LogicalRelation, PartitionDirectory}
+import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat
+import org.apache.spark.sql.internal.SQLConf
+import org.apache.spark.sql.types.StructType
+
+/** One data file of a scan. */
+case class ScanFile(uri: String, size: Long, modificationTime: Long, partitionValues: Seq[String])
+
+/** The files one scan reads, as the Python side selected them from one snapshot (after partition
+  * pruning, Delta stats skipping, and for Qbeast tables cube-space and sample weight pruning), and
+  * for a Qbeast sample the row filter `hash(columns) < upper` that makes it exact. */
+case class ScanPlan(
+    version: Long,
+    files: Seq[ScanFile],
+    totalFiles: Long,
+    totalBytes: Long,
+    sampleColumns: Seq[String],
+    sampleUpper: Option[Int]) {
+
+  def keptBytes: Long = files.iterator.map(_.size).sum
+
+  /** What EXPLAIN shows (in the scan's Format): the files kept out of the snapshot's files. */
+  def label(meta: TableMeta, sample: Option[Double]): String =
+    s"USE ${meta.provider} version $version: ${files.size} of $totalFiles files ($keptBytes of $totalBytes bytes)" +
+      sample.map(f => s", sample $f").getOrElse("")
+}
+
+/** A scan request: the table, the version (None: the latest when planned), a Qbeast sample
+  * fraction, and the scan's filters (one conjunction, or None). */
+case class ScanRequest(meta: TableMeta, version: Option[Long], sample: Option[Double], filter: Option[Expression])
+
+object ScanPlan {
+  private def fromJson(n: JsonNode): ScanPlan = {
+    val uris = n.get("paths").elements().asScala.map(_.asText()).toIndexedSeq
+    val sizes = n.get("sizes").elements().asScala.map(_.asLong()).toIndexedSeq
+    val mtimes = n.get("mtimes").elements().asScala.map(_.asLong()).toIndexedSeq
+    val parts = n.get("partitionValues").elements().asScala.map { row =>
+      row.elements().asScala.map(v => if (v.isNull) null else v.asText()).toIndexedSeq
+    }.toIndexedSeq
+    val files = uris.indices.map(i => ScanFile(uris(i), sizes(i), mtimes(i), if (parts.isEmpty) Nil else parts(i)))
+    val sample = n.get("sample")
+    ScanPlan(
+      version = n.get("version").asLong(),
+      files = files,
+      totalFiles = n.get("totalFiles").asLong(),
+      totalBytes = n.get("totalBytes").asLong(),
+      sampleColumns = if (sample == null || sample.isNull) Nil else Bridge.stringList(sample.get("columns")),
+      sampleUpper = if (sample == null || sample.isNull) None else Some(sample.get("upper").asInt()))
+  }
+
+  /** Plans every scan of a query in one call to the Python side; scans of one table read one
+    * snapshot. The filters travel as Catalyst expressions that the Python side translates. */
+  def plan(requests: Seq[ScanRequest]): Seq[ScanPlan] = {
+    val scans = Bridge.arr()
+    requests.foreach { r =>
+      val o = r.meta.ref
+      r.version.foreach(v => o.put("version", v))
+      r.sample.foreach(f => o.put("sample", f))
+      scans.add(o)
+    }
+    val req = Bridge.obj()
+    req.set[ArrayNode]("scans", scans)
+    val filters: Seq[AnyRef] = requests.map(_.filter.orNull)
+    val answer = Bridge.call("planScans", req, filters: _*)
+    answer.get("scans").elements().asScala.map(fromJson).toSeq
+  }
+}
+
+/** The parquet format of a USE scan: Spark's own parquet reader; only its description differs, so
+  * that EXPLAIN shows which files the scan keeps. */
+class UseParquetFormat(val label: String) extends ParquetFileFormat {
+  override def toString: String = if (label.isEmpty) "Parquet" else s"Parquet, $label"
+}
+
+/** The files of a USE table for Spark's file scan. Unplanned, it asks the Python side for the live
+  * files when Spark lists them; `UsePrepareScans` replaces it with a planned one (fixed files) when
+  * the query is optimized, so the whole query reads one snapshot and EXPLAIN can tell the files.
+  * Files are never listed from storage: a file the log does not reference is never read. */
+class UseFileIndex(
+    val meta: TableMeta,
+    val pinnedVersion: Option[Long],
+    val sample: Option[Double],
+    val planned: Option[ScanPlan])
+  extends FileIndex {
+
+  override def rootPaths: Seq[Path] = Seq(new Path(new URI(meta.uri)))
+
+  override def partitionSchema: StructType = meta.partitionSchema
+
+  override def refresh(): Unit = ()
+
+  override def sizeInBytes: Long = planned.map(_.keptBytes).getOrElse(meta.sizeInBytes)
+
+  override def inputFiles: Array[String] = currentPlan(Nil).files.map(_.uri).toArray
+
+  override def listFiles(partitionFilters: Seq[Expression], dataFilters: Seq[Expression]): Seq[PartitionDirectory] =
+    directories(currentPlan(partitionFilters ++ dataFilters), partitionFilters)
+
+  def withSample(fraction: Double): UseFileIndex = new UseFileIndex(meta, pinnedVersion, Some(fraction), None)
+
+  def withPlan(plan: ScanPlan): UseFileIndex = new UseFileIndex(meta, pinnedVersion, sample, Some(plan))
+
+  private def currentPlan(filters: Seq[Expression]): ScanPlan =
+    planned.getOrElse(ScanPlan.plan(Seq(ScanRequest(meta, pinnedVersion, None, filters.reduceOption(And)))).head)
+
+  private def status(f: ScanFile): FileStatusWithMetadata =
+    FileStatusWithMetadata(new FileStatus(f.size, false, 0, UseFileIndex.BlockSize, f.modificationTime, new Path(new URI(f.uri))))
+
+  private def directories(plan: ScanPlan, partitionFilters: Seq[Expression]): Seq[PartitionDirectory] = {
+    val schema = partitionSchema
+    if (schema.isEmpty) return Seq(PartitionDirectory(InternalRow.empty, plan.files.map(status)))
+    val tz = Some(SQLConf.get.sessionLocalTimeZone)
+    val keep = partitionPredicate(partitionFilters)
+    plan.files.groupBy(_.partitionValues).toSeq.flatMap { case (values, files) =>
+      // Partition values are the log's strings (null or "" = null), typed as Spark casts them.
+      val row = InternalRow.fromSeq(schema.fields.toSeq.zip(values).map { case (field, v) =>
+        if (v == null || v.isEmpty) null else Cast(Literal(v), field.dataType, tz).eval()
+      })
+      if (keep(row)) Some(PartitionDirectory(row, files.map(status))) else None
+    }
+  }
+
+  /** Spark's partition filters evaluated on each partition's values (the Python side prunes by
+    * partition too; evaluating them here keeps every filter Spark can express exact). */
+  private def partitionPredicate(filters: Seq[Expression]): InternalRow => Boolean = {
+    if (filters.isEmpty) return _ => true
+    val names = partitionSchema.fieldNames
+    val bound = filters.reduce(And).transform {
+      case a: AttributeReference =>
+        val i = names.indexWhere(n => SQLConf.get.resolver(n, a.name))
+        BoundReference(i, partitionSchema(i).dataType, nullable = true)
+    }
+    val predicate = Predicate.createInterpreted(bound)
+    predicate.initialize(0)
+    row => predicate.eval(row)
+  }
+
+  override def toString: String = s"UseFileIndex(${meta.uri})"
+}
+
+object UseFileIndex {
+  val BlockSize: Long = 128L * 1024 * 1024
+
+  /** The USE file index under a plan node, if the node is a scan of a USE table. */
+  def of(plan: LogicalPlan): Option[(LogicalRelation, HadoopFsRelation, UseFileIndex)] = plan match {
+    case l: LogicalRelation => l.relation match {
+      case fs: HadoopFsRelation => fs.location match {
+        case idx: UseFileIndex => Some((l, fs, idx))
+        case _ => None
+      }
+      case _ => None
+    }
+    case _ => None
+  }
+}
+
+/** Optimizer rule (before cost-based reordering): plans the files of every USE scan of a query in
+  * one Python call, with the filters that sit on each scan, and turns `TABLESAMPLE` / `df.sample`
+  * over a Qbeast table into the sample's weight-range file pruning plus its exact row filter
+  * (`hash(indexed columns) < Weight(f)`), so it returns exactly the rows of
+  * `QbeastTable.read(sample=f)`. Samples of plain Delta tables stay Spark's random samples.
+  */
+class UsePrepareScans(spark: SparkSession) extends Rule[LogicalPlan] {
+
+  private def unplanned(p: LogicalPlan): Option[(LogicalRelation, HadoopFsRelation, UseFileIndex)] =
+    UseFileIndex.of(p).filter(_._3.planned.isEmpty)
+
+  private def replaceRelation(l: LogicalRelation, fs: HadoopFsRelation, index: UseFileIndex, format: Option[UseParquetFormat]): LogicalRelation =
+    l.copy(relation = fs.copy(location = index, fileFormat = format.getOrElse(fs.fileFormat))(fs.sparkSession))
+
+  /** The Qbeast scan a sample applies to, below projections and filters. */
+  private def sampledScan(p: LogicalPlan): Option[LogicalPlan] = p match {
+    case Project(_, child) => sampledScan(child)
+    case Filter(_, child) => sampledScan(child)
+    case leaf => unplanned(leaf).filter(s => s._3.meta.isQbeast && s._3.sample.isEmpty).map(_ => leaf)
+  }
+
+  private def absorbSamples(plan: LogicalPlan): LogicalPlan = plan.transformDown {
+    case s: Sample if s.lowerBound == 0.0 && !s.withReplacement && sampledScan(s.child).isDefined =>
+      val scan = sampledScan(s.child).get
+      val (l, fs, index) = unplanned(scan).get
+      val marked = replaceRelation(l, fs, index.withSample(math.min(1.0, s.upperBound)), None)
+      s.child.transformDown { case leaf if leaf eq scan => marked }
+  }
+
+  override def apply(plan: LogicalPlan): LogicalPlan = {
+    if (plan.find(p => unplanned(p).isDefined).isEmpty) return plan
+    val sampled = absorbSamples(plan)
+    // The outermost Project/Filter chain above each scan holds its filters (pre-order: parents first).
+    val filters = new java.util.IdentityHashMap[LogicalRelation, Seq[Expression]]()
+    val order = mutable.ArrayBuffer.empty[LogicalRelation]
+    sampled.foreach {
+      case op @ PhysicalOperation(_, fs, leaf) if unplanned(leaf).isDefined =>
+        val l = leaf.asInstanceOf[LogicalRelation]
+        if (!filters.containsKey(l)) { filters.put(l, fs); order += l }
+      case _ =>
+    }
+    if (order.isEmpty) return sampled
+    val requests = order.map { l =>
+      val index = unplanned(l).get._3
+      ScanRequest(index.meta, index.pinnedVersion, index.sample, filters.get(l).reduceOption(And))
+    }
+    val plans = ScanPlan.plan(requests.toSeq)
+    val byRelation = new java.util.IdentityHashMap[LogicalRelation, ScanPlan]()
+    order.zip(plans).foreach { case (l, p) => byRelation.put(l, p) }
+    sampled.transformUp {
+      case l: LogicalRelation if byRelation.containsKey(l) =>
+        val (_, fs, index) = unplanned(l).get
+        val scanPlan = byRelation.get(l)
+        val planned = replaceRelation(l, fs, index.withPlan(scanPlan), Some(new UseParquetFormat(scanPlan.label(index.meta, index.sample))))
+        scanPlan.sampleUpper match {
+          case Some(upper) =>
+            val columns = scanPlan.sampleColumns.map { c =>
+              l.output.find(a => SQLConf.get.resolver(a.name, c)).getOrElse(
+                throw new UseException(s"the sample's indexed column $c is not a column of ${index.meta.uri}", "USE_INTERNAL_ERROR"))
+            }
+            Filter(LessThan(new Murmur3Hash(columns), Literal(upper)), planned)
+          case None => planned
+        }
+    }
+  }
+}

@@ -1,0 +1,198 @@
+package use.sql
+
+import java.util
+
+import scala.jdk.CollectionConverters._
+
+import com.fasterxml.jackson.databind.JsonNode
+import com.fasterxml.jackson.databind.node.ObjectNode
+import org.apache.spark.sql.catalyst.catalog.{CatalogTable, CatalogTableType}
+import org.apache.spark.sql.connector.catalog.{Column, Identifier, StagedTable, SupportsRead, SupportsWrite, Table, TableCapability, TableCatalog, TruncatableTable}
+import org.apache.spark.sql.connector.read.{Scan, ScanBuilder}
+import org.apache.spark.sql.util.CaseInsensitiveStringMap
+import org.apache.spark.sql.connector.expressions.{Expressions, Transform}
+import org.apache.spark.sql.connector.write.{LogicalWriteInfo, WriteBuilder}
+import org.apache.spark.sql.types.{DataType, StructType}
+
+/** What the Delta log says about a table at one version (the Python side's `describe`). The log is
+  * the truth for schema, partitioning and properties; the metastore only registers the name. */
+case class TableMeta(
+    root: String,
+    uri: String,
+    provider: String,
+    version: Long,
+    schema: StructType,
+    partitionColumns: Seq[String],
+    configuration: Map[String, String],
+    description: Option[String],
+    isQbeast: Boolean,
+    numFiles: Long,
+    sizeInBytes: Long) {
+
+  def partitionSchema: StructType = StructType(partitionColumns.map(c => schema(c)))
+
+  def dataSchema: StructType = StructType(schema.filterNot(f => partitionColumns.contains(f.name)))
+
+  /** The table as the describe request names it (location + provider). */
+  def ref: ObjectNode = TableMeta.ref(uri, provider)
+}
+
+object TableMeta {
+  val Providers: Set[String] = Set("delta", "qbeast")
+
+  /** A schema as DSv2 columns (Spark's own converter is internal to Spark). */
+  def columns(schema: StructType): Array[Column] = schema.fields.map { f =>
+    Column.create(f.name, f.dataType, f.nullable, f.getComment().orNull, if (f.metadata.json == "{}") null else f.metadata.json)
+  }
+
+  def isUseProvider(provider: Option[String]): Boolean =
+    provider.exists(p => Providers.contains(p.toLowerCase(java.util.Locale.ROOT)))
+
+  def ref(location: String, provider: String): ObjectNode = {
+    val o = Bridge.obj()
+    o.put("location", location)
+    o.put("provider", provider.toLowerCase(java.util.Locale.ROOT))
+    o
+  }
+
+  def fromJson(n: JsonNode): TableMeta = TableMeta(
+    root = n.get("root").asText(),
+    uri = n.get("uri").asText(),
+    provider = n.get("provider").asText(),
+    version = n.get("version").asLong(),
+    schema = DataType.fromJson(n.get("schema").asText()).asInstanceOf[StructType],
+    partitionColumns = Bridge.stringList(n.get("partitionColumns")),
+    configuration = Bridge.stringMap(n.get("configuration")),
+    description = Bridge.optText(n, "description"),
+    isQbeast = n.get("isQbeast").asBoolean(),
+    numFiles = n.get("numFiles").asLong(),
+    sizeInBytes = n.get("sizeInBytes").asLong())
+
+  /** The table at `location` (latest, or a version / the version current at a time, ms). */
+  def describe(location: String, provider: String, version: Option[Long] = None, timestampMs: Option[Long] = None): TableMeta = {
+    val req = ref(location, provider)
+    version.foreach(v => req.put("version", v))
+    timestampMs.foreach(t => req.put("timestampMs", t))
+    fromJson(Bridge.call("describe", req))
+  }
+}
+
+/** The capabilities of every USE table: reads are planned by `UseAnalysis` (a LogicalRelation over
+  * Spark's parquet reader), writes go through a V1 write that hands the DataFrame to Python
+  * (BATCH_WRITE too, which DataFrameWriter.save asks for; Spark's planner takes the V1 write). */
+private[sql] object UseCapabilities {
+  val all: util.Set[TableCapability] = Set(
+    TableCapability.BATCH_READ,
+    TableCapability.BATCH_WRITE,
+    TableCapability.V1_BATCH_WRITE,
+    TableCapability.TRUNCATE,
+    TableCapability.OVERWRITE_BY_FILTER,
+    TableCapability.OVERWRITE_DYNAMIC).asJava
+}
+
+/** A Delta or Qbeast table as Spark's catalog serves it. `pinned` is true for a time-travel read
+  * (VERSION/TIMESTAMP AS OF): its scans read `meta.version`; otherwise every query plans against
+  * the latest snapshot at the time it runs. */
+class UseTable(
+    val meta: TableMeta,
+    val catalogTable: Option[CatalogTable],
+    tableName: String,
+    val pinned: Boolean)
+  extends Table with SupportsRead with SupportsWrite with TruncatableTable {
+
+  override def name(): String = tableName
+
+  // Rows are never read through this: `UseAnalysis` turns every relation of a UseTable into a file
+  // scan. It exists so that Spark's DataFrameReader takes the table (format("delta")) and DESCRIBE
+  // can ask for a scan's schema; executing it fails with Spark's own "batch scan not supported".
+  override def newScanBuilder(options: CaseInsensitiveStringMap): ScanBuilder = new ScanBuilder {
+    override def build(): Scan = new Scan {
+      override def readSchema(): StructType = meta.schema
+      override def description(): String = s"USE ${meta.provider} table $tableName"
+    }
+  }
+
+  override def schema(): StructType = meta.schema
+
+  override def columns(): Array[Column] = TableMeta.columns(meta.schema)
+
+  override def partitioning(): Array[Transform] = meta.partitionColumns.map(c => Expressions.identity(c): Transform).toArray
+
+  override def properties(): util.Map[String, String] = {
+    val props = new util.HashMap[String, String]()
+    meta.configuration.foreach { case (k, v) => props.put(k, v) }
+    props.put(TableCatalog.PROP_PROVIDER, meta.provider)
+    props.put(TableCatalog.PROP_LOCATION, meta.uri)
+    meta.description.foreach(d => props.put(TableCatalog.PROP_COMMENT, d))
+    catalogTable.foreach { ct =>
+      if (ct.owner.nonEmpty) props.put(TableCatalog.PROP_OWNER, ct.owner)
+      if (ct.tableType == CatalogTableType.EXTERNAL) props.put(TableCatalog.PROP_EXTERNAL, "true")
+    }
+    props
+  }
+
+  override def capabilities(): util.Set[TableCapability] = UseCapabilities.all
+
+  private def checkWritable(): Unit = if (pinned) {
+    throw new UseException(
+      s"$tableName is read at version ${meta.version} (time travel); write to the table without VERSION/TIMESTAMP AS OF",
+      "USE_INVALID_ARGUMENT")
+  }
+
+  override def newWriteBuilder(info: LogicalWriteInfo): WriteBuilder = {
+    checkWritable()
+    new UseWriteBuilder(meta.ref, meta.partitionColumns, None, info)
+  }
+
+  /** TRUNCATE TABLE: one commit removing every file (the history stays). */
+  override def truncateTable(): Boolean = {
+    checkWritable()
+    Bridge.call("truncate", meta.ref)
+    true
+  }
+
+  override def toString: String = s"UseTable($tableName, ${meta.provider}, version ${meta.version})"
+}
+
+/** A table being created or replaced by CTAS/RTAS/REPLACE TABLE: nothing is committed until the
+  * write (one commit holding the new metadata and the data) or, with no write, until
+  * `commitStagedChanges`; then the metastore registration follows. `spec` is the creation request
+  * the Python side validated when the table was staged. */
+class StagedUseTable(
+    catalog: UseCatalog,
+    ident: Identifier,
+    spec: ObjectNode,
+    tableSchema: StructType,
+    partitionColumns: Seq[String],
+    props: util.Map[String, String])
+  extends StagedTable with SupportsWrite {
+
+  @volatile private var written: Option[TableMeta] = None
+
+  override def name(): String = ident.toString
+
+  override def schema(): StructType = tableSchema
+
+  override def columns(): Array[Column] = TableMeta.columns(tableSchema)
+
+  override def partitioning(): Array[Transform] = partitionColumns.map(c => Expressions.identity(c): Transform).toArray
+
+  override def properties(): util.Map[String, String] = props
+
+  override def capabilities(): util.Set[TableCapability] = UseCapabilities.all
+
+  override def newWriteBuilder(info: LogicalWriteInfo): WriteBuilder =
+    new UseWriteBuilder(spec.get("table").asInstanceOf[ObjectNode], partitionColumns, Some(this), info)
+
+  private[sql] def stagedSpec: ObjectNode = spec
+
+  private[sql] def wrote(result: JsonNode): Unit = { written = Some(TableMeta.fromJson(result.get("table"))) }
+
+  override def commitStagedChanges(): Unit = {
+    val meta = written.getOrElse(TableMeta.fromJson(Bridge.call("commitStaged", spec).get("table")))
+    catalog.registerStaged(ident, spec, meta)
+  }
+
+  // The Python side deletes the files of a write that does not commit; nothing else was changed.
+  override def abortStagedChanges(): Unit = ()
+}

@@ -1,0 +1,102 @@
+package use.sql
+
+import scala.jdk.CollectionConverters._
+
+import com.fasterxml.jackson.databind.node.{ArrayNode, ObjectNode}
+import org.apache.spark.sql.{Dataset, Row}
+import org.apache.spark.sql.connector.write.{LogicalWriteInfo, SupportsDynamicOverwrite, SupportsOverwrite, SupportsTruncate, V1Write, Write, WriteBuilder}
+import org.apache.spark.sql.sources._
+
+/** Every write into a USE table (INSERT INTO/OVERWRITE, writeTo, saveAsTable, CTAS/RTAS): Spark
+  * resolves and casts the query to the table's schema, then hands the DataFrame to the Python side,
+  * which runs the OTree write (Qbeast tables) or a parquet write with stats (Delta tables) and
+  * commits once. The builder only records what kind of write Spark asked for.
+  *
+  * INSERT OVERWRITE ... PARTITION (p = v) arrives as `overwrite(filters)` on partition columns;
+  * filters on data columns (a "replaceWhere") are refused as not supported yet.
+  */
+class UseWriteBuilder(
+    table: ObjectNode,
+    partitionColumns: Seq[String],
+    staged: Option[StagedUseTable],
+    info: LogicalWriteInfo)
+  extends WriteBuilder with SupportsTruncate with SupportsOverwrite with SupportsDynamicOverwrite {
+
+  private var mode: String = if (info.options().containsKey(UseAnalysis.DynamicOverwrite)) "dynamic" else "append"
+  private var filters: ArrayNode = Bridge.arr()
+
+  override def truncate(): WriteBuilder = { mode = "overwrite"; this }
+
+  override def overwriteDynamicPartitions(): WriteBuilder = { mode = "dynamic"; this }
+
+  override def overwrite(fs: Array[Filter]): WriteBuilder = {
+    if (fs.forall(_.isInstanceOf[AlwaysTrue])) return truncate()
+    val json = Bridge.arr()
+    fs.foreach(f => json.add(UseWriteBuilder.filterJson(f, partitionColumns)))
+    filters = json
+    mode = "partitions"
+    this
+  }
+
+  override def build(): Write = new V1Write {
+    override def toInsertableRelation: InsertableRelation = new InsertableRelation {
+      override def insert(data: Dataset[Row], overwrite: Boolean): Unit = {
+        val req = Bridge.obj()
+        req.set[ObjectNode]("table", table)
+        req.put("mode", if (overwrite && mode == "append") "overwrite" else mode)
+        req.set[ArrayNode]("partitionFilters", filters)
+        req.set[ObjectNode]("options", Bridge.map(info.options().asCaseSensitiveMap().asScala.toMap - UseAnalysis.DynamicOverwrite))
+        staged.foreach(s => req.set[ObjectNode]("staged", s.stagedSpec))
+        val result = Bridge.call("write", req, data)
+        staged.foreach(_.wrote(result))
+      }
+    }
+  }
+}
+
+object UseWriteBuilder {
+  private def unsupported(f: Filter): Nothing = throw new UseException(
+    s"overwriting the rows matching $f is not supported yet: only INSERT OVERWRITE of whole partitions " +
+      "(PARTITION (p = value)) or of the whole table", "USE_NOT_SUPPORTED")
+
+  private def column(name: String, partitionColumns: Seq[String], f: Filter): String = {
+    if (!partitionColumns.exists(_.equalsIgnoreCase(name))) unsupported(f)
+    partitionColumns.find(_.equalsIgnoreCase(name)).get
+  }
+
+  private def value(o: ObjectNode, v: Any): ObjectNode = {
+    v match {
+      case null => o.putNull("value")
+      case b: Boolean => o.put("value", b)
+      case i: Int => o.put("value", i)
+      case l: Long => o.put("value", l)
+      case s: Short => o.put("value", s.toInt)
+      case b: Byte => o.put("value", b.toInt)
+      case d: Double => o.put("value", d)
+      case f: Float => o.put("value", f.toDouble)
+      case d: java.math.BigDecimal => o.put("value", d.toPlainString)
+      case other => o.put("value", other.toString) // strings, dates, timestamps: typed by the Python side
+    }
+    o
+  }
+
+  /** A partition overwrite filter as the Python side reads it (typed there by the column's type). */
+  def filterJson(f: Filter, partitionColumns: Seq[String]): ObjectNode = {
+    val o = Bridge.obj()
+    f match {
+      case EqualTo(a, v) => o.put("op", "="); o.put("column", column(a, partitionColumns, f)); value(o, v)
+      case EqualNullSafe(a, v) => o.put("op", "<=>"); o.put("column", column(a, partitionColumns, f)); value(o, v)
+      case IsNull(a) => o.put("op", "isnull"); o.put("column", column(a, partitionColumns, f))
+      case IsNotNull(a) => o.put("op", "isnotnull"); o.put("column", column(a, partitionColumns, f))
+      case In(a, vs) =>
+        o.put("op", "in"); o.put("column", column(a, partitionColumns, f))
+        val values = Bridge.arr()
+        vs.foreach(v => values.add(value(Bridge.obj(), v)))
+        o.set[ArrayNode]("values", values)
+      case And(l, r) =>
+        o.put("op", "and"); o.set[ObjectNode]("left", filterJson(l, partitionColumns)); o.set[ObjectNode]("right", filterJson(r, partitionColumns))
+      case _ => unsupported(f)
+    }
+    o
+  }
+}

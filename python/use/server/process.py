@@ -1,0 +1,381 @@
+"""The `use serve` process: one SparkSession with the Hive metastore, Spark's Thrift server inside
+it for JDBC/ODBC clients, and room for long-running services beside them.
+
+Why in-process: the Thrift server then shares the session that `use.session.spark_session` built,
+so every JDBC session gets what USE sets up there (the SQL extension, the catalogs and every other
+static conf are copied by Spark into each new session) and Python code (py4j callbacks, services)
+runs in the same driver.
+
+Lifecycle, in order: the data directory is checked and locked (one server per directory); the
+JVM is started with its stdout/stderr sent to the server's log, so the console shows only the
+server's own lines; the Thrift server is started and the port polled until it accepts
+connections; then the services start, and only then is the server ready. A stop (SIGINT or
+SIGTERM, or `request_stop`) runs the same steps backwards: services first (they may still need
+Spark to finish their current step), the Thrift server, Spark, the Derby metastore (shut down so
+the next start finds a clean database), the JVM, the scratch directory, the lock.
+
+Services (the continuous optimization service lives here) implement `Service`: `start(spark)`
+starts their own thread and returns, `stop()` returns once they have ended their current step.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
+
+from use.errors import ServerError, UseError
+from use.server.config import READY_PREFIX, ServerOptions, check_data_dir, check_port_free, spark_conf
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["Service", "UseServer", "default_services", "serve"]
+
+log = logging.getLogger("use.server")
+log.addHandler(logging.NullHandler())  # until the data dir's log is open: never Python's stderr fallback
+# The loggers whose lines go to the data dir's log (the server's own and its services').
+_LOGGERS = ("use.server", "use.service")
+for _name in _LOGGERS[1:]:
+    logging.getLogger(_name).addHandler(logging.NullHandler())
+
+# How long the Thrift server may take to listen once started (it returned in under half a second
+# in every measurement; the margin is for a loaded machine).
+_LISTEN_TIMEOUT_S = 120.0
+# How long the JVM may take to exit once Spark is stopped and its stdin is closed.
+_JVM_EXIT_TIMEOUT_S = 30.0
+# SQLState of the SQLException Derby raises when a database shut down as asked.
+_DERBY_SHUTDOWN_OK = "08006"
+
+
+class Service(Protocol):
+    """A long-running job inside `use serve` (e.g. the continuous optimization service)."""
+
+    name: str
+
+    def start(self, spark: SparkSession) -> None:
+        """Start the service's own thread(s) on the server's session and return at once."""
+
+    def stop(self) -> None:
+        """Ask the service to stop and return once it has ended its current step."""
+
+
+class UseServer:
+    """One server process: `start()`, then `wait()` until a stop is requested, then `stop()`."""
+
+    def __init__(self, options: ServerOptions, services: Sequence[Service] | None = None) -> None:
+        """`services` None: the default ones (`default_services`)."""
+        self.options = options
+        self.services = tuple(default_services(options) if services is None else services)
+        self.spark: SparkSession | None = None
+        self._thrift: Any = None
+        self._started_services: list[Service] = []
+        self._stop_requested = threading.Event()
+        self._stopped = False
+        self._lock_fd: int | None = None
+        self._log_handler: logging.Handler | None = None
+
+    # --- start -------------------------------------------------------------------------------
+
+    def start(self) -> str:
+        """Start everything and return the JDBC URL once the Thrift server accepts connections;
+        `ServerError` (with everything started so far stopped again) if it cannot."""
+        d = self.options.data_dir
+        check_data_dir(d)
+        self._lock()
+        try:
+            check_port_free(self.options.host, self.options.port)
+            shutil.rmtree(d.tmp, ignore_errors=True)  # scratch of a previous run that was killed
+            d.tmp.mkdir(parents=True)
+            self._open_log()
+            log.info(
+                "starting: data dir %s, %s:%d, master %s, conf %s",
+                d.root, self.options.host, self.options.port, self.options.master, dict(self.options.conf),
+            )
+            started = time.monotonic()
+            with _output_to(d.log_file):
+                self.spark = self._session()
+            self._thrift = self._start_thrift_server(self.spark)
+            self._await_listening()
+            for service in self.services:
+                service.start(self.spark)
+                self._started_services.append(service)
+                log.info("service %s started", service.name)
+            log.info("ready in %.1f s: %s", time.monotonic() - started, self.options.jdbc_url)
+        except UseError as e:
+            log.error("start failed: %s", e)
+            self.stop()
+            raise
+        except BaseException:
+            log.exception("start failed")
+            self.stop()
+            raise
+        return self.options.jdbc_url
+
+    def _lock(self) -> None:
+        """Hold the data directory's lock file for the life of the process: two servers on one
+        Derby metastore would fail later and less clearly. The kernel releases it on any exit."""
+        path = self.options.data_dir.lock_file
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise ServerError(
+                f"--data-dir {self.options.data_dir.root} is in use by another `use serve` (pid {holder}); "
+                "stop it or pass another --data-dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def _open_log(self) -> None:
+        handler = logging.FileHandler(self.options.data_dir.log_file, mode="a", encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        for name in _LOGGERS:
+            logger = logging.getLogger(name)
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
+        self._log_handler = handler
+
+    def _session(self) -> SparkSession:
+        """The server's SparkSession, built by `use.session.spark_session` so that everything USE
+        sets up for its sessions applies here too, with the server's conf on top."""
+        from use.session import spark_session
+
+        spark = spark_session("use-serve", master=self.options.master, conf=spark_conf(self.options))
+        # spark_session quiets Spark to ERROR for interactive use; a server's log keeps warnings.
+        spark.sparkContext.setLogLevel(self.options.conf.get("spark.log.level", "WARN"))
+        # Boot the metastore now: a Derby database that cannot be opened is a start error, not
+        # the first client's, and the first query does not pay for the boot.
+        spark.catalog.listDatabases()
+        return spark
+
+    @staticmethod
+    def _start_thrift_server(spark: SparkSession) -> Any:
+        """Start Spark's Thrift server on the session, with the shim's `ThriftErrors` in front of
+        it: a failed statement reaches clients as one message, where Spark's server sends the
+        whole JVM stack trace (in the error message itself for beeline and the Hive JDBC driver)."""
+        from use.shim import shim_loaded
+
+        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        server = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
+            spark._jsparkSession.sqlContext()  # type: ignore[attr-defined]
+        )
+        if shim_loaded(spark):
+            jvm.use.shim.ThriftErrors.install(server)
+        else:
+            log.warning("the JVM shim is not loaded: JDBC clients get Spark's errors with their stack traces")
+        return server
+
+    def _await_listening(self) -> None:
+        """Poll the port until it accepts a connection: `startWithContext` returns before the
+        Thrift server's thread listens. The JVM ends itself if that bind fails, so a dead JVM is
+        an error at once, not after the timeout."""
+        host, port = self.options.connect_host, self.options.port
+        deadline = time.monotonic() + _LISTEN_TIMEOUT_S
+        while True:
+            try:
+                socket.create_connection((host, port), timeout=1.0).close()
+                return
+            except OSError:
+                pass
+            if not self._jvm_alive():
+                raise ServerError(
+                    f"the JVM ended before the Thrift server listened on {host}:{port}; "
+                    f"see {self.options.data_dir.log_file}"
+                )
+            if time.monotonic() > deadline:
+                raise ServerError(
+                    f"the Thrift server did not listen on {host}:{port} within {_LISTEN_TIMEOUT_S:.0f} s; "
+                    f"see {self.options.data_dir.log_file}"
+                )
+            time.sleep(0.05)
+
+    @staticmethod
+    def _jvm_process() -> Any:
+        from pyspark import SparkContext
+
+        gateway = SparkContext._gateway  # type: ignore[attr-defined]
+        return getattr(gateway, "proc", None)
+
+    def _jvm_alive(self) -> bool:
+        proc = self._jvm_process()
+        return proc is None or proc.poll() is None
+
+    # --- run and stop ------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Ask `wait()` to return (safe from signal handlers and other threads)."""
+        self._stop_requested.set()
+
+    def wait(self) -> None:
+        """Block until a stop is requested or the JVM ends on its own."""
+        while not self._stop_requested.wait(timeout=1.0):
+            if not self._jvm_alive():
+                raise ServerError(f"the JVM ended unexpectedly; see {self.options.data_dir.log_file}")
+
+    def stop(self) -> None:
+        """Stop whatever was started, newest first; idempotent. Every step runs even if an
+        earlier one failed (each failure is logged), so the process always exits cleanly."""
+        if self._stopped:
+            return
+        self._stopped = True
+        log.info("stopping")
+        for service in reversed(self._started_services):
+            _logged(f"stopping service {service.name}", service.stop)
+        if self._thrift is not None:
+            _logged("stopping the Thrift server", self._thrift.stop)
+        if self.spark is not None:
+            _logged("stopping Spark", self.spark.stop)
+            _logged("shutting down the Derby metastore", self._shutdown_derby)
+            _logged("ending the JVM", self._end_jvm)
+        if self._lock_fd is not None:  # the data dir is ours (not another server's that holds it)
+            shutil.rmtree(self.options.data_dir.tmp, ignore_errors=True)
+        log.info("stopped")
+        if self._log_handler is not None:
+            for name in _LOGGERS:
+                logging.getLogger(name).removeHandler(self._log_handler)
+            self._log_handler.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
+
+    def _shutdown_derby(self) -> None:
+        """Shut the embedded metastore database down, so the next start boots a clean database
+        (no recovery, no stale lock files). Derby reports success as an SQLException."""
+        from py4j.protocol import Py4JJavaError
+
+        jvm = self.spark.sparkContext._jvm  # type: ignore[union-attr]
+        url = f"jdbc:derby:;databaseName={self.options.data_dir.metastore};shutdown=true"
+        try:
+            jvm.java.sql.DriverManager.getConnection(url)
+        except Py4JJavaError as e:
+            if e.java_exception.getSQLState() != _DERBY_SHUTDOWN_OK:
+                raise
+
+    def _end_jvm(self) -> None:
+        """The JVM exits when its stdin closes; wait for it so nothing writes into the data dir
+        after the server has returned."""
+        proc = self._jvm_process()
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=_JVM_EXIT_TIMEOUT_S)
+
+
+class _MetastoreService:
+    """The optimization service over the server's tables: its source (the metastore and the
+    warehouse directory) needs the server's SparkSession, which exists only at `start`."""
+
+    name = "optimization"
+
+    def __init__(self, options: ServerOptions) -> None:
+        self.options = options
+        self.service: Any = None
+
+    def start(self, spark: SparkSession) -> None:
+        from use.service import LocationSource, OptimizationService
+        from use.service.metastore import CombinedSource, MetastoreSource
+
+        d = self.options.data_dir
+        source = CombinedSource(MetastoreSource(spark), LocationSource(directories=[d.warehouse]))
+        self.service = OptimizationService(source, d.service)
+        self.service.start(spark)
+
+    def stop(self) -> None:
+        if self.service is not None:
+            self.service.stop()
+
+
+def default_services(options: ServerOptions) -> list[Service]:
+    """What a server runs beside the Thrift server: the continuous optimization service (its state
+    in `<data dir>/service`, settings from the session's `spark.qbeast.use.*` conf), unless
+    `--no-service`."""
+    return [_MetastoreService(options)] if options.service else []
+
+
+def _logged(what: str, step: Callable[[], object]) -> None:
+    try:
+        step()
+    except Exception:
+        log.exception("failed %s", what)
+
+
+@contextmanager
+def _output_to(path: os.PathLike[str]) -> Iterator[None]:
+    """Send this process's stdout and stderr (file descriptors 1 and 2) to `path` meanwhile: the
+    JVM started inside inherits them, and with it every line Spark, Hive, Derby and the Python
+    workers print goes to the log instead of the console."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (target, *saved):
+            os.close(fd)
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)  # a pipe (tests, supervisors) must see the ready line at once
+
+
+def serve(
+    options: ServerOptions,
+    services: Sequence[Service] | None = None,
+    out: Callable[[str], None] = _print,
+    after_ready: Callable[[ServerOptions, Callable[[str], None]], None] | None = None,
+) -> int:
+    """Run a server until SIGINT or SIGTERM; 0 after a clean stop. A second signal during the
+    stop ends the process at once (exit 1). `after_ready` prints more once the server is ready
+    (`use serve --demo`: how to query the demo table)."""
+    server = UseServer(options, services)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if server._stop_requested.is_set():
+            os._exit(1)
+        log.info("received %s", signal.Signals(signum).name)
+        server.request_stop()
+
+    previous = {s: signal.signal(s, on_signal) for s in _STOP_SIGNALS}
+    try:
+        url = server.start()
+        # pyspark's SparkContext puts its own SIGINT handler in place (cancel jobs, raise
+        # KeyboardInterrupt): the server's comes back on top of it.
+        for s in _STOP_SIGNALS:
+            signal.signal(s, on_signal)
+        if not server._stop_requested.is_set():
+            d = options.data_dir
+            out(f"{READY_PREFIX}{url}")
+            out(f"use serve: data dir {d.root}, log {d.log_file}; stop with Ctrl-C (SIGINT) or SIGTERM")
+            if after_ready is not None:
+                after_ready(options, out)
+            server.wait()
+    finally:
+        server.stop()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    out("use serve: stopped")
+    return 0

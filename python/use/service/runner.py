@@ -1,0 +1,79 @@
+"""Running one optimization on Spark for the service: the optimizer loop in its own FAIR pool.
+
+A run is `use.optimize.loop.optimize_path` on the service's SparkSession: plan, merge, commit,
+re-plan, until the planner selects nothing or a stop is requested. What this module adds is how the
+run shows up in Spark:
+
+* its jobs go to the scheduler pool `POOL` (`spark.scheduler.pool`, a thread-local property set on
+  the run's thread), so with `spark.scheduler.mode=FAIR` (`SPARK_CONF`, which the server applies to
+  its session) JDBC users' queries share the executors with a merge instead of queueing behind it;
+* they carry the job group `use-service-<run id>` and a description naming the table, the trigger
+  and the run, so operators see in the Spark UI whose work it is (and the group is what a service
+  stop cancels).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from use.optimize.config import SPARK_PREFIX
+from use.optimize.loop import StopToken, optimize_path, session_conf
+from use.service.schedule import RunStart
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+__all__ = ["POOL", "POOL_PROPERTY", "SPARK_CONF", "SparkRunner", "job_group"]
+
+_log = logging.getLogger("use.service.runner")
+
+#: The FAIR scheduler pool of the service's optimization jobs.
+POOL = "use-optimizer"
+POOL_PROPERTY = "spark.scheduler.pool"
+#: Spark conf the server's session needs for the pool to matter (FIFO ignores pools).
+SPARK_CONF: Mapping[str, str] = {"spark.scheduler.mode": "FAIR"}
+
+
+def job_group(run_id: str) -> str:
+    return f"use-service-{run_id}"
+
+
+class SparkRunner:
+    """Runs the service's optimizations on `spark` (see the module docstring)."""
+
+    def __init__(self, spark: SparkSession, pool: str = POOL) -> None:
+        self.spark = spark
+        self.pool = pool
+        mode = str(spark.sparkContext.getConf().get("spark.scheduler.mode", "FIFO")).upper()
+        if mode != "FAIR":
+            _log.warning(
+                "spark.scheduler.mode is %s: optimization jobs share one FIFO queue with queries; "
+                "set spark.scheduler.mode=FAIR on the session (use.service.runner.SPARK_CONF)", mode
+            )
+
+    def session_conf(self) -> dict[str, str]:
+        """The session's `spark.qbeast.use.*` settings (service settings and table-key defaults)."""
+        return session_conf(self.spark, SPARK_PREFIX)
+
+    def optimize(
+        self, start: RunStart, *, stop: StopToken, cancel: StopToken, on_iteration: Callable[[Any], None]
+    ) -> str:
+        """Run the optimizer loop on the table; returns the loop's outcome (converged, stopped, ...)."""
+        sc = self.spark.sparkContext
+        sc.setLocalProperty(POOL_PROPERTY, self.pool)
+        try:
+            result = optimize_path(
+                self.spark,
+                start.location,
+                overrides=dict(start.settings) or None,
+                stop=stop,
+                cancel=cancel,
+                on_iteration=on_iteration,
+                job_group=job_group(start.run_id),
+                job_description=f"USE service: {start.trigger} optimization of {start.name} (run {start.run_id})",
+            )
+        finally:
+            sc.setLocalProperty(POOL_PROPERTY, None)  # type: ignore[arg-type]
+        return result.outcome

@@ -1,0 +1,71 @@
+"""The files each scan of a SQL query reads: one call per query from the shim's optimizer rule.
+
+Each scan names its table, version (None: the latest now), Qbeast sample fraction and filters (a
+Catalyst expression). The filters are translated with `use.qbeast.reader.expression_to_predicate`
+and the files selected with `use.qbeast.reader.plan_read` (partition pruning and Delta stats
+skipping for every table, cube-space and sample weight-range pruning for Qbeast tables): the same
+planning `QbeastTable.read` does. Scans of one table in one query read one snapshot, so a query
+never mixes versions; a file removed by a later commit stays readable until VACUUM removes it
+after the retention period, so a planned query always finds its files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from use.sql.tables import snapshot_of, table_root
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from use.qbeast.snapshot import QbeastSnapshot
+
+
+def _file_uris(root_uri: str, paths: list[str]) -> list[str]:
+    """Log paths (URL-encoded, relative to the root, or absolute URIs) as file URIs."""
+    prefix = root_uri.rstrip("/") + "/"
+    return [p if ":" in p.split("/", 1)[0] else prefix + p for p in paths]
+
+
+def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any) -> dict[str, Any]:
+    from use.qbeast.reader import plan_read
+
+    plan = plan_read(None, qsnap, sample=sample, predicate=predicate)
+    files = plan.files
+    parts = list(qsnap.partition_columns)
+    partition_values: list[list[str | None]] = []
+    if parts and files.num_rows:
+        for mapping in files.column("partition_values").to_pylist():
+            values = dict(mapping or ())
+            partition_values.append([values.get(c) or None for c in parts])  # "" is null, as in Delta
+    weight = None
+    if plan.weight_range is not None:
+        weight = {"columns": list(plan.indexed_columns), "upper": int(plan.weight_range[1])}
+    return {
+        "version": qsnap.version,
+        "paths": _file_uris(Path(qsnap.table_root).as_uri(), files.column("path").to_pylist()),
+        "sizes": files.column("size").to_pylist(),
+        "mtimes": files.column("modification_time").to_pylist(),
+        "partitionValues": partition_values,
+        "totalFiles": plan.total_files,
+        "totalBytes": plan.total_bytes,
+        "sample": weight,
+    }
+
+
+def plan_scans(spark: SparkSession, req: dict[str, Any], filters: list[Any]) -> dict[str, Any]:
+    """`{"scans": [...]}`, one entry per requested scan, in order."""
+    from use.qbeast.reader import expression_to_predicate
+    from use.qbeast.snapshot import QbeastSnapshot
+
+    snapshots: dict[tuple[str, int | None], QbeastSnapshot] = {}
+    out = []
+    for scan, condition in zip(req["scans"], filters):
+        key = (table_root(scan["location"]), scan.get("version"))
+        qsnap = snapshots.get(key)
+        if qsnap is None:
+            qsnap = snapshots[key] = QbeastSnapshot.from_delta(snapshot_of(key[0], key[1]))
+        predicate = expression_to_predicate(condition) if condition is not None else None
+        out.append(_scan(qsnap, scan.get("sample"), predicate))
+    return {"scans": out}

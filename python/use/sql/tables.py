@@ -1,0 +1,476 @@
+"""DDL on the Delta log for the session catalog: describe, create/register, stage and commit
+CTAS/RTAS/REPLACE, ALTER TABLE SET/UNSET TBLPROPERTIES, TRUNCATE.
+
+The log is the truth for a table's schema, partitioning and properties (as in Delta): the JVM
+catalog registers names in the metastore only after the log change here succeeded, so a refused
+statement changes nothing. Properties are checked and changed as the Python API does
+(`use.optimize.properties`: `use.optimization.*` through the optimizer's parser, `delta.*` through
+the Delta log's rules, `qbeast.*` refused as the index's own metadata).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.compute as pc
+
+from use.errors import (
+    ConfigError,
+    IndexColumnError,
+    InvalidArgumentError,
+    NotAQbeastTableError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
+from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY, REVISION_PREFIX
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+    from use.delta.log import DeltaLog
+    from use.delta.snapshot import Snapshot
+
+# OPTIONS (...) each provider accepts, by lower-case name.
+PROVIDER_OPTIONS: Mapping[str, Mapping[str, str]] = {
+    "qbeast": {"columnstoindex": COLUMNS_TO_INDEX_KEY, "cubesize": CUBE_SIZE_KEY, "columnstats": COLUMN_STATS_KEY},
+    "delta": {},
+}
+_LOG_CACHE_SIZE = 256
+
+_logs: OrderedDict[str, DeltaLog] = OrderedDict()
+_logs_lock = threading.Lock()
+
+
+# --- tables and their logs ----------------------------------------------------------------------
+
+
+def table_root(location: str) -> str:
+    """A table location (path or file: URI) as the absolute local path the log lives under."""
+    from use.delta.storage import resolve_table_root
+
+    return resolve_table_root(location)
+
+
+def log_for(root: str) -> DeltaLog:
+    """The DeltaLog of a table root, kept between queries: it moves its cached snapshot forward by
+    the new commits only, so each query's snapshot costs a directory listing, not a replay."""
+    from use.delta.log import DeltaLog
+
+    with _logs_lock:
+        log = _logs.get(root)
+        if log is None:
+            log = _logs[root] = DeltaLog(root)
+            if len(_logs) > _LOG_CACHE_SIZE:
+                _logs.popitem(last=False)
+        else:
+            _logs.move_to_end(root)
+        return log
+
+
+def snapshot_of(location: str, version: int | None = None, timestamp_ms: int | None = None) -> Snapshot:
+    """The snapshot a SQL statement reads: the latest, a version, or the one current at a time."""
+    root = table_root(location)
+    log = log_for(root)
+    if not log.exists():
+        raise TableNotFoundError(
+            f"no Delta table at {root}: the location holds no _delta_log with commits (the data was removed or "
+            f"moved); DROP TABLE to unregister it, or register the table where it is now with CREATE TABLE ... LOCATION"
+        )
+    if timestamp_ms is not None:
+        return log.snapshot(timestamp=int(timestamp_ms))
+    return log.snapshot(version=None if version is None else int(version))
+
+
+def is_qbeast(configuration: Mapping[str, str]) -> bool:
+    return any(k.startswith(REVISION_PREFIX) for k in configuration)
+
+
+def table_json(snapshot: Snapshot, provider: str) -> dict[str, Any]:
+    """What the catalog serves for a table: the log's schema, partitioning and properties."""
+    sizes = snapshot.files.column("size")
+    conf = dict(snapshot.configuration)
+    return {
+        "root": snapshot.table_root,
+        "uri": Path(snapshot.table_root).as_uri(),
+        "provider": provider,
+        "version": snapshot.version,
+        "schema": snapshot.metadata.schema_string,
+        "partitionColumns": list(snapshot.partition_columns),
+        "configuration": conf,
+        "description": snapshot.metadata.description,
+        "isQbeast": is_qbeast(conf),
+        "numFiles": snapshot.num_files,
+        "sizeInBytes": int(pc.sum(sizes).as_py() or 0) if snapshot.num_files else 0,
+    }
+
+
+def describe(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    snap = snapshot_of(req["location"], req.get("version"), req.get("timestampMs"))
+    return table_json(snap, req["provider"])
+
+
+# --- validation --------------------------------------------------------------------------------------
+
+
+def check_properties(properties: Mapping[str, str]) -> dict[str, str]:
+    """The TBLPROPERTIES of a new (or replaced) table, checked as every property change is."""
+    from use.optimize.properties import check_configuration
+
+    conf = {str(k): str(v) for k, v in properties.items()}
+    check_configuration(conf)
+    return conf
+
+
+def provider_options(provider: str, options: Mapping[str, str]) -> dict[str, str]:
+    """OPTIONS (...) of a CREATE statement, by their canonical names; an unknown one is an error."""
+    known = PROVIDER_OPTIONS.get(provider)
+    if known is None:
+        raise InvalidArgumentError(f"unknown provider {provider!r}: USE serves USING delta and USING qbeast")
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        canonical = known.get(key.lower())
+        if canonical is None:
+            accepted = ", ".join(sorted(known.values())) or "none"
+            raise InvalidArgumentError(f"unknown option {key!r} for USING {provider} (accepted: {accepted})")
+        out[canonical] = str(value)
+    return out
+
+
+def spark_schema_to_arrow(schema_json: str) -> pa.Schema:
+    """A Spark schema (StructType JSON, the same format as Delta's schemaString) as Arrow."""
+    from use.delta.schema import schema_from_json
+
+    return schema_from_json(schema_json)
+
+
+def _cube_size(value: str | None) -> int:
+    from use.qbeast.convert import DEFAULT_CUBE_SIZE
+
+    if value is None or not str(value).strip():
+        return DEFAULT_CUBE_SIZE
+    try:
+        size = int(str(value).strip())
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise InvalidArgumentError(f"option cubeSize must be a positive integer (rows per cube), got {value!r}")
+    return size
+
+
+def new_configuration(
+    provider: str,
+    properties: Mapping[str, str],
+    options: Mapping[str, str],
+    schema: pa.Schema,
+    root: str,
+    *,
+    require_columns: bool = True,
+) -> dict[str, str]:
+    """The properties of a new table: the checked TBLPROPERTIES, and for a Qbeast table the staging
+    revision of its indexed columns (the first write indexes them with the user's column specs,
+    kept in `columnsToIndex`). `require_columns=False` checks a CTAS before its write options
+    (`df.write.option("columnsToIndex", ...)`) are known."""
+    conf = check_properties(properties)
+    if provider != "qbeast":
+        return conf
+    from use.qbeast.convert import index_column_names
+    from use.qbeast.revision import configuration_with_revision, staging_revision
+
+    spec = options.get(COLUMNS_TO_INDEX_KEY)
+    if not spec and not require_columns:
+        _cube_size(options.get(CUBE_SIZE_KEY))
+        return conf
+    if not spec:
+        raise IndexColumnError(
+            "a Qbeast table needs the columns to index: add OPTIONS ('columnsToIndex'='x,y') (and optionally 'cubeSize')"
+        )
+    names = index_column_names(spec, schema, f"the table at {root}")
+    revision = staging_revision(root, names, _cube_size(options.get(CUBE_SIZE_KEY)), int(time.time() * 1000))
+    return configuration_with_revision(
+        conf, revision, extra={COLUMN_STATS_KEY: options.get(COLUMN_STATS_KEY, "")}, columns_to_index=spec
+    )
+
+
+def _check_partitioning(provider: str, partition_columns: list[str], schema: pa.Schema) -> None:
+    if partition_columns and provider == "qbeast":
+        raise InvalidArgumentError(
+            "Qbeast tables cannot be partitioned (the OTree index replaces partitioning); drop PARTITIONED BY"
+        )
+    for c in partition_columns:
+        if c not in schema.names:
+            raise InvalidArgumentError(f"partition column {c!r} is not a column of the table ({', '.join(schema.names)})")
+
+
+def _check_empty_location(root: str, name: str) -> None:
+    if os.path.isdir(root) and os.listdir(root):
+        raise InvalidArgumentError(
+            f"cannot create {name} at {root}: the location is not empty and holds no Delta table; choose an empty "
+            f"location (or none, for a managed table)"
+        )
+
+
+def _same_schema(given: pa.Schema, table: pa.Schema) -> bool:
+    return [(f.name.lower(), f.type) for f in given] == [(f.name.lower(), f.type) for f in table]
+
+
+def _check_registration(spec: Mapping[str, Any], snap: Snapshot, options: Mapping[str, str]) -> None:
+    """CREATE TABLE ... LOCATION of an existing table: what the statement says must match the log."""
+    name, root, provider = spec["name"], snap.table_root, spec["provider"]
+    where = f"the table at {root}"
+    if spec.get("schema"):
+        given = spark_schema_to_arrow(spec["schema"])
+        if not _same_schema(given, snap.schema):
+            raise SchemaMismatchError(
+                f"the columns given for {name} ({', '.join(f'{f.name} {f.type}' for f in given)}) differ from {where} "
+                f"({', '.join(f'{f.name} {f.type}' for f in snap.schema)}); omit the column list to take the table's"
+            )
+        if list(spec.get("partitionColumns") or []) != list(snap.partition_columns):
+            raise SchemaMismatchError(
+                f"PARTITIONED BY ({', '.join(spec.get('partitionColumns') or [])}) differs from {where}'s partitioning "
+                f"({', '.join(snap.partition_columns)}); omit it to take the table's"
+            )
+    for key, value in (spec.get("properties") or {}).items():
+        if snap.configuration.get(key) != value:
+            raise ConfigError(
+                f"TBLPROPERTIES {key}={value!r} differs from {where} ({key}={snap.configuration.get(key)!r}); omit "
+                f"TBLPROPERTIES to register the table, then ALTER TABLE {name} SET TBLPROPERTIES"
+            )
+    qbeast = is_qbeast(snap.configuration)
+    if provider == "qbeast" and not qbeast:
+        raise NotAQbeastTableError(
+            f"{where} is a Delta table without Qbeast metadata: register it USING delta, or convert it first "
+            f"(QbeastTable.convert(spark, path, columns_to_index))"
+        )
+    if qbeast and options:
+        from use.qbeast.revision import latest_revision_id, revisions_from_configuration, split_column_specs
+
+        revision = revisions_from_configuration(snap.configuration)[latest_revision_id(snap.configuration)]
+        if COLUMNS_TO_INDEX_KEY in options:
+            given_cols = [c for c, _ in split_column_specs(options[COLUMNS_TO_INDEX_KEY])]
+            if given_cols != list(revision.columns):
+                raise IndexColumnError(
+                    f"columnsToIndex {options[COLUMNS_TO_INDEX_KEY]!r} differs from the columns {where} is indexed on "
+                    f"({', '.join(revision.columns)}); omit the option to register the table"
+                )
+        if CUBE_SIZE_KEY in options and _cube_size(options[CUBE_SIZE_KEY]) != revision.desired_cube_size:
+            raise IndexColumnError(
+                f"cubeSize {options[CUBE_SIZE_KEY]} differs from {where}'s cube size ({revision.desired_cube_size}); "
+                f"omit the option to register the table"
+            )
+
+
+# --- CREATE ------------------------------------------------------------------------------------------
+
+
+def create(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """CREATE TABLE: register the table at LOCATION (its schema from the log), or create a new one
+    (one commit)."""
+    root = table_root(spec["location"])
+    provider, name = spec["provider"], spec["name"]
+    options = provider_options(provider, spec.get("options") or {})
+    log = log_for(root)
+    if log.exists():
+        if not spec.get("locationGiven"):
+            raise TableAlreadyExistsError(
+                f"cannot create the managed table {name}: its location {root} already holds a Delta table; remove it, "
+                f"or register it as an external table with CREATE TABLE {name} USING {provider} LOCATION '{root}'"
+            )
+        snap = log.snapshot()
+        _check_registration(spec, snap, options)
+        return {"table": table_json(snap, provider), "created": False}
+    if not spec.get("schema"):
+        raise TableNotFoundError(
+            f"no Delta table at LOCATION {root} to register as {name} (no _delta_log with commits there); give the "
+            f"columns to create a new table, or point LOCATION at an existing table"
+        )
+    _check_empty_location(root, name)
+    schema = spark_schema_to_arrow(spec["schema"])
+    parts = list(spec.get("partitionColumns") or [])
+    _check_partitioning(provider, parts, schema)
+    conf = new_configuration(provider, spec.get("properties") or {}, options, schema, root)
+    created_dir = not os.path.exists(root)
+    try:
+        snap = log.create(schema, parts, configuration=conf, description=spec.get("comment"))
+    except BaseException:
+        if created_dir:
+            _remove_created(root)
+        raise
+    return {"table": table_json(snap, provider), "created": True}
+
+
+def _remove_created(root: str) -> None:
+    import shutil
+
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def abandon(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """Undo a `create` whose metastore registration failed: the new table's directory goes."""
+    root = table_root(req["location"])
+    log = log_for(root)
+    if log.exists() and log.snapshot().version == 0:
+        _remove_created(root)
+    return {}
+
+
+# --- CTAS / RTAS / REPLACE ----------------------------------------------------------------------------
+
+
+def stage(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """Check a CTAS/RTAS/REPLACE before anything is written; the checked spec comes back and is
+    executed by `write.write` (with data) or `commit_staged` (without)."""
+    root = table_root(spec["location"])
+    provider, name = spec["provider"], spec["name"]
+    options = provider_options(provider, spec.get("options") or {})
+    schema = spark_schema_to_arrow(spec["schema"])
+    parts = list(spec.get("partitionColumns") or [])
+    _check_partitioning(provider, parts, schema)
+    log = log_for(root)
+    if spec["mode"] == "replace":
+        if not log.exists():
+            raise TableNotFoundError(f"cannot replace {name}: its location {root} holds no Delta table any more")
+        options = replacement_options(provider, options, log.snapshot())
+    else:
+        if log.exists():
+            raise TableAlreadyExistsError(
+                f"cannot create {name} at {root}: the location already holds a Delta table; register it with CREATE "
+                f"TABLE {name} USING {provider} LOCATION '{root}' and INSERT INTO it"
+            )
+        _check_empty_location(root, name)
+    new_configuration(provider, spec.get("properties") or {}, options, schema, root, require_columns=spec["mode"] == "replace")
+    return {"spec": {**spec, "root": root, "options": options}}
+
+
+def write_options(provider: str, staged: Mapping[str, str], given: Mapping[str, str]) -> dict[str, str]:
+    """A CTAS's table options: OPTIONS (...) of the statement, then the DataFrameWriter's options
+    (`saveAsTable` passes them as write options) that the provider knows; others are the write's."""
+    known = PROVIDER_OPTIONS.get(provider, {})
+    out = dict(staged)
+    for key, value in given.items():
+        canonical = known.get(key.lower())
+        if canonical is not None and canonical not in out:
+            out[canonical] = str(value)
+    return out
+
+
+def replacement_options(provider: str, options: Mapping[str, str], current: Snapshot) -> dict[str, str]:
+    """A Qbeast table replaced without columnsToIndex keeps indexing the columns it had."""
+    out = dict(options)
+    if provider == "qbeast" and COLUMNS_TO_INDEX_KEY not in out:
+        previous = current.configuration.get(COLUMNS_TO_INDEX_KEY)
+        if previous:
+            out[COLUMNS_TO_INDEX_KEY] = previous
+    return out
+
+
+def replace_metadata(current: Snapshot, spec: Mapping[str, Any], configuration: Mapping[str, str]) -> Any:
+    """The `metaData` of a replaced table: the statement's schema, partitioning, properties and
+    comment, the table's identity kept (its history stays)."""
+    return replace(
+        current.metadata,
+        schema_string=json.dumps(json.loads(spec["schema"]), separators=(",", ":")),
+        partition_columns=tuple(spec.get("partitionColumns") or ()),
+        configuration=dict(configuration),
+        description=spec.get("comment"),
+    )
+
+
+def protocol_upgrade(current: Snapshot, schema: pa.Schema, configuration: Mapping[str, str]) -> Any:
+    """The protocol a replaced table needs, when it is more than the one it has (None otherwise)."""
+    from use.delta.log import DeltaLog
+
+    needed = DeltaLog._protocol_for(schema, configuration)
+    have = current.protocol
+    if needed.min_reader_version <= have.min_reader_version and needed.min_writer_version <= have.min_writer_version and set(
+        needed.reader_features or ()
+    ) <= set(have.reader_features or ()) and set(needed.writer_features or ()) <= set(have.writer_features or ()):
+        return None
+    return needed
+
+
+def commit_staged(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """REPLACE TABLE / CREATE OR REPLACE TABLE without a query: one commit (a new table, or the new
+    metadata with every file removed)."""
+    root, provider = spec["root"], spec["provider"]
+    schema = spark_schema_to_arrow(spec["schema"])
+    conf = new_configuration(provider, spec.get("properties") or {}, spec.get("options") or {}, schema, root)
+    log = log_for(root)
+    if spec["mode"] != "replace":
+        snap = log.create(schema, list(spec.get("partitionColumns") or []), configuration=conf, description=spec.get("comment"))
+        return {"table": table_json(snap, provider)}
+    txn = replacement(log, log.snapshot(), spec, schema, conf)
+    txn.commit("REPLACE TABLE", {"isManaged": json.dumps(bool(spec.get("managed"))), "properties": json.dumps(conf)})
+    return {"table": table_json(log.snapshot(), provider)}
+
+
+def replacement(log: DeltaLog, current: Snapshot, spec: Mapping[str, Any], schema: pa.Schema, conf: Mapping[str, str]) -> Any:
+    """The transaction that replaces a table (REPLACE, RTAS): the protocol it needs, its new
+    metadata, every live file removed; the caller adds the new files and commits."""
+    from use.delta.actions import remove_actions
+    from use.delta.transaction import Transaction
+
+    txn = Transaction(log, current)
+    protocol = protocol_upgrade(current, schema, conf)
+    if protocol is not None:
+        txn.add(protocol)
+    txn.add(replace_metadata(current, spec, conf))
+    txn.read_whole_table()
+    if current.num_files:
+        txn.add(*remove_actions(current.files, data_change=True))
+    return txn
+
+
+# --- ALTER / TRUNCATE ---------------------------------------------------------------------------------
+
+
+def alter_properties(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """ALTER TABLE SET/UNSET TBLPROPERTIES: `use.optimize.properties.alter_properties` (one metaData
+    commit, nothing when nothing changes; keys the table lacks are skipped, as Spark has already
+    refused them unless the statement says IF EXISTS). The comment is the table's description."""
+    from use.optimize.properties import alter_properties as alter
+
+    table = req["table"]
+    snap = snapshot_of(table["location"])
+    to_set = dict(req.get("set") or {})
+    to_unset = [k for k in (req.get("unset") or []) if k in snap.configuration or k == "comment"]
+    if "comment" in to_set or "comment" in to_unset:
+        _set_description(snap, to_set.pop("comment", None))
+        to_unset = [k for k in to_unset if k != "comment"]
+    if to_set or to_unset:
+        alter(snap.table_root, to_set, to_unset)
+    return {"table": table_json(log_for(snap.table_root).snapshot(), table["provider"])}
+
+
+def _set_description(snap: Snapshot, description: str | None) -> None:
+    """COMMENT ON TABLE (or a `comment` property): the `metaData.description`, one commit."""
+    from use.delta.transaction import Transaction
+
+    if description == snap.metadata.description:
+        return
+    txn = Transaction(log_for(snap.table_root), snap)
+    txn.add(replace(snap.metadata, description=description))
+    txn.commit("SET TBLPROPERTIES", {"properties": json.dumps({"comment": description})})
+
+
+def truncate(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """TRUNCATE TABLE: one commit removing every live file (history and metadata stay)."""
+    from use.delta.actions import remove_actions
+    from use.delta.transaction import Transaction
+
+    snap = snapshot_of(req["location"])
+    if snap.num_files:
+        txn = Transaction(log_for(snap.table_root), snap)
+        txn.read_whole_table()
+        txn.add(*remove_actions(snap.files, data_change=True))
+        txn.commit("TRUNCATE", {})
+    return {}

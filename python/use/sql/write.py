@@ -1,0 +1,268 @@
+"""SQL writes: INSERT INTO / INSERT OVERWRITE, `writeTo(...).append()/.overwritePartitions()`,
+`saveAsTable`, CTAS and RTAS. Spark has already resolved and cast the query to the table's schema
+(a mismatch is Spark's own analysis error); the DataFrame arrives here with the write's mode.
+
+Into a Qbeast table the rows go through the OTree write (`use.qbeast.writer.write`, the code
+behind `QbeastTable.write`, JVM path included); into a Delta table through Spark's file write of
+`DeltaTable.write` (`use.spark_files.write_dataframe_files`), committed here with the removes the
+write mode asks for (whole table, static partitions, the partitions written). One commit per
+statement, under Delta's conflict rules; a write that fails leaves no commit and no file behind.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal as _decimal
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from use.errors import InvalidArgumentError
+from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY
+from use.sql.bridge import dataframe
+from use.sql.tables import (
+    _cube_size,
+    check_properties,
+    is_qbeast,
+    log_for,
+    new_configuration,
+    replacement,
+    snapshot_of,
+    spark_schema_to_arrow,
+    table_json,
+    write_options,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from use.delta.actions import AddFile
+    from use.delta.snapshot import Snapshot
+
+_MODES = {"append": "Append", "overwrite": "Overwrite", "dynamic": "Overwrite", "partitions": "Overwrite"}
+
+
+def write(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    df = dataframe(spark, args[0])
+    staged = req.get("staged")
+    if staged is not None:
+        options = write_options(staged["provider"], staged.get("options") or {}, req.get("options") or {})
+        return _write_staged(spark, df, {**staged, "options": options})
+    table = req["table"]
+    snap = snapshot_of(table["location"])
+    mode = req["mode"]
+    if is_qbeast(snap.configuration):
+        _write_qbeast(spark, df, snap, mode)
+    else:
+        _write_delta(spark, df, snap, mode, req.get("partitionFilters") or [])
+    return {"table": table_json(log_for(snap.table_root).snapshot(), table["provider"])}
+
+
+# --- Qbeast ------------------------------------------------------------------------------------------
+
+
+def _indexed_columns(snap: Snapshot) -> str:
+    """The column specs a write into the table indexes: the ones its properties declare."""
+    from use.qbeast.revision import latest_revision_id, revisions_from_configuration
+
+    spec = snap.configuration.get(COLUMNS_TO_INDEX_KEY)
+    if spec:
+        return spec
+    revision = revisions_from_configuration(snap.configuration)[latest_revision_id(snap.configuration)]
+    return ",".join(revision.columns)
+
+
+def _cube_size_of(snap: Snapshot) -> int:
+    from use.qbeast.revision import latest_revision_id, revisions_from_configuration
+
+    return revisions_from_configuration(snap.configuration)[latest_revision_id(snap.configuration)].desired_cube_size
+
+
+def _write_qbeast(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str) -> None:
+    from use.qbeast.writer import write as otree_write
+
+    if mode == "partitions" or snap.partition_columns:
+        raise InvalidArgumentError(
+            f"the Qbeast table at {snap.table_root} has no partitions to overwrite; INSERT OVERWRITE the whole table"
+        )
+    if mode == "append":
+        otree_write(spark, df, snap.table_root, _indexed_columns(snap), mode="append")
+    else:  # overwrite, or a dynamic overwrite of an unpartitioned table: the whole table
+        otree_write(spark, df, snap.table_root, _indexed_columns(snap), cube_size=_cube_size_of(snap), mode="overwrite")
+
+
+# --- Delta -------------------------------------------------------------------------------------------
+
+
+def _write_delta(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str, filters: list[Any]) -> None:
+    from use.delta.actions import remove_actions
+    from use.delta.transaction import Transaction
+    from use.optimize.executor import delete_written
+    from use.spark_files import write_dataframe_files
+
+    root = snap.table_root
+    adds = write_dataframe_files(
+        df, root, snap.schema, partition_columns=snap.partition_columns, configuration=snap.configuration
+    )
+    try:
+        removed = files_to_replace(snap, mode, adds, filters)
+        txn = Transaction(log_for(root), snap)
+        if mode != "append":
+            txn.read_whole_table()
+        if removed.num_rows:
+            txn.add(*remove_actions(removed, data_change=True))
+        if adds:
+            txn.add(*adds)
+        if adds or removed.num_rows:
+            txn.commit("WRITE", _parameters(mode, snap.partition_columns), _metrics(adds, removed.num_rows))
+    except BaseException:
+        delete_written(root, list(adds))
+        raise
+
+
+def _parameters(mode: str, partition_columns: Any) -> dict[str, Any]:
+    return {"mode": _MODES[mode], "partitionBy": json.dumps(list(partition_columns))}
+
+
+def _metrics(adds: Sequence[Any], removed: int) -> dict[str, Any]:
+    rows = 0
+    for a in adds:
+        rows += int(json.loads(a.stats).get("numRecords", 0)) if a.stats else 0
+    return {"numFiles": str(len(adds)), "numOutputRows": str(rows), "numRemovedFiles": str(removed)}
+
+
+# --- CTAS / RTAS -------------------------------------------------------------------------------------
+
+
+def _write_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The one commit of a CTAS (a new table with its data) or an RTAS (the new metadata, every old
+    file removed, the new data added)."""
+    root, provider = spec["root"], spec["provider"]
+    schema = spark_schema_to_arrow(spec["schema"])
+    options = spec.get("options") or {}
+    properties = spec.get("properties") or {}
+    if provider == "qbeast":
+        from use.qbeast.writer import write as otree_write
+
+        new_configuration(provider, properties, options, schema, root)  # checks the index options
+        configuration = check_properties(properties)
+        if spec.get("comment") is not None:
+            raise InvalidArgumentError("COMMENT on a Qbeast table written by a query is not supported yet; use COMMENT ON TABLE after")
+        otree_write(
+            spark,
+            df,
+            root,
+            options[COLUMNS_TO_INDEX_KEY],
+            cube_size=_cube_size(options.get(CUBE_SIZE_KEY)),
+            mode="append" if spec["mode"] != "replace" else "overwrite",
+            column_stats=options.get(COLUMN_STATS_KEY) or None,
+            configuration=configuration,
+        )
+    else:
+        _write_delta_staged(spark, df, spec, schema, new_configuration(provider, properties, options, schema, root))
+    return {"table": table_json(log_for(root).snapshot(), provider)}
+
+
+def _write_delta_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, Any], schema: pa.Schema, conf: dict[str, str]) -> None:
+    from use.optimize.executor import delete_written
+    from use.spark_files import write_dataframe_files
+
+    root = spec["root"]
+    parts = list(spec.get("partitionColumns") or [])
+    created_dir = not os.path.exists(root)
+    log = log_for(root)
+    if spec["mode"] == "replace":
+        current = log.snapshot()
+        txn = replacement(log, current, spec, schema, conf)
+        operation, removed = "CREATE OR REPLACE TABLE AS SELECT", current.num_files
+    else:
+        txn = log.create_transaction(schema, parts, conf, description=spec.get("comment"))
+        operation, removed = "CREATE TABLE AS SELECT", 0
+    os.makedirs(root, exist_ok=True)
+    adds: tuple[AddFile, ...] = ()
+    try:
+        adds = write_dataframe_files(df, root, schema, partition_columns=parts, configuration=conf)
+        if adds:
+            txn.add(*adds)
+        txn.commit(operation, {"partitionBy": json.dumps(parts)}, _metrics(list(adds), removed))
+    except BaseException:
+        delete_written(root, list(adds))
+        if created_dir and not log.exists():
+            import shutil
+
+            shutil.rmtree(root, ignore_errors=True)
+        raise
+
+
+# --- which files an overwrite replaces -----------------------------------------------------------
+
+
+def _typed(value: Any, type_: pa.DataType) -> Any:
+    """A partition filter's JSON value as the column's Python value."""
+    if value is None:
+        return None
+    if pa.types.is_date(type_):
+        return _dt.date.fromisoformat(str(value)[:10])
+    if pa.types.is_timestamp(type_):
+        parsed = _dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        return parsed if parsed.tzinfo or type_.tz is None else parsed.replace(tzinfo=_dt.timezone.utc)
+    if pa.types.is_decimal(type_):
+        return _decimal.Decimal(str(value))
+    if pa.types.is_integer(type_):
+        return int(value)
+    if pa.types.is_floating(type_):
+        return float(value)
+    if pa.types.is_boolean(type_):
+        return value if isinstance(value, bool) else str(value).lower() == "true"
+    return str(value)
+
+
+def partition_predicate(filters: Sequence[Mapping[str, Any]], schema: pa.Schema) -> Any:
+    """The shim's partition filters (INSERT OVERWRITE ... PARTITION) as a typed predicate."""
+    from use.delta import predicates as P
+
+    def one(f: Mapping[str, Any]) -> Any:
+        op = f["op"]
+        if op == "and":
+            return P.And(one(f["left"]), one(f["right"]))
+        column = f["column"]
+        type_ = schema.field(column).type
+        if op == "isnull":
+            return P.IsNull(column)
+        if op == "isnotnull":
+            return P.IsNotNull(column)
+        if op == "in":
+            return P.InList(column, tuple(v for v in (_typed(x.get("value"), type_) for x in f["values"]) if v is not None))
+        value = _typed(f.get("value"), type_)
+        if value is None:
+            return P.IsNull(column) if op == "<=>" else P.InList(column, ())
+        return P.Comparison(column, "=", value)
+
+    out = None
+    for f in filters:
+        p = one(f)
+        out = p if out is None else P.And(out, p)
+    return out
+
+
+def files_to_replace(snapshot: Snapshot, mode: str, adds: Sequence[AddFile], filters: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """The live files a write removes: all of them (overwrite), those of the partitions it writes
+    (dynamic), those matching the static partition filters (partitions), none (append)."""
+    files = snapshot.files
+    parts = list(snapshot.partition_columns)
+    if mode == "append" or not files.num_rows:
+        return files.slice(0, 0)
+    if mode == "overwrite" or (mode == "dynamic" and not parts):
+        return files
+    if mode == "dynamic":
+        written = {tuple(a.partition_values.get(c) for c in parts) for a in adds}
+        keys = [tuple((dict(m or ()).get(c) or None) for c in parts) for m in files.column("partition_values").to_pylist()]
+        return files.filter(pa.array([k in written for k in keys], pa.bool_()))
+    if mode == "partitions":
+        from use.delta.skipping import files_matching
+
+        return files.filter(files_matching(files, partition_predicate(filters, snapshot.schema), snapshot.schema))
+    raise InvalidArgumentError(f"unknown write mode {mode!r}")

@@ -1,0 +1,54 @@
+"""Helpers for the SQL tests (tests/test_sql_*; their `db` fixture is in conftest.py): what a
+table's directory and log hold, to check that a refused statement changed nothing."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+
+def rows(spark, query: str) -> list[tuple[Any, ...]]:
+    """The rows of a query, as sorted tuples."""
+    return sorted(tuple(r) for r in spark.sql(query).collect())
+
+
+def location(spark, table: str) -> str:
+    """A table's directory, as the catalog serves it."""
+    from use.delta.storage import resolve_table_root
+
+    detail = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()}
+    return resolve_table_root(detail["Location"])
+
+
+def state(root: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The commit files and the data files under a table root (what a statement may change)."""
+    log_dir = os.path.join(root, "_delta_log")
+    commits = tuple(sorted(os.listdir(log_dir))) if os.path.isdir(log_dir) else ()
+    data = []
+    for base, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "_delta_log"]
+        data += [os.path.relpath(os.path.join(base, f), root) for f in files]
+    return commits, tuple(sorted(data))
+
+
+def commit_actions(root: str, version: int) -> list[dict[str, Any]]:
+    import json
+
+    with open(os.path.join(root, "_delta_log", f"{version:020d}.json")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@contextmanager
+def refused(match: str) -> Iterator[None]:
+    """The statement fails with one clean message (USE's or Spark's own), no Python traceback and
+    no JVM stack trace in it."""
+    from pyspark.errors import AnalysisException
+
+    with pytest.raises(AnalysisException, match=match) as info:
+        yield
+    message = str(info.value)
+    assert "Traceback" not in message and "\tat " not in message and "py4j" not in message.lower(), message

@@ -1,0 +1,70 @@
+"""Smoke test of benchmarks/tradeoff.py's core on tiny sizes, so the yardstick cannot rot.
+
+Every contender runs (k = 1 and 2, a few appends of the drifting shape) on the shared session; the
+checks are about what the benchmark claims to measure, not about the figures: Z-order rounds rewrite
+the whole table, a plain Delta sample reads every file, the read costs are the files a real read
+scans, and the report, plot and saved rounds come out.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+
+import tradeoff  # noqa: E402
+
+TINY = tradeoff.Settings(appends=3, rows_per_append=200, cube_size=1000, every=(1, 2), shapes=("drift",),
+                         autocompact_min_files=2, ref_every=1, jobs=2)  # fmt: skip
+
+
+def test_every_contender_runs_and_reports(spark, tmp_path):
+    runs = tradeoff.run_benchmark(spark, TINY, str(tmp_path / "work"), log=lambda _: None)
+    assert [(r.contender, r.k) for r in runs] == [(c, k) for k in (1, 2) for c in tradeoff.CONTENDERS]
+    for r in runs:
+        assert [p.appends for p in r.rounds] == TINY.round_points(r.k)
+        assert all(p.appended_bytes > 0 and p.ref_appends == p.appends for p in r.rounds)
+        if r.contender != "ours":
+            last = r.rounds[-1]  # a plain Delta sample scans the whole table
+            assert (last.reads.sample_files, last.reads.sample_bytes) == (last.table_files, last.table_bytes)
+        if r.contender in ("zorder", "hilbert"):
+            # every round re-sorts the whole table (Delta's OPTIMIZE ZORDER BY), not only the new files
+            for before, after in zip(r.rounds, r.rounds[1:]):
+                new = after.appended_bytes - before.appended_bytes
+                assert after.round_bytes == before.table_bytes + new
+    drift_ours = next(r for r in runs if r.contender == "ours" and r.k == 1)
+    assert drift_ours.rounds[-1].revisions >= 1
+
+    text = tradeoff.report(TINY, runs)
+    assert all(c in text for c in tradeoff.CONTENDERS) and "goals" in text
+    txt, png, js = tradeoff.save(TINY, runs, text, str(tmp_path / "out"))
+    assert os.path.getsize(png) > 0 and open(txt).read().startswith(text)
+    settings, loaded = tradeoff.load(js)
+    assert settings == TINY and loaded == runs
+
+
+def test_read_cost_is_what_a_read_scans(spark, tmp_path):
+    """The metadata-only read costs equal the files Spark's scan of the real read lists."""
+    from deltalake import write_deltalake
+
+    from use import DeltaTable, QbeastTable
+    from use.qbeast.reader import load_snapshot
+
+    q, d = str(tmp_path / "q"), str(tmp_path / "d")
+    for i in range(3):
+        data = tradeoff.batch(TINY, "drift", i)
+        tradeoff.write_qbeast(spark, TINY, "drift", data, q)
+        write_deltalake(d, data, mode="append")
+    flt = TINY.range_filter("drift")
+    qt, dt = QbeastTable.for_path(spark, q), DeltaTable.for_path(spark, d)
+    measure = tradeoff.Measurer(spark, TINY, "drift")
+    reads_q, reads_d = measure(load_snapshot(q)), tradeoff.Measurer(spark, TINY, "drift")(load_snapshot(d))
+    assert reads_q.sample_files == len(qt.read(sample=tradeoff.SAMPLE).inputFiles())
+    assert reads_q.range_files == len(qt.read(filter=flt).inputFiles())
+    assert reads_d.sample_files == len(dt.read().sample(tradeoff.SAMPLE).inputFiles()) == 3
+    assert reads_d.range_files == len(dt.read(filter=flt).inputFiles())

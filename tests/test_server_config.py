@@ -1,0 +1,118 @@
+"""`use.server.config`: the server's options, data dir layout and Spark conf (no JVM)."""
+
+from __future__ import annotations
+
+import shlex
+import socket
+from pathlib import Path
+
+import pytest
+
+from use.errors import ConfigError, ServerError
+from use.server.config import (
+    DataDir,
+    ServerOptions,
+    check_data_dir,
+    check_port_free,
+    parse_conf_pairs,
+    spark_conf,
+)
+
+
+def test_conf_pairs_split_at_the_first_equals_sign_and_later_keys_win() -> None:
+    conf = parse_conf_pairs(["spark.a=1", "spark.b=x=y", "spark.a=2", "spark.qbeast.use.optimization-interval=30s"])
+    assert conf == {"spark.a": "2", "spark.b": "x=y", "spark.qbeast.use.optimization-interval": "30s"}
+
+
+@pytest.mark.parametrize(
+    "pair,fragment",
+    [
+        ("spark.a", "not KEY=VALUE"),
+        ("=1", "not KEY=VALUE"),
+        ("a.b=1", "start with 'spark.'"),
+        ("spark.sql.warehouse.dir=/x", "--data-dir"),
+        ("spark.sql.catalogImplementation=in-memory", "Hive metastore"),
+        ("spark.qbeast.use.optimization.bytes-per-iter=-5", "bytes-per-iter"),
+    ],
+)
+def test_bad_conf_pairs_are_refused_with_what_to_do(pair: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_conf_pairs([pair])
+    assert fragment in str(e.value)
+
+
+def test_options_resolve_the_data_dir_and_build_the_jdbc_url(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    options = ServerOptions.from_flags()
+    assert options.data_dir.root == tmp_path / "use-data"
+    assert options.jdbc_url == "jdbc:hive2://127.0.0.1:10000/default"
+    assert ServerOptions.from_flags(host="0.0.0.0", port=10001).jdbc_url == "jdbc:hive2://127.0.0.1:10001/default"
+    assert ServerOptions.from_flags(host="::1").jdbc_url == "jdbc:hive2://[::1]:10000/default"
+    with pytest.raises(ConfigError, match="--port 0"):
+        ServerOptions.from_flags(port=0)
+
+
+def test_spark_conf_keeps_every_file_under_the_data_dir(tmp_path: Path) -> None:
+    root = tmp_path / "a dir"
+    options = ServerOptions.from_flags(
+        root, port=10042, conf_pairs=["spark.driver.extraJavaOptions=-Dmine=1", "spark.sql.shuffle.partitions=3"]
+    )
+    conf = spark_conf(options)
+    assert conf["spark.sql.catalogImplementation"] == "hive"
+    assert conf["spark.hadoop.javax.jdo.option.ConnectionURL"] == f"jdbc:derby:;databaseName={root}/metastore_db;create=true"
+    assert conf["spark.sql.warehouse.dir"] == str(root / "warehouse")
+    assert conf["spark.hadoop.hive.server2.thrift.port"] == "10042"
+    assert conf["spark.hadoop.hive.server2.thrift.bind.host"] == "127.0.0.1"
+    assert conf["spark.sql.shuffle.partitions"] == "3"
+    java_options = shlex.split(conf["spark.driver.extraJavaOptions"])
+    assert java_options == [
+        f"-Dderby.stream.error.file={root}/logs/derby.log",
+        f"-Djava.io.tmpdir={root}/tmp",
+        "-Dmine=1",
+    ]
+    # derby.system.home made every JDBC session close retry for ~20 s
+    assert not any("derby.system.home" in value for value in conf.values())
+
+
+def test_check_data_dir_creates_the_layout_or_says_it_cannot(tmp_path: Path) -> None:
+    data = DataDir(tmp_path / "new" / "data")
+    check_data_dir(data)
+    assert data.warehouse.is_dir() and data.logs.is_dir()
+    assert sorted(p.name for p in data.root.iterdir()) == ["logs", "warehouse"]
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ServerError, match="cannot be written"):
+        check_data_dir(DataDir(blocker / "data"))
+
+
+def test_check_port_free_sees_a_listening_socket() -> None:
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        with pytest.raises(ServerError, match=f"port {port} on 127.0.0.1 is already in use"):
+            check_port_free("127.0.0.1", port)
+    check_port_free("127.0.0.1", port)
+    with pytest.raises(ServerError, match="cannot be resolved"):
+        check_port_free("no-such-host.invalid", port)
+
+
+def test_the_server_runs_the_optimization_service_with_fair_scheduling_unless_told_not_to(tmp_path: Path) -> None:
+    from use.server.process import default_services
+
+    options = ServerOptions.from_flags(tmp_path / "data")
+    assert [s.name for s in default_services(options)] == ["optimization"]
+    assert options.data_dir.service == tmp_path / "data" / "service"
+    assert spark_conf(options)["spark.scheduler.mode"] == "FAIR"
+    fifo = ServerOptions.from_flags(tmp_path / "data", conf_pairs=["spark.scheduler.mode=FIFO"])
+    assert spark_conf(fifo)["spark.scheduler.mode"] == "FIFO"  # a --conf wins over the service's default
+    assert default_services(ServerOptions.from_flags(tmp_path / "data", service=False)) == []
+
+
+def test_the_demo_interval_yields_to_a_conf_of_the_caller(tmp_path: Path) -> None:
+    from use.optimize.config import INTERVAL_KEY
+    from use.server.demo import DEMO_INTERVAL, demo_conf
+
+    assert ServerOptions.from_flags(tmp_path, conf_pairs=demo_conf([])).conf[INTERVAL_KEY] == DEMO_INTERVAL
+    mine = demo_conf([f"{INTERVAL_KEY}=2s"])
+    assert ServerOptions.from_flags(tmp_path, conf_pairs=mine).conf[INTERVAL_KEY] == "2s"

@@ -1,0 +1,200 @@
+"""SQL DDL on Delta and Qbeast tables through the session catalog (`use.sql`)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from use.delta.storage import resolve_table_root
+
+from sql_support import commit_actions, location, refused, rows, state
+
+
+def test_the_session_serves_delta_and_qbeast_tables(spark) -> None:
+    import use.sql
+
+    assert use.sql.configured(spark) and use.sql.installed(spark)
+    assert spark.conf.get("spark.sql.catalog.spark_catalog") == use.sql.CATALOG_CLASS
+
+
+def test_launch_flags_for_pyspark_users(capsys) -> None:
+    from use.shim import build_shim, main
+
+    assert main(["--conf"]) == 0
+    out, err = capsys.readouterr()
+    assert out.split() == [
+        "--jars", str(build_shim()),
+        "--conf", "spark.sql.extensions=use.sql.UseSparkSessionExtension",
+        "--conf", "spark.sql.catalog.spark_catalog=use.sql.UseCatalog",
+        "--conf", "spark.sql.catalog.use_catalog=use.sql.UseLakeCatalog",
+    ]  # fmt: skip
+    assert "use.sql.install(spark)" in err
+
+
+def test_create_managed_delta_table_insert_describe_drop(spark, db) -> None:
+    spark.sql("CREATE TABLE t (id BIGINT, name STRING, day DATE) USING delta PARTITIONED BY (day) COMMENT 'people'")
+    root = location(spark, "t")
+    assert root.startswith(resolve_table_root(spark.conf.get("spark.sql.warehouse.dir")))
+    create = commit_actions(root, 0)
+    meta = next(a["metaData"] for a in create if "metaData" in a)
+    assert meta["partitionColumns"] == ["day"] and meta["description"] == "people"
+    assert ("t",) in [(r.tableName,) for r in spark.sql("SHOW TABLES").collect()]
+
+    described = {r[0]: r[1] for r in spark.sql("DESCRIBE TABLE EXTENDED t").collect()}
+    assert described["id"] == "bigint" and described["Provider"] == "delta" and described["Type"] == "MANAGED"
+    assert "day" in [r[0] for r in spark.sql("DESCRIBE TABLE t").collect()]
+    show = spark.sql("SHOW CREATE TABLE t").collect()[0][0]
+    assert "USING delta" in show and "PARTITIONED BY (day)" in show and "LOCATION" in show
+
+    spark.sql("INSERT INTO t VALUES (1, 'a', DATE'2024-01-01'), (2, 'b', DATE'2024-01-02')")
+    assert rows(spark, "SELECT id, name FROM t") == [(1, "a"), (2, "b")]
+
+    spark.sql("DROP TABLE t")  # managed: the data goes with the registration
+    assert not os.path.exists(root)
+    assert "t" not in [r.tableName for r in spark.sql("SHOW TABLES").collect()]
+
+
+def test_create_if_not_exists_and_duplicate(spark, db) -> None:
+    spark.sql("CREATE TABLE t (id INT) USING delta")
+    before = state(location(spark, "t"))
+    spark.sql("CREATE TABLE IF NOT EXISTS t (other STRING) USING delta")
+    assert state(location(spark, "t")) == before
+    with refused("already exists"):
+        spark.sql("CREATE TABLE t (id INT) USING delta")
+    assert state(location(spark, "t")) == before
+
+
+def test_external_table_registers_existing_location_with_its_log_schema(spark, db, tmp_path) -> None:
+    import deltalake
+    import pyarrow as pa
+
+    path = str(tmp_path / "ext")
+    deltalake.write_deltalake(path, pa.table({"k": pa.array([1, 2, 3], pa.int64()), "v": ["x", "y", "z"]}))
+    spark.sql(f"CREATE TABLE e USING delta LOCATION '{path}'")
+    assert [(r[0], r[1]) for r in spark.sql("DESCRIBE TABLE e").collect()] == [("k", "bigint"), ("v", "string")]
+    assert rows(spark, "SELECT * FROM e") == [(1, "x"), (2, "y"), (3, "z")]
+    described = {r[0]: r[1] for r in spark.sql("DESCRIBE TABLE EXTENDED e").collect()}
+    assert described["Type"] == "EXTERNAL"
+
+    spark.sql("DROP TABLE e")  # external: only the registration goes
+    assert deltalake.DeltaTable(path).to_pyarrow_table().num_rows == 3
+    # registering it again with matching columns works; with other columns it is refused
+    spark.sql(f"CREATE TABLE e (k BIGINT, v STRING) USING delta LOCATION '{path}'")
+    spark.sql("DROP TABLE e")
+    before = state(path)
+    with refused("USE_SCHEMA_MISMATCH_ERROR"):
+        spark.sql(f"CREATE TABLE e (k INT) USING delta LOCATION '{path}'")
+    assert state(path) == before and "e" not in [r.tableName for r in spark.sql("SHOW TABLES").collect()]
+
+
+def test_external_new_table_at_an_empty_location(spark, db, tmp_path) -> None:
+    path = str(tmp_path / "new")
+    spark.sql(f"CREATE TABLE n (a INT) USING delta LOCATION '{path}'")
+    assert os.path.isfile(os.path.join(path, "_delta_log", f"{0:020d}.json"))
+    spark.sql("DROP TABLE n")
+    assert os.path.isdir(os.path.join(path, "_delta_log"))
+
+
+def test_qbeast_table_create_insert_and_register(spark, db, tmp_path) -> None:
+    from use import QbeastTable
+
+    spark.sql("CREATE TABLE q (x INT, y DOUBLE) USING qbeast OPTIONS ('columnsToIndex'='x,y', 'cubeSize'='50')")
+    root = location(spark, "q")
+    qt = QbeastTable.for_path(spark, root)
+    assert qt.revision_ids() == [0] and qt.indexed_columns() == ["x", "y"] and qt.cube_size() == 50
+    spark.sql("INSERT INTO q SELECT CAST(id AS INT), id / 3.0 FROM range(300)")
+    assert qt.latest_revision_id == 1 and qt.read().count() == 300
+    assert rows(spark, "SELECT count(*) FROM q") == [(300,)]
+
+    # CTAS is one commit: the new table with its data
+    spark.sql("CREATE TABLE c USING qbeast OPTIONS ('columnsToIndex'='x') AS SELECT * FROM q")
+    croot = location(spark, "c")
+    assert sorted(os.listdir(os.path.join(croot, "_delta_log"))) == [f"{0:020d}.json"]
+    assert any("add" in a for a in commit_actions(croot, 0)) and QbeastTable.for_path(spark, croot).indexed_columns() == ["x"]
+
+    # the column specs of CREATE's OPTIONS reach the first indexed write
+    spark.sql("CREATE TABLE h (x INT, s STRING) USING qbeast OPTIONS ('columnsToIndex'='x,s:hashing')")
+    spark.sql("INSERT INTO h SELECT CAST(id AS INT), CAST(id AS STRING) FROM range(50)")
+    hashed = QbeastTable.for_path(spark, location(spark, "h")).revision()
+    assert type(hashed.column_transformers[1]).__name__ == "HashTransformer"
+
+    # an existing Qbeast table registered by LOCATION keeps its index
+    spark.sql(f"CREATE TABLE r USING qbeast LOCATION '{root}'")
+    assert rows(spark, "SELECT count(*) FROM r") == [(300,)]
+
+
+def test_ctas_and_create_or_replace_keep_one_commit_each(spark, db) -> None:
+    spark.sql("CREATE TABLE d USING delta PARTITIONED BY (p) AS SELECT id, id % 3 AS p FROM range(30)")
+    root = location(spark, "d")
+    assert state(root)[0] == (f"{0:020d}.json",)
+    assert commit_actions(root, 0)[0]["commitInfo"]["operation"] == "CREATE TABLE AS SELECT"
+    assert rows(spark, "SELECT p, count(*) FROM d GROUP BY p") == [(0, 10), (1, 10), (2, 10)]
+
+    spark.sql("CREATE OR REPLACE TABLE d USING delta TBLPROPERTIES ('delta.appendOnly'='false') AS SELECT id * 10 AS v FROM range(5)")
+    assert state(root)[0] == (f"{0:020d}.json", f"{1:020d}.json")
+    assert rows(spark, "SELECT * FROM d") == [(0,), (10,), (20,), (30,), (40,)]
+    assert [r[0] for r in spark.sql("DESCRIBE TABLE d").collect()] == ["v"]
+    actions = commit_actions(root, 1)
+    assert any("metaData" in a for a in actions) and sum("remove" in a for a in actions) >= 1
+    assert rows(spark, "SELECT count(*) FROM d VERSION AS OF 0") == [(30,)]  # the history stays
+
+    spark.sql("REPLACE TABLE d (a STRING) USING delta")
+    assert rows(spark, "SELECT * FROM d") == [] and [r[0] for r in spark.sql("DESCRIBE TABLE d").collect()] == ["a"]
+    spark.sql("CREATE OR REPLACE TABLE fresh (a INT) USING delta")
+    assert rows(spark, "SELECT * FROM fresh") == []
+
+
+def test_show_tblproperties_and_create_statement_round_trip(spark, db, tmp_path) -> None:
+    spark.sql(
+        "CREATE TABLE p (a INT) USING delta TBLPROPERTIES ('use.optimization.bytes-per-iter'='1000', "
+        "'delta.logRetentionDuration'='interval 7 days')"
+    )
+    props = dict((r[0], r[1]) for r in spark.sql("SHOW TBLPROPERTIES p").collect())
+    assert props["use.optimization.bytes-per-iter"] == "1000"
+    assert props["delta.logRetentionDuration"] == "interval 7 days"
+    statement = spark.sql("SHOW CREATE TABLE p").collect()[0][0]
+    spark.sql("DROP TABLE p")  # managed: the table goes; the statement re-creates it
+    spark.sql(statement.replace("spark_catalog.", "").replace(f"{db}.p", "p2"))
+    assert dict((r[0], r[1]) for r in spark.sql("SHOW TBLPROPERTIES p2").collect())["use.optimization.bytes-per-iter"] == "1000"
+
+
+def test_path_identifiers_and_format_delta(spark, tmp_path) -> None:
+    import deltalake
+    import pyarrow as pa
+
+    path = str(tmp_path / "p")
+    deltalake.write_deltalake(path, pa.table({"a": pa.array([1, 2], pa.int64())}))
+    assert rows(spark, f"SELECT * FROM delta.`{path}`") == [(1,), (2,)]
+    assert sorted(r[0] for r in spark.read.format("delta").load(path).collect()) == [1, 2]
+    spark.createDataFrame([(3,)], "a BIGINT").write.format("delta").mode("append").save(path)
+    assert deltalake.DeltaTable(path).to_pyarrow_table().num_rows == 3
+
+
+@pytest.mark.parametrize("provider", ["delta", "qbeast"])
+def test_truncate_keeps_history(spark, db, provider) -> None:
+    opts = "OPTIONS ('columnsToIndex'='id')" if provider == "qbeast" else ""
+    spark.sql(f"CREATE TABLE tr USING {provider} {opts} AS SELECT id FROM range(10)")
+    spark.sql("TRUNCATE TABLE tr")
+    assert rows(spark, "SELECT count(*) FROM tr") == [(0,)]
+    assert rows(spark, "SELECT count(*) FROM tr VERSION AS OF 0") == [(10,)]
+
+
+def test_other_providers_stay_spark_s_own(spark, db) -> None:
+    spark.sql("CREATE TABLE pq USING parquet AS SELECT id FROM range(3)")
+    spark.sql("INSERT INTO pq SELECT 10")
+    spark.sql("CREATE VIEW v AS SELECT id * 2 AS d FROM pq")
+    assert rows(spark, "SELECT * FROM v") == [(0,), (2,), (4,), (20,)]
+    described = {r[0]: r[1] for r in spark.sql("DESCRIBE TABLE EXTENDED pq").collect()}
+    assert described["Provider"] == "parquet"
+    spark.sql("DROP VIEW v")
+    spark.sql("DROP TABLE pq")
+
+
+def test_replace_a_qbeast_table_by_a_delta_one(spark, db) -> None:
+    spark.sql("CREATE TABLE r USING qbeast OPTIONS ('columnsToIndex'='id') AS SELECT id FROM range(10)")
+    spark.sql("CREATE OR REPLACE TABLE r USING delta AS SELECT id FROM range(3)")
+    described = {r[0]: r[1] for r in spark.sql("DESCRIBE TABLE EXTENDED r").collect()}
+    props = {r[0] for r in spark.sql("SHOW TBLPROPERTIES r").collect()}
+    assert described["Provider"] == "delta" and not any(k.startswith("qbeast.") for k in props)
+    assert rows(spark, "SELECT count(*) FROM r") == [(3,)]

@@ -1,0 +1,103 @@
+"""Every bad SQL input on Delta/Qbeast tables is one clean error and changes nothing: no metastore
+entry, no log commit, no file."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from sql_support import location, refused, state
+
+
+def _tables(spark) -> list[str]:
+    return sorted(r.tableName for r in spark.sql("SHOW TABLES").collect() if not r.isTemporary)
+
+
+def _warehouse_db(spark, db: str) -> str:
+    from use.delta.storage import resolve_table_root
+
+    return os.path.join(resolve_table_root(spark.conf.get("spark.sql.warehouse.dir")), f"{db}.db")
+
+
+@pytest.mark.parametrize(
+    "statement, match",
+    [
+        ("CREATE TABLE b (x INT) USING qbeast OPTIONS ('columnsToIndex'='x', 'cubeSise'='10')", "unknown option 'cubeSise'"),
+        ("CREATE TABLE b (x INT) USING delta OPTIONS ('columnsToIndex'='x')", "unknown option 'columnsToIndex' for USING delta"),
+        ("CREATE TABLE b (x INT) USING qbeast OPTIONS ('columnsToIndex'='nope')", "USE_INDEX_COLUMN_ERROR.*nope"),
+        ("CREATE TABLE b (x INT) USING qbeast", "USE_INDEX_COLUMN_ERROR.*columnsToIndex"),
+        ("CREATE TABLE b (x INT) USING qbeast OPTIONS ('columnsToIndex'='x', 'cubeSize'='-4')", "cubeSize"),
+        ("CREATE TABLE b (x INT, p INT) USING qbeast OPTIONS ('columnsToIndex'='x') PARTITIONED BY (p)", "cannot be partitioned"),
+        ("CREATE TABLE b (x INT) USING delta TBLPROPERTIES ('use.optimization.bytes-per-iter'='-1')", "USE_CONFIG_ERROR"),
+        ("CREATE TABLE b (x INT) USING delta TBLPROPERTIES ('delta.enableDeletionVectors'='true')", "deletionVectors"),
+        ("CREATE TABLE b USING delta AS SELECT id, 1 / (id - id) AS boom FROM range(0, 8, 1, 4)", "USE_SPARK_ERROR.*DIVIDE_BY_ZERO"),
+        ("CREATE TABLE b (x INT) USING delta PARTITIONED BY (bucket(4, x))", "PARTITIONED BY"),
+    ],
+)
+def test_bad_create_statements(spark, db, statement, match) -> None:
+    with refused(match):
+        spark.sql(statement)
+    assert _tables(spark) == []
+    assert not os.path.exists(os.path.join(_warehouse_db(spark, db), "b"))
+
+
+def test_location_with_no_table(spark, db, tmp_path) -> None:
+    empty = tmp_path / "empty"
+    with refused("USE_TABLE_NOT_FOUND_ERROR.*no Delta table at LOCATION"):
+        spark.sql(f"CREATE TABLE e USING delta LOCATION '{empty}'")
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "data.parquet").write_bytes(b"not a table")
+    with refused("not empty and holds no Delta table"):
+        spark.sql(f"CREATE TABLE e (x INT) USING delta LOCATION '{stray}'")
+    assert _tables(spark) == [] and not empty.exists() and sorted(os.listdir(stray)) == ["data.parquet"]
+
+
+def test_qbeast_location_that_is_plain_delta(spark, db, tmp_path) -> None:
+    import deltalake
+    import pyarrow as pa
+
+    path = str(tmp_path / "plain")
+    deltalake.write_deltalake(path, pa.table({"x": [1, 2]}))
+    before = state(path)
+    with refused("USE_NOT_A_QBEAST_TABLE_ERROR.*USING delta"):
+        spark.sql(f"CREATE TABLE p USING qbeast LOCATION '{path}'")
+    assert state(path) == before and _tables(spark) == []
+
+
+@pytest.mark.parametrize("statement", ["DELETE FROM t WHERE a = 1", "UPDATE t SET a = 2", 
+                                       "MERGE INTO t USING (SELECT 1 AS a) s ON t.a = s.a WHEN MATCHED THEN DELETE"])
+def test_unsupported_dml(spark, db, statement) -> None:
+    spark.sql("CREATE TABLE t (a INT) USING delta")
+    spark.sql("INSERT INTO t VALUES (1)")
+    before = state(location(spark, "t"))
+    with refused(r"\[USE_NOT_SUPPORTED\] (DELETE|UPDATE|MERGE) on Delta/Qbeast tables is not supported yet"):
+        spark.sql(statement)
+    assert state(location(spark, "t")) == before
+
+
+def test_a_table_whose_data_is_gone(spark, db, tmp_path) -> None:
+    import shutil
+
+    path = tmp_path / "gone"
+    spark.sql(f"CREATE TABLE g (a INT) USING delta LOCATION '{path}'")
+    shutil.rmtree(path)
+    with refused("USE_TABLE_NOT_FOUND_ERROR.*DROP TABLE to unregister it"):
+        spark.sql("SELECT * FROM g").collect()
+    spark.sql("DROP TABLE g")
+    assert _tables(spark) == []
+
+
+def test_errors_without_the_python_side(spark, db) -> None:
+    from use.sql.bridge import register_bridge
+
+    spark.sql("CREATE TABLE t (a INT) USING delta")
+    jvm_bridge = spark.sparkContext._jvm.use.sql.Bridge
+    jvm_bridge.unregister()
+    try:
+        with refused(r"\[USE_NOT_INSTALLED\].*use.sql.install\(spark\)"):
+            spark.sql("SELECT * FROM t").collect()
+    finally:
+        register_bridge(spark)
+    assert spark.sql("SELECT * FROM t").collect() == []
