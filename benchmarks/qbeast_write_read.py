@@ -7,9 +7,12 @@ The table is meant to look like a real one, so bytes per row (and so scan costs)
 
 Measures, in one run (every query on both sides computes the same aggregation over *all* columns,
 so Spark's column pruning cannot make the baseline read less than a real query would):
-1. indexed write time (`QbeastTable.write`, default: no shuffle) vs plain `df.write.parquet` of the
-   same cached rows (goal: <= 1.5x), best of `--rounds` alternated rounds, and the same for an
-   optimized write (`optimize_write=True`, one file per planned group, a shuffle);
+1. indexed write time (`QbeastTable.write`, default: shuffled or not by the rule of
+   `use.qbeast.write_shuffle`) vs plain `df.write.parquet` of the same cached rows (goal: <= 1.5x),
+   best of `--rounds` alternated rounds, and the same for each way of writing: the JVM path with
+   the shuffle by file (`optimize_write=True`, one file per planned group; goal <= 1.6x) and
+   without it (`optimize_write=False`, a part of each planned file per task), and the Python
+   path's shuffled write (`spark.qbeast.index.jvmWrite=false`), with the files each wrote;
 2. `read(sample=0.01)`: bytes of the files it reads / total bytes (goal: <= 3%), and its time vs a
    full scan of the plain copy with Spark's `df.sample(0.01)` (goal: >= 10x faster), each the best
    of `--read-rounds` alternated rounds after two warm-up rounds (see `alternated`);
@@ -135,55 +138,65 @@ def all_columns_agg() -> list[Any]:
     ]
 
 
-def python_path_write(df: Any, path: str, cube_size: int) -> Any:
-    """The indexed write with the JVM path switched off: rows cross to Python as Arrow and pyarrow
-    writes them (what every write did before the JVM shim's OTreeFileWriter)."""
+def indexed_write(df: Any, path: str, cube_size: int, optimize_write: bool | None, jvm: bool = True) -> Any:
+    """`QbeastTable.write` with the given `optimize_write` (`None`: the default rule decides); with
+    `jvm=False` the JVM path is switched off (`spark.qbeast.index.jvmWrite=false`): rows cross to
+    Python as Arrow and pyarrow writes them, as every write did before the shim's OTreeFileWriter."""
     from use import QbeastTable
     from use.qbeast.jvm_write import JVM_WRITE_CONF
 
     spark = df.sparkSession
-    spark.conf.set(JVM_WRITE_CONF, "false")
+    if not jvm:
+        spark.conf.set(JVM_WRITE_CONF, "false")
     try:
-        return QbeastTable.write(df, path, INDEXED, cube_size=cube_size)
+        return QbeastTable.write(df, path, INDEXED, cube_size=cube_size, optimize_write=optimize_write)
     finally:
         spark.conf.unset(JVM_WRITE_CONF)
 
 
+# label -> (optimize_write, JVM path): what `timed_writes` measures besides the plain write.
+WRITERS = {
+    "write": (None, True),  # the default: the rule of use.qbeast.write_shuffle picks
+    "shuffled": (True, True),
+    "unshuffled": (False, True),
+    "python_shuffled": (True, False),
+}
+
+
 def timed_writes(df: Any, base: str, cube_size: int, rounds: int) -> dict[str, Any]:
-    """Plain, indexed (JVM path), indexed-with-optimize_write and indexed on the Python path
-    (`spark.qbeast.index.jvmWrite=false`) writes of the same cached rows, alternated
-    `rounds` times; each is reported as its best round (wall and CPU separately).
+    """Plain and indexed writes of the same cached rows (the default, the JVM path with and
+    without the shuffle by file, and the Python path's shuffled write), alternated `rounds`
+    times; each is reported as its best round (wall and CPU separately), with the files it wrote.
 
     Alternating puts the writers under the same machine load, and the best round is the writer's
     own cost: on a shared 2-core VM the same write varies by up to 1.5x between rounds.
     """
-    from use import QbeastTable
-
     path = os.path.join(base, f"qbeast-{cube_size}")
     scratch = os.path.join(base, "scratch")
     best: dict[str, list[float]] = {}
-    result = None
+    files: dict[str, int] = {}
+    writers: list[tuple[str, Callable[[], Any]]] = [("plain", lambda: df.write.parquet(scratch))]
+    for label, (shuffle, jvm) in WRITERS.items():
+        writers.append((label, lambda s=shuffle, j=jvm: indexed_write(df, scratch, cube_size, s, j)))
     for r in range(rounds):
-        for label, fn in (
-            ("plain", lambda: df.write.parquet(scratch)),
-            ("write", lambda: QbeastTable.write(df, scratch, INDEXED, cube_size=cube_size)),
-            ("optimized", lambda: QbeastTable.write(df, scratch, INDEXED, cube_size=cube_size, optimize_write=True)),
-            ("python", lambda: python_path_write(df, scratch, cube_size)),
-        ):
+        for label, fn in writers:
             shutil.rmtree(scratch, ignore_errors=True)
-            wall, cpu, _ = timed_cpu(fn)
+            wall, cpu, result = timed_cpu(fn)
             prev = best.get(label, [float("inf"), float("inf")])
             best[label] = [min(prev[0], wall), min(prev[1], cpu)]
+            if label != "plain":
+                files[label] = result.num_files
         shutil.rmtree(scratch, ignore_errors=True)
     # The table the reads use: one more default write, untimed.
     shutil.rmtree(path, ignore_errors=True)
-    result = QbeastTable.write(df, path, INDEXED, cube_size=cube_size)
+    result = indexed_write(df, path, cube_size, None)
     out: dict[str, Any] = {"files": result.num_files, "rounds": rounds}
     for label, (wall, cpu) in best.items():
         out[f"t_{label}"], out[f"c_{label}"] = wall, cpu
-    out["write_ratio"] = out["t_write"] / out["t_plain"]
-    out["optimized_ratio"] = out["t_optimized"] / out["t_plain"]
-    out["python_ratio"] = out["t_python"] / out["t_plain"]
+        out[f"{label}_ratio"] = wall / best["plain"][0]
+    for label, n in files.items():
+        out[f"files_{label}"] = n
+    out["default_shuffled"] = files["write"] == files["shuffled"] != files["unshuffled"]
     return out
 
 
@@ -255,10 +268,16 @@ def report(rows: int, master: str, t_plain: float, plain_files: int, plain_bytes
         line(f"write time (s), best of {runs[0]['rounds']}: qbeast", [f"{r['t_write']:.2f}" for r in runs]),
         line("write time (s): plain df.write.parquet", [f"{r['t_plain']:.2f}" for r in runs]),
         line("write time / plain df.write.parquet", [f"{r['write_ratio']:.2f}x" for r in runs], "<= 1.5x"),
+        line("  the default rule picked", ["shuffle" if r["default_shuffled"] else "no shuffle" for r in runs]),
         line("write CPU-s: qbeast / plain", [f"{r['c_write']:.1f}/{r['c_plain']:.1f}" for r in runs]),
         line("write CPU / plain write CPU", [f"{r['c_write'] / r['c_plain']:.2f}x" for r in runs]),
-        line("optimize_write=True (shuffle) time / plain", [f"{r['optimized_ratio']:.2f}x" for r in runs]),
-        line("Python path (jvmWrite=false) time / plain", [f"{r['python_ratio']:.2f}x" for r in runs]),
+        line("optimize_write=True (JVM shuffle) time / plain", [f"{r['shuffled_ratio']:.2f}x" for r in runs], "<= 1.6x"),
+        line("optimize_write=False (no shuffle) time / plain", [f"{r['unshuffled_ratio']:.2f}x" for r in runs]),
+        line("Python path, optimize_write=True, time / plain", [f"{r['python_shuffled_ratio']:.2f}x" for r in runs]),
+        line(
+            "files written: shuffled / unshuffled",
+            [f"{r['files_shuffled']} / {r['files_unshuffled']}" for r in runs],
+        ),
         line("sample(0.01): bytes read / total", [pct(r["sample_plan"].bytes, r["sample_plan"].total_bytes) for r in runs], "<= 3%"),
         line("sample(0.01): files read / total", [f"{r['sample_plan'].num_files}/{r['sample_plan'].total_files}" for r in runs]),
         line("sample(0.01) time (s), all columns", [f"{r['t_sample']:.3f}" for r in runs]),
@@ -293,7 +312,6 @@ def main() -> None:
     rows = args.rows
     cube_sizes = [parse_cube_size(c, rows) for c in args.cube_sizes.split(",") if c.strip()]
 
-    from use import QbeastTable
     from use.session import spark_session
 
     spark = spark_session(
@@ -308,7 +326,8 @@ def main() -> None:
         # Warm both writers (JVM code paths, and the Python workers the OTree writer's tasks run in).
         warm = generate(spark, 2000)
         warm.write.mode("overwrite").parquet(os.path.join(base, "warmup-plain"))
-        QbeastTable.write(warm, os.path.join(base, "warmup-qbeast"), INDEXED, cube_size=100, mode="overwrite")
+        for label, (shuffle, jvm) in WRITERS.items():
+            indexed_write(warm, os.path.join(base, f"warmup-{label}"), 100, shuffle, jvm)
 
         t_plain, _ = timed(lambda: df.write.parquet(plain_dir))
         plain = spark.read.parquet(plain_dir)
