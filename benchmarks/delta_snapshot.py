@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     # Stats parsing for data skipping over the whole snapshot (the snapshot itself not timed).
     from use.delta.predicates import Comparison
     from use.delta.skipping import files_matching
-    from use.delta.stats import parse_stats
+    from use.delta.stats_parse import parse_stats
 
     snap = DeltaLog.for_path(str(path)).snapshot()
     rs_table = deltalake.DeltaTable(str(path))

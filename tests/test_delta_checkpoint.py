@@ -16,7 +16,7 @@ from use.delta import AddFile, DeltaLog
 from use.delta.actions import remove_actions
 from use.delta.predicates import Comparison
 from use.delta.skipping import files_matching
-from use.delta.stats import parse_stats
+from use.delta.stats_parse import parse_stats
 from use.errors import CorruptLogError, VersionNotFoundError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])

@@ -20,7 +20,7 @@ from use.delta import AddFile, DeltaLog
 from use.delta.columnmapping import ColumnMapping
 from use.delta.predicates import And, Comparison, IsNull
 from use.delta.skipping import files_matching
-from use.delta.stats import parse_stats
+from use.delta.stats_parse import parse_stats
 from use.errors import CorruptLogError, UnsupportedFeatureError
 from use.qbeast.query import select_files
 from use.qbeast.snapshot import QbeastSnapshot

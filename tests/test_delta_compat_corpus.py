@@ -36,9 +36,10 @@ import pytest
 from deltalake import DeltaTable
 
 from use.delta import DeltaLog
-from use.delta.replay import list_log
+from use.delta.listing import list_log
 from use.delta.skipping import typed_partition_values
-from use.delta.stats import leaf_columns, parse_stats, stat_column
+from use.delta.stats import leaf_columns
+from use.delta.stats_parse import parse_stats, stat_column
 from use.delta.storage import LocalLogStore
 from use.errors import UnsupportedFeatureError, UseError
 

@@ -22,7 +22,7 @@ from use.delta.actions import RemoveFile
 from use.delta.checkpoint import checkpoint_table
 from use.delta.predicates import Comparison
 from use.delta.skipping import files_matching
-from use.delta.stats import parse_stats
+from use.delta.stats_parse import parse_stats
 from use.errors import CorruptLogError, UnsupportedFeatureError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])

@@ -14,7 +14,7 @@ import pytest
 
 from use.delta import AddFile, DeltaLog, Metadata, Protocol, RemoveFile, SetTransaction, Snapshot
 from use.delta.actions import FILES_SCHEMA, remove_actions
-from use.delta.replay import list_log
+from use.delta.listing import list_log
 from use.delta.storage import LocalLogStore
 from use.errors import (
     ConfigError,

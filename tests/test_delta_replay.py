@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from use.delta import AddFile, DeltaLog, Protocol
-from use.delta.replay import parse_commit, parse_commits
+from use.delta.commits import parse_commit, parse_commits
 from use.errors import CorruptLogError, TableNotFoundError, UnsupportedFeatureError, VersionNotFoundError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("d", pa.string())])

@@ -14,7 +14,7 @@ import pytest
 from use.delta.datafile import write_data_file
 from use.delta.predicates import And, Comparison, InList, IsNotNull, IsNull, Not, Or, Unknown
 from use.delta.skipping import files_matching, typed_partition_values
-from use.delta.stats import parse_stats
+from use.delta.stats_parse import parse_stats
 from use.errors import InvalidArgumentError
 
 UTC = dt.timezone.utc

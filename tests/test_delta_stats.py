@@ -12,16 +12,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from use.delta.stats import (
-    StatsConfig,
-    collect_stats,
-    file_stats_json,
-    parse_stats,
-    stat_column,
-    stats_leaves,
-    truncate_max_string,
-    truncate_min_string,
-)
+from use.delta.stats import StatsConfig, collect_stats, file_stats_json, stats_leaves, truncate_max_string, truncate_min_string
+from use.delta.stats_parse import parse_stats, stat_column
 from use.errors import ConfigError, InvalidArgumentError
 
 UTC = dt.timezone.utc

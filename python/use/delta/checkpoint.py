@@ -22,7 +22,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from use.delta.actions import DELETION_VECTOR_TYPE, FILES_SCHEMA, STRING_MAP, TOMBSTONES_SCHEMA, Metadata, Protocol
-from use.delta.replay import CheckpointFiles, CommitActions, LogState, parse_commits
+from use.delta.commits import CommitActions, parse_commits
+from use.delta.listing import CheckpointFiles
+from use.delta.replay import LogState
 from use.delta.stats import stats_json_from_parsed
 from use.delta.storage import LocalLogStore
 from use.errors import CorruptLogError

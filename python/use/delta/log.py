@@ -21,15 +21,8 @@ import pyarrow as pa
 
 from use.delta.actions import AddFile, CommitInfo, Metadata, Protocol, SetTransaction, action_json_line
 from use.delta.checkpoint import checkpoint_name, write_checkpoint
-from use.delta.replay import (
-    LOG_DIR_NAME,
-    LogListing,
-    LogState,
-    advance,
-    commit_name,
-    list_log,
-    replay,
-)
+from use.delta.listing import LOG_DIR_NAME, LogListing, commit_name, list_log
+from use.delta.replay import LogState, advance, replay
 from use.delta.schema import is_primitive, schema_to_json, uses_timestamp_ntz
 from use.delta.snapshot import Snapshot, TableConfig, check_read_support, validate_configuration
 from use.delta.storage import LocalLogStore, resolve_table_root

@@ -44,13 +44,8 @@ from use.delta.predicates import (
     Unknown,
     columns_of,
 )
-from use.delta.stats import (
-    STRING_PREFIX_LENGTH,
-    leaf_columns,
-    parse_stats,
-    resolve_path,
-    stat_column,
-)
+from use.delta.stats import STRING_PREFIX_LENGTH, leaf_columns, resolve_path
+from use.delta.stats_parse import parse_stats, stat_column
 from use.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -119,7 +114,7 @@ def typed_partition_values(files: pa.Table, column: str, type_: pa.DataType) -> 
     An empty string is null for every type, strings included: the protocol writes a null partition
     value as "" or null, so a string partition can never hold the empty string.
     """
-    from use.delta.stats import _convert  # the one string -> typed value conversion
+    from use.delta.stats_parse import _convert  # the one string -> typed value conversion
 
     raw = pc.map_lookup(files.column("partition_values"), pa.scalar(column), "first")
     raw = _chunked_to_array(raw)

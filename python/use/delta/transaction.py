@@ -37,7 +37,8 @@ from use.delta.actions import (
     SetTransaction,
     action_json_line,
 )
-from use.delta.replay import CommitActions, LogListing, commit_name, list_log, parse_commits
+from use.delta.commits import CommitActions, parse_commits
+from use.delta.listing import LogListing, commit_name, list_log
 from use.delta.schema import schema_from_json
 from use.delta.snapshot import Snapshot, TableConfig, check_write_support, validate_configuration
 from use.errors import (

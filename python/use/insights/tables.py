@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from use.delta.stats import parse_stats
+from use.delta.stats_parse import parse_stats
 from use.optimize.events import EVENT_TAG, OPTIMIZATIONS_SCHEMA, events_from_history
 from use.optimize.plan import PLAIN_DELTA_REVISION
 from use.optimize.strategies._common import RevisionBlocks, levels_of

@@ -156,7 +156,7 @@ def num_records(files: pa.Table, schema: pa.Schema) -> int | None:
     """Rows in `files` by their Delta stats; None if any file has no row count."""
     if files.num_rows == 0:
         return 0
-    from use.delta.stats import parse_stats
+    from use.delta.stats_parse import parse_stats
 
     counts = parse_stats(files, schema, columns=()).column("num_records")
     if counts.null_count:

@@ -11,6 +11,7 @@ Modules, one job each; only `runner` runs Spark:
 * `state`     the state file in the data dir (atomic writes, recovery after kill -9)
 * `status`    the Arrow tables operators see (service_status, per-table states)
 * `service`   the service thread that ties them together (`OptimizationService`)
+* `active`    the service running in this driver, if any (what the SQL surface asks)
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from use.delta.replay import LOG_DIR_NAME
+from use.delta.listing import LOG_DIR_NAME
 from use.delta.storage import resolve_table_root
 from use.service.registry import TableInfo, TableSource
 from use.service.sources import read_table

@@ -43,6 +43,7 @@ from use.errors import ServiceError, TableNotFoundError
 from use.optimize.config import SPARK_OPT_PREFIX, ServiceConfig
 from use.optimize.loop import CONFLICTS, StopToken
 from use.optimize.report import format_iteration
+from use.service import active
 from use.service import state as state_file
 from use.service.gc import collect_garbage
 from use.service.probe import ProbeFn, probe
@@ -158,6 +159,7 @@ class OptimizationService:
             self._refresh_requested = True
             self._thread = threading.Thread(target=self._loop, name="use-optimization-service", daemon=True)
             self._thread.start()
+        active.register(self)
         log.info(
             "optimization service started: interval %gs, at most %d concurrent run(s), GC interval %gs, "
             "%d table state(s) restored from %s",
@@ -174,6 +176,7 @@ class OptimizationService:
             if thread is None or self._stopping:
                 return
             self._stopping = True
+            active.unregister(self)
             assert self._scheduler is not None
             self._scheduler.stop_all(SERVICE_STOPPING)
             for stop, cancel in self._tokens.values():

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterable, Sequence
 
 from use.delta import DeltaLog
-from use.delta.replay import LOG_DIR_NAME
+from use.delta.listing import LOG_DIR_NAME
 from use.delta.storage import resolve_table_root
 from use.errors import InvalidArgumentError
 from use.service.registry import TableInfo

@@ -67,7 +67,8 @@ class OverlapSweep:
 
 def key_intervals(snapshot: Any, key: str, idx: np.ndarray) -> tuple[np.ndarray, pa.Array, pa.Array]:
     """(files with both bounds known, their mins, their maxs) on `key` from the Delta stats."""
-    from use.delta.stats import parse_stats, resolve_path, stat_column
+    from use.delta.stats import resolve_path
+    from use.delta.stats_parse import parse_stats, stat_column
 
     schema = getattr(snapshot, "schema", None)
     path = resolve_path(schema, key) if schema is not None and len(schema) else None
