@@ -130,3 +130,45 @@ def test_bad_max_read_slowdown_is_a_config_error_that_writes_nothing(spark, tmp_
     assert _state(path) == before
     # An explicit setting needs no rule: the bad bound is not even read.
     write(spark, _data(spark, 500, start=500), path, ["x", "y"], optimize_write=True)
+
+
+def _index_of(path: str) -> dict[tuple[str, int], int]:
+    """(cube, maxWeight) -> rows over every block of the table: the index, whatever the files (an
+    append may lower a cube's maxWeight, so its older blocks keep the older one)."""
+    blocks = _qsnap(path).blocks
+    out: dict[tuple[str, int], int] = {}
+    for cube, w, n in zip(
+        blocks.column("cube_id").to_pylist(),
+        blocks.column("max_weight").to_pylist(),
+        blocks.column("element_count").to_pylist(),
+    ):
+        out[(cube, w)] = out.get((cube, w), 0) + n
+    return out
+
+
+def test_shuffled_jvm_write_gives_the_index_of_the_other_ways(spark, tmp_path, conf) -> None:
+    """The same rows written four ways (JVM path shuffled, unshuffled and by default; Python path
+    shuffled) give the same index: the same cubes, maxWeights and rows per cube, two appends deep.
+    Shuffled, each planned file is written whole: every cube lies in one file, and the JVM path
+    writes exactly the files the Python path writes."""
+    from use.qbeast.jvm_write import JVM_WRITE_CONF
+
+    first, second = _data(spark, 9_000).cache(), _data(spark, 5_000, start=9_000).cache()
+    ways = {"jvm-shuffled": (True, "true"), "jvm-unshuffled": (False, "true"), "default": (None, "true"),
+            "python-shuffled": (True, "false")}
+    for name, (shuffle, jvm) in ways.items():
+        conf(JVM_WRITE_CONF, jvm)
+        path = str(tmp_path / name)
+        write(spark, first, path, ["x", "y"], cube_size=800, optimize_write=shuffle)
+        write(spark, second, path, ["x", "y"], optimize_write=shuffle)
+    indexes = {name: _index_of(str(tmp_path / name)) for name in ways}
+    assert len(indexes["jvm-shuffled"]) > 8
+    assert all(index == indexes["jvm-shuffled"] for index in indexes.values())
+    for name in ("jvm-shuffled", "python-shuffled", "default"):  # 4 tasks, small files: the rule shuffles
+        path = str(tmp_path / name)
+        assert not _cubes_split(path, 0) and not _cubes_split(path, 1)
+    assert _cubes_split(str(tmp_path / "jvm-unshuffled"), 0)
+    assert len(_qsnap(str(tmp_path / "jvm-shuffled")).files) == len(_qsnap(str(tmp_path / "python-shuffled")).files)
+    _check_table(spark, str(tmp_path / "jvm-shuffled"), np.arange(14_000), ["x", "y"])
+    first.unpersist()
+    second.unpersist()
