@@ -7,15 +7,23 @@ The table is meant to look like a real one, so bytes per row (and so scan costs)
 
 Measures, in one run (every query on both sides computes the same aggregation over *all* columns,
 so Spark's column pruning cannot make the baseline read less than a real query would):
-1. indexed write time (`QbeastTable.write`, default: no shuffle) vs plain `df.write.parquet` of the
-   same cached rows (goal: <= 1.5x), best of `--rounds` alternated rounds, and the same for an
-   optimized write (`optimize_write=True`, one file per planned group, a shuffle);
+1. indexed write time (`QbeastTable.write`, default: shuffled or not by the rule of
+   `use.qbeast.write_shuffle`) vs plain `df.write.parquet` of the same cached rows (goal: <= 1.5x),
+   best of `--rounds` alternated rounds, and the same for each way of writing: the JVM path with
+   the shuffle by file (`optimize_write=True`, one file per planned group; goal <= 1.6x) and
+   without it (`optimize_write=False`, a part of each planned file per task), and the Python
+   path's shuffled write (`spark.qbeast.index.jvmWrite=false`), with the files each wrote;
 2. `read(sample=0.01)`: bytes of the files it reads / total bytes (goal: <= 3%), and its time vs a
    full scan of the plain copy with Spark's `df.sample(0.01)` (goal: >= 10x faster), each the best
    of `--read-rounds` alternated rounds after two warm-up rounds (see `alternated`);
 3. a range filter over a box of 1% of the indexed space's volume (side 1000 * 0.01^(1/3) on x, y,
    z): files and bytes read / total, and its time vs the same filter over the plain copy;
-4. the fixed costs of a sampled read (snapshot load, file pruning, Spark planning) on their own.
+4. the fixed costs of a sampled read (snapshot load, file pruning, Spark planning) on their own;
+5. read fragmentation after a wide write: the same kind of rows (`--fragmentation-rows`, the same
+   cube sizes relative to them) written with T write tasks (`--fragmentation-tasks`, 16 by default,
+   as a 16-core cluster's write would be; a child process whose session has
+   `spark.default.parallelism=T`), shuffled and unshuffled: the files a sample(0.01) and the 1% box
+   filter read from each, and which way the default rule picked.
 
 Cube size. A sample of fraction f reads, in full, every file holding a block with weights below
 Weight(f). The root cube holds the C rows of lowest weight (C/N of the weight range), its 8 children
@@ -31,12 +39,15 @@ on a 2-core box), which bounds them at this data size; the bytes ratios are what
 
 Usage: nice .venv/bin/python benchmarks/qbeast_write_read.py [--rows N] [--cube-sizes N/50,N/500]
        [--rounds 3] [--read-rounds 5] [--driver-memory 8g] [--keep DIR]
+       [--fragmentation-tasks 16] [--fragmentation-rows 500000]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import shutil
 import sys
 import tempfile
@@ -135,55 +146,65 @@ def all_columns_agg() -> list[Any]:
     ]
 
 
-def python_path_write(df: Any, path: str, cube_size: int) -> Any:
-    """The indexed write with the JVM path switched off: rows cross to Python as Arrow and pyarrow
-    writes them (what every write did before the JVM shim's OTreeFileWriter)."""
+def indexed_write(df: Any, path: str, cube_size: int, optimize_write: bool | None, jvm: bool = True) -> Any:
+    """`QbeastTable.write` with the given `optimize_write` (`None`: the default rule decides); with
+    `jvm=False` the JVM path is switched off (`spark.qbeast.index.jvmWrite=false`): rows cross to
+    Python as Arrow and pyarrow writes them, as every write did before the shim's OTreeFileWriter."""
     from use import QbeastTable
     from use.qbeast.jvm_write import JVM_WRITE_CONF
 
     spark = df.sparkSession
-    spark.conf.set(JVM_WRITE_CONF, "false")
+    if not jvm:
+        spark.conf.set(JVM_WRITE_CONF, "false")
     try:
-        return QbeastTable.write(df, path, INDEXED, cube_size=cube_size)
+        return QbeastTable.write(df, path, INDEXED, cube_size=cube_size, optimize_write=optimize_write)
     finally:
         spark.conf.unset(JVM_WRITE_CONF)
 
 
+# label -> (optimize_write, JVM path): what `timed_writes` measures besides the plain write.
+WRITERS = {
+    "write": (None, True),  # the default: the rule of use.qbeast.write_shuffle picks
+    "shuffled": (True, True),
+    "unshuffled": (False, True),
+    "python_shuffled": (True, False),
+}
+
+
 def timed_writes(df: Any, base: str, cube_size: int, rounds: int) -> dict[str, Any]:
-    """Plain, indexed (JVM path), indexed-with-optimize_write and indexed on the Python path
-    (`spark.qbeast.index.jvmWrite=false`) writes of the same cached rows, alternated
-    `rounds` times; each is reported as its best round (wall and CPU separately).
+    """Plain and indexed writes of the same cached rows (the default, the JVM path with and
+    without the shuffle by file, and the Python path's shuffled write), alternated `rounds`
+    times; each is reported as its best round (wall and CPU separately), with the files it wrote.
 
     Alternating puts the writers under the same machine load, and the best round is the writer's
     own cost: on a shared 2-core VM the same write varies by up to 1.5x between rounds.
     """
-    from use import QbeastTable
-
     path = os.path.join(base, f"qbeast-{cube_size}")
     scratch = os.path.join(base, "scratch")
     best: dict[str, list[float]] = {}
-    result = None
+    files: dict[str, int] = {}
+    writers: list[tuple[str, Callable[[], Any]]] = [("plain", lambda: df.write.parquet(scratch))]
+    for label, (shuffle, jvm) in WRITERS.items():
+        writers.append((label, lambda s=shuffle, j=jvm: indexed_write(df, scratch, cube_size, s, j)))
     for r in range(rounds):
-        for label, fn in (
-            ("plain", lambda: df.write.parquet(scratch)),
-            ("write", lambda: QbeastTable.write(df, scratch, INDEXED, cube_size=cube_size)),
-            ("optimized", lambda: QbeastTable.write(df, scratch, INDEXED, cube_size=cube_size, optimize_write=True)),
-            ("python", lambda: python_path_write(df, scratch, cube_size)),
-        ):
+        for label, fn in writers:
             shutil.rmtree(scratch, ignore_errors=True)
-            wall, cpu, _ = timed_cpu(fn)
+            wall, cpu, result = timed_cpu(fn)
             prev = best.get(label, [float("inf"), float("inf")])
             best[label] = [min(prev[0], wall), min(prev[1], cpu)]
+            if label != "plain":
+                files[label] = result.num_files
         shutil.rmtree(scratch, ignore_errors=True)
     # The table the reads use: one more default write, untimed.
     shutil.rmtree(path, ignore_errors=True)
-    result = QbeastTable.write(df, path, INDEXED, cube_size=cube_size)
+    result = indexed_write(df, path, cube_size, None)
     out: dict[str, Any] = {"files": result.num_files, "rounds": rounds}
     for label, (wall, cpu) in best.items():
         out[f"t_{label}"], out[f"c_{label}"] = wall, cpu
-    out["write_ratio"] = out["t_write"] / out["t_plain"]
-    out["optimized_ratio"] = out["t_optimized"] / out["t_plain"]
-    out["python_ratio"] = out["t_python"] / out["t_plain"]
+        out[f"{label}_ratio"] = wall / best["plain"][0]
+    for label, n in files.items():
+        out[f"files_{label}"] = n
+    out["default_shuffled"] = files["write"] == files["shuffled"] != files["unshuffled"]
     return out
 
 
@@ -213,8 +234,7 @@ def measure_qbeast(
     out["t_df"], _ = timed(lambda: apply_filters(scan(spark, qsnap, plan.files), plan, None).agg(*agg), repeat=5)
 
     # range filter over 1% of the indexed space's volume
-    side = 1000 * 0.01 ** (1 / 3)
-    flt = " and ".join(f"{c} >= {lo} and {c} < {lo + side}" for c, lo in zip(INDEXED, (100, 300, 500)))
+    flt = box_filter()
     qfilter = lambda: qt.read(filter=flt).agg(*agg).collect()[0]  # noqa: E731
     pfilter = lambda: plain.filter(flt).agg(*agg).collect()[0]  # noqa: E731
     best = alternated({"filter": qfilter, "plain_filter": pfilter}, read_rounds)
@@ -223,6 +243,64 @@ def measure_qbeast(
     out["filter_plan"] = plan_read(spark, qsnap, filter=flt)
     out["bytes"] = dir_bytes(path)
     return out
+
+
+def box_filter() -> str:
+    """A box of 1% of the indexed space's volume (side 1000 * 0.01^(1/3) on x, y, z)."""
+    side = 1000 * 0.01 ** (1 / 3)
+    return " and ".join(f"{c} >= {lo} and {c} < {lo + side}" for c, lo in zip(INDEXED, (100, 300, 500)))
+
+
+# The write ways the fragmentation figure compares: label -> optimize_write.
+FRAGMENTATION_WRITES = {"default": None, "shuffled": True, "unshuffled": False}
+
+
+def fragmentation_child(rows: int, cube_specs: str, tasks: int) -> None:
+    """In its own process: a session with `spark.default.parallelism=tasks`, so an unshuffled write
+    runs `tasks` write tasks as it would on a cluster of that many cores; for each cube size, the
+    rows (in `tasks` partitions) written each way of `FRAGMENTATION_WRITES`, and the files a
+    sample(0.01) and the 1% box filter read from each. Prints one JSON line."""
+    from use import QbeastTable
+    from use.qbeast.reader import load_snapshot, plan_read
+    from use.session import spark_session
+
+    spark = spark_session(
+        "qbeast-bench-fragmentation",
+        master="local[2]",
+        conf={"spark.default.parallelism": str(tasks), "spark.driver.memory": "2g"},
+    )
+    base = tempfile.mkdtemp(prefix="qbeast-bench-fragmentation-")
+    out: list[dict[str, Any]] = []
+    try:
+        df = generate(spark, rows).repartition(tasks).cache()
+        df.count()
+        for spec in cube_specs.split(","):
+            if not spec.strip():
+                continue
+            cube_size = parse_cube_size(spec, rows)
+            entry: dict[str, Any] = {"cube_size": cube_size}
+            for label, shuffle in FRAGMENTATION_WRITES.items():
+                path = os.path.join(base, f"{label}-{cube_size}")
+                QbeastTable.write(df, path, INDEXED, cube_size=cube_size, optimize_write=shuffle)
+                qsnap = load_snapshot(path)
+                sample = plan_read(spark, qsnap, sample=0.01)
+                flt = plan_read(spark, qsnap, filter=box_filter())
+                entry[label] = {"files": sample.total_files, "sample": sample.num_files, "filter": flt.num_files}
+            out.append(entry)
+        print(json.dumps(out))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+        spark.stop()
+
+
+def fragmentation(rows: int, cube_specs: str, tasks: int) -> list[dict[str, Any]]:
+    """`fragmentation_child` in a child process (a session's parallelism is fixed at its start)."""
+    done = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--fragmentation-child", "--rows", str(rows),
+         "--cube-sizes", cube_specs, "--fragmentation-tasks", str(tasks)],
+        check=True, capture_output=True, text=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def same_result(a: Any, b: Any) -> bool:
@@ -237,7 +315,15 @@ def same_result(a: Any, b: Any) -> bool:
     )
 
 
-def report(rows: int, master: str, t_plain: float, plain_files: int, plain_bytes: int, runs: list[dict[str, Any]]) -> str:
+def report(
+    rows: int,
+    master: str,
+    t_plain: float,
+    plain_files: int,
+    plain_bytes: int,
+    runs: list[dict[str, Any]],
+    fragmented: tuple[int, int, list[dict[str, Any]]],
+) -> str:
     head = f"{'measure':<46}" + "".join(f"{'C=' + format(r['cube_size'], ','):>16}" for r in runs) + f"{'goal':>10}"
 
     def line(label: str, cells: list[str], goal: str = "") -> str:
@@ -255,10 +341,16 @@ def report(rows: int, master: str, t_plain: float, plain_files: int, plain_bytes
         line(f"write time (s), best of {runs[0]['rounds']}: qbeast", [f"{r['t_write']:.2f}" for r in runs]),
         line("write time (s): plain df.write.parquet", [f"{r['t_plain']:.2f}" for r in runs]),
         line("write time / plain df.write.parquet", [f"{r['write_ratio']:.2f}x" for r in runs], "<= 1.5x"),
+        line("  the default rule picked", ["shuffle" if r["default_shuffled"] else "no shuffle" for r in runs]),
         line("write CPU-s: qbeast / plain", [f"{r['c_write']:.1f}/{r['c_plain']:.1f}" for r in runs]),
         line("write CPU / plain write CPU", [f"{r['c_write'] / r['c_plain']:.2f}x" for r in runs]),
-        line("optimize_write=True (shuffle) time / plain", [f"{r['optimized_ratio']:.2f}x" for r in runs]),
-        line("Python path (jvmWrite=false) time / plain", [f"{r['python_ratio']:.2f}x" for r in runs]),
+        line("optimize_write=True (JVM shuffle) time / plain", [f"{r['shuffled_ratio']:.2f}x" for r in runs], "<= 1.6x"),
+        line("optimize_write=False (no shuffle) time / plain", [f"{r['unshuffled_ratio']:.2f}x" for r in runs]),
+        line("Python path, optimize_write=True, time / plain", [f"{r['python_shuffled_ratio']:.2f}x" for r in runs]),
+        line(
+            "files written: shuffled / unshuffled",
+            [f"{r['files_shuffled']} / {r['files_unshuffled']}" for r in runs],
+        ),
         line("sample(0.01): bytes read / total", [pct(r["sample_plan"].bytes, r["sample_plan"].total_bytes) for r in runs], "<= 3%"),
         line("sample(0.01): files read / total", [f"{r['sample_plan'].num_files}/{r['sample_plan'].total_files}" for r in runs]),
         line("sample(0.01) time (s), all columns", [f"{r['t_sample']:.3f}" for r in runs]),
@@ -275,6 +367,24 @@ def report(rows: int, master: str, t_plain: float, plain_files: int, plain_bytes
         line("  speed-up vs plain filter", [f"{r['t_plain_filter'] / r['t_filter']:.1f}x" for r in runs]),
         line("  rows (must be equal)", [f"{r['filter_row']['n']:,}={r['plain_filter_row']['n']:,}" for r in runs]),
     ]
+    tasks, frag_rows, frag = fragmented
+    lines.append("")
+    lines.append(f"read fragmentation after a {tasks}-task write of {frag_rows:,} rows (same cube sizes / N):")
+    lines.append(f"{'':<46}" + "".join(f"{'C=' + format(f['cube_size'], ','):>16}" for f in frag))
+
+    def frag_line(label: str, key: str) -> str:
+        return line(label, [f"{f['shuffled'][key]} / {f['unshuffled'][key]}" for f in frag])
+
+    lines.append(frag_line("files in table: shuffled / unshuffled", "files"))
+    lines.append(frag_line("sample(0.01) files read: shuffled / unshuffled", "sample"))
+    lines.append(frag_line("1% box filter files read: shuffled / unshuffled", "filter"))
+    lines.append(
+        line(
+            "  the default rule picked",
+            ["shuffle" if f["default"] == f["shuffled"] else "no shuffle" if f["default"] == f["unshuffled"] else "?"
+             for f in frag],
+        )
+    )
     bad = [r["cube_size"] for r in runs if not same_result(r["filter_row"], r["plain_filter_row"])]
     if bad:
         lines.append(f"ERROR: the filtered aggregation differs from the plain one for cube sizes {bad}")
@@ -289,11 +399,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="alternated write rounds; each writer's best is reported")
     ap.add_argument("--read-rounds", type=int, default=5, help="alternated read rounds (after 2 warm-up rounds)")
     ap.add_argument("--driver-memory", default="8g", help="Spark driver memory (the cached rows live there)")
+    ap.add_argument("--fragmentation-tasks", type=int, default=16, help="write tasks of the fragmentation figure")
+    ap.add_argument("--fragmentation-rows", type=int, default=500_000, help="rows of the fragmentation figure")
+    ap.add_argument("--fragmentation-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.fragmentation_child:
+        fragmentation_child(args.rows, args.cube_sizes, args.fragmentation_tasks)
+        return
     rows = args.rows
     cube_sizes = [parse_cube_size(c, rows) for c in args.cube_sizes.split(",") if c.strip()]
 
-    from use import QbeastTable
     from use.session import spark_session
 
     spark = spark_session(
@@ -308,14 +423,17 @@ def main() -> None:
         # Warm both writers (JVM code paths, and the Python workers the OTree writer's tasks run in).
         warm = generate(spark, 2000)
         warm.write.mode("overwrite").parquet(os.path.join(base, "warmup-plain"))
-        QbeastTable.write(warm, os.path.join(base, "warmup-qbeast"), INDEXED, cube_size=100, mode="overwrite")
+        for label, (shuffle, jvm) in WRITERS.items():
+            indexed_write(warm, os.path.join(base, f"warmup-{label}"), 100, shuffle, jvm)
 
         t_plain, _ = timed(lambda: df.write.parquet(plain_dir))
         plain = spark.read.parquet(plain_dir)
         runs = [measure_qbeast(spark, df, base, c, plain, args.rounds, args.read_rounds) for c in cube_sizes]
         df.unpersist()
         plain_files = len([f for f in os.listdir(plain_dir) if f.endswith(".parquet")])
-        print(report(rows, spark.sparkContext.master, t_plain, plain_files, dir_bytes(plain_dir), runs))
+        frag = fragmentation(args.fragmentation_rows, args.cube_sizes, args.fragmentation_tasks)
+        fragmented = (args.fragmentation_tasks, args.fragmentation_rows, frag)
+        print(report(rows, spark.sparkContext.master, t_plain, plain_files, dir_bytes(plain_dir), runs, fragmented))
     finally:
         if args.keep is None:
             shutil.rmtree(base, ignore_errors=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from test_qbeast_write import _check_table, _listing, _qsnap
+from test_qbeast_write import _check_table, _commit, _listing, _qsnap
 from use.delta.log import DeltaLog
 from use.errors import ConfigError, ShimBuildError
 from use.qbeast.jvm_write import JVM_WRITE_CONF, point_columns
@@ -94,20 +94,28 @@ def test_session_has_the_shim_and_linear_writes_take_the_jvm_path(spark, tmp_pat
     assert _writer_of(off) == {"parquet-cpp-arrow"}
 
 
-def test_both_paths_write_the_same_files(spark, tmp_path, python_path) -> None:
-    """Same input, both paths: the same rows in each file, the same blocks, the same Delta stats
-    (NaN columns and floats inside structs without a max), two appends deep."""
+@pytest.mark.parametrize("shuffle", [False, True], ids=["no-shuffle", "shuffled"])
+def test_both_paths_write_the_same_files(spark, tmp_path, python_path, shuffle) -> None:
+    """Same input, both paths, with or without the shuffle by file (`optimize_write`): the same
+    rows in each file, the same blocks, the same Delta stats (NaN columns and floats inside structs
+    without a max), two appends deep. Shuffled, every planned file is written once, whole."""
     df1, df2 = _typed(spark, 6_000, nulls=False).cache(), _typed(spark, 4_000, start=6_000, nulls=False).cache()
     tables = {}
     for jvm in ("true", "false"):
         spark.conf.set(JVM_WRITE_CONF, jvm)
         path = str(tmp_path / f"jvm_{jvm}")
-        write(spark, df1, path, ["x", "d", "ts"], cube_size=300)
-        write(spark, df2, path, ["x", "d", "ts"])
+        write(spark, df1, path, ["x", "d", "ts"], cube_size=300, optimize_write=shuffle)
+        write(spark, df2, path, ["x", "d", "ts"], optimize_write=shuffle)
         tables[jvm] = path
     assert _writer_of(tables["true"]) == {"parquet-mr"} and _writer_of(tables["false"]) == {"parquet-cpp-arrow"}
     jvm_files, py_files = _files(tables["true"]), _files(tables["false"])
     assert len(jvm_files) == len(py_files) > 8
+    for path in tables.values():
+        for version in (0, 1):
+            adds = [a["add"] for a in _commit(path, version) if "add" in a]
+            cubes = [b["cubeId"] for a in adds for b in json.loads(a["tags"]["blocks"])]
+            # One file per planned group when shuffled; parts of one cube from several tasks if not.
+            assert (len(cubes) == len(set(cubes))) == shuffle
     assert [f["ids"] for f in jvm_files] == [f["ids"] for f in py_files]
     assert [f["blocks"] for f in jvm_files] == [f["blocks"] for f in py_files]
     # The Delta stats are equal but for two bounds the JVM path leaves out, both safe (a missing
@@ -177,6 +185,54 @@ def test_point_columns_equal_numpy_transform_bit_for_bit(spark, tmp_path) -> Non
     # Decimals have no bit-exact expression (pyarrow's decimal -> double may round differently).
     dec = spark.createDataFrame([(1,)], "v int").selectExpr("cast(v as decimal(10, 2)) as l", "1.0 as x", "cast(0 as float) as f", "current_date() as d", "current_timestamp() as ts")
     assert point_columns(dec, revision) is None
+
+
+@pytest.mark.parametrize("jvm", ["true", "false"], ids=["jvm", "python"])
+def test_failed_shuffled_write_task_leaves_the_table_as_it_was(spark, tmp_path, monkeypatch, python_path, jvm) -> None:
+    """A shuffled write whose task for file 0 fails (a directory already sits at that file's name)
+    after the input was shuffled: that task's other files and every file the other tasks wrote
+    are deleted, nothing is committed; the directory, not the write's, is left alone."""
+    import types
+    import uuid
+
+    from use.qbeast import write_tasks
+
+    path = str(tmp_path / "t")
+    write(spark, _typed(spark, 2_000), path, ["x", "d"], cube_size=500)
+    before = (DeltaLog.for_path(path).snapshot().version, _listing(path))
+    write_id = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    monkeypatch.setattr(write_tasks, "uuid", types.SimpleNamespace(uuid4=lambda: write_id, uuid3=uuid.uuid3, UUID=uuid.UUID))
+    # File 0 is in every plan; whichever task writes it finds a non-empty directory there.
+    blockers = [write_tasks._task_file_name(write_id, 0, t) for t in range(spark.sparkContext.defaultParallelism)]
+    for name in blockers:
+        os.makedirs(os.path.join(path, name, "not-a-data-file"))
+    spark.conf.set(JVM_WRITE_CONF, jvm)
+    with pytest.raises(Exception, match="is not empty|already exists"):
+        write(spark, _typed(spark, 6_000, start=10_000), path, ["x", "d"], optimize_write=True)
+    after = [p for p in _listing(path) if p.split("/")[0] not in blockers]
+    assert (DeltaLog.for_path(path).snapshot().version, after) == before
+    assert all(os.path.isdir(os.path.join(path, name, "not-a-data-file")) for name in blockers)
+
+
+def test_shuffled_writes_fall_back_to_the_python_path(spark, tmp_path) -> None:
+    """Where the JVM path cannot run (a hashing transformation, a codec Spark writes otherwise) a
+    shuffled write takes the Python path: still one file per planned group, every row once."""
+    hashed = str(tmp_path / "hashed")
+    write(spark, _typed(spark, 3_000), hashed, ["x", "s:hashing"], cube_size=500, optimize_write=True)
+    spark.conf.set("spark.sql.parquet.compression.codec", "brotli")
+    try:
+        brotli = str(tmp_path / "brotli")
+        write(spark, _typed(spark, 3_000), brotli, ["x"], cube_size=500, optimize_write=True)
+    finally:
+        spark.conf.unset("spark.sql.parquet.compression.codec")
+    for path in (hashed, brotli):
+        assert _writer_of(path) == {"parquet-cpp-arrow"}
+        adds = [a["add"] for a in _commit(path, 0) if "add" in a]
+        cubes = [b["cubeId"] for a in adds for b in json.loads(a["tags"]["blocks"])]
+        assert len(adds) > 1 and len(cubes) == len(set(cubes))
+    _check_table(spark, hashed, np.arange(3_000), ["x", "s"])
+    # Spark's bundled codecs cannot read brotli: the rows are checked with pyarrow.
+    assert sorted(i for f in _files(brotli) for i in f["ids"]) == list(range(3_000))
 
 
 def test_failed_jvm_write_leaves_the_table_as_it_was(spark, tmp_path) -> None:

@@ -444,10 +444,12 @@ def _files_per_cube(path: str) -> dict[str, int]:
     return out
 
 
-def test_default_write_has_no_shuffle_and_optimize_write_one_file_per_group(spark, tmp_path) -> None:
-    """By default every write task (at most spark.default.parallelism after a coalesce: 4 here, from
-    6 input partitions) writes its own part of each planned file; optimize_write=True (argument, Spark conf or table
-    property delta.autoOptimize.optimizeWrite) shuffles so each planned file is written once."""
+def test_optimize_write_false_has_no_shuffle_and_true_one_file_per_group(spark, tmp_path) -> None:
+    """With optimize_write=False every write task (at most spark.default.parallelism after a
+    coalesce: 4 here, from 6 input partitions) writes its own part of each planned file;
+    optimize_write=True (argument, Spark conf or table property delta.autoOptimize.optimizeWrite)
+    shuffles so each planned file is written once. The settings win over the default rule
+    (`use.qbeast.write_shuffle`, tested in test_qbeast_write_shuffle.py) both ways."""
     from pyspark.sql import functions as F
 
     def data(n: int, start: int = 0):
@@ -456,7 +458,7 @@ def test_default_write_has_no_shuffle_and_optimize_write_one_file_per_group(spar
         )
 
     local, shuffled = str(tmp_path / "local"), str(tmp_path / "shuffled")
-    write(spark, data(12_000), local, ["x", "y"], cube_size=1_000)
+    write(spark, data(12_000), local, ["x", "y"], cube_size=1_000, optimize_write=False)
     write(spark, data(12_000), shuffled, ["x", "y"], cube_size=1_000, optimize_write=True)
     for path in (local, shuffled):
         _check_table(spark, path, np.arange(12_000), ["x", "y"])

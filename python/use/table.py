@@ -116,8 +116,9 @@ class QbeastTable(TableSurface, Insights):
 
         `cube_size=None` keeps the table's desired cube size on append (5,000,000 for a new table);
         a different size starts a new revision. `txn_app_id`/`txn_version` make the write idempotent.
-        `optimize_write=True` shuffles so each planned file is written once; by default every write
-        task writes its own part of each file (see `use.qbeast.writer.write`).
+        `optimize_write=True` shuffles so each planned file is written once, `False` lets every
+        write task write its own part of each file; by default the settings, else the size of the
+        write decide (see `use.qbeast.writer.write`).
         """
         from use.qbeast.writer import write as _write
 

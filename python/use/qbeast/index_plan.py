@@ -36,11 +36,12 @@ from use.qbeast.revision import Revision, stats_aggregations
 from use.qbeast.rollup import RollupPlan, rollup
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from use.qbeast.snapshot import QbeastSnapshot
 
 __all__ = [
+    "DATA_BYTES_ALIAS",
     "WEIGHT_COLUMN",
     "NARROW_BATCH_ROWS",
     "IndexPlan",
@@ -54,6 +55,7 @@ __all__ = [
 ]
 
 WEIGHT_COLUMN = "_qbeastWeight"
+DATA_BYTES_ALIAS = "_dataBytes"
 _BUFFER_CAPACITY_CONF = "spark.qbeast.index.cubeDomainsBufferCapacity"
 NARROW_BATCH_ROWS = 100_000
 """Rows per Arrow batch of a `mapInArrow` pass over a few narrow columns (see `arrow_batches`)."""
@@ -234,16 +236,42 @@ def existing_index(qsnap: QbeastSnapshot, revision_id: int) -> tuple[dict[str, i
     return dict(status.cube_weights()), dict(status.cube_domains())
 
 
-def collect_stats(df: DataFrame, transformers: Sequence[Any]) -> dict[str, Any]:
-    """The one aggregation over the input for the revision statistics (and the row count)."""
+def collect_stats(df: DataFrame, transformers: Sequence[Any], *, data_bytes: bool = False) -> dict[str, Any]:
+    """The one aggregation over the input for the revision statistics (and the row count); with
+    `data_bytes`, also the rows' estimated bytes under `DATA_BYTES_ALIAS` (see `_data_bytes`)."""
     from pyspark.sql import functions as F
 
     exprs = []
     for alias, func, column in stats_aggregations(transformers):
         col = F.lit(1) if column == "*" else df[column]
         exprs.append(getattr(F, func)(col).alias(alias))
+    if data_bytes:
+        exprs.append(_data_bytes(df).alias(DATA_BYTES_ALIAS))
     row = df.agg(*exprs).collect()[0]
     return row.asDict()
+
+
+def _data_bytes(df: DataFrame) -> Column:
+    """The rows' bytes as Spark holds them in memory (an aggregate): per row, each column's
+    fixed width (Spark's `defaultSize`: exact for numbers, dates and timestamps, an estimate for
+    nested types) plus the actual bytes of its strings and binaries. It sizes the parts an
+    unshuffled write would leave (`use.qbeast.write_shuffle`) for the price of one more sum in
+    the stats pass every write makes anyway."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    jvm_types = df.sparkSession.sparkContext._jvm.org.apache.spark.sql.types  # type: ignore[attr-defined]
+    fixed = 0
+    variable = []
+    for field in df.schema.fields:
+        if isinstance(field.dataType, (T.StringType, T.BinaryType)):
+            variable.append(F.coalesce(F.octet_length(df[field.name]), F.lit(0)).cast("long"))
+        else:
+            fixed += int(jvm_types.DataType.fromJson(field.dataType.json()).defaultSize())
+    per_row = F.lit(fixed).cast("long")
+    for v in variable:
+        per_row = per_row + v
+    return F.sum(per_row)
 
 
 def _cube_counts(weighted: DataFrame, revision: Revision, cube_weights: Mapping[str, int]) -> dict[str, int]:

@@ -185,10 +185,15 @@ def write_in_jvm(
     weight_column: str,
     write_id: uuid.UUID,
     codec: str,
+    task_of_file: Sequence[int] | None = None,
 ) -> list[JvmFile] | None:
     """Write `source`'s rows (the data columns and `weight_column`) into the plan's files in the
-    JVM, each task its own part of each file (named as `use.qbeast.write_tasks._task_file_name`);
-    `None`, before anything runs, when this write cannot take the JVM path (see module doc)."""
+    JVM; `None`, before anything runs, when this write cannot take the JVM path (see module doc).
+
+    Without `task_of_file` each task writes its own part of each file its rows fall into. With it
+    (one write task per file of the plan) the rows are shuffled by file first, and task
+    `task_of_file[f]` writes file `f` whole. Either way task t's file f is named
+    `use.qbeast.write_tasks._task_file_name(write_id, f, t)`."""
     from use.delta.datafile import local_root
     from use.shim import shim_loaded
 
@@ -202,17 +207,19 @@ def write_in_jvm(
     names = list(data_schema.names)
     rows = source.select(*[source[c] for c in names], source[weight_column], *points)
     shim = spark.sparkContext._jvm.use.shim.OTreeFileWriter  # type: ignore[attr-defined]
-    lines = shim.write(
-        rows._jdf,
-        len(names),
-        revision.dimension_count,
-        records,
-        max_depth,
-        plan.num_files,
-        Path(os.path.abspath(local_root(table_root))).as_uri(),
-        str(write_id),
-        codec,
-        _plain_columns(source, names),
-    )
+    root_uri = Path(os.path.abspath(local_root(table_root))).as_uri()
+    plain = _plain_columns(source, names)
+    if task_of_file is None:
+        lines = shim.write(
+            rows._jdf, len(names), revision.dimension_count, records, max_depth, plan.num_files,
+            root_uri, str(write_id), codec, plain,
+        )
+    else:
+        # As little-endian int32 bytes: py4j passes bytes as one Java byte[], a list element by element.
+        tasks = np.asarray(task_of_file, dtype="<i4").tobytes()
+        lines = shim.writeShuffled(
+            rows._jdf, len(names), revision.dimension_count, records, max_depth, tasks,
+            root_uri, str(write_id), codec, plain,
+        )
     nested = _float_leaves_nested(data_schema)
     return [_parse_line(str(line), names, nested, revision.dimension_count) for line in lines]

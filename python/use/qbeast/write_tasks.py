@@ -11,13 +11,14 @@ one `use.delta.datafile.DataFileWriter` per file, memory bounded by
 the `AddFile`s as rows. Full rows cross the JVM/Python boundary once and Spark never serializes
 them row by row.
 
-By default there is no shuffle: each task (the input coalesced to one per core) writes its own part
-of every planned file its rows fall into, as a Delta write makes one file per task and partition.
-With `optimize_write` the rows, packed per file as Arrow IPC blobs, are shuffled to one write task
-per core instead (files spread evenly by their estimated rows), so each planned file is written
-once; the optimizer's rewrites always do this (measured at 5M rows: the shuffle adds 0.6x-1.3x of a
-plain parquet write), or, when their input is small, write every file in one task without a
-shuffle.
+Without a shuffle, each task (the input coalesced to one per core) writes its own part of every
+planned file its rows fall into, as a Delta write makes one file per task and partition. With
+`optimize_write` the rows are shuffled by file to one write task per core instead (files spread
+evenly by their estimated rows), so each planned file is written once: in the JVM path as Spark
+UnsafeRows (`OTreeFileWriter.writeShuffled`), in the Arrow path packed per file as Arrow IPC blobs.
+The optimizer's rewrites always shuffle (measured at 5M rows: a shuffle costs about one more plain
+parquet write), or, when their input is small, write every file in one task without a shuffle.
+Whether a user's write shuffles is decided by `use.qbeast.writer` (`use.qbeast.write_shuffle`).
 
 File names are chosen on the driver before any task runs, so the caller knows every file this
 write could produce and can delete them all if anything fails before its commit.
@@ -485,10 +486,12 @@ def _jvm_result(files: Sequence[JvmFile], settings: _FileSettings) -> pa.Table:
 
 
 def delete_files(table_root: str, names: Iterable[str]) -> None:
+    """Delete the named files of a failed write; a name that is missing was never written, and one
+    that is a directory is not this write's file (its task failed on it)."""
     for name in names:
         try:
             os.unlink(os.path.join(table_root, name))
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError):
             pass
 
 
@@ -533,26 +536,10 @@ def write_files(
     )
     parallelism = max(1, spark.sparkContext.defaultParallelism)
     single_task = optimize_write and input_bytes is not None and 0 <= input_bytes <= _SINGLE_TASK_BYTES
-    if optimize_write and not single_task:
-        names = _file_names(plan.num_files)
-        written.extend(names)
-        num_tasks = max(1, min(plan.num_files, parallelism))
-        file_rows = [0] * plan.num_files
-        for cube, group in plan.group_of.items():
-            file_rows[plan.file_of_group[group]] += int(sizes.get(cube, 0))
-        part_keys = _partition_keys(num_tasks)[_balanced_parts(file_rows, num_tasks)].astype(np.int32)
-        packed = weighted.mapInArrow(_pack_task(splitter, part_keys, _PACK_BYTES), "part int, file int, rows binary")
-        shuffled = packed.repartition(num_tasks, packed["part"])
-        task = _shuffled_write_task(names, settings)
-        # Spark's own Arrow batch sizes here: with 100,000-row input batches, a pack task sending
-        # its large blobs back and the JVM feeding it more rows stalled for good on a 20M-row
-        # write (Spark 4.1.1, both sides waiting on their sockets).
-        result = shuffled.mapInArrow(task, _RESULT_DDL).toArrow()
-    else:
-        source, num_tasks = (weighted.coalesce(1), 1) if single_task else one_task_per_core(weighted)
-        write_id = uuid.uuid4()
-        written.extend(_task_file_name(write_id, f, t) for t in range(num_tasks) for f in range(plan.num_files))
-        jvm_files = write_in_jvm(
+    write_id = uuid.uuid4()
+
+    def in_jvm(source: DataFrame, task_of_file: np.ndarray | None = None) -> pa.Table | None:
+        files = write_in_jvm(
             spark,
             source,
             revision,
@@ -563,10 +550,33 @@ def write_files(
             weight_column=WEIGHT_COLUMN,
             write_id=write_id,
             codec=settings.compression,
+            task_of_file=task_of_file,
         )
-        if jvm_files is not None:
-            result = _jvm_result(jvm_files, settings)
-        else:
+        return None if files is None else _jvm_result(files, settings)
+
+    if optimize_write and not single_task:
+        num_tasks = max(1, min(plan.num_files, parallelism))
+        file_rows = [0] * plan.num_files
+        for cube, group in plan.group_of.items():
+            file_rows[plan.file_of_group[group]] += int(sizes.get(cube, 0))
+        task_of_file = _balanced_parts(file_rows, num_tasks)
+        names = [_task_file_name(write_id, f, int(t)) for f, t in enumerate(task_of_file)]
+        written.extend(names)
+        result = in_jvm(weighted, task_of_file)
+        if result is None:
+            part_keys = _partition_keys(num_tasks)[task_of_file].astype(np.int32)
+            packed = weighted.mapInArrow(_pack_task(splitter, part_keys, _PACK_BYTES), "part int, file int, rows binary")
+            shuffled = packed.repartition(num_tasks, packed["part"])
+            task = _shuffled_write_task(names, settings)
+            # Spark's own Arrow batch sizes here: with 100,000-row input batches, a pack task sending
+            # its large blobs back and the JVM feeding it more rows stalled for good on a 20M-row
+            # write (Spark 4.1.1, both sides waiting on their sockets).
+            result = shuffled.mapInArrow(task, _RESULT_DDL).toArrow()
+    else:
+        source, num_tasks = (weighted.coalesce(1), 1) if single_task else one_task_per_core(weighted)
+        written.extend(_task_file_name(write_id, f, t) for t in range(num_tasks) for f in range(plan.num_files))
+        result = in_jvm(source)
+        if result is None:
             task = _local_write_task(splitter, write_id, settings)
             with arrow_batches(spark, NARROW_BATCH_ROWS, _FULL_BATCH_BYTES):
                 result = source.mapInArrow(task, _RESULT_DDL).toArrow()
@@ -589,8 +599,4 @@ def write_files(
         )
     ]
     return adds, int(sum(result.column("num_rows").to_pylist()))
-
-
-def _file_names(count: int) -> list[str]:
-    return [f"{uuid.uuid4()}.parquet" for _ in range(count)]
 

@@ -27,7 +27,16 @@ import pyarrow as pa
 from use.delta.actions import AddFile, Metadata
 from use.delta.schema import check_append_schema
 from use.errors import IndexColumnError, InvalidArgumentError
-from use.qbeast.index_plan import WEIGHT_COLUMN, collect_stats, plan_index, plan_rewrite, with_weight
+from use.qbeast.index_plan import (
+    DATA_BYTES_ALIAS,
+    WEIGHT_COLUMN,
+    IndexPlan,
+    collect_stats,
+    one_task_per_core,
+    plan_index,
+    plan_rewrite,
+    with_weight,
+)
 from use.qbeast.revision import (
     DEFAULT_CUBE_SIZE,
     Revision,
@@ -36,6 +45,12 @@ from use.qbeast.revision import (
     parse_column_specs,
 )
 from use.qbeast.write_commit import MODES, commit_write, metadata_with_configuration
+from use.qbeast.write_shuffle import (
+    DEFAULT_MAX_READ_SLOWDOWN,
+    MAX_READ_SLOWDOWN_CONF,
+    WriteShape,
+    should_shuffle,
+)
 from use.qbeast.write_tasks import CUBE_COLUMN, FILE_COLUMN, delete_files, write_files
 
 if TYPE_CHECKING:
@@ -118,11 +133,14 @@ def _check_txn(txn_app_id: Any, txn_version: Any) -> None:
             raise InvalidArgumentError(f"txn_version must be a non-negative int, got {txn_version!r}")
 
 
-def _optimize_write(spark: SparkSession, requested: bool | None, configuration: Mapping[str, str] | None) -> bool:
+def _optimize_write(
+    spark: SparkSession, requested: bool | None, configuration: Mapping[str, str] | None
+) -> bool | None:
     """Whether a write shuffles its rows so each file of the plan is written once (see `write`).
 
     The argument wins, then the Spark conf `spark.qbeast.index.optimizeWrite`, then the table
-    property `delta.autoOptimize.optimizeWrite`, then `False` (Delta's default as well)."""
+    property `delta.autoOptimize.optimizeWrite`; `None` when none is set (the size of the write
+    decides, `_decide_shuffle`)."""
     if requested is not None:
         if not isinstance(requested, bool):
             raise InvalidArgumentError(f"optimize_write must be True, False or None (the settings decide), got {requested!r}")
@@ -139,7 +157,36 @@ def _optimize_write(spark: SparkSession, requested: bool | None, configuration: 
 
             raise ConfigError(f"{source} must be true or false, got {raw!r}")
         return text == "true"
-    return False
+    return None
+
+
+def _max_read_slowdown(spark: SparkSession) -> float:
+    """`spark.qbeast.index.maxReadSlowdown`, checked before anything is read or written."""
+    raw = spark.conf.get(MAX_READ_SLOWDOWN_CONF, None)
+    if raw is None:
+        return DEFAULT_MAX_READ_SLOWDOWN
+    try:
+        value = float(str(raw))
+    except ValueError:
+        value = float("nan")
+    if not value >= 1.0:  # also NaN
+        from use.errors import ConfigError
+
+        raise ConfigError(
+            f"{MAX_READ_SLOWDOWN_CONF} must be a number >= 1 (how much slower the written files may read when a "
+            f"write does not shuffle; 1 shuffles every write of more than one task), got {raw!r}"
+        )
+    return value
+
+
+def _decide_shuffle(
+    spark: SparkSession, weighted: DataFrame, index: IndexPlan, data_bytes: int, max_read_slowdown: float
+) -> bool:
+    """The default of `optimize_write` for a planned write (`use.qbeast.write_shuffle`): shuffle
+    when the unshuffled write's tasks would split the planned files enough to slow reads down."""
+    _, tasks = one_task_per_core(weighted)
+    open_cost = int(spark._jsparkSession.sessionState().conf().filesOpenCostInBytes())  # type: ignore[attr-defined]
+    return should_shuffle(WriteShape(tasks, index.rollup.num_files, data_bytes, open_cost), max_read_slowdown)
 
 
 def _revision_margin(spark: SparkSession, configuration: Mapping[str, str] | None) -> float:
@@ -180,16 +227,22 @@ def _index(
     data_change: bool,
     written: list[str],
     *,
-    optimize_write: bool,
+    optimize_write: bool | None,
     input_bytes: int | None = None,
+    data_bytes: int = 0,
+    max_read_slowdown: float = DEFAULT_MAX_READ_SLOWDOWN,
 ) -> tuple[list[AddFile], int]:
     """The full write algorithm (§3.2-3.6) for rows of one revision; file names go to `written`
     before any file exists, so the caller can clean up. `existing` is the snapshot whose index of
-    this revision the rows extend (its cube weights respected), `None` to start the index afresh."""
+    this revision the rows extend (its cube weights respected), `None` to start the index afresh.
+    `optimize_write=None` lets the plan's shape decide (`_decide_shuffle`, on `data_bytes`, the
+    rows' estimated bytes)."""
     weighted = with_weight(df, revision)
     index = plan_index(spark, weighted, revision, num_rows, existing)
     if index is None:
         return [], 0
+    if optimize_write is None:
+        optimize_write = _decide_shuffle(spark, weighted, index, data_bytes, max_read_slowdown)
     return write_files(
         spark,
         weighted,
@@ -248,7 +301,10 @@ def write(
     rollup plan is written once, `False` lets every task write its own part of each file its rows
     fall into (no shuffle: the write costs little more than a plain parquet write, and the
     optimizer's compaction merges the parts later). `None` takes `spark.qbeast.index.optimizeWrite`,
-    else the table property `delta.autoOptimize.optimizeWrite`, else `False`.
+    else the table property `delta.autoOptimize.optimizeWrite`, else the shape of the write
+    decides (`use.qbeast.write_shuffle`): it shuffles when its tasks would split the planned files
+    into so many parts that reading them would be more than `spark.qbeast.index.maxReadSlowdown`
+    (1.5) times slower, each file priced at Spark's `spark.sql.files.openCostInBytes`.
 
     `configuration` (checked table properties, SQL's CTAS/RTAS) is the properties of a table this
     write creates, and replaces an existing table's on overwrite; None keeps them.
@@ -264,6 +320,7 @@ def write(
     snapshot = log.snapshot() if log.exists() else None
     qsnap = _qbeast_snapshot(snapshot) if snapshot is not None else None
     shuffle = _optimize_write(spark, optimize_write, snapshot.metadata.configuration if snapshot is not None else None)
+    max_read_slowdown = _max_read_slowdown(spark) if shuffle is None else DEFAULT_MAX_READ_SLOWDOWN
 
     if snapshot is not None and txn_app_id is not None:
         done = snapshot.app_transaction_version(txn_app_id)
@@ -290,7 +347,8 @@ def write(
     if size is None:
         size = existing_rev.desired_cube_size if existing_rev is not None else DEFAULT_CUBE_SIZE
 
-    stats = collect_stats(df, transformers)
+    stats = collect_stats(df, transformers, data_bytes=shuffle is None)
+    data_bytes = int(stats.pop(DATA_BYTES_ALIAS, None) or 0)
     now_ms = int(time.time() * 1000)
     margin = _revision_margin(spark, snapshot.metadata.configuration if snapshot is not None and mode == "append" else None)
     revision, is_new = compute_revision_change(existing_rev, transformers, stats, size, column_stats, root, now_ms, margin)
@@ -314,6 +372,8 @@ def write(
                 True,
                 written,
                 optimize_write=shuffle,
+                data_bytes=data_bytes,
+                max_read_slowdown=max_read_slowdown,
             )
         version = commit_write(
             log,

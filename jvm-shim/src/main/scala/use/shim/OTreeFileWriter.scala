@@ -10,15 +10,17 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.apache.hadoop.mapreduce.{Job, JobID, TaskAttemptID, TaskID, TaskType}
 import org.apache.hadoop.mapreduce.task.TaskAttemptContextImpl
-import org.apache.spark.TaskContext
+import org.apache.spark.{Partitioner, TaskContext}
+import org.apache.spark.rdd.ShuffledRDD
 import org.apache.spark.sql.Row
 import org.apache.spark.sql.catalyst.InternalRow
-import org.apache.spark.sql.catalyst.expressions.{BoundReference, UnsafeProjection}
+import org.apache.spark.sql.catalyst.expressions.{BoundReference, JoinedRow, SpecificInternalRow, UnsafeProjection}
 import org.apache.spark.sql.classic.Dataset
+import org.apache.spark.sql.execution.UnsafeRowSerializer
 import org.apache.spark.sql.execution.datasources.{OutputWriter, OutputWriterFactory}
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat
-import org.apache.spark.sql.types.{DoubleType, FloatType, StructType}
-import org.apache.spark.util.SerializableConfiguration
+import org.apache.spark.sql.types.{DoubleType, FloatType, IntegerType, LongType, StructType}
+import org.apache.spark.util.{MutablePair, SerializableConfiguration}
 
 /** The cubes of one write's plan, as the row walk probes them: per depth, cube bits -> entry.
   *
@@ -56,21 +58,83 @@ object CubeTable {
   }
 }
 
+/** The walk of one row down the planned cubes, as `use.qbeast.estimate.assign_cubes` places a row:
+  * from the root, halving each coordinate per level (double `x*2`, `x >= 1` -> upper half, the
+  * arithmetic of `use.qbeast.cube.container_symbols`), it stops at the first cube whose maxWeight
+  * is at least the row's weight, or that has none; the row belongs to that cube, and to the file of
+  * that cube or of its nearest ancestor in the plan. One walker per task: it keeps its results in
+  * fields (`depth`, `bits`, `file`) so a row costs no allocation.
+  */
+private final class CubeWalker(table: CubeTable, dimensions: Int, firstCoordinate: Int) {
+  private val coords = new Array[Double](dimensions)
+  var depth: Int = 0
+  var bits: Long = 0L
+  var file: Int = -1
+
+  /** The cube's key as the shim's block lines carry it: `depth << 57 | bits`. */
+  def key: Long = (depth.toLong << 57) | bits
+
+  def walk(row: InternalRow, weight: Int): Unit = {
+    var i = 0
+    while (i < dimensions) {
+      coords(i) = row.getDouble(firstCoordinate + i)
+      i += 1
+    }
+    depth = 0
+    bits = 0L
+    file = -1
+    var walking = true
+    while (walking) {
+      val idx = table.find(depth, bits)
+      if (idx >= 0 && table.file(idx) >= 0) file = table.file(idx)
+      val hasWeight = idx >= 0 && table.hasWeight(idx)
+      val cw = if (hasWeight) table.weight(idx) else OTreeFileWriter.MaxWeight
+      if (!hasWeight || weight <= cw || depth == table.maxDepth) {
+        walking = false
+      } else {
+        var dim = 0
+        while (dim < dimensions) {
+          var x = coords(dim) * 2.0
+          if (x >= 1.0) {
+            bits |= 1L << (depth * dimensions + dim)
+            x -= 1.0
+          }
+          coords(dim) = x
+          dim += 1
+        }
+        depth += 1
+      }
+    }
+    if (file < 0) throw new IllegalStateException("the rollup plan has no file for a row (it must hold the root cube)")
+  }
+}
+
+/** What every write task of one OTree write needs, prepared on the driver: Spark's parquet
+  * writer factory and Hadoop configuration, the data schema and its float columns (checked for
+  * NaN), and the file naming of the write. */
+private final class WriteSetup(val factory: OutputWriterFactory, val conf: SerializableConfiguration,
+                       val dataSchema: StructType, val floatColumns: Array[Int], val isFloat: Array[Boolean],
+                       val namespace: Array[Byte], val jobTrackerId: String, val tableRoot: String) extends Serializable
+
 /** The data files of one OTree write, written by Spark's own parquet writer with the rows never
   * leaving the JVM (the Python path moves every row to Python and back as Arrow, which costs about
   * as much as the parquet write itself).
   *
   * The rows come as `data columns..., weight: int, coordinates: double * d` with the coordinates
-  * already transformed into [0, 1] by Spark expressions the driver built. Every task walks each row
-  * down its containers (the same arithmetic as `use.qbeast.cube.container_symbols`: double `x*2`,
-  * `x >= 1` -> upper half) and stops at the first cube whose maxWeight is at least the row's weight,
-  * or that has none, exactly as `use.qbeast.estimate.assign_cubes`; the row goes to the file of that
-  * cube or of its nearest ancestor in the plan. Each task writes its own part of every file its rows
-  * fall into, named `uuid3(writeId, "task/file")` as the Python path names them, and returns one line
-  * per file with its size, rows, NaN-holding float columns and exact block statistics. The Delta
-  * stats come from the file's footer on the driver; what a cube is called is decided there too.
+  * already transformed into [0, 1] by Spark expressions the driver built. Each row is walked down
+  * the planned cubes (`CubeWalker`) to its cube and file. Two ways to write:
   *
-  * No planning happens here: the plan (cube weights, files) arrives decided.
+  *  - `write`: no shuffle. Each task writes its own part of every file its rows fall into.
+  *  - `writeShuffled`: the rows are shuffled by file first (the walk on the map side gives each
+  *    row its file, the driver's `taskOfFile` its write task; the row travels with its file and
+  *    cube, without its coordinates), so each file of the plan is written once, whole, by one task.
+  *
+  * A file is named `uuid3(writeId, "task/file")` as the Python path names it, so the driver knows
+  * every name beforehand; each task returns one line per file with its size, rows, NaN-holding
+  * float columns and exact block statistics. The Delta stats come from the file's footer on the
+  * driver; what a cube is called is decided there too.
+  *
+  * No planning happens here: the plan (cube weights, files, the task of each file) arrives decided.
   */
 object OTreeFileWriter {
   val MaxWeight: Int = Int.MaxValue
@@ -78,13 +142,93 @@ object OTreeFileWriter {
   def write(df: Dataset[Row], dataColumns: Int, dimensions: Int, cubes: Array[Byte], maxDepth: Int, numFiles: Int,
             tableRoot: String, writeId: String, codec: String,
             plainColumns: java.util.List[String]): Array[String] = {
+    val table = decodeTable(df, dataColumns, dimensions, cubes, maxDepth, numFiles)
+    val setup = prepare(df, dataColumns, tableRoot, writeId, codec, plainColumns)
+    val rdd = df.queryExecution.toRdd
+    val rddId = rdd.id
+    rdd.mapPartitionsWithIndex { (task, rows) =>
+      val walker = new CubeWalker(table, dimensions, dataColumns + 1)
+      val files = new TaskFiles(task, setup, dataColumns, numFiles, rddId)
+      files.run {
+        rows.foreach { row =>
+          val w = row.getInt(dataColumns)
+          walker.walk(row, w)
+          files.add(row, w, walker.file, walker.key)
+        }
+      }
+    }.collect()
+  }
+
+  def writeShuffled(df: Dataset[Row], dataColumns: Int, dimensions: Int, cubes: Array[Byte], maxDepth: Int,
+                    taskOfFileBytes: Array[Byte], tableRoot: String, writeId: String, codec: String,
+                    plainColumns: java.util.List[String]): Array[String] = {
+    // Little-endian int32 per file: the write task of each file of the plan.
+    require(taskOfFileBytes.length % 4 == 0, s"task of file must be 4 bytes a file, got ${taskOfFileBytes.length} bytes")
+    val taskOfFile = new Array[Int](taskOfFileBytes.length / 4)
+    ByteBuffer.wrap(taskOfFileBytes).order(ByteOrder.LITTLE_ENDIAN).asIntBuffer().get(taskOfFile)
+    val numFiles = taskOfFile.length
+    val table = decodeTable(df, dataColumns, dimensions, cubes, maxDepth, numFiles)
+    val numTasks = if (numFiles == 0) 1 else taskOfFile.max + 1
+    require(taskOfFile.forall(_ >= 0), "every file needs a write task")
+    val setup = prepare(df, dataColumns, tableRoot, writeId, codec, plainColumns)
     val schema = df.schema
-    require(schema.length == dataColumns + 1 + dimensions,
-      s"expected $dataColumns data columns, the weight and $dimensions coordinates, got ${schema.length} columns")
+    // Shuffled rows: the data columns and the weight, then the row's file and cube key.
+    val shuffledFields = dataColumns + 3
+    val keep = (0 to dataColumns).map(i => BoundReference(i, schema(i).dataType, schema(i).nullable))
+    val firstExtra = schema.length
+    val project = keep ++ Seq(BoundReference(firstExtra, IntegerType, false), BoundReference(firstExtra + 1, LongType, false))
+    // Spark's sort-based shuffle writers serialize each record as it comes (UnsafeRowSerializer
+    // relocates serialized rows, nothing is aggregated), so the projection's reused row needs no
+    // copy; another shuffle manager may hold records, so there each row is copied.
+    val manager = df.sparkSession.sparkContext.getConf.get("spark.shuffle.manager", "sort")
+    val copyRows = !(manager.equalsIgnoreCase("sort") || manager.equalsIgnoreCase("tungsten-sort") ||
+      manager == "org.apache.spark.shuffle.sort.SortShuffleManager")
+    val keyed = df.queryExecution.toRdd.mapPartitions { rows =>
+      val walker = new CubeWalker(table, dimensions, dataColumns + 1)
+      val extra = new SpecificInternalRow(Seq(IntegerType, LongType))
+      val joined = new JoinedRow()
+      val toShuffled = UnsafeProjection.create(project)
+      val pair = new MutablePair[Int, InternalRow]()
+      rows.map { row =>
+        walker.walk(row, row.getInt(dataColumns))
+        extra.setInt(0, walker.file)
+        extra.setLong(1, walker.key)
+        val out = toShuffled(joined(row, extra))
+        pair.update(taskOfFile(walker.file), if (copyRows) out.copy() else out)
+      }
+    }
+    val shuffled = new ShuffledRDD[Int, InternalRow, InternalRow](keyed, new TaskPartitioner(numTasks))
+      .setSerializer(new UnsafeRowSerializer(shuffledFields))
+    val rddId = shuffled.id
+    shuffled.mapPartitionsWithIndex { (task, pairs) =>
+      val files = new TaskFiles(task, setup, dataColumns, numFiles, rddId)
+      files.run {
+        pairs.foreach { pair =>
+          val row = pair._2
+          val file = row.getInt(dataColumns + 1)
+          // Only the names the driver registered may be written (it deletes them after a failure).
+          if (taskOfFile(file) != task) {
+            throw new IllegalStateException(s"file $file belongs to write task ${taskOfFile(file)}, not to $task")
+          }
+          files.add(row, row.getInt(dataColumns), file, row.getLong(dataColumns + 2))
+        }
+      }
+    }.collect()
+  }
+
+  private def decodeTable(df: Dataset[Row], dataColumns: Int, dimensions: Int, cubes: Array[Byte], maxDepth: Int,
+                          numFiles: Int): CubeTable = {
+    require(df.schema.length == dataColumns + 1 + dimensions,
+      s"expected $dataColumns data columns, the weight and $dimensions coordinates, got ${df.schema.length} columns")
     require(maxDepth * dimensions <= 57, s"cube bits of depth $maxDepth in $dimensions dimensions do not fit a long key")
     val table = CubeTable.decode(cubes, maxDepth)
     require(table.file.forall(_ < numFiles), s"the cube table names files beyond the plan's $numFiles")
-    val dataSchema = StructType(schema.fields.take(dataColumns))
+    table
+  }
+
+  private def prepare(df: Dataset[Row], dataColumns: Int, tableRoot: String, writeId: String, codec: String,
+                      plainColumns: java.util.List[String]): WriteSetup = {
+    val dataSchema = StructType(df.schema.fields.take(dataColumns))
     val spark = df.sparkSession
     val job = Job.getInstance(spark.sessionState.newHadoopConf())
     val factory = new ParquetFileFormat().prepareWrite(spark, job, Map("compression" -> codec), dataSchema)
@@ -101,28 +245,12 @@ object OTreeFileWriter {
     // No `.crc` side files next to the data files: the table root holds only what the log names.
     conf.set("fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
     conf.setBoolean("fs.file.impl.disable.cache", true)
-    val serializableConf = new SerializableConfiguration(conf)
     val floatColumns = dataSchema.fields.indices.filter { i =>
       dataSchema(i).dataType == FloatType || dataSchema(i).dataType == DoubleType
     }.toArray
     val isFloat = floatColumns.map(i => dataSchema(i).dataType == FloatType)
-    val namespace = uuidBytes(UUID.fromString(writeId))
-    val jobTrackerId = "use-otree-" + writeId.replace("-", "")
-    val rdd = df.queryExecution.toRdd
-    val rddId = rdd.id
-    rdd.mapPartitionsWithIndex { (task, rows) =>
-      val files = new TaskFiles(
-        task, serializableConf.value, factory, dataSchema, dataColumns, dimensions, table, numFiles, tableRoot,
-        namespace, floatColumns, isFloat, jobTrackerId, rddId)
-      try {
-        rows.foreach(files.add)
-        files.finish().iterator
-      } catch {
-        case t: Throwable =>
-          files.abort()
-          throw t
-      }
-    }.collect()
+    new WriteSetup(factory, new SerializableConfiguration(conf), dataSchema, floatColumns, isFloat,
+      uuidBytes(UUID.fromString(writeId)), "use-otree-" + writeId.replace("-", ""), tableRoot)
   }
 
   private def uuidBytes(u: UUID): Array[Byte] =
@@ -131,6 +259,12 @@ object OTreeFileWriter {
   /** `uuid.uuid3(namespace, name)` of Python: MD5 over the namespace bytes and the UTF-8 name. */
   def fileName(namespace: Array[Byte], task: Int, file: Int): String =
     UUID.nameUUIDFromBytes(namespace ++ s"$task/$file".getBytes(StandardCharsets.UTF_8)).toString + ".parquet"
+}
+
+/** Keys are the write task (reduce partition) itself, chosen on the map side. */
+private final class TaskPartitioner(tasks: Int) extends Partitioner {
+  override def numPartitions: Int = tasks
+  override def getPartition(key: Any): Int = key.asInstanceOf[Int]
 }
 
 /** One open data file of a task: its writer, rows and blocks (cube key -> count, min weight; the
@@ -159,15 +293,13 @@ private object OpenFile {
   val RunRows = 1024
 }
 
-private final class TaskFiles(task: Int, baseConf: Configuration, factory: OutputWriterFactory, dataSchema: StructType,
-                              dataColumns: Int, dimensions: Int, table: CubeTable, numFiles: Int, tableRoot: String,
-                              namespace: Array[Byte], floatColumns: Array[Int], isFloat: Array[Boolean],
-                              jobTrackerId: String, rddId: Int) {
+/** The files one write task fills, from rows whose file and cube are known. */
+private final class TaskFiles(task: Int, setup: WriteSetup, dataColumns: Int, numFiles: Int, rddId: Int) {
   private val context = {
     val tc = TaskContext.get()
     val attempt = if (tc == null) 0 else tc.attemptNumber()
-    val conf = new Configuration(baseConf)
-    val attemptId = new TaskAttemptID(new TaskID(new JobID(jobTrackerId, rddId), TaskType.MAP, task), attempt)
+    val conf = new Configuration(setup.conf.value)
+    val attemptId = new TaskAttemptID(new TaskID(new JobID(setup.jobTrackerId, rddId), TaskType.MAP, task), attempt)
     conf.set("mapreduce.job.id", attemptId.getJobID.toString)
     conf.set("mapreduce.task.id", attemptId.getTaskID.toString)
     conf.set("mapreduce.task.attempt.id", attemptId.toString)
@@ -175,46 +307,29 @@ private final class TaskFiles(task: Int, baseConf: Configuration, factory: Outpu
     conf.setInt("mapreduce.task.partition", task)
     new TaskAttemptContextImpl(conf, attemptId)
   }
+  private val dataSchema = setup.dataSchema
+  private val floatColumns = setup.floatColumns
+  private val isFloat = setup.isFloat
   private val project = UnsafeProjection.create(
     dataSchema.fields.indices.map(i => BoundReference(i, dataSchema(i).dataType, dataSchema(i).nullable)).toSeq)
   private val files = new Array[OpenFile](numFiles)
-  private val coords = new Array[Double](dimensions)
-  private val weightOrdinal = dataColumns
-  private val maxDepth = table.maxDepth
 
-  def add(row: InternalRow): Unit = {
-    val w = row.getInt(weightOrdinal)
-    var i = 0
-    while (i < dimensions) {
-      coords(i) = row.getDouble(dataColumns + 1 + i)
-      i += 1
+  /** Feed the task's rows (`body`), then close every file and describe it; after a failure,
+    * delete what this attempt wrote. */
+  def run(body: => Unit): Iterator[String] = {
+    try {
+      body
+      finish().iterator
+    } catch {
+      case t: Throwable =>
+        abort()
+        throw t
     }
-    var depth = 0
-    var bits = 0L
-    var file = -1
-    var walking = true
-    while (walking) {
-      val idx = table.find(depth, bits)
-      if (idx >= 0 && table.file(idx) >= 0) file = table.file(idx)
-      val hasWeight = idx >= 0 && table.hasWeight(idx)
-      val cw = if (hasWeight) table.weight(idx) else OTreeFileWriter.MaxWeight
-      if (!hasWeight || w <= cw || depth == maxDepth) {
-        walking = false
-      } else {
-        var dim = 0
-        while (dim < dimensions) {
-          var x = coords(dim) * 2.0
-          if (x >= 1.0) {
-            bits |= 1L << (depth * dimensions + dim)
-            x -= 1.0
-          }
-          coords(dim) = x
-          dim += 1
-        }
-        depth += 1
-      }
-    }
-    if (file < 0 || file >= files.length) throw new IllegalStateException("the rollup plan has no file for a row (it must hold the root cube)")
+  }
+
+  /** One row (the data columns first) of weight `w`, in cube `key` of file `file`. */
+  def add(row: InternalRow, w: Int, file: Int, key: Long): Unit = {
+    if (file < 0 || file >= files.length) throw new IllegalStateException(s"file $file is not in the plan's $numFiles")
     var open = files(file)
     if (open == null) {
       open = openFile(file)
@@ -224,7 +339,6 @@ private final class TaskFiles(task: Int, baseConf: Configuration, factory: Outpu
     open.buffered += 1
     if (open.buffered == open.buffer.length) open.flush()
     open.rows += 1
-    val key = (depth.toLong << 57) | bits
     var block = open.blocks.getOrNull(key)
     if (block == null) {
       block = Array(0L, Long.MaxValue)
@@ -243,17 +357,17 @@ private final class TaskFiles(task: Int, baseConf: Configuration, factory: Outpu
   }
 
   private def openFile(file: Int): OpenFile = {
-    val name = OTreeFileWriter.fileName(namespace, task, file)
-    val path = new Path(tableRoot, name)
+    val name = OTreeFileWriter.fileName(setup.namespace, task, file)
+    val path = new Path(setup.tableRoot, name)
     // A retry of a task that failed after writing its file finds it there; the driver never saw
     // that attempt's metadata, so the file is replaced.
     val fs = path.getFileSystem(context.getConfiguration)
     fs.delete(path, false)
-    new OpenFile(name, path, factory.newInstance(path.toString, dataSchema, context), floatColumns.length)
+    new OpenFile(name, path, setup.factory.newInstance(path.toString, dataSchema, context), floatColumns.length)
   }
 
   /** Close every file; one line each: name, size, mtime, rows, NaN float ordinals, blocks. */
-  def finish(): Seq[String] = {
+  private def finish(): Seq[String] = {
     files.toSeq.filter(_ != null).map { open =>
       open.flush()
       open.writer.close()
@@ -268,7 +382,7 @@ private final class TaskFiles(task: Int, baseConf: Configuration, factory: Outpu
   }
 
   /** After a failure: close and delete what this attempt wrote (the driver deletes every name too). */
-  def abort(): Unit = {
+  private def abort(): Unit = {
     files.filter(_ != null).foreach { open =>
       try open.writer.close() catch { case _: Throwable => }
       try open.path.getFileSystem(context.getConfiguration).delete(open.path, false) catch { case _: Throwable => }
