@@ -30,8 +30,11 @@ class UseException(message: String, val kind: String = "USE_ERROR", cause: Throw
 object UseException {
   /** The SQLSTATE of an error raised on the JVM side (the Python side sends its own). */
   def sqlState(kind: String): String = kind match {
-    case "USE_NOT_SUPPORTED" => "0A000"
+    case "USE_NOT_SUPPORTED" | "USE_READ_ONLY_CATALOG" => "0A000"
     case "USE_INVALID_ARGUMENT" => "22023"
+    case "USE_PROCEDURE_NOT_FOUND" => "42883"
+    case "USE_TABLE_NOT_FOUND" | "USE_TABLE_NOT_FOUND_ERROR" => "42P01"
+    case "USE_NOT_INSTALLED" => "55000"
     case _ => "XX000"
   }
 }
