@@ -205,7 +205,7 @@ def test_refused_statements_change_nothing(spark, db) -> None:
     assert state(root) == before
     assert spark.sql(f"SELECT count(*) FROM {db}.t").collect()[0][0] == 50
     assert not spark.catalog.databaseExists("new_db")
-    assert [r[1] for r in spark.sql("SHOW TABLES").collect()] == ["pq", "t"]
+    assert [r.tableName for r in spark.sql("SHOW TABLES").collect() if not r.isTemporary] == ["pq", "t"]
 
 
 def test_python_api_insight_equals_the_sql_table(spark, db) -> None:

@@ -14,6 +14,7 @@ imported by `read()`, in the executors' Python workers (reused from query to que
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
@@ -63,8 +64,10 @@ class InsightReader(DataSourceReader):
 
         part = (partition.start, partition.stop) if isinstance(partition, TableRange) else None
         table = compute(self.options, tables=part)
-        # Spark's Arrow types for the declared schema (timestamps in microseconds): cast, never guess.
-        yield from table.cast(to_arrow_schema(self.schema)).to_batches()
+        # Spark's Arrow types for the declared schema (timestamps in microseconds, UTC): cast, never
+        # guess. pyspark 4.3 asks for the time zone by name (`timezone`), 4.1 assumes UTC.
+        utc = {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_schema).parameters else {}
+        yield from table.cast(to_arrow_schema(self.schema, **utc)).to_batches()
 
 
 class InsightSource(DataSource):

@@ -110,6 +110,12 @@ object LakeTables {
     case t: TableCatalog => t
   }
 
+  /** The tables of `cat`.`db`; for the session catalog the metastore's: Spark 4.3's listTables also
+    * returns the session's temporary views, which are no table of a database. */
+  private def tableNames(s: ClassicSession, cat: String, db: String): Array[String] =
+    if (cat == SessionCatalogName) s.sharedState.externalCatalog.listTables(db).sorted.toArray
+    else tableCatalog(s, cat).map(_.listTables(Array(db)).map(_.name())).getOrElse(Array.empty)
+
   private def tableExists(s: ClassicSession, cat: String, db: String, t: String): Boolean =
     tableCatalog(s, cat).exists(c => try c.tableExists(Identifier.of(Array(db), t)) catch { case NonFatal(_) => false })
 
@@ -131,7 +137,7 @@ object LakeTables {
         case None => throw new NoSuchNamespaceException(parent)
       }
       case Seq(cat, db) if databaseExists(s, cat, db) =>
-        tableCatalog(s, cat).map(_.listTables(Array(db)).map(i => Array(cat, db, i.name()))).getOrElse(Array.empty)
+        tableNames(s, cat, db).map(t => Array(cat, db, t))
       case Seq(cat, db, t) if tableExists(s, cat, db, t) => Array.empty
       case _ => throw new NoSuchNamespaceException(parent)
     }
@@ -161,7 +167,7 @@ object LakeTables {
       case Seq(PathNamespace, _) => named(insightNames)
       case Seq(cat, db, t) if tableExists(s, cat, db, t) => named(insightNames)
       case Seq(cat, db) if databaseExists(s, cat, db) =>
-        tableCatalog(s, cat).map(_.listTables(Array(db)).map(i => Identifier.of(namespace, i.name()))).getOrElse(Array.empty)
+        tableNames(s, cat, db).map(t => Identifier.of(namespace, t))
       case ns if namespaceExists(namespace) => Array.empty
       case _ => throw new NoSuchNamespaceException(namespace)
     }
