@@ -105,6 +105,18 @@ def test_each_query_sees_the_latest_snapshot_and_new_sessions_have_the_readers(s
     assert other.sql("SELECT count(*) FROM use_catalog.system_lake_tables.service_status").collect()[0][0] == 0
 
 
+def test_metastore_summary_shows_the_properties_another_writer_set(spark, db) -> None:
+    import deltalake
+
+    root = qbeast_table(spark, "t", rows=10)
+    deltalake.DeltaTable(root).alter.set_table_properties({"use.optimization.type": "CubeDefragmentation"}, raise_if_not_exists=False)
+    rows = spark.sql(
+        "SELECT database, table_name FROM use_catalog.system_lake_tables.metastore_summary "
+        "WHERE table_properties['use.optimization.type'] is not null"
+    ).collect()
+    assert (db, "t") in {(r.database, r.table_name) for r in rows}
+
+
 def test_metastore_summary_lists_every_table_and_a_broken_one_gets_its_error(spark, db, tmp_path) -> None:
     from service_support import corrupt_log
 

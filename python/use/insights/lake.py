@@ -84,7 +84,8 @@ _TIME_COLUMNS = ("last_commit_time", "next_optimization_at", "last_optimization_
 
 @dataclass(frozen=True)
 class TableIdentity:
-    """A metastore table as the catalog lists it (`table_properties` as the metastore holds them)."""
+    """A metastore table as the catalog lists it (`table_properties` as the metastore holds them;
+    a summary row of a Delta/Qbeast table shows the log's configuration over them)."""
 
     catalog: str
     database: str
@@ -156,6 +157,20 @@ def _log_columns(facts: TableFacts, errors: list[str], spark_conf: Mapping[str, 
     return out
 
 
+#: Property prefixes the Delta log owns: in the metastore they are only a mirror of the log's
+#: configuration, kept in step by SQL DDL but not by other writers (delta-rs, the Python API).
+_LOG_OWNED_PREFIXES = ("delta.", "use.", "qbeast.")
+
+
+def _properties(metastore: Mapping[str, str], configuration: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """A Delta/Qbeast table's properties as SHOW TBLPROPERTIES shows them: the log's configuration
+    is the truth (a key set or removed by another writer counts), the metastore adds only the keys
+    the log does not own (e.g. `owner`), so a stale mirrored key never shows."""
+    merged = {k: v for k, v in metastore.items() if not str(k).startswith(_LOG_OWNED_PREFIXES)}
+    merged.update(configuration)
+    return [(str(k), None if v is None else str(v)) for k, v in sorted(merged.items())]
+
+
 def summary_row(
     identity: TableIdentity,
     *,
@@ -184,6 +199,7 @@ def summary_row(
     except Exception as exc:  # noqa: BLE001 - a missing or unreadable table is reported in its row
         errors.append(_describe(exc))
     else:
+        row["table_properties"] = _properties(identity.table_properties, facts.snapshot.configuration)
         row.update(_log_columns(facts, errors, spark_conf))
     row["error"] = "; ".join(errors) or None
     return row
