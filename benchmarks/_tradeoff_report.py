@@ -9,7 +9,7 @@ import json
 import os
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from _common import fmt_table
@@ -254,6 +254,39 @@ def save(s: Settings, runs: Sequence[Run], text: str, out: str) -> tuple[str, st
     plot(s, runs, png)
     save_rounds(s, runs, js)
     return txt, png, js
+
+
+#: Settings that define the data and the yardstick: saved runs combine only when these agree.
+SAME_DATA = ("appends", "rows_per_append", "cube_size", "drift", "autocompact_min_files", "ref_every", "seed")
+
+
+def combine(saved: Sequence[tuple[Settings, Sequence[Run]]]) -> tuple[Settings, list[Run]]:
+    """Saved runs of several invocations on the same data (e.g. the baselines in one, ours in another
+    after a change to our rule) as one: settings with the union of their k values, shapes and
+    contenders, and the runs ordered as one invocation would have them. Refused when they differ in
+    the data or the yardstick (`SAME_DATA`), or in ours' properties where two hold an ours run, or when
+    two hold the same (shape, contender, k) run."""
+    if not saved:
+        raise ValueError("combine: no saved runs")
+    first = saved[0][0]
+    for s, _ in saved[1:]:
+        bad = [name for name in SAME_DATA if getattr(s, name) != getattr(first, name)]
+        if bad:
+            raise ValueError(f"combine: saved runs differ in {', '.join(bad)}: not the same data")
+    props = {s.ours_properties for s, runs in saved if any(r.contender == "ours" for r in runs)}
+    if len(props) > 1:
+        raise ValueError(f"combine: ours ran with different properties {sorted(props)}")
+    runs = [r for _, rs in saved for r in rs]
+    keys = [(r.shape, r.contender, r.k) for r in runs]
+    if len(set(keys)) < len(keys):
+        raise ValueError("combine: the same (shape, contender, k) run is in two saved runs")
+    every = tuple(sorted({k for s, _ in saved for k in s.every}))
+    shapes = tuple(x for x in SHAPES if any(x in s.shapes for s, _ in saved))
+    contenders = tuple(c for c in CONTENDERS if any(c in s.contenders for s, _ in saved))
+    merged = replace(first, every=every, shapes=shapes, contenders=contenders,
+                     ours_properties=next(iter(props), ()), jobs=max(s.jobs for s, _ in saved))  # fmt: skip
+    runs.sort(key=lambda r: (shapes.index(r.shape), every.index(r.k), contenders.index(r.contender)))
+    return merged, runs
 
 
 def load(path: str) -> tuple[Settings, list[Run]]:

@@ -43,6 +43,7 @@ Usage: .venv/bin/python benchmarks/tradeoff.py [--quick] [--appends 200] [--rows
        [--cube-size 2000] [--every 1,10,50] [--shapes fixed,drift] [--contenders ours,binpack,zorder,hilbert]
        [--drift 0.5] [--autocompact-min-files 50] [--ref-every 10] [--jobs 2] [--out DIR] [--keep DIR]
        [--ours-property tiering.ratio=0 ...]
+       .venv/bin/python benchmarks/tradeoff.py --replot baselines.json,ours.json [--out DIR]
 
 `--jobs` runs that many contenders at once on the one Spark session (tiny Spark jobs are latency
 bound; only bytes and files are compared, never times, so the results do not depend on it).
@@ -72,6 +73,7 @@ from _tradeoff_report import (
     Round,
     Run,
     Settings,
+    combine,
     load,
     report,
     save,
@@ -280,7 +282,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Settings, argparse.Na
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     help="directory for tradeoff.txt/.png/.json (default benchmarks/results)")
     ap.add_argument("--keep", default=None, help="work directory kept after the run (default: a temp dir, removed)")
-    ap.add_argument("--replot", metavar="JSON", help="only re-render the table and plot of a saved tradeoff.json")
+    ap.add_argument("--replot", metavar="JSON[,JSON...]",
+                    help="only re-render the table and plot of a saved tradeoff.json; several (comma-separated) "
+                         "saved runs of the same data are combined into one table")
     args = ap.parse_args(argv)
     values: dict[str, Any] = dict(QUICK) if args.quick else {}
     for name in ("appends", "rows_per_append", "cube_size", "drift", "autocompact_min_files", "ref_every", "jobs"):
@@ -344,7 +348,7 @@ def run_with_progress(spark: Any, s: Settings, work: str, partial: str, every_s:
 def main(argv: Sequence[str] | None = None) -> None:
     s, args = parse_args(argv)
     if args.replot:
-        s, runs = load(args.replot)
+        s, runs = combine([load(p.strip()) for p in args.replot.split(",") if p.strip()])
         text = report(s, runs)
         print(text)
         txt, png, js = save(s, runs, text, args.out)
