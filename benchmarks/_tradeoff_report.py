@@ -28,9 +28,15 @@ GOAL_MEDIAN = 1.2
 
 @dataclass(frozen=True)
 class Settings:
+    """What a run measures. The default sizes are the issue's own scenario (1,000 rows per append, cube
+    size 2,000): a round of 10 appends is 5 cubes of rows. What a round must rewrite depends on that
+    ratio (rows per round / cube size): keeping the root in one file after every round costs at least
+    1 + C/R per byte appended (README, "size tiers"), 1.2 here, 2.0 at 500 rows and cube size 5,000
+    (a round = one cube, the sizes of the run before); run both with --rows-per-append/--cube-size."""
+
     appends: int = 200
-    rows_per_append: int = 500
-    cube_size: int = 5000
+    rows_per_append: int = 1000
+    cube_size: int = 2000
     every: tuple[int, ...] = (1, 10, 50)
     shapes: tuple[str, ...] = SHAPES
     contenders: tuple[str, ...] = CONTENDERS

@@ -133,12 +133,12 @@ def optimize(spark: Any, s: Settings, contender: str, path: str, target: int) ->
     if contender == "binpack":
         sizes = {"max-file-size": target, "min-file-size": max(1, target // 2)}
         if s.autocompact_min_files >= 2:
-            return dt.optimize(strategy="SmallFiles", overrides={
+            return dt.optimize(strategy="SmallFiles", progress=False, overrides={
                 **sizes, "small-files.max-size": max(1, target // 2), "task-max-bytes": target,
                 "small-files.count-threshold": s.autocompact_min_files})  # fmt: skip
-        return dt.optimize(strategy="BinPacking", overrides=sizes)
+        return dt.optimize(strategy="BinPacking", progress=False, overrides=sizes)
     strategy = "Hilbert" if contender == "hilbert" else None
-    return dt.optimize(strategy=strategy, zorder_by=list(INDEXED),
+    return dt.optimize(strategy=strategy, zorder_by=list(INDEXED), progress=False,
                        overrides={"max-file-size": target, "zorder.min-cube-size": NEVER_SETTLED})  # fmt: skip
 
 
@@ -356,8 +356,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     from use.session import spark_session
 
-    # small tables: a 1 GiB driver is plenty, and the benchmark shares its machine with other work
-    spark = spark_session("use-bench-tradeoff", conf={"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "1g"})
+    # small tables, but two one-go writes of up to appends x rows rows at once (--jobs 2): 1 GiB ran out
+    # of heap at 200 x 1,000 rows; 2 GiB leaves room, and the benchmark shares its machine with other work
+    spark = spark_session("use-bench-tradeoff", conf={"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g"})
     work = args.keep or tempfile.mkdtemp(prefix="use-bench-tradeoff-")
     os.makedirs(work, exist_ok=True)
     t0 = time.perf_counter()
