@@ -238,7 +238,7 @@ def plot(s: Settings, runs: Sequence[Run], png: str) -> None:
             ax.set_title(f"{shape}, k={k}: {title}", fontsize=9)
             ax.set_xlabel("appends", fontsize=8)
             ax.tick_params(labelsize=7)
-            if row == 0 and col == 0:
+            if col == 0:  # every row: rows may hold different contenders (zorder/hilbert not run at some k)
                 ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(png, dpi=80)
