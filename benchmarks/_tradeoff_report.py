@@ -9,7 +9,7 @@ import json
 import os
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from _common import fmt_table
@@ -28,9 +28,15 @@ GOAL_MEDIAN = 1.2
 
 @dataclass(frozen=True)
 class Settings:
+    """What a run measures. The default sizes are the issue's own scenario (1,000 rows per append, cube
+    size 2,000): a round of 10 appends is 5 cubes of rows. What a round must rewrite depends on that
+    ratio (rows per round / cube size): keeping the root in one file after every round costs at least
+    1 + C/R per byte appended (README, "size tiers"), 1.2 here, 2.0 at 500 rows and cube size 5,000
+    (a round = one cube, the sizes of the run before); run both with --rows-per-append/--cube-size."""
+
     appends: int = 200
-    rows_per_append: int = 500
-    cube_size: int = 5000
+    rows_per_append: int = 1000
+    cube_size: int = 2000
     every: tuple[int, ...] = (1, 10, 50)
     shapes: tuple[str, ...] = SHAPES
     contenders: tuple[str, ...] = CONTENDERS
@@ -232,7 +238,7 @@ def plot(s: Settings, runs: Sequence[Run], png: str) -> None:
             ax.set_title(f"{shape}, k={k}: {title}", fontsize=9)
             ax.set_xlabel("appends", fontsize=8)
             ax.tick_params(labelsize=7)
-            if row == 0 and col == 0:
+            if col == 0:  # every row: rows may hold different contenders (zorder/hilbert not run at some k)
                 ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(png, dpi=80)
@@ -254,6 +260,39 @@ def save(s: Settings, runs: Sequence[Run], text: str, out: str) -> tuple[str, st
     plot(s, runs, png)
     save_rounds(s, runs, js)
     return txt, png, js
+
+
+#: Settings that define the data and the yardstick: saved runs combine only when these agree.
+SAME_DATA = ("appends", "rows_per_append", "cube_size", "drift", "autocompact_min_files", "ref_every", "seed")
+
+
+def combine(saved: Sequence[tuple[Settings, Sequence[Run]]]) -> tuple[Settings, list[Run]]:
+    """Saved runs of several invocations on the same data (e.g. the baselines in one, ours in another
+    after a change to our rule) as one: settings with the union of their k values, shapes and
+    contenders, and the runs ordered as one invocation would have them. Refused when they differ in
+    the data or the yardstick (`SAME_DATA`), or in ours' properties where two hold an ours run, or when
+    two hold the same (shape, contender, k) run."""
+    if not saved:
+        raise ValueError("combine: no saved runs")
+    first = saved[0][0]
+    for s, _ in saved[1:]:
+        bad = [name for name in SAME_DATA if getattr(s, name) != getattr(first, name)]
+        if bad:
+            raise ValueError(f"combine: saved runs differ in {', '.join(bad)}: not the same data")
+    props = {s.ours_properties for s, runs in saved if any(r.contender == "ours" for r in runs)}
+    if len(props) > 1:
+        raise ValueError(f"combine: ours ran with different properties {sorted(props)}")
+    runs = [r for _, rs in saved for r in rs]
+    keys = [(r.shape, r.contender, r.k) for r in runs]
+    if len(set(keys)) < len(keys):
+        raise ValueError("combine: the same (shape, contender, k) run is in two saved runs")
+    every = tuple(sorted({k for s, _ in saved for k in s.every}))
+    shapes = tuple(x for x in SHAPES if any(x in s.shapes for s, _ in saved))
+    contenders = tuple(c for c in CONTENDERS if any(c in s.contenders for s, _ in saved))
+    merged = replace(first, every=every, shapes=shapes, contenders=contenders,
+                     ours_properties=next(iter(props), ()), jobs=max(s.jobs for s, _ in saved))  # fmt: skip
+    runs.sort(key=lambda r: (shapes.index(r.shape), every.index(r.k), contenders.index(r.contender)))
+    return merged, runs
 
 
 def load(path: str) -> tuple[Settings, list[Run]]:

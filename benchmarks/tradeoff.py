@@ -43,6 +43,7 @@ Usage: .venv/bin/python benchmarks/tradeoff.py [--quick] [--appends 200] [--rows
        [--cube-size 2000] [--every 1,10,50] [--shapes fixed,drift] [--contenders ours,binpack,zorder,hilbert]
        [--drift 0.5] [--autocompact-min-files 50] [--ref-every 10] [--jobs 2] [--out DIR] [--keep DIR]
        [--ours-property tiering.ratio=0 ...]
+       .venv/bin/python benchmarks/tradeoff.py --replot baselines.json,ours.json [--out DIR]
 
 `--jobs` runs that many contenders at once on the one Spark session (tiny Spark jobs are latency
 bound; only bytes and files are compared, never times, so the results do not depend on it).
@@ -72,6 +73,7 @@ from _tradeoff_report import (
     Round,
     Run,
     Settings,
+    combine,
     load,
     report,
     save,
@@ -131,12 +133,12 @@ def optimize(spark: Any, s: Settings, contender: str, path: str, target: int) ->
     if contender == "binpack":
         sizes = {"max-file-size": target, "min-file-size": max(1, target // 2)}
         if s.autocompact_min_files >= 2:
-            return dt.optimize(strategy="SmallFiles", overrides={
+            return dt.optimize(strategy="SmallFiles", progress=False, overrides={
                 **sizes, "small-files.max-size": max(1, target // 2), "task-max-bytes": target,
                 "small-files.count-threshold": s.autocompact_min_files})  # fmt: skip
-        return dt.optimize(strategy="BinPacking", overrides=sizes)
+        return dt.optimize(strategy="BinPacking", progress=False, overrides=sizes)
     strategy = "Hilbert" if contender == "hilbert" else None
-    return dt.optimize(strategy=strategy, zorder_by=list(INDEXED),
+    return dt.optimize(strategy=strategy, zorder_by=list(INDEXED), progress=False,
                        overrides={"max-file-size": target, "zorder.min-cube-size": NEVER_SETTLED})  # fmt: skip
 
 
@@ -280,7 +282,9 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Settings, argparse.Na
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     help="directory for tradeoff.txt/.png/.json (default benchmarks/results)")
     ap.add_argument("--keep", default=None, help="work directory kept after the run (default: a temp dir, removed)")
-    ap.add_argument("--replot", metavar="JSON", help="only re-render the table and plot of a saved tradeoff.json")
+    ap.add_argument("--replot", metavar="JSON[,JSON...]",
+                    help="only re-render the table and plot of a saved tradeoff.json; several (comma-separated) "
+                         "saved runs of the same data are combined into one table")
     args = ap.parse_args(argv)
     values: dict[str, Any] = dict(QUICK) if args.quick else {}
     for name in ("appends", "rows_per_append", "cube_size", "drift", "autocompact_min_files", "ref_every", "jobs"):
@@ -344,7 +348,7 @@ def run_with_progress(spark: Any, s: Settings, work: str, partial: str, every_s:
 def main(argv: Sequence[str] | None = None) -> None:
     s, args = parse_args(argv)
     if args.replot:
-        s, runs = load(args.replot)
+        s, runs = combine([load(p.strip()) for p in args.replot.split(",") if p.strip()])
         text = report(s, runs)
         print(text)
         txt, png, js = save(s, runs, text, args.out)
@@ -352,8 +356,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     from use.session import spark_session
 
-    # small tables: a 1 GiB driver is plenty, and the benchmark shares its machine with other work
-    spark = spark_session("use-bench-tradeoff", conf={"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "1g"})
+    # small tables, but two one-go writes of up to appends x rows rows at once (--jobs 2): 1 GiB ran out
+    # of heap at 200 x 1,000 rows; 2 GiB leaves room, and the benchmark shares its machine with other work
+    spark = spark_session("use-bench-tradeoff", conf={"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "2g"})
     work = args.keep or tempfile.mkdtemp(prefix="use-bench-tradeoff-")
     os.makedirs(work, exist_ok=True)
     t0 = time.perf_counter()

@@ -78,3 +78,38 @@ def test_ours_properties_reach_the_settings_and_survive_a_saved_run(tmp_path):
     tradeoff.save_rounds(s, [], str(tmp_path / "r.json"))
     assert tradeoff.load(str(tmp_path / "r.json"))[0] == s
     assert "ours with tiering.ratio=0, tiering.max-fragments=2." in tradeoff.report(s, [])
+
+
+def _run(shape, contender, k):
+    reads = tradeoff.Reads(1, 10, 2, 20)
+    point = tradeoff.Round(appends=k, appended_bytes=100, rewritten_bytes=50, round_bytes=50, table_files=2,
+                           table_bytes=100, revisions=1, iterations=1, seconds=0.1, reads=reads, ref=reads,
+                           ref_appends=k)  # fmt: skip
+    return tradeoff.Run(shape, contender, k, [point])
+
+
+def test_saved_runs_of_the_same_data_combine_into_one_table(tmp_path):
+    """Baselines and ours measured in two invocations (ours after a rule change) give one table;
+    runs of other data, of ours with other properties, or the same run twice are refused."""
+    from _tradeoff_report import combine
+
+    base = tradeoff.Settings(appends=4, every=(1, 2), contenders=("binpack", "zorder"))
+    ours = tradeoff.Settings(appends=4, every=(2,), contenders=("ours",), ours_properties=(("tiering.ratio", "4"),))
+    a = [_run(sh, c, k) for sh in tradeoff.SHAPES for k in (1, 2) for c in ("binpack", "zorder")]
+    b = [_run(sh, "ours", 2) for sh in tradeoff.SHAPES]
+    tradeoff.save_rounds(base, a, str(tmp_path / "a.json"))
+    tradeoff.save_rounds(ours, b, str(tmp_path / "b.json"))
+    s, runs = combine([tradeoff.load(str(tmp_path / "a.json")), tradeoff.load(str(tmp_path / "b.json"))])
+    assert s.every == (1, 2) and s.contenders == ("ours", "binpack", "zorder")
+    assert s.ours_properties == (("tiering.ratio", "4"),)
+    assert [(r.shape, r.k, r.contender) for r in runs][:4] == [("fixed", 1, "binpack"), ("fixed", 1, "zorder"),
+                                                               ("fixed", 2, "ours"), ("fixed", 2, "binpack")]  # fmt: skip
+    assert "vs binpack" in tradeoff.report(s, runs)
+    tradeoff.main(["--replot", f"{tmp_path / 'a.json'},{tmp_path / 'b.json'}", "--out", str(tmp_path / "out")])
+    assert os.path.exists(tmp_path / "out" / "tradeoff.png")
+    with pytest.raises(ValueError, match="cube_size"):
+        combine([(base, a), (tradeoff.Settings(appends=4, cube_size=7), b)])
+    with pytest.raises(ValueError, match="different properties"):
+        combine([(ours, b), (tradeoff.Settings(appends=4, contenders=("ours",)), [_run("fixed", "ours", 1)])])
+    with pytest.raises(ValueError, match="two saved runs"):
+        combine([(base, a), (base, a[:1])])

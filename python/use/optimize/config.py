@@ -320,7 +320,7 @@ CONFIG_KEYS: tuple[KeySpec, ...] = (
     KeySpec("zorder.min-cube-size", "zorder_min_cube_size", _positive_bytes, "integer bytes > 0", "100 x max-file-size",
             "a ZCube (the files one ZOrder/Hilbert task wrote) of at least this size is left alone; smaller ones are re-clustered with new files (Delta's minCubeSize)"),
     KeySpec("tiering.ratio", "tiering_ratio", _tier_ratio, "0 or a number >= 1.5", str(DEFAULT_TIERING_RATIO),
-            "inner-cube consolidation merges a cube's smaller files together and takes a larger file in only when they add up to 1/ratio of it (LSM size tiers: each byte is rewritten about log_ratio times; a cube's rows in a file of one of its ancestors count as no fragment); 0 merges every fragmented inner cube into one file each time"),
+            "inner-cube consolidation merges a cube's smaller files together and takes a larger file in only when they add up to 1/ratio of it (a larger file joins once the merge reads at least 1/ratio of its bytes in new rows, so a merge reads at most 1 + ratio bytes per new byte: a smaller ratio rewrites less and leaves more rows in smaller files, up to max-fragments; a cube's rows in a file of one of its ancestors count as no fragment); 0 merges every fragmented inner cube into one file each time"),
     KeySpec("tiering.max-fragments", "tiering_max_fragments", _max_fragments, "integer >= 1", str(DEFAULT_TIERING_MAX_FRAGMENTS),
             "an inner cube spread over more files than this (besides its ancestors' files) is merged whatever the tiers (the root: root-max-fragments)"),
     KeySpec("tiering.root-max-fragments", "tiering_root_max_fragments", _max_fragments, "integer >= 1", str(DEFAULT_TIERING_ROOT_MAX_FRAGMENTS),
