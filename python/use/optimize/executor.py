@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from use.delta.snapshot import Snapshot
     from use.optimize.config import OptimizationConfig
     from use.optimize.plan import MergeTask
+    from use.qbeast.index_status import InputBlocks
     from use.qbeast.snapshot import QbeastSnapshot
 
 _log = logging.getLogger(__name__)
@@ -276,7 +277,12 @@ def _binpack(
 
 
 def _rewrite(
-    spark: SparkSession, df: DataFrame, qsnap: QbeastSnapshot, task: MergeTask, config: OptimizationConfig
+    spark: SparkSession,
+    df: DataFrame,
+    qsnap: QbeastSnapshot,
+    task: MergeTask,
+    config: OptimizationConfig,
+    input_blocks: InputBlocks | None = None,
 ) -> Rewrite:
     if task.kind in ("binpack", "cluster"):
         return _binpack(spark, df, qsnap, task, config)
@@ -296,6 +302,9 @@ def _rewrite(
             data_change=False,
             sampling_fraction=config.sampling_fraction,
             input_bytes=task.bytes,
+            # The input's blocks often say how many rows each cube gets: then the task reads its
+            # files once, to write them (no counting pass).
+            input_blocks=input_blocks,
         )
         return Rewrite(tuple(adds), None, task.revision_id)
     raise InvalidArgumentError(f"unknown merge task kind {task.kind!r}")  # MergeTask validates; defensive
@@ -389,6 +398,7 @@ def run_task(
     """
     from use.delta.transaction import Transaction
     from use.optimize import events
+    from use.qbeast.index_status import InputBlocks
     from use.qbeast.reader import scan
 
     started = _now_ms()
@@ -429,7 +439,7 @@ def run_task(
     watcher = _StopWatcher(sc, group, stop)
     try:
         df = scan(spark, qsnap, in_files)
-        result = _rewrite(spark, df, qsnap, task, config)
+        result = _rewrite(spark, df, qsnap, task, config, InputBlocks(in_stats_blocks, int(idx.size), rows_in))
         written = result.adds
         if task.revision_rewrite and task.kind != KIND_INDEX:
             result = _mark_revision_rewrite(result, snapshot.version)

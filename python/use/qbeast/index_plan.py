@@ -38,6 +38,7 @@ from use.qbeast.rollup import RollupPlan, rollup
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from use.qbeast.index_status import InputBlocks
     from use.qbeast.snapshot import QbeastSnapshot
 
 __all__ = [
@@ -157,6 +158,8 @@ def arrow_batches(spark: SparkSession, max_rows: int, max_bytes: int | None = No
     limit is only ever raised and the byte limit only ever lowered, and both are restored after
     the action, since they are session settings.
     """
+    from use.session import session_conf
+
     changes: dict[str, str] = {}
     rows_key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     current_rows = _int_conf(spark, rows_key, 10_000)
@@ -166,17 +169,8 @@ def arrow_batches(spark: SparkSession, max_rows: int, max_bytes: int | None = No
         bytes_key = "spark.sql.execution.arrow.maxBytesPerBatch"
         if _int_conf(spark, bytes_key, 2**31 - 1) > max_bytes:
             changes[bytes_key] = str(max_bytes)
-    previous = {key: spark.conf.get(key, None) for key in changes}
-    for key, value in changes.items():
-        spark.conf.set(key, value)
-    try:
+    with session_conf(spark, changes):
         yield
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def _int_conf(spark: SparkSession, key: str, default: int) -> int:
@@ -275,7 +269,15 @@ def _data_bytes(df: DataFrame) -> Column:
 
 
 def _cube_counts(weighted: DataFrame, revision: Revision, cube_weights: Mapping[str, int]) -> dict[str, int]:
-    """Actual rows per cube when the rows are placed with the given cube maxWeights."""
+    """Actual rows per cube when the rows are placed with the given cube maxWeights: counted in the
+    JVM where the JVM write could place these rows (`use.qbeast.jvm_write.count_in_jvm`; measured
+    on a 100-file, 100,000-row compaction: 0.6-0.8 s through Python, see the README), else by a
+    `mapInArrow` pass."""
+    from use.qbeast.jvm_write import count_in_jvm
+
+    counted = count_in_jvm(weighted.sparkSession, weighted, revision, cube_weights, WEIGHT_COLUMN)
+    if counted is not None:
+        return counted
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = JointLookup(CubeLookup(cube_weights), CubeLookup({"": 0}))
@@ -331,13 +333,26 @@ def plan_index(
 
 
 def plan_rewrite(
-    weighted: DataFrame, revision: Revision, qsnap: QbeastSnapshot, *, sample_weight: int | None = None
+    weighted: DataFrame,
+    revision: Revision,
+    qsnap: QbeastSnapshot,
+    *,
+    sample_weight: int | None = None,
+    input_blocks: InputBlocks | None = None,
 ) -> IndexPlan | None:
     """The optimizer's plan (§6.2): the revision's existing cube maxWeights (no new estimation, the
     tree keeps its shape) and a rollup over the actual rows per cube; with `sample_weight`, cubes no
-    sample below that weight reads are kept out of the files it does read. `None` for no rows."""
+    sample below that weight reads are kept out of the files it does read. `None` for no rows.
+
+    The rows per cube come from `input_blocks` (the input files' blocks) when they prove where every
+    row goes (`use.qbeast.index_status.counts_in_place`: then the rewrite reads its input once, to
+    write it), else from a pass over the rows that places each one (`_cube_counts`)."""
+    from use.qbeast.index_status import counts_in_place
+
     cube_weights, _ = existing_index(qsnap, revision.revision_id)
-    counts = _cube_counts(weighted, revision, cube_weights)
+    counts = counts_in_place(input_blocks, revision, cube_weights) if input_blocks is not None else None
+    if counts is None:
+        counts = _cube_counts(weighted, revision, cube_weights)
     if not counts:
         return None
     plan = rollup(

@@ -39,7 +39,15 @@ if TYPE_CHECKING:
     from use.qbeast.revision import Revision
     from use.qbeast.rollup import RollupPlan
 
-__all__ = ["JVM_WRITE_CONF", "JvmFile", "cube_records", "jvm_write_enabled", "point_columns", "write_in_jvm"]
+__all__ = [
+    "JVM_WRITE_CONF",
+    "JvmFile",
+    "count_in_jvm",
+    "cube_records",
+    "jvm_write_enabled",
+    "point_columns",
+    "write_in_jvm",
+]
 
 JVM_WRITE_CONF = "spark.qbeast.index.jvmWrite"
 # Codecs Spark's parquet writer writes as the Python path's pyarrow does (Spark's "lz4" is the
@@ -113,13 +121,15 @@ def point_columns(df: DataFrame, revision: Revision) -> list[Column] | None:
     return out
 
 
-def cube_records(revision: Revision, cube_weights: Mapping[str, int], plan: RollupPlan) -> tuple[bytes, int] | None:
+def cube_records(
+    revision: Revision, cube_weights: Mapping[str, int], plan: RollupPlan | None
+) -> tuple[bytes, int] | None:
     """The plan's cubes as the shim's binary table, and the deepest level a row walk may reach
     (one below the deepest weighted cube, as `use.qbeast.estimate.assign_cubes`); `None` when a
-    cube key does not fit 64 bits."""
+    cube key does not fit 64 bits. Without a plan (a walk that only counts) no cube has a file."""
     d = revision.dimension_count
     spl = symbols_per_level(d)
-    files = {c: plan.file_of_group[g] for c, g in plan.group_of.items()}
+    files = {c: plan.file_of_group[g] for c, g in plan.group_of.items()} if plan is not None else {}
     max_depth = max([0, *(len(c) // spl for c in cube_weights)]) + 1
     if max_depth * d > _KEY_BITS:
         return None
@@ -130,6 +140,38 @@ def cube_records(revision: Revision, cube_weights: Mapping[str, int], plan: Roll
         weight = cube_weights.get(cube)
         records[i] = (cid.depth, weight is not None, 0 if weight is None else int(weight), files.get(cube, -1), cid.bits)
     return records.tobytes(), max_depth
+
+
+def _cube_of_key(dimensions: int, depth: int, bits: int) -> str:
+    return CubeId(dimensions, depth, bits).to_string()
+
+
+def count_in_jvm(
+    spark: SparkSession, weighted: DataFrame, revision: Revision, cube_weights: Mapping[str, int], weight_column: str
+) -> dict[str, int] | None:
+    """Rows per cube of `weighted` (with `weight_column`) placed with `cube_weights`, counted in the
+    JVM by the walk the JVM write makes (`OTreeFileWriter.countCubes`): only the indexed columns are
+    read and no row crosses into Python. `None`, before anything runs, when the JVM path cannot
+    take these rows (see module doc; the codec does not matter here)."""
+    from use.shim import shim_loaded
+
+    if not jvm_write_enabled(spark) or not shim_loaded(spark):
+        return None
+    points = point_columns(weighted, revision)
+    table = cube_records(revision, cube_weights, None)
+    if points is None or table is None:
+        return None
+    records, max_depth = table
+    rows = weighted.select(weighted[weight_column], *points)
+    shim = spark.sparkContext._jvm.use.shim.OTreeFileWriter  # type: ignore[attr-defined]
+    d = revision.dimension_count
+    out: dict[str, int] = {}
+    for line in shim.countCubes(rows._jdf, d, records, max_depth):
+        for entry in str(line).split(";") if str(line) else ():
+            depth, bits, n = (int(v) for v in entry.split(","))
+            cube = _cube_of_key(d, depth, bits)
+            out[cube] = out.get(cube, 0) + n
+    return out
 
 
 def _plain_columns(source: DataFrame, names: Sequence[str]) -> list[str]:
@@ -158,7 +200,7 @@ def _parse_line(line: str, data_names: Sequence[str], nested_floats: frozenset[s
     counts: list[int] = []
     for block in blocks.split(";") if blocks else ():
         depth, bits, n, lo = (int(v) for v in block.split(","))
-        cubes.append(CubeId(dimensions, depth, bits).to_string())
+        cubes.append(_cube_of_key(dimensions, depth, bits))
         w_min.append(lo)
         counts.append(n)
     return JvmFile(
