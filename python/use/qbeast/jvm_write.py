@@ -180,7 +180,10 @@ def _plain_columns(source: DataFrame, names: Sequence[str]) -> list[str]:
     rows of the input (one small job). Nested schemas keep parquet's default for every column."""
     from use.delta.datafile import DICTIONARY_SAMPLE_ROWS, dictionary_columns
 
-    sample = source.select(*[source[c] for c in names]).limit(5 * DICTIONARY_SAMPLE_ROWS).toArrow()
+    # One task reading the first rows: a limit over many partitions collects through a shuffle that
+    # runs a task on every partition (measured on 1M cached rows in 8 partitions: 0.37 s against
+    # 0.09 s, best of 8).
+    sample = source.select(*[source[c] for c in names]).coalesce(1).limit(5 * DICTIONARY_SAMPLE_ROWS).toArrow()
     keep = dictionary_columns(sample)
     return [] if keep is True else [n for n in names if n not in set(keep)]
 
