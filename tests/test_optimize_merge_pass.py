@@ -31,7 +31,7 @@ _TEMPLATES: dict[str, str] = {}
 
 def _rows(spark, start: int, n: int):
     return spark.range(start, start + n, numPartitions=4).selectExpr(
-        "id", "rand(7) * 100 as x", "rand(8) * 100 as y", "concat('p', cast(id as string)) as s"
+        "id", "rand(7) * 100 as x", "rand(8) * 100 as y", "concat('p', cast(id % 13 as string)) as s"
     )
 
 
@@ -209,3 +209,32 @@ def test_a_scan_of_many_local_files_lists_them_without_a_spark_job(spark, append
     spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     assert spark.conf.get(key, None) is None  # the session's setting is back as it was
     assert frames[0].count() == 12_000
+
+
+def test_a_compaction_whose_blocks_tell_the_counts_runs_only_its_write_job(spark, one_write) -> None:
+    """Neither a counting pass nor a Spark job for the dictionary sample: the first rows come from
+    the input files on the driver."""
+    log = DeltaLog.for_path(one_write)
+    snap = log.snapshot()
+    qsnap = QbeastSnapshot.from_delta(snap)
+    task = _whole_revision_task(qsnap)
+
+    def run(group: str) -> None:
+        assert run_task(spark, log, snap, qsnap, task, OptimizationConfig(), job_group=group).status == COMMITTED
+
+    assert _jobs(spark, run) == 1
+
+
+def test_the_dictionary_sample_of_a_rewrite_comes_from_its_files(spark, one_write) -> None:
+    from use.delta.storage import absolute_path
+    from use.qbeast.jvm_write import _first_rows, _plain_columns
+
+    qsnap = load_snapshot(one_write)
+    paths = [absolute_path(one_write, p) for p in qsnap.files.column("path").to_pylist()]
+    first = _first_rows(paths, ["id", "s"], 2_500)
+    assert first.num_rows == 2_500 and first.column_names == ["id", "s"]
+    assert _first_rows(paths, ["id", "missing"], 10) is None
+    df = scan(spark, qsnap, qsnap.files)
+    names = ["id", "x", "y", "s"]
+    # id, x, y are distinct values, s repeats 13 values: it alone keeps a dictionary, either way
+    assert _plain_columns(df, names, paths) == _plain_columns(df, names) == ["id", "x", "y"]

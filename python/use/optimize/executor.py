@@ -305,9 +305,22 @@ def _rewrite(
             # The input's blocks often say how many rows each cube gets: then the task reads its
             # files once, to write them (no counting pass).
             input_blocks=input_blocks,
+            sample_files=_files_holding_columns(qsnap, task),
         )
         return Rewrite(tuple(adds), None, task.revision_id)
     raise InvalidArgumentError(f"unknown merge task kind {task.kind!r}")  # MergeTask validates; defensive
+
+
+def _files_holding_columns(qsnap: QbeastSnapshot, task: MergeTask) -> tuple[str, ...]:
+    """The task's files as local paths when they hold the table's data columns under their own
+    names (no column mapping, no partition columns), so their first rows can be read directly;
+    else none."""
+    from use.delta.storage import absolute_path
+
+    mapping = qsnap.column_mapping
+    if qsnap.partition_columns or (mapping is not None and mapping.active):
+        return ()
+    return tuple(absolute_path(qsnap.table_root, p) for p in task.paths)
 
 
 def _mark_revision_rewrite(result: Rewrite, planned_version: int) -> Rewrite:

@@ -481,6 +481,7 @@ def rewrite_with_existing_weights(
     sampling_fraction: float | None = None,
     input_bytes: int | None = None,
     input_blocks: InputBlocks | None = None,
+    sample_files: Sequence[str] = (),
 ) -> list[AddFile]:
     """Optimize path (§6.2): rewrite rows of one revision with the revision's existing cube
     maxWeights, regrouping each cube's scattered blocks into few files. No weight estimation (the
@@ -488,7 +489,9 @@ def rewrite_with_existing_weights(
     the files written so far are deleted. With `sampling_fraction` f, cubes no sample(f) reads are
     kept out of the files it does read (sampling-aware rollup, `use.qbeast.rollup`). With
     `input_blocks` (the blocks of the files `df` reads) the rows per cube may come from the blocks
-    instead of a pass over `df` (`use.qbeast.index_plan.plan_rewrite`).
+    instead of a pass over `df` (`use.qbeast.index_plan.plan_rewrite`); `sample_files`, local
+    parquet files of `df`'s rows under the table's column names, give the first rows the JVM write
+    judges its dictionary columns by (`use.qbeast.jvm_write`).
     """
     if revision_id not in qsnap.revisions or revision_id == 0:
         raise InvalidArgumentError(
@@ -523,6 +526,7 @@ def rewrite_with_existing_weights(
             optimize_write=True,
             written=written,
             input_bytes=input_bytes,
+            sample_files=sample_files,
         )
     except BaseException:
         delete_files(root, written)
