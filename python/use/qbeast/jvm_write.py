@@ -142,6 +142,22 @@ def cube_records(
     return records.tobytes(), max_depth
 
 
+def _walk_inputs(
+    spark: SparkSession, df: DataFrame, revision: Revision, cube_weights: Mapping[str, int], plan: RollupPlan | None
+) -> tuple[list[Column], bytes, int] | None:
+    """What the shim's row walk needs: the coordinate expressions, the cube table and the deepest
+    level (`point_columns`, `cube_records`); `None` when the JVM path cannot take these rows."""
+    from use.shim import shim_loaded
+
+    if not jvm_write_enabled(spark) or not shim_loaded(spark):
+        return None
+    points = point_columns(df, revision)
+    table = cube_records(revision, cube_weights, plan)
+    if points is None or table is None:
+        return None
+    return points, table[0], table[1]
+
+
 def _cube_of_key(dimensions: int, depth: int, bits: int) -> str:
     return CubeId(dimensions, depth, bits).to_string()
 
@@ -153,15 +169,10 @@ def count_in_jvm(
     JVM by the walk the JVM write makes (`OTreeFileWriter.countCubes`): only the indexed columns are
     read and no row crosses into Python. `None`, before anything runs, when the JVM path cannot
     take these rows (see module doc; the codec does not matter here)."""
-    from use.shim import shim_loaded
-
-    if not jvm_write_enabled(spark) or not shim_loaded(spark):
+    walk = _walk_inputs(spark, weighted, revision, cube_weights, None)
+    if walk is None:
         return None
-    points = point_columns(weighted, revision)
-    table = cube_records(revision, cube_weights, None)
-    if points is None or table is None:
-        return None
-    records, max_depth = table
+    points, records, max_depth = walk
     rows = weighted.select(weighted[weight_column], *points)
     shim = spark.sparkContext._jvm.use.shim.OTreeFileWriter  # type: ignore[attr-defined]
     d = revision.dimension_count
@@ -266,15 +277,11 @@ def write_in_jvm(
     `use.qbeast.write_tasks._task_file_name(write_id, f, t)`. `sample_files` judge the dictionary
     columns (`_plain_columns`)."""
     from use.delta.datafile import local_root
-    from use.shim import shim_loaded
 
-    if codec not in _JVM_CODECS or not jvm_write_enabled(spark) or not shim_loaded(spark):
+    walk = None if codec not in _JVM_CODECS else _walk_inputs(spark, source, revision, cube_weights, plan)
+    if walk is None:
         return None
-    points = point_columns(source, revision)
-    table = cube_records(revision, cube_weights, plan)
-    if points is None or table is None:
-        return None
-    records, max_depth = table
+    points, records, max_depth = walk
     names = list(data_schema.names)
     rows = source.select(*[source[c] for c in names], source[weight_column], *points)
     shim = spark.sparkContext._jvm.use.shim.OTreeFileWriter  # type: ignore[attr-defined]
