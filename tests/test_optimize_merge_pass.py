@@ -238,3 +238,15 @@ def test_the_dictionary_sample_of_a_rewrite_comes_from_its_files(spark, one_writ
     names = ["id", "x", "y", "s"]
     # id, x, y are distinct values, s repeats 13 values: it alone keeps a dictionary, either way
     assert _plain_columns(df, names, paths) == _plain_columns(df, names) == ["id", "x", "y"]
+
+
+def test_the_first_rows_of_files_that_differ_in_nullability_are_one_table(tmp_path) -> None:
+    import pyarrow.parquet as pq
+
+    from use.qbeast.jvm_write import _first_rows
+
+    strict = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("s", pa.string())])
+    pq.write_table(pa.table({"id": [1, 2], "s": ["a", "b"]}, schema=strict), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"id": [3, None], "s": ["c", None]}), tmp_path / "b.parquet")
+    first = _first_rows([str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")], ["id", "s"], 3)
+    assert first.column("id").to_pylist() == [1, 2, 3] and first.column("s").to_pylist() == ["a", "b", "c"]

@@ -206,21 +206,27 @@ def _plain_columns(source: DataFrame, names: Sequence[str], sample_files: Sequen
 
 def _first_rows(files: Sequence[str], names: Sequence[str], rows: int) -> pa.Table | None:
     """Up to `rows` first rows of `names` from the files, in order; `None` when a file lacks one of
-    the columns (then Spark samples)."""
+    the columns (then Spark samples). Files may differ in nullability (writers mark a column
+    `not null` or not), so each file's rows are a table of their own, unified when concatenated."""
     import pyarrow.parquet as pq
 
-    batches: list[pa.RecordBatch] = []
+    tables: list[pa.Table] = []
     taken = 0
     for path in files:
         reader = pq.ParquetFile(path)
         if not set(names) <= set(reader.schema_arrow.names):
             return None
+        batches = []
         for batch in reader.iter_batches(batch_size=rows - taken, columns=list(names)):
             batches.append(batch)
             taken += batch.num_rows
             if taken >= rows:
-                return pa.Table.from_batches(batches)
-    return pa.Table.from_batches(batches) if batches else None
+                break
+        if batches:
+            tables.append(pa.Table.from_batches(batches))
+        if taken >= rows:
+            break
+    return pa.concat_tables(tables, promote_options="default") if tables else None
 
 
 def _float_leaves_nested(data_schema: pa.Schema) -> frozenset[str]:
