@@ -21,7 +21,10 @@ by side:
    before optimizing; best of `--repeat`); the same for a bin-packing task on a plain Delta table of
    as many delta-rs appends, against `read.parquet(files).coalesce(1).write.parquet`. Every repeat's
    ratio is printed too (median and range): the two runs alternate which goes first, and on a busy
-   machine single runs of a second or two vary widely, so judge by several repeats.
+   machine single runs of a second or two vary widely, so judge by several repeats (at the default
+   sizes a task is about one second of mostly fixed Spark costs: the first repeat's JIT warm-up and
+   any other load show in full, single repeats ranged 0.4-2.6 around a median of ~1; the process
+   CPU ratio varies less).
    `--mode throughput` runs only this comparison.
 
 Usage: .venv/bin/python benchmarks/convergence.py [--appends 100] [--rows-per-append 1000]

@@ -39,7 +39,7 @@ on a 2-core box), which bounds them at this data size; the bytes ratios are what
 
 Usage: nice .venv/bin/python benchmarks/qbeast_write_read.py [--rows N] [--cube-sizes N/50,N/500]
        [--rounds 3] [--read-rounds 5] [--driver-memory 8g] [--keep DIR]
-       [--fragmentation-tasks 16] [--fragmentation-rows 500000]
+       [--fragmentation-tasks 16] [--fragmentation-rows 500000] [--writes-only]
 """
 
 from __future__ import annotations
@@ -391,6 +391,19 @@ def report(
     return "\n".join(lines)
 
 
+def writes_report(rows: int, runs: list[dict[str, Any]]) -> str:
+    """`--writes-only`: each writer's best wall and CPU seconds over the plain write's."""
+    head = f"{'write / plain df.write.parquet (best of ' + str(runs[0]['rounds']) + ')':<46}" + "".join(
+        f"{'C=' + format(r['cube_size'], ','):>22}" for r in runs
+    )
+    lines = [f"rows={rows:,}", head]
+    for label in ("write", *[k for k in WRITERS if k != "write"]):
+        cells = [f"{r['t_' + label] / r['t_plain']:.2f}x / CPU {r['c_' + label] / r['c_plain']:.2f}x" for r in runs]
+        lines.append(f"{label:<46}" + "".join(f"{c:>22}" for c in cells))
+    lines.append(f"{'plain write (s), CPU-s':<46}" + "".join(f"{r['t_plain']:.2f}, {r['c_plain']:.1f}".rjust(22) for r in runs))
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=5_000_000)
@@ -401,6 +414,8 @@ def main() -> None:
     ap.add_argument("--driver-memory", default="8g", help="Spark driver memory (the cached rows live there)")
     ap.add_argument("--fragmentation-tasks", type=int, default=16, help="write tasks of the fragmentation figure")
     ap.add_argument("--fragmentation-rows", type=int, default=500_000, help="rows of the fragmentation figure")
+    ap.add_argument("--writes-only", action="store_true",
+                    help="only the write rounds (item 1): each way of writing vs the plain write, wall and CPU")
     ap.add_argument("--fragmentation-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.fragmentation_child:
@@ -426,6 +441,9 @@ def main() -> None:
         for label, (shuffle, jvm) in WRITERS.items():
             indexed_write(warm, os.path.join(base, f"warmup-{label}"), 100, shuffle, jvm)
 
+        if args.writes_only:
+            print(writes_report(rows, [{"cube_size": c, **timed_writes(df, base, c, args.rounds)} for c in cube_sizes]))
+            return
         t_plain, _ = timed(lambda: df.write.parquet(plain_dir))
         plain = spark.read.parquet(plain_dir)
         runs = [measure_qbeast(spark, df, base, c, plain, args.rounds, args.read_rounds) for c in cube_sizes]

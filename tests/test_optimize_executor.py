@@ -239,8 +239,8 @@ def test_a_rewrite_that_loses_rows_is_never_committed(spark, tmp_path, monkeypat
     before = directory_state(path)
     real_rewrite = executor._rewrite
 
-    def lossy_rewrite(spark, df, qsnap, task, config):  # a bug that drops a row while rewriting
-        return real_rewrite(spark, df.filter("id % 2 = 0"), qsnap, task, config)
+    def lossy_rewrite(spark, df, qsnap, task, config, *rest):  # a bug that drops a row while rewriting
+        return real_rewrite(spark, df.filter("id % 2 = 0"), qsnap, task, config, *rest)
 
     monkeypatch.setattr(executor, "_rewrite", lossy_rewrite)
     with pytest.raises(RowCountMismatchError, match="rows from"):

@@ -99,6 +99,24 @@ def parquet_codec(spark: SparkSession) -> str:
     return codec.strip().lower()
 
 
+@contextlib.contextmanager
+def session_conf(spark: SparkSession, changes: Mapping[str, str]) -> Iterator[None]:
+    """Session settings changed for the duration of a block, then restored (unset again when they
+    were unset). For settings that tune how USE runs its own Spark work; a query another thread
+    starts meanwhile sees them too, so they must never change results."""
+    previous = {key: spark.conf.get(key, None) for key in changes}
+    for key, value in changes.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
 #: PySpark's loggers that print a query error (with its whole Java stack, as JSON) when the error is
 #: created, whether or not the caller handles it (pyspark.errors.exceptions.base._log_exception).
 QUERY_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")

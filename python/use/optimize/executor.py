@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from use.delta.snapshot import Snapshot
     from use.optimize.config import OptimizationConfig
     from use.optimize.plan import MergeTask
+    from use.qbeast.index_status import InputBlocks
     from use.qbeast.snapshot import QbeastSnapshot
 
 _log = logging.getLogger(__name__)
@@ -276,7 +277,12 @@ def _binpack(
 
 
 def _rewrite(
-    spark: SparkSession, df: DataFrame, qsnap: QbeastSnapshot, task: MergeTask, config: OptimizationConfig
+    spark: SparkSession,
+    df: DataFrame,
+    qsnap: QbeastSnapshot,
+    task: MergeTask,
+    config: OptimizationConfig,
+    input_blocks: InputBlocks | None = None,
 ) -> Rewrite:
     if task.kind in ("binpack", "cluster"):
         return _binpack(spark, df, qsnap, task, config)
@@ -296,9 +302,25 @@ def _rewrite(
             data_change=False,
             sampling_fraction=config.sampling_fraction,
             input_bytes=task.bytes,
+            # The input's blocks often say how many rows each cube gets: then the task reads its
+            # files once, to write them (no counting pass).
+            input_blocks=input_blocks,
+            sample_files=_files_holding_columns(qsnap, task),
         )
         return Rewrite(tuple(adds), None, task.revision_id)
     raise InvalidArgumentError(f"unknown merge task kind {task.kind!r}")  # MergeTask validates; defensive
+
+
+def _files_holding_columns(qsnap: QbeastSnapshot, task: MergeTask) -> tuple[str, ...]:
+    """The task's files as local paths when they hold the table's data columns under their own
+    names (no column mapping, no partition columns), so their first rows can be read directly;
+    else none."""
+    from use.delta.storage import absolute_path
+
+    mapping = qsnap.column_mapping
+    if qsnap.partition_columns or (mapping is not None and mapping.active):
+        return ()
+    return tuple(absolute_path(qsnap.table_root, p) for p in task.paths)
 
 
 def _mark_revision_rewrite(result: Rewrite, planned_version: int) -> Rewrite:
@@ -389,6 +411,7 @@ def run_task(
     """
     from use.delta.transaction import Transaction
     from use.optimize import events
+    from use.qbeast.index_status import InputBlocks
     from use.qbeast.reader import scan
 
     started = _now_ms()
@@ -429,7 +452,7 @@ def run_task(
     watcher = _StopWatcher(sc, group, stop)
     try:
         df = scan(spark, qsnap, in_files)
-        result = _rewrite(spark, df, qsnap, task, config)
+        result = _rewrite(spark, df, qsnap, task, config, InputBlocks(in_stats_blocks, int(idx.size), rows_in))
         written = result.adds
         if task.revision_rewrite and task.kind != KIND_INDEX:
             result = _mark_revision_rewrite(result, snapshot.version)

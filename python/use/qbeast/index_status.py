@@ -9,6 +9,7 @@ what the writer's weight estimation, the sampling reader and the strategies walk
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -197,3 +198,64 @@ def _normalized(max_w: np.ndarray, counts: np.ndarray, desired_cube_size: int) -
     with np.errstate(divide="ignore"):
         leaf = np.where(counts > 0, desired_cube_size / np.maximum(counts, 1).astype(np.float64), np.inf)
     return np.where(inner, fraction(max_w.astype(np.int64)), leaf)
+
+
+@dataclass(frozen=True)
+class InputBlocks:
+    """What a rewrite knows of its input files before reading them: their block rows
+    (`use.qbeast.blocks.BLOCK_TABLE_SCHEMA`), how many files there are, and the rows they hold by
+    their Delta stats (`None` when some file has no row count)."""
+
+    blocks: pa.Table
+    num_files: int
+    num_rows: int | None
+
+
+def counts_in_place(
+    source: InputBlocks, revision: Revision, cube_weights: Mapping[str, int]
+) -> dict[str, int] | None:
+    """Rows per cube of a rewrite's input with `cube_weights` (the revision's cube maxWeights), read
+    from the input files' blocks instead of counted over the rows; `None` when the blocks do not
+    prove where every row goes, and only a pass over the rows can tell.
+
+    A row is placed by walking down from the root: it passes a cube whose maxWeight is below its
+    weight and stops in the first cube whose maxWeight is at least its weight, or that has none
+    (`use.qbeast.estimate.assign_cubes`). A block of cube c records the lowest weight of its rows
+    (`min_weight`) and c's maxWeight when they were written (`max_weight`, every row's weight is at
+    most that). So every row of the block stays in c when c's maxWeight now is still the block's
+    (a cube's maxWeight only ever goes down, so it is the minimum over its blocks, and a block
+    holding a larger one has rows the rewrite may move down to c's children: the offsets of
+    `use.qbeast.estimate`), and every ancestor of c has a maxWeight below the block's lowest row
+    weight (an ancestor without one would stop the rows above c). Then the elementCount of the
+    blocks per cube is exactly what the counting pass would find.
+
+    Every input file must have blocks of this revision (a staging file or one of another revision
+    needs the pass), and the blocks must account for every row of the files' Delta stats.
+    """
+    blocks, num_files, num_rows = source.blocks, source.num_files, source.num_rows
+    if num_rows is None or blocks.num_rows == 0 or revision.is_staging:
+        return None
+    if not pc.all(pc.equal(blocks.column("revision_id"), revision.revision_id)).as_py():
+        return None
+    if len(pc.unique(blocks.column("file_index"))) != num_files:
+        return None
+    if int(pc.sum(blocks.column("element_count")).as_py() or 0) != int(num_rows):
+        return None
+    grouped = blocks.group_by("cube_id").aggregate(
+        [("max_weight", "max"), ("min_weight", "min"), ("element_count", "sum")]
+    )
+    cubes = grouped.column("cube_id").to_pylist()
+    highest = grouped.column("max_weight_max").to_numpy(zero_copy_only=False).astype(np.int64)
+    lowest = grouped.column("min_weight_min").to_numpy(zero_copy_only=False).astype(np.int64)
+    counts = grouped.column("element_count_sum").to_numpy(zero_copy_only=False).astype(np.int64)
+    spl = symbols_per_level(revision.dimension_count)
+    # One entry per cube of the input (a few thousand at most), not per row or block.
+    for cube, hi, lo in zip(cubes, highest.tolist(), lowest.tolist()):
+        weight = cube_weights.get(cube)
+        if weight is None or hi > int(weight):
+            return None
+        for end in range(0, len(cube), spl):
+            above = cube_weights.get(cube[:end])
+            if above is None or int(above) >= lo:
+                return None
+    return {c: int(n) for c, n in zip(cubes, counts.tolist()) if n > 0}

@@ -39,7 +39,15 @@ if TYPE_CHECKING:
     from use.qbeast.revision import Revision
     from use.qbeast.rollup import RollupPlan
 
-__all__ = ["JVM_WRITE_CONF", "JvmFile", "cube_records", "jvm_write_enabled", "point_columns", "write_in_jvm"]
+__all__ = [
+    "JVM_WRITE_CONF",
+    "JvmFile",
+    "count_in_jvm",
+    "cube_records",
+    "jvm_write_enabled",
+    "point_columns",
+    "write_in_jvm",
+]
 
 JVM_WRITE_CONF = "spark.qbeast.index.jvmWrite"
 # Codecs Spark's parquet writer writes as the Python path's pyarrow does (Spark's "lz4" is the
@@ -113,13 +121,15 @@ def point_columns(df: DataFrame, revision: Revision) -> list[Column] | None:
     return out
 
 
-def cube_records(revision: Revision, cube_weights: Mapping[str, int], plan: RollupPlan) -> tuple[bytes, int] | None:
+def cube_records(
+    revision: Revision, cube_weights: Mapping[str, int], plan: RollupPlan | None
+) -> tuple[bytes, int] | None:
     """The plan's cubes as the shim's binary table, and the deepest level a row walk may reach
     (one below the deepest weighted cube, as `use.qbeast.estimate.assign_cubes`); `None` when a
-    cube key does not fit 64 bits."""
+    cube key does not fit 64 bits. Without a plan (a walk that only counts) no cube has a file."""
     d = revision.dimension_count
     spl = symbols_per_level(d)
-    files = {c: plan.file_of_group[g] for c, g in plan.group_of.items()}
+    files = {c: plan.file_of_group[g] for c, g in plan.group_of.items()} if plan is not None else {}
     max_depth = max([0, *(len(c) // spl for c in cube_weights)]) + 1
     if max_depth * d > _KEY_BITS:
         return None
@@ -132,15 +142,91 @@ def cube_records(revision: Revision, cube_weights: Mapping[str, int], plan: Roll
     return records.tobytes(), max_depth
 
 
-def _plain_columns(source: DataFrame, names: Sequence[str]) -> list[str]:
+def _walk_inputs(
+    spark: SparkSession, df: DataFrame, revision: Revision, cube_weights: Mapping[str, int], plan: RollupPlan | None
+) -> tuple[list[Column], bytes, int] | None:
+    """What the shim's row walk needs: the coordinate expressions, the cube table and the deepest
+    level (`point_columns`, `cube_records`); `None` when the JVM path cannot take these rows."""
+    from use.shim import shim_loaded
+
+    if not jvm_write_enabled(spark) or not shim_loaded(spark):
+        return None
+    points = point_columns(df, revision)
+    table = cube_records(revision, cube_weights, plan)
+    if points is None or table is None:
+        return None
+    return points, table[0], table[1]
+
+
+def _cube_of_key(dimensions: int, depth: int, bits: int) -> str:
+    return CubeId(dimensions, depth, bits).to_string()
+
+
+def count_in_jvm(
+    spark: SparkSession, weighted: DataFrame, revision: Revision, cube_weights: Mapping[str, int], weight_column: str
+) -> dict[str, int] | None:
+    """Rows per cube of `weighted` (with `weight_column`) placed with `cube_weights`, counted in the
+    JVM by the walk the JVM write makes (`OTreeFileWriter.countCubes`): only the indexed columns are
+    read and no row crosses into Python. `None`, before anything runs, when the JVM path cannot
+    take these rows (see module doc; the codec does not matter here)."""
+    walk = _walk_inputs(spark, weighted, revision, cube_weights, None)
+    if walk is None:
+        return None
+    points, records, max_depth = walk
+    rows = weighted.select(weighted[weight_column], *points)
+    shim = spark.sparkContext._jvm.use.shim.OTreeFileWriter  # type: ignore[attr-defined]
+    d = revision.dimension_count
+    out: dict[str, int] = {}
+    for line in shim.countCubes(rows._jdf, d, records, max_depth):
+        for entry in str(line).split(";") if str(line) else ():
+            depth, bits, n = (int(v) for v in entry.split(","))
+            cube = _cube_of_key(d, depth, bits)
+            out[cube] = out.get(cube, 0) + n
+    return out
+
+
+def _plain_columns(source: DataFrame, names: Sequence[str], sample_files: Sequence[str] = ()) -> list[str]:
     """The data columns Spark's writer should not dictionary-encode, judged as the Python path
     judges a file by its first batch (`use.delta.datafile.dictionary_columns`), here on the first
-    rows of the input (one small job). Nested schemas keep parquet's default for every column."""
+    rows of the input: read from `sample_files` (local parquet files holding the input's columns
+    under their names, as a rewrite's input files do) on the driver, else taken by one small Spark
+    job. Nested schemas keep parquet's default for every column."""
     from use.delta.datafile import DICTIONARY_SAMPLE_ROWS, dictionary_columns
 
-    sample = source.select(*[source[c] for c in names]).limit(5 * DICTIONARY_SAMPLE_ROWS).toArrow()
+    rows = 5 * DICTIONARY_SAMPLE_ROWS
+    sample = _first_rows(sample_files, names, rows) if sample_files else None
+    if sample is None:
+        # One task reading the first rows: a limit over many partitions collects through a shuffle
+        # that runs a task on every partition (measured on 1M cached rows in 8 partitions: 0.37 s
+        # against 0.09 s, best of 8).
+        sample = source.select(*[source[c] for c in names]).coalesce(1).limit(rows).toArrow()
     keep = dictionary_columns(sample)
     return [] if keep is True else [n for n in names if n not in set(keep)]
+
+
+def _first_rows(files: Sequence[str], names: Sequence[str], rows: int) -> pa.Table | None:
+    """Up to `rows` first rows of `names` from the files, in order; `None` when a file lacks one of
+    the columns (then Spark samples). Files may differ in nullability (writers mark a column
+    `not null` or not), so each file's rows are a table of their own, unified when concatenated."""
+    import pyarrow.parquet as pq
+
+    tables: list[pa.Table] = []
+    taken = 0
+    for path in files:
+        reader = pq.ParquetFile(path)
+        if not set(names) <= set(reader.schema_arrow.names):
+            return None
+        batches = []
+        for batch in reader.iter_batches(batch_size=rows - taken, columns=list(names)):
+            batches.append(batch)
+            taken += batch.num_rows
+            if taken >= rows:
+                break
+        if batches:
+            tables.append(pa.Table.from_batches(batches))
+        if taken >= rows:
+            break
+    return pa.concat_tables(tables, promote_options="default") if tables else None
 
 
 def _float_leaves_nested(data_schema: pa.Schema) -> frozenset[str]:
@@ -158,7 +244,7 @@ def _parse_line(line: str, data_names: Sequence[str], nested_floats: frozenset[s
     counts: list[int] = []
     for block in blocks.split(";") if blocks else ():
         depth, bits, n, lo = (int(v) for v in block.split(","))
-        cubes.append(CubeId(dimensions, depth, bits).to_string())
+        cubes.append(_cube_of_key(dimensions, depth, bits))
         w_min.append(lo)
         counts.append(n)
     return JvmFile(
@@ -186,6 +272,7 @@ def write_in_jvm(
     write_id: uuid.UUID,
     codec: str,
     task_of_file: Sequence[int] | None = None,
+    sample_files: Sequence[str] = (),
 ) -> list[JvmFile] | None:
     """Write `source`'s rows (the data columns and `weight_column`) into the plan's files in the
     JVM; `None`, before anything runs, when this write cannot take the JVM path (see module doc).
@@ -193,22 +280,19 @@ def write_in_jvm(
     Without `task_of_file` each task writes its own part of each file its rows fall into. With it
     (one write task per file of the plan) the rows are shuffled by file first, and task
     `task_of_file[f]` writes file `f` whole. Either way task t's file f is named
-    `use.qbeast.write_tasks._task_file_name(write_id, f, t)`."""
+    `use.qbeast.write_tasks._task_file_name(write_id, f, t)`. `sample_files` judge the dictionary
+    columns (`_plain_columns`)."""
     from use.delta.datafile import local_root
-    from use.shim import shim_loaded
 
-    if codec not in _JVM_CODECS or not jvm_write_enabled(spark) or not shim_loaded(spark):
+    walk = None if codec not in _JVM_CODECS else _walk_inputs(spark, source, revision, cube_weights, plan)
+    if walk is None:
         return None
-    points = point_columns(source, revision)
-    table = cube_records(revision, cube_weights, plan)
-    if points is None or table is None:
-        return None
-    records, max_depth = table
+    points, records, max_depth = walk
     names = list(data_schema.names)
     rows = source.select(*[source[c] for c in names], source[weight_column], *points)
     shim = spark.sparkContext._jvm.use.shim.OTreeFileWriter  # type: ignore[attr-defined]
     root_uri = Path(os.path.abspath(local_root(table_root))).as_uri()
-    plain = _plain_columns(source, names)
+    plain = _plain_columns(source, names, sample_files)
     if task_of_file is None:
         lines = shim.write(
             rows._jdf, len(names), revision.dimension_count, records, max_depth, plan.num_files,

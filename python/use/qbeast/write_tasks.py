@@ -507,6 +507,7 @@ def write_files(
     optimize_write: bool,
     written: list[str],
     input_bytes: int | None = None,
+    sample_files: Sequence[str] = (),
 ) -> tuple[list[AddFile], int]:
     """Assign the rows of `weighted` (data columns and `WEIGHT_COLUMN`) to cubes and files as
     `index` plans and write the files; returns the AddFiles (tagged) and the rows written. Every
@@ -521,7 +522,9 @@ def write_files(
     first, so there are few parts). An optimized write of at most `_SINGLE_TASK_BYTES` of input
     (`input_bytes`, when the caller knows it, as the optimizer does) needs no shuffle either: one
     task writes every file once (measured on a 178-file, 2.4 MB compaction: the shuffle's two
-    stages cost more than the rows).
+    stages cost more than the rows). `sample_files` (local parquet files of the input, as a
+    rewrite knows them) give the JVM path the first rows it judges the dictionary columns by,
+    without a Spark job.
     """
     cube_weights, plan, sizes = dict(index.cube_weights), index.rollup, index.sizes
     splitter = _RowSplitter(revision, cube_weights, plan, data_schema.names)
@@ -551,6 +554,7 @@ def write_files(
             write_id=write_id,
             codec=settings.compression,
             task_of_file=task_of_file,
+            sample_files=sample_files,
         )
         return None if files is None else _jvm_result(files, settings)
 

@@ -56,6 +56,7 @@ from use.qbeast.write_tasks import CUBE_COLUMN, FILE_COLUMN, delete_files, write
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from use.qbeast.index_status import InputBlocks
     from use.qbeast.snapshot import QbeastSnapshot
 
 __all__ = [
@@ -479,12 +480,18 @@ def rewrite_with_existing_weights(
     data_change: bool = False,
     sampling_fraction: float | None = None,
     input_bytes: int | None = None,
+    input_blocks: InputBlocks | None = None,
+    sample_files: Sequence[str] = (),
 ) -> list[AddFile]:
     """Optimize path (§6.2): rewrite rows of one revision with the revision's existing cube
     maxWeights, regrouping each cube's scattered blocks into few files. No weight estimation (the
     tree keeps its shape); the rollup uses the actual row count per cube. Not committed; on failure
     the files written so far are deleted. With `sampling_fraction` f, cubes no sample(f) reads are
-    kept out of the files it does read (sampling-aware rollup, `use.qbeast.rollup`).
+    kept out of the files it does read (sampling-aware rollup, `use.qbeast.rollup`). With
+    `input_blocks` (the blocks of the files `df` reads) the rows per cube may come from the blocks
+    instead of a pass over `df` (`use.qbeast.index_plan.plan_rewrite`); `sample_files`, local
+    parquet files of `df`'s rows under the table's column names, give the first rows the JVM write
+    judges its dictionary columns by (`use.qbeast.jvm_write`).
     """
     if revision_id not in qsnap.revisions or revision_id == 0:
         raise InvalidArgumentError(
@@ -503,7 +510,7 @@ def rewrite_with_existing_weights(
 
         sample_weight = int(weight_from_fraction(float(sampling_fraction)))
     weighted = with_weight(df, revision)
-    index = plan_rewrite(weighted, revision, qsnap, sample_weight=sample_weight)
+    index = plan_rewrite(weighted, revision, qsnap, sample_weight=sample_weight, input_blocks=input_blocks)
     if index is None:
         return []
     written: list[str] = []
@@ -519,6 +526,7 @@ def rewrite_with_existing_weights(
             optimize_write=True,
             written=written,
             input_bytes=input_bytes,
+            sample_files=sample_files,
         )
     except BaseException:
         delete_files(root, written)

@@ -63,9 +63,10 @@ object CubeTable {
   * arithmetic of `use.qbeast.cube.container_symbols`), it stops at the first cube whose maxWeight
   * is at least the row's weight, or that has none; the row belongs to that cube, and to the file of
   * that cube or of its nearest ancestor in the plan. One walker per task: it keeps its results in
-  * fields (`depth`, `bits`, `file`) so a row costs no allocation.
+  * fields (`depth`, `bits`, `file`) so a row costs no allocation. A walk that only counts rows per
+  * cube (`needFile` false) takes cubes without a file.
   */
-private final class CubeWalker(table: CubeTable, dimensions: Int, firstCoordinate: Int) {
+private final class CubeWalker(table: CubeTable, dimensions: Int, firstCoordinate: Int, needFile: Boolean = true) {
   private val coords = new Array[Double](dimensions)
   var depth: Int = 0
   var bits: Long = 0L
@@ -105,7 +106,9 @@ private final class CubeWalker(table: CubeTable, dimensions: Int, firstCoordinat
         depth += 1
       }
     }
-    if (file < 0) throw new IllegalStateException("the rollup plan has no file for a row (it must hold the root cube)")
+    if (file < 0 && needFile) {
+      throw new IllegalStateException("the rollup plan has no file for a row (it must hold the root cube)")
+    }
   }
 }
 
@@ -156,6 +159,25 @@ object OTreeFileWriter {
           files.add(row, w, walker.file, walker.key)
         }
       }
+    }.collect()
+  }
+
+  /** Rows per cube when the rows (`weight: int, coordinates: double * d`) walk down the table's
+    * cubes: the counting pass of a rewrite whose rows per cube its blocks cannot tell
+    * (`use.qbeast.index_plan.plan_rewrite`), without moving the rows to Python. One line per task,
+    * `depth,bits,count` per cube joined by `;`; the driver sums them. */
+  def countCubes(df: Dataset[Row], dimensions: Int, cubes: Array[Byte], maxDepth: Int): Array[String] = {
+    require(df.schema.length == 1 + dimensions, s"expected the weight and $dimensions coordinates, got ${df.schema.length} columns")
+    require(maxDepth * dimensions <= 57, s"cube bits of depth $maxDepth in $dimensions dimensions do not fit a long key")
+    val table = CubeTable.decode(cubes, maxDepth)
+    df.queryExecution.toRdd.mapPartitions { rows =>
+      val walker = new CubeWalker(table, dimensions, 1, needFile = false)
+      val counts = mutable.LongMap.empty[Long]
+      rows.foreach { row =>
+        walker.walk(row, row.getInt(0))
+        counts.update(walker.key, counts.getOrElse(walker.key, 0L) + 1L)
+      }
+      Iterator.single(counts.toSeq.map { case (key, n) => s"${key >>> 57},${key & ((1L << 57) - 1)},$n" }.mkString(";"))
     }.collect()
   }
 
