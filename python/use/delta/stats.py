@@ -28,7 +28,7 @@ import datetime as _dt
 import decimal as _decimal
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +44,7 @@ __all__ = [
     "StatsConfig",
     "LeafColumn",
     "leaf_columns",
+    "select_leaves",
     "stats_leaves",
     "collect_stats",
     "stats_to_json",
@@ -167,21 +168,34 @@ def is_skipping_eligible(t: pa.DataType) -> bool:
     )
 
 
-def _resolve_names(schema: pa.Schema, names: Iterable[str], what: str) -> list[LeafColumn]:
-    """Leaves selected by names (a struct name selects all its leaves); unknown names are errors."""
+def select_leaves(
+    schema: pa.Schema, names: Iterable[str], unknown: Callable[[str, str], Exception]
+) -> list[LeafColumn]:
+    """Leaves selected by names (a struct name selects all its leaves), each once, in the order named.
+    A name not in the schema raises `unknown(name, available columns)`: the writer's stats config
+    and the reader's stats parsing report it with their own error types."""
     leaves = leaf_columns(schema)
     selected: list[LeafColumn] = []
     seen: set[tuple[str, ...]] = set()
     for name in names:
         path = resolve_path(schema, name)
         if path is None:
-            available = ", ".join(l.name for l in leaves)
-            raise ConfigError(f"{what} names column {name!r}, which is not in the table schema (columns: {available})")
+            raise unknown(name, ", ".join(l.name for l in leaves))
         for leaf in leaves:
             if leaf.path[: len(path)] == path and leaf.path not in seen:
                 seen.add(leaf.path)
                 selected.append(leaf)
     return selected
+
+
+def _resolve_names(schema: pa.Schema, names: Iterable[str], what: str) -> list[LeafColumn]:
+    return select_leaves(
+        schema,
+        names,
+        lambda name, available: ConfigError(
+            f"{what} names column {name!r}, which is not in the table schema (columns: {available})"
+        ),
+    )
 
 
 def resolve_path(schema: pa.Schema | pa.StructType, name: str) -> tuple[str, ...] | None:

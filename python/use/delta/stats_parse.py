@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
-from use.delta.stats import LeafColumn, leaf_columns, resolve_path
+from use.delta.stats import LeafColumn, leaf_columns, select_leaves
 from use.delta.typewidening import inexact_stat_leaves
 from use.errors import InvalidArgumentError
 
@@ -75,20 +75,13 @@ def _nested_struct(entries: list[tuple[tuple[str, ...], pa.DataType]]) -> pa.Str
 def _wanted_leaves(schema: pa.Schema, columns: Iterable[str] | None) -> list[LeafColumn]:
     if columns is None:
         return leaf_columns(schema)
-    leaves = leaf_columns(schema)
-    out: list[LeafColumn] = []
-    seen: set[tuple[str, ...]] = set()
-    for name in columns:
-        path = resolve_path(schema, name)
-        if path is None:
-            raise InvalidArgumentError(
-                f"column {name!r} is not in the table schema (columns: {', '.join(l.name for l in leaves)})"
-            )
-        for leaf in leaves:
-            if leaf.path[: len(path)] == path and leaf.path not in seen:
-                seen.add(leaf.path)
-                out.append(leaf)
-    return out
+    return select_leaves(
+        schema,
+        columns,
+        lambda name, available: InvalidArgumentError(
+            f"column {name!r} is not in the table schema (columns: {available})"
+        ),
+    )
 
 
 def _stats_schema(leaves: list[LeafColumn]) -> pa.Schema:
