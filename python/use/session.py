@@ -99,6 +99,16 @@ def parquet_codec(spark: SparkSession) -> str:
     return codec.strip().lower()
 
 
+def int_conf(spark: SparkSession, key: str, default: int) -> int:
+    """An integer Spark setting as Spark would read it, `default` when unset or not a number: for
+    settings USE only tunes around (a bad value there is Spark's to report, not ours)."""
+    raw = spark.conf.get(key, None)
+    try:
+        return int(raw) if raw is not None else default
+    except ValueError:
+        return default
+
+
 @contextlib.contextmanager
 def session_conf(spark: SparkSession, changes: Mapping[str, str]) -> Iterator[None]:
     """Session settings changed for the duration of a block, then restored (unset again when they

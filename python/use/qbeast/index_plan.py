@@ -160,27 +160,19 @@ def arrow_batches(spark: SparkSession, max_rows: int, max_bytes: int | None = No
     limit is only ever raised and the byte limit only ever lowered, and both are restored after
     the action, since they are session settings.
     """
-    from use.session import session_conf
+    from use.session import int_conf, session_conf
 
     changes: dict[str, str] = {}
     rows_key = "spark.sql.execution.arrow.maxRecordsPerBatch"
-    current_rows = _int_conf(spark, rows_key, 10_000)
+    current_rows = int_conf(spark, rows_key, 10_000)
     if 0 < current_rows < max_rows:
         changes[rows_key] = str(max_rows)
     if max_bytes is not None:
         bytes_key = "spark.sql.execution.arrow.maxBytesPerBatch"
-        if _int_conf(spark, bytes_key, 2**31 - 1) > max_bytes:
+        if int_conf(spark, bytes_key, 2**31 - 1) > max_bytes:
             changes[bytes_key] = str(max_bytes)
     with session_conf(spark, changes):
         yield
-
-
-def _int_conf(spark: SparkSession, key: str, default: int) -> int:
-    raw = spark.conf.get(key, None)
-    try:
-        return int(raw) if raw is not None else default
-    except ValueError:
-        return default
 
 
 def one_task_per_core(df: DataFrame) -> tuple[DataFrame, int]:

@@ -429,14 +429,9 @@ def _listed_on_driver(spark: "SparkSession", num_paths: int) -> Any:
     the driver 0.03-0.1 s, which was a third of a small merge task."""
     import contextlib
 
-    from use.session import session_conf
+    from use.session import int_conf, session_conf
 
-    raw = spark.conf.get(_LISTING_THRESHOLD_CONF, None)
-    try:
-        threshold = int(raw) if raw is not None else 32
-    except ValueError:
-        threshold = 32
-    if num_paths <= threshold:
+    if num_paths <= int_conf(spark, _LISTING_THRESHOLD_CONF, 32):
         return contextlib.nullcontext()
     return session_conf(spark, {_LISTING_THRESHOLD_CONF: str(num_paths)})
 
