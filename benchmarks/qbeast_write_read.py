@@ -12,7 +12,9 @@ so Spark's column pruning cannot make the baseline read less than a real query w
    best of `--rounds` alternated rounds, and the same for each way of writing: the JVM path with
    the shuffle by file (`optimize_write=True`, one file per planned group; goal <= 1.6x) and
    without it (`optimize_write=False`, a part of each planned file per task), and the Python
-   path's shuffled write (`spark.qbeast.index.jvmWrite=false`), with the files each wrote;
+   path's shuffled write (`spark.qbeast.index.jvmWrite=false`), with the files each wrote, and
+   Spark's plain writer rolling into as many files as the shuffled write (`maxRecordsPerFile`):
+   what Spark's writer itself costs for a layout of that many files, the floor of the ratios;
 2. `read(sample=0.01)`: bytes of the files it reads / total bytes (goal: <= 3%), and its time vs a
    full scan of the plain copy with Spark's `df.sample(0.01)` (goal: >= 10x faster), each the best
    of `--read-rounds` alternated rounds after two warm-up rounds (see `alternated`);
@@ -171,6 +173,17 @@ WRITERS = {
 }
 
 
+def plain_in_files(df: Any, path: str, rows: int, files: int) -> None:
+    """`df.write.parquet` into about `files` files (`spark.sql.files.maxRecordsPerFile`): what Spark's
+    writer itself costs for a layout of that many files, the floor the indexed writes are held to."""
+    spark = df.sparkSession
+    spark.conf.set("spark.sql.files.maxRecordsPerFile", str(max(1, -(-rows // max(1, files)))))
+    try:
+        df.write.parquet(path)
+    finally:
+        spark.conf.unset("spark.sql.files.maxRecordsPerFile")
+
+
 def timed_writes(df: Any, base: str, cube_size: int, rounds: int) -> dict[str, Any]:
     """Plain and indexed writes of the same cached rows (the default, the JVM path with and
     without the shuffle by file, and the Python path's shuffled write), alternated `rounds`
@@ -186,13 +199,19 @@ def timed_writes(df: Any, base: str, cube_size: int, rounds: int) -> dict[str, A
     writers: list[tuple[str, Callable[[], Any]]] = [("plain", lambda: df.write.parquet(scratch))]
     for label, (shuffle, jvm) in WRITERS.items():
         writers.append((label, lambda s=shuffle, j=jvm: indexed_write(df, scratch, cube_size, s, j)))
+    # The floor of any layout with that many files: Spark's own writer rolling to a new file every
+    # rows/F rows (F = the files of the shuffled write, each a whole planned file), no shuffle.
+    rows = df.count()
+    writers.append(("plain_same_files", lambda: plain_in_files(df, scratch, rows, files["shuffled"])))
     for r in range(rounds):
         for label, fn in writers:
             shutil.rmtree(scratch, ignore_errors=True)
             wall, cpu, result = timed_cpu(fn)
             prev = best.get(label, [float("inf"), float("inf")])
             best[label] = [min(prev[0], wall), min(prev[1], cpu)]
-            if label != "plain":
+            if label in ("plain", "plain_same_files"):
+                files[label] = len([f for f in os.listdir(scratch) if f.endswith(".parquet")])
+            else:
                 files[label] = result.num_files
         shutil.rmtree(scratch, ignore_errors=True)
     # The table the reads use: one more default write, untimed.
@@ -397,9 +416,15 @@ def writes_report(rows: int, runs: list[dict[str, Any]]) -> str:
         f"{'C=' + format(r['cube_size'], ','):>22}" for r in runs
     )
     lines = [f"rows={rows:,}", head]
-    for label in ("write", *[k for k in WRITERS if k != "write"]):
+    for label in ("write", *[k for k in WRITERS if k != "write"], "plain_same_files"):
         cells = [f"{r['t_' + label] / r['t_plain']:.2f}x / CPU {r['c_' + label] / r['c_plain']:.2f}x" for r in runs]
-        lines.append(f"{label:<46}" + "".join(f"{c:>22}" for c in cells))
+        name = "plain, as many files as shuffled" if label == "plain_same_files" else label
+        lines.append(f"{name:<46}" + "".join(f"{c:>22}" for c in cells))
+    lines.append(f"{'shuffled / plain with as many files':<46}" + "".join(
+        f"{r['t_shuffled'] / r['t_plain_same_files']:.2f}x / CPU {r['c_shuffled'] / r['c_plain_same_files']:.2f}x".rjust(22)
+        for r in runs))
+    lines.append(f"{'files: plain, shuffled, unshuffled, default':<46}" + "".join(
+        f"{r['files_plain']}, {r['files_shuffled']}, {r['files_unshuffled']}, {r['files_write']}".rjust(22) for r in runs))
     lines.append(f"{'plain write (s), CPU-s':<46}" + "".join(f"{r['t_plain']:.2f}, {r['c_plain']:.1f}".rjust(22) for r in runs))
     return "\n".join(lines)
 
