@@ -423,8 +423,8 @@ def writes_report(rows: int, runs: list[dict[str, Any]]) -> str:
     lines.append(f"{'shuffled / plain with as many files':<46}" + "".join(
         f"{r['t_shuffled'] / r['t_plain_same_files']:.2f}x / CPU {r['c_shuffled'] / r['c_plain_same_files']:.2f}x".rjust(22)
         for r in runs))
-    lines.append(f"{'files: plain, shuffled, unshuffled, default':<46}" + "".join(
-        f"{r['files_plain']}, {r['files_shuffled']}, {r['files_unshuffled']}, {r['files_write']}".rjust(22) for r in runs))
+    lines.append(f"{'files: plain, plain rolled, shuffled, unshuffled, default':<46}" + "".join(
+        f"{r['files_plain']}, {r['files_plain_same_files']}, {r['files_shuffled']}, {r['files_unshuffled']}, {r['files_write']}".rjust(22) for r in runs))
     lines.append(f"{'plain write (s), CPU-s':<46}" + "".join(f"{r['t_plain']:.2f}, {r['c_plain']:.1f}".rjust(22) for r in runs))
     return "\n".join(lines)
 
