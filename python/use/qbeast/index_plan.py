@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from use.qbeast.domains import (
     DEFAULT_BUFFER_CAPACITY,
@@ -34,6 +35,7 @@ from use.qbeast.domains import (
 from use.qbeast.estimate import assign_cubes, estimate
 from use.qbeast.revision import Revision, stats_aggregations
 from use.qbeast.rollup import RollupPlan, rollup
+from use.qbeast.weight import MAX_WEIGHT
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -370,15 +372,38 @@ def plan_rewrite(
     The rows per cube come from `input_blocks` (the input files' blocks) when they prove where every
     row goes (`use.qbeast.index_status.counts_in_place`: then the rewrite reads its input once, to
     write it), else from a pass over the rows that places each one (`_cube_counts`)."""
-    from use.qbeast.index_status import counts_in_place
+    from use.qbeast.index_status import IndexStatus, counts_in_place
 
-    cube_weights, _ = existing_index(qsnap, revision.revision_id)
+    status = IndexStatus.from_snapshot(qsnap, revision.revision_id)
+    cube_weights = status.cube_weights()
     counts = counts_in_place(input_blocks, revision, cube_weights) if input_blocks is not None else None
     if counts is None:
         counts = _cube_counts(weighted, revision, cube_weights)
     if not counts:
         return None
     plan = rollup(
-        counts, revision.desired_cube_size, revision.dimension_count, cube_weights=cube_weights, sample_weight=sample_weight
+        counts, revision.desired_cube_size, revision.dimension_count, cube_weights=cube_weights, sample_weight=sample_weight,
+        whole=whole_inner_cubes(input_blocks, revision.revision_id, cube_weights, status.cube_element_counts()),
     )
     return IndexPlan(cube_weights, plan, counts)
+
+
+def whole_inner_cubes(
+    input_blocks: InputBlocks | None, revision_id: int, cube_weights: Mapping[str, int], table_counts: Mapping[str, int]
+) -> frozenset[str]:
+    """The inner cubes (a maxWeight below MaxValue: full, with children) whose every block in the
+    table is in a rewrite's input files (`input_blocks`; without them, none): the rewrite holds them
+    as a write of the whole table would, so they keep a file of their own even when the estimate
+    left them a little short of desiredCubeSize (`rollup`'s `whole`). Rolled into the parent's file,
+    such a cube was read by every query through the parent: a converged table's root file held a
+    depth-1 cube of 1,886 rows (cube size 2,000), 1.8x the bytes a sample of the same rows written
+    at once reads. A cube only partly in the rewrite (its recent rows: a fragment) still rolls up,
+    into the buffer of its ancestor's file."""
+    if input_blocks is None or input_blocks.blocks.num_rows == 0:
+        return frozenset()
+    blocks = input_blocks.blocks.filter(pc.equal(input_blocks.blocks.column("revision_id"), revision_id))
+    summed = blocks.group_by("cube_id").aggregate([("element_count", "sum")])
+    return frozenset(
+        c for c, n in zip(summed.column("cube_id").to_pylist(), summed.column("element_count_sum").to_pylist())
+        if c and int(cube_weights.get(c, MAX_WEIGHT)) < MAX_WEIGHT and int(n) >= int(table_counts.get(c, 0))
+    )

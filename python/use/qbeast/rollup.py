@@ -21,7 +21,7 @@ up as usual, and a file never mixes sampled and non-sampled cubes.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from use.errors import InvalidArgumentError
@@ -67,12 +67,15 @@ def rollup(
     *,
     cube_weights: Mapping[str, int] | None = None,
     sample_weight: int | None = None,
+    whole: Collection[str] = frozenset(),
 ) -> RollupPlan:
     """Group cubes bottom-up until each group holds at least `limit` rows or reaches the root.
 
     `sample_weight` (Weight(f) of the sample to serve, with `cube_weights` the revision's cube
     maxWeights) keeps groups that no sample(f) reads out of files that it does read (module
     docstring). A cube whose parent has no known weight counts as sampled (the conservative side).
+    A cube in `whole` keeps its group whatever its size (a rewrite's complete inner cubes:
+    `use.qbeast.index_plan.whole_inner_cubes`); smaller groups below it still join it.
     """
     if limit < 1:
         raise InvalidArgumentError(f"rollup limit must be a positive int, got {limit}")
@@ -93,7 +96,7 @@ def rollup(
     heapq.heapify(heap)
     while heap:
         _, _, cube = heapq.heappop(heap)
-        if totals[cube] >= limit or not cube:
+        if totals[cube] >= limit or not cube or cube in whole:
             continue
         parent = cube[:-spl]
         if sample_weight is not None and not sampled(cube) and sampled(parent):
