@@ -135,3 +135,43 @@ def test_sampling_separation_is_progress_not_no_progress(spark, tmp_path) -> Non
     assert result.outcome == CONVERGED and len(result.committed) >= 2
     assert all(m.files_in == 1 and m.files_out > 1 for m in result.committed)
     assert not _run(spark, path, "SamplingOverheadReduction", settings).iterations
+
+
+def test_a_quiet_table_converges_to_the_layout_of_one_write_with_max_wait(spark, tmp_path) -> None:
+    """Appends optimized every 2 (a service's rounds) leave rows of deeper cubes waiting in the root's
+    file, which the size tiers keep there once appends stop: every sample reads them. With the time
+    factor (`tiering.max-wait`) the quiet table's files reach the layout of the same rows written at
+    once: a sample reads the same bytes, the range filter the same files; then nothing to do."""
+    from use import QbeastTable
+    from use.delta.predicates import And, Comparison
+    from use.qbeast.reader import load_snapshot, plan_read
+
+    def rows(lo: int, hi: int) -> Any:
+        return spark.sql(
+            "SELECT id, CAST(pmod(hash(id, 1), 1000000) AS DOUBLE) / 10000.0 AS x, "
+            f"CAST(pmod(hash(id, 2), 1000000) AS DOUBLE) / 10000.0 AS y, concat('s', repeat('z', 40)) AS s FROM range({lo}, {hi})"
+        )
+
+    stats = {"x_min": 0, "x_max": 100, "y_min": 0, "y_max": 100}
+    ours, once = str(tmp_path / "ours"), str(tmp_path / "once")
+    for i in range(12):
+        QbeastTable.write(rows(i * 1000, (i + 1) * 1000), ours, "x,y", cube_size=1000, mode="append", column_stats=stats)
+        if i % 2:
+            optimize_path(spark, ours)
+    QbeastTable.write(rows(0, 12_000), once, "x,y", cube_size=1000, column_stats=stats)
+    strip = And(Comparison("x", ">=", 50.0), Comparison("x", "<", 51.0))
+
+    def reads(path: str) -> tuple[int, int, int]:
+        q = load_snapshot(path)
+        sample, strip_read = plan_read(None, q, sample=0.01), plan_read(None, q, predicate=strip)
+        return sample.bytes, strip_read.num_files, q.files.num_rows
+
+    before, reference = reads(ours), reads(once)
+    assert before[0] > 1.5 * reference[0]  # the root's file carries the waiting rows
+    assert optimize_path(spark, ours).outcome == CONVERGED  # the tiers alone leave them there
+    result = optimize_path(spark, ours, overrides={"tiering.max-wait": "1ms"})
+    assert result.outcome == CONVERGED and "waited tiering.max-wait" in result.iterations[0].reason
+    after = reads(ours)
+    assert after[0] <= 1.05 * reference[0] and after[1] <= reference[1] and after[2] <= reference[2]
+    assert optimize_path(spark, ours, overrides={"tiering.max-wait": "1ms"}).outcome == CONVERGED
+    assert table_rows(spark, ours) == table_rows(spark, once) == deltars_rows(ours)

@@ -552,6 +552,26 @@ def test_tiered_consolidation_counts_no_fragment_in_a_file_of_an_ancestor() -> N
     assert selected(LeveledCompactionSelection().select(own, cfg(tiering_ratio=4, tiering_max_fragments=1))) == [["b", "a"]]
 
 
+def test_rows_waiting_in_an_ancestors_file_move_down_once_it_has_waited_max_wait() -> None:
+    # as above: A's 3 recent rows wait in the root's file `main`, where the tiers leave them; with
+    # the time factor, once `main` has waited tiering.max-wait, it is merged with A's file
+    files = files_table(["main", "a", "leaf"], [400, 380, 30], revisions=[1] * 3, mtimes=[1_000, 0, 0])
+    blocks = [(0, 1, "", 0, MIN_W, W(0.5), 91), (0, 1, "A", 1, W(0.5), W(0.8), 3), (1, 1, "A", 1, W(0.5), W(0.8), 95),
+              (0, 1, "Q", 1, W(0.5), MAX_W, 2), (2, 1, "Q", 1, W(0.5), MAX_W, 20)]  # fmt: skip
+    snap = qbeast_snapshot(files, blocks)
+    tiered = cfg(tiering_ratio=4, tiering_max_fragments=9, tiering_max_wait=10.0)
+    assert LeveledCompactionSelection().select(snap, dataclasses.replace(tiered, now_ms=1_000 + 9_999)) is None
+    plan = LeveledCompactionSelection().select(snap, dataclasses.replace(tiered, now_ms=1_000 + 10_000))
+    # the leaf Q (no maxWeight) rolls into the root's file as a write of the whole table would: not moved
+    assert selected(plan) == [["a", "main"]]
+    assert "waited tiering.max-wait=10s" in plan.tasks[0].reason
+    # without max-wait the rows wait for the tiers, however old the file
+    assert LeveledCompactionSelection().select(snap, cfg(tiering_ratio=4, tiering_max_fragments=9, now_ms=10**12)) is None
+    # an inner cube with no file of its own has nowhere to move to: nothing selected
+    alone = qbeast_snapshot(files_table(["main"], [400], revisions=[1], mtimes=[0]), blocks[:2])
+    assert LeveledCompactionSelection().select(alone, dataclasses.replace(tiered, now_ms=10**12)) is None
+
+
 def test_tiered_consolidation_merges_new_appends_with_the_roots_file_in_one_task() -> None:
     # the root's file (150 elements, full) and three appends of 40 root rows each: the level rule
     # alone merges the appends (level-1 group of 120 >= 100) and a later consolidation would merge
