@@ -22,7 +22,7 @@ Goals (issue 13 §5):
 3. idle service overhead on the JDBC query latency <= 5% (median of the loop).
 
 Usage: .venv/bin/python benchmarks/service.py [--minutes 4] [--every 5] [--rows 2000]
-       [--cube-size 2000] [--interval 10s] [--measure-every 30] [--queries 40] [--keep DIR]
+       [--cube-size 2000] [--interval 10s] [--max-wait 30s] [--measure-every 30] [--queries 40] [--keep DIR]
 About 9 minutes with the defaults on 2 busy cores; `--minutes 30` for a longer run.
 """
 
@@ -43,11 +43,13 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import fmt_table, read_cost
+from use.optimize.config import parse_duration
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 from server_support import ServerProcess  # the one way to run a `use serve` subprocess and talk to it
 
 AUTO = "use.optimization.autoOptimize.enabled"
+MAX_WAIT = "use.optimization.tiering.max-wait"
 SAMPLE = 0.01
 RANGE = ("x", 50.0, 51.0)  # 1% of the indexed space along x
 QUERY = "SELECT count(*) FROM bench WHERE x >= 50 AND x < 51"
@@ -154,8 +156,9 @@ def converged(server: ServerProcess, path: Path) -> bool:
 
 
 def run_appends(server: ServerProcess, path: Path, args: argparse.Namespace) -> tuple[list[Moment], bool]:
+    props = f"'{AUTO}'='true'" + (f", '{MAX_WAIT}'='{args.max_wait}'" if args.max_wait else "")
     server.sql(f"CREATE TABLE bench (id BIGINT, x DOUBLE, y DOUBLE, payload STRING) {options(args.cube_size)} "
-                f"TBLPROPERTIES ('{AUTO}'='true')")  # fmt: skip
+                f"TBLPROPERTIES ({props})")  # fmt: skip
     commits = Commits(path)
     moments: list[Moment] = []
     conn = server.connect()
@@ -187,8 +190,20 @@ def run_appends(server: ServerProcess, path: Path, args: argparse.Namespace) -> 
     deadline = time.monotonic() + CONVERGE_TIMEOUT_S
     while not (done := converged(server, path)) and time.monotonic() < deadline:
         time.sleep(0.5)  # another process: poll its state file
+    if done and args.max_wait:
+        # The time factor acts once the files have waited: converged again, and no commit for
+        # max-wait plus two intervals (the service had a run in which the wait was over).
+        quiet = parse_duration(args.max_wait) + 2 * parse_duration(args.interval)
+        while time.monotonic() < deadline and not (converged(server, path) and time.time() - last_commit_s(path) > quiet):
+            time.sleep(0.5)
+        done = converged(server, path)
     measure()
     return moments, done
+
+
+def last_commit_s(path: Path) -> float:
+    """When the table's latest commit file was written (seconds since the epoch)."""
+    return max(f.stat().st_mtime for f in (path / "_delta_log").glob("*.json"))
 
 
 def one_go_reads(server: ServerProcess, counts: list[int], cube_size: int) -> dict[int, Reads]:
@@ -236,6 +251,9 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=2000, help="rows per append")
     p.add_argument("--cube-size", type=int, default=2000)
     p.add_argument("--interval", default="10s", help="the service's optimization interval")
+    p.add_argument("--max-wait", default=None,
+                   help="the table's use.optimization.tiering.max-wait (the time factor; default unset); with it the "
+                        "converged moment is measured once the table has been quiet that long")
     p.add_argument("--measure-every", type=float, default=30.0, help="seconds between layout measurements")
     p.add_argument("--queries", type=int, default=40, help="queries per server in the latency loop")
     p.add_argument("--keep", help="keep the data dirs here (default: a temporary directory, removed)")

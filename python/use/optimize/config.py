@@ -326,7 +326,7 @@ CONFIG_KEYS: tuple[KeySpec, ...] = (
     KeySpec("tiering.root-max-fragments", "tiering_root_max_fragments", _max_fragments, "integer >= 1", str(DEFAULT_TIERING_ROOT_MAX_FRAGMENTS),
             "the same bound for the root cube, which every sample and query reads (read cost weighted by depth)"),
     KeySpec("tiering.max-wait", "tiering_max_wait", parse_duration, "a duration, e.g. '1h'", "unset",
-            "a file of a fragmented inner cube older than this is merged with the cube's other files whatever the tiers (Relyt's time factor)"),
+            "a file of a fragmented inner cube older than this is merged with the cube's other files whatever the tiers, and a file that has waited this long holding rows of full deeper cubes (the buffer in an ancestor's file) is merged with those cubes' files, so a table that has gone quiet reaches the layout of one write (Relyt's time factor)"),
     KeySpec("autoOptimize.enabled", "auto_optimize_enabled", _bool, "true/false", "unset",
             "continuous optimization of this table by the service"),
     KeySpec("autoOptimize.revisionId", "auto_optimize_revision_id", _revision_id, "integer >= 0", "latest",
