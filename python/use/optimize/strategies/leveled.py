@@ -65,6 +65,7 @@ fixed point is kept.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -312,18 +313,31 @@ def _tiered_task(
         if start >= files.size:
             continue
         tail = files[start:][::-1]  # smallest first
-        k = merge_prefix(sizes_all[tail], config.task_limit)
-        if k < 2:
-            continue
-        sel = sort_files(snapshot, tail[:k], [("size", "ascending")])
-        nbytes, n = int(sizes_all[sel].sum()), int(sel.size)
-        reason = (
-            f"consolidation: inner cube {rb.cube_name(int(cube))!r} (depth {int(depth[cube])}, {int(total[cube])} elements) "
-            f"spread over {int(spread[cube])} files ({files.size} outside its ancestors' files); merging its {n} smallest "
-            f"(size tiers, ratio {config.tiering_ratio:g})"
-        )
-        return MergeTask(strategy, revision_id, paths_of(snapshot, sel), nbytes, n, merge_score(nbytes, n, config), reason, KIND_COMPACT)
+        task = _merge_within_limit(
+            snapshot, revision_id, config, strategy, tail,
+            lambda n, cube=cube, outside=files.size: (
+                f"consolidation: inner cube {rb.cube_name(int(cube))!r} (depth {int(depth[cube])}, {int(total[cube])} elements) "
+                f"spread over {int(spread[cube])} files ({outside} outside its ancestors' files); merging its {n} smallest "
+                f"(size tiers, ratio {config.tiering_ratio:g})"
+            ),
+        )  # fmt: skip
+        if task is not None:
+            return task
     return None
+
+
+def _merge_within_limit(
+    snapshot: Any, revision_id: int, config: OptimizationConfig, strategy: str, files: np.ndarray, reason: Callable[[int], str]
+) -> MergeTask | None:
+    """One compaction of the leading `files` (in the given order) that fit `task-max-bytes` (two or
+    more, else None), listed smallest first; `reason(n)` words it for the n files taken."""
+    sizes_all = sizes_of(snapshot)
+    k = merge_prefix(sizes_all[files], config.task_limit)
+    if k < 2:
+        return None
+    sel = sort_files(snapshot, files[:k], [("size", "ascending")])
+    nbytes, n = int(sizes_all[sel].sum()), int(sel.size)
+    return MergeTask(strategy, revision_id, paths_of(snapshot, sel), nbytes, n, merge_score(nbytes, n, config), reason(n), KIND_COMPACT)
 
 
 def _stale_buffer_task(
@@ -343,7 +357,6 @@ def _stale_buffer_task(
     first within `task-max-bytes`; the rewrite's rollup gives each full cube its own file again, and
     rows of deeper cubes without a file of their own move into the deepest of their ancestors' files
     in the task (the next file, after the next wait, moves them further)."""
-    sizes_all = sizes_of(snapshot)
     total = rb.cube_totals()
     desired = snapshot.revisions[revision_id].desired_cube_size
     inner = (rb.cube_max_weight() < MAX_WEIGHT) | (total >= desired)
@@ -369,18 +382,14 @@ def _stale_buffer_task(
         if f not in seen:
             seen.add(f)
             others.append(f)
-    files = np.asarray([first, *others], dtype=np.int64)
-    k = merge_prefix(sizes_all[files], config.task_limit)
-    if k < 2:
-        return None
-    sel = sort_files(snapshot, files[:k], [("size", "ascending")])
-    nbytes, n = int(sizes_all[sel].sum()), int(sel.size)
-    reason = (
-        f"consolidation: a file that waited tiering.max-wait={config.tiering_max_wait:g}s holds rows of {cubes.size} full "
-        f"inner cube(s) with files of their own (shallowest cube at depth {int(top[first])}); merging it with "
-        f"{n - 1} of their files"
-    )
-    return MergeTask(strategy, revision_id, paths_of(snapshot, sel), nbytes, n, merge_score(nbytes, n, config), reason, KIND_COMPACT)
+    return _merge_within_limit(
+        snapshot, revision_id, config, strategy, np.asarray([first, *others], dtype=np.int64),
+        lambda n: (
+            f"consolidation: a file that waited tiering.max-wait={config.tiering_max_wait:g}s holds rows of {cubes.size} full "
+            f"inner cube(s) with files of their own (shallowest cube at depth {int(top[first])}); merging it with "
+            f"{n - 1} of their files"
+        ),
+    )  # fmt: skip
 
 
 def _under_an_ancestor(rb: RevisionBlocks, p_cube: np.ndarray, p_file: np.ndarray, nfiles: int) -> np.ndarray:
