@@ -142,6 +142,8 @@ def test_a_quiet_table_converges_to_the_layout_of_one_write_with_max_wait(spark,
     file, which the size tiers keep there once appends stop: every sample reads them. With the time
     factor (`tiering.max-wait`) the quiet table's files reach the layout of the same rows written at
     once: a sample reads the same bytes, the range filter the same files; then nothing to do."""
+    import time
+
     from use import QbeastTable
     from use.delta.predicates import And, Comparison
     from use.qbeast.reader import load_snapshot, plan_read
@@ -169,6 +171,11 @@ def test_a_quiet_table_converges_to_the_layout_of_one_write_with_max_wait(spark,
     before, reference = reads(ours), reads(once)
     assert before[0] > 1.5 * reference[0]  # the root's file carries the waiting rows
     assert optimize_path(spark, ours).outcome == CONVERGED  # the tiers alone leave them there
+    # the service's plan check finds the work once the file has waited (it passes the planning time)
+    from use.service.probe import probe
+
+    assert probe(ours, {"tiering.max-wait": "1ms"}, now=time.time())[0].tasks == 1
+    assert probe(ours, {"tiering.max-wait": "1h"}, now=time.time())[0].tasks == 0
     result = optimize_path(spark, ours, overrides={"tiering.max-wait": "1ms"})
     assert result.outcome == CONVERGED and "waited tiering.max-wait" in result.iterations[0].reason
     after = reads(ours)

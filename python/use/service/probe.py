@@ -15,6 +15,7 @@ when that module lands.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -54,6 +55,11 @@ def probe(
     qsnap = QbeastSnapshot.from_delta(snap)
     overrides = dict(settings.items() if isinstance(settings, Mapping) else settings)
     config = OptimizationConfig.from_properties(snap.configuration, overrides, spark_conf=session_defaults or {})
+    if now > 0:
+        # the planning time of time-aware rules (tiering.max-wait), as a run's loop passes it: without
+        # it a quiet table's time-factor work was never found by the service's plan check, so no run
+        # started for it
+        config = replace(config, now_ms=int(now * 1000))
     plan = Planner(None, config).plan(qsnap)
     best = max((float(t.score) for t in plan.tasks), default=0.0)
     estimate = Estimate(best, int(plan.bytes), len(plan.tasks), int(snap.version))
