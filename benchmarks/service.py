@@ -252,8 +252,9 @@ def main() -> None:
     p.add_argument("--cube-size", type=int, default=2000)
     p.add_argument("--interval", default="10s", help="the service's optimization interval")
     p.add_argument("--max-wait", default=None,
-                   help="the table's use.optimization.tiering.max-wait (the time factor; default unset); with it the "
-                        "converged moment is measured once the table has been quiet that long")
+                   help="the table's use.optimization.tiering.max-wait (the time factor; without it the table's default, "
+                        "1h, which the run does not wait for); with it the converged moment is measured once the table "
+                        "has been quiet that long")
     p.add_argument("--measure-every", type=float, default=30.0, help="seconds between layout measurements")
     p.add_argument("--queries", type=int, default=40, help="queries per server in the latency loop")
     p.add_argument("--keep", help="keep the data dirs here (default: a temporary directory, removed)")

@@ -102,6 +102,11 @@ def test_every_key_parses_and_round_trips() -> None:
     assert (c.tiering_ratio, c.tiering_max_fragments, c.tiering_root_max_fragments, c.tiering_max_wait) == (8.0, 5, 1, 7200.0)
     assert OptimizationConfig.from_properties(c.to_properties()) == c
     assert len(c.to_properties()) == len(CONFIG_KEYS)
+    # the time factor is on by default (1h) and `off` switches it off, round trip included
+    assert OptimizationConfig().tiering_max_wait == 3600.0
+    off = OptimizationConfig.from_properties({P + "tiering.max-wait": " OFF "})
+    assert off.tiering_max_wait is None and off.to_properties() == {P + "tiering.max-wait": "off"}
+    assert OptimizationConfig.from_properties(off.to_properties()) == off
 
 
 def test_from_timestamp_forms() -> None:
@@ -155,6 +160,7 @@ BAD_VALUES = [
     ("tiering.max-fragments", "0", "integer >= 1"),
     ("tiering.root-max-fragments", "x", "integer >= 1"),
     ("tiering.max-wait", "10", "positive duration"),
+    ("tiering.max-wait", "never", "'off' or a positive duration"),
 ]
 
 

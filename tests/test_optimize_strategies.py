@@ -565,8 +565,9 @@ def test_rows_waiting_in_an_ancestors_file_move_down_once_it_has_waited_max_wait
     # the leaf Q (no maxWeight) rolls into the root's file as a write of the whole table would: not moved
     assert selected(plan) == [["a", "main"]]
     assert "waited tiering.max-wait=10s" in plan.tasks[0].reason
-    # without max-wait the rows wait for the tiers, however old the file
-    assert LeveledCompactionSelection().select(snap, cfg(tiering_ratio=4, tiering_max_fragments=9, now_ms=10**12)) is None
+    # with the time factor off the rows wait for the tiers, however old the file
+    off = cfg(tiering_ratio=4, tiering_max_fragments=9, tiering_max_wait=None, now_ms=10**12)
+    assert LeveledCompactionSelection().select(snap, off) is None
     # an inner cube with no file of its own has nowhere to move to: nothing selected
     alone = qbeast_snapshot(files_table(["main"], [400], revisions=[1], mtimes=[0]), blocks[:2])
     assert LeveledCompactionSelection().select(alone, dataclasses.replace(tiered, now_ms=10**12)) is None

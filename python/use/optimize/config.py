@@ -35,7 +35,7 @@ Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_
 | `use.optimization.tiering.ratio` | 0 or a number >= 1.5 | 3 | inner-cube consolidation merges a cube's smaller files, a larger one once they reach 1/ratio of it (0: every cube into one file) |
 | `use.optimization.tiering.max-fragments` | integer >= 1 | 3 | an inner cube over more files than this is merged whatever the tiers |
 | `use.optimization.tiering.root-max-fragments` | integer >= 1 | 3 | the same for the root cube, which every sample reads |
-| `use.optimization.tiering.max-wait` | a duration, e.g. '1h' | unset | a fragment older than this is merged with its cube's other files (Relyt's time factor) |
+| `use.optimization.tiering.max-wait` | a duration, or off | 1h | a fragment older than this is merged with its cube's other files, and rows waiting this long in an ancestor's file move to their cubes (Relyt's time factor) |
 | `use.optimization.autoOptimize.enabled` | true/false | unset | continuous optimization of this table by the service |
 | `use.optimization.autoOptimize.revisionId` | integer >= 0 | latest | revision for leveled compaction (revision-id wins if both set) |
 | `use.optimization.autoOptimize.optimizeUnindexedFiles.enabled` | true/false | true | index staging (revision 0) files |
@@ -80,6 +80,9 @@ DEFAULT_MAX_CONCURRENT = 1
 DEFAULT_MIN_CUBE_FILES = 100  # Delta's clustering minCubeSize: 100 x optimize.maxFileSize
 DEFAULT_TIERING_RATIO = 3.0  # a larger file joins a merge once the smaller add up to 1/3 of it (benchmarks/tradeoff.py: README)
 DEFAULT_TIERING_MAX_FRAGMENTS = 3
+# Relyt's time factor: after an hour, waiting rows and fragments are merged whatever the tiers, so a
+# table that has gone quiet reaches the layout of one write on its own (README: size tiers)
+DEFAULT_TIERING_MAX_WAIT_S = 3600.0
 DEFAULT_TIERING_ROOT_MAX_FRAGMENTS = 3  # the root: its file plus two tiers of new appends
 
 
@@ -169,6 +172,16 @@ def _tier_ratio(value: Any) -> float:
     if not (f == 0.0 or 1.5 <= f <= 1e6):
         raise _Bad(form)
     return f
+
+
+def _max_wait(value: Any) -> float | None:
+    """`off` switches the time factor off; anything else is a duration."""
+    if isinstance(value, str) and value.strip().lower() == "off":
+        return None
+    try:
+        return parse_duration(value)
+    except _Bad:
+        raise _Bad("'off' or a positive duration with a unit, e.g. '1h', '30 minutes', '500ms'") from None
 
 
 def _max_fragments(value: Any) -> int:
@@ -325,7 +338,7 @@ CONFIG_KEYS: tuple[KeySpec, ...] = (
             "an inner cube spread over more files than this (besides its ancestors' files) is merged whatever the tiers (the root: root-max-fragments)"),
     KeySpec("tiering.root-max-fragments", "tiering_root_max_fragments", _max_fragments, "integer >= 1", str(DEFAULT_TIERING_ROOT_MAX_FRAGMENTS),
             "the same bound for the root cube, which every sample and query reads (read cost weighted by depth)"),
-    KeySpec("tiering.max-wait", "tiering_max_wait", parse_duration, "a duration, e.g. '1h'", "unset",
+    KeySpec("tiering.max-wait", "tiering_max_wait", _max_wait, "a duration, e.g. '30 minutes', or off", "1h",
             "a file of a fragmented inner cube older than this is merged with the cube's other files whatever the tiers, and a file that has waited this long holding rows of full deeper cubes (the buffer in an ancestor's file) is merged with those cubes' files, so a table that has gone quiet reaches the layout of one write (Relyt's time factor)"),
     KeySpec("autoOptimize.enabled", "auto_optimize_enabled", _bool, "true/false", "unset",
             "continuous optimization of this table by the service"),
@@ -402,7 +415,7 @@ class OptimizationConfig:
     tiering_ratio: float = DEFAULT_TIERING_RATIO
     tiering_max_fragments: int = DEFAULT_TIERING_MAX_FRAGMENTS
     tiering_root_max_fragments: int = DEFAULT_TIERING_ROOT_MAX_FRAGMENTS
-    tiering_max_wait: float | None = None
+    tiering_max_wait: float | None = DEFAULT_TIERING_MAX_WAIT_S
     #: The planning time (epoch ms) for time-aware rules (`tiering.max-wait`); not a table property:
     #: the optimize loop sets it from the clock, so strategies stay pure functions of their inputs.
     now_ms: int | None = None
@@ -519,7 +532,9 @@ class OptimizationConfig:
             if value == getattr(defaults, f.name) or f.name not in _BY_FIELD:
                 continue  # defaults, and inputs that are not table properties (now_ms)
             spec = _BY_FIELD[f.name]
-            if spec.parse is parse_duration:
+            if spec.parse is _max_wait:
+                text = "off" if value is None else f"{value:g}s"
+            elif spec.parse is parse_duration:
                 text = f"{value:g}s"
             elif isinstance(value, bool):
                 text = "true" if value else "false"
