@@ -534,8 +534,6 @@ class OptimizationConfig:
             spec = _BY_FIELD[f.name]
             if spec.parse is _max_wait:
                 text = "off" if value is None else f"{value:g}s"
-            elif spec.parse is parse_duration:
-                text = f"{value:g}s"
             elif isinstance(value, bool):
                 text = "true" if value else "false"
             elif isinstance(value, tuple):

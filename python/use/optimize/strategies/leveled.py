@@ -291,7 +291,9 @@ def _tiered_task(
     # fragments in a file that also holds an ancestor of the cube cost no file open (see the helper)
     buffered = _under_an_ancestor(rb, p_cube, p_file, snapshot.files.num_rows)
     if wait_ms is not None:
-        flush = _stale_buffer_task(snapshot, revision_id, config, strategy, rb, p_cube, p_file, buffered, mtime, wait_ms)
+        flush = _stale_buffer_task(
+            snapshot, revision_id, config, strategy, rb, p_cube, p_file, buffered, mtime, wait_ms, sizes_all
+        )
         if flush is not None:
             return flush
     keep = ~buffered
@@ -314,7 +316,7 @@ def _tiered_task(
             continue
         tail = files[start:][::-1]  # smallest first
         task = _merge_within_limit(
-            snapshot, revision_id, config, strategy, tail,
+            snapshot, revision_id, config, strategy, sizes_all, tail,
             lambda n, cube=cube, outside=files.size: (
                 f"consolidation: inner cube {rb.cube_name(int(cube))!r} (depth {int(depth[cube])}, {int(total[cube])} elements) "
                 f"spread over {int(spread[cube])} files ({outside} outside its ancestors' files); merging its {n} smallest "
@@ -327,11 +329,12 @@ def _tiered_task(
 
 
 def _merge_within_limit(
-    snapshot: Any, revision_id: int, config: OptimizationConfig, strategy: str, files: np.ndarray, reason: Callable[[int], str]
+    snapshot: Any, revision_id: int, config: OptimizationConfig, strategy: str, sizes_all: np.ndarray, files: np.ndarray,
+    reason: Callable[[int], str],
 ) -> MergeTask | None:
     """One compaction of the leading `files` (in the given order) that fit `task-max-bytes` (two or
-    more, else None), listed smallest first; `reason(n)` words it for the n files taken."""
-    sizes_all = sizes_of(snapshot)
+    more, else None), listed smallest first; `reason(n)` words it for the n files taken. `sizes_all`
+    is `sizes_of(snapshot)`, which the caller already holds."""
     k = merge_prefix(sizes_all[files], config.task_limit)
     if k < 2:
         return None
@@ -342,7 +345,7 @@ def _merge_within_limit(
 
 def _stale_buffer_task(
     snapshot: Any, revision_id: int, config: OptimizationConfig, strategy: str, rb: RevisionBlocks,
-    p_cube: np.ndarray, p_file: np.ndarray, buffered: np.ndarray, mtime: np.ndarray, wait_ms: int,
+    p_cube: np.ndarray, p_file: np.ndarray, buffered: np.ndarray, mtime: np.ndarray, wait_ms: int, sizes_all: np.ndarray,
 ) -> MergeTask | None:
     """The time factor for buffered rows: a file that has waited `tiering.max-wait` while holding rows
     of full inner cubes that have files of their own (rows waiting in an ancestor's file, see
@@ -375,15 +378,11 @@ def _stale_buffer_task(
     cubes = distinct(w_cube[w_file == first])
     own = ~buffered & np.isin(p_cube, cubes) & (p_file != first)
     o_cube, o_file = p_cube[own], p_file[own]
-    order = np.lexsort((o_file, rb.cube_rank()[o_cube], depth[o_cube]))
-    others = []
-    seen = {first}
-    for f in o_file[order].tolist():
-        if f not in seen:
-            seen.add(f)
-            others.append(f)
+    ordered = o_file[np.lexsort((o_file, rb.cube_rank()[o_cube], depth[o_cube]))]
+    _, at = np.unique(ordered, return_index=True)  # each file once, where its shallowest cube puts it
+    files = np.concatenate(([first], ordered[np.sort(at)])).astype(np.int64)
     return _merge_within_limit(
-        snapshot, revision_id, config, strategy, np.asarray([first, *others], dtype=np.int64),
+        snapshot, revision_id, config, strategy, sizes_all, files,
         lambda n: (
             f"consolidation: a file that waited tiering.max-wait={config.tiering_max_wait:g}s holds rows of {cubes.size} full "
             f"inner cube(s) with files of their own (shallowest cube at depth {int(top[first])}); merging it with "
