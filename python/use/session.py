@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+log = logging.getLogger(__name__)
+
 DEFAULT_CONF: Mapping[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -107,6 +109,38 @@ def int_conf(spark: SparkSession, key: str, default: int) -> int:
         return int(raw) if raw is not None else default
     except ValueError:
         return default
+
+
+def await_job_group_tasks(spark: SparkSession, timeout_s: float = 60.0) -> bool:
+    """Wait until no task of this thread's Spark job group is running (True), or `timeout_s` passed.
+
+    A cancelled or failed job returns to the driver at once while its tasks are still running on
+    the executors: a task that is not interrupted stops only at its next check, and on its way out it
+    may still write or delete files. Cleanup that deletes what a failed write wrote must come after
+    them, or it races them (and a file created after the cleanup is left behind). Without a job group
+    there is nothing to tell this thread's jobs by: returns at once. Spark has no event for it, so
+    the status tracker is polled."""
+    import time
+
+    sc = spark.sparkContext
+    group = sc.getLocalProperty("spark.jobGroup.id")
+    if not group:
+        return True
+    tracker = sc.statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        active = 0
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                active += stage.numActiveTasks if stage is not None else 0
+        if active == 0:
+            return True
+        if time.monotonic() >= deadline:
+            log.warning("%d task(s) of job group %s still running after %.0f s", active, group, timeout_s)
+            return False
+        time.sleep(0.02)
 
 
 @contextlib.contextmanager

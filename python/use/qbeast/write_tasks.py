@@ -485,6 +485,16 @@ def _jvm_result(files: Sequence[JvmFile], settings: _FileSettings) -> pa.Table:
     return pa.Table.from_pydict(out, schema=_RESULT_SCHEMA)
 
 
+def discard_write(spark: SparkSession, table_root: str, names: Iterable[str]) -> None:
+    """Delete the named files of a failed or cancelled write once its tasks have stopped
+    (`use.session.await_job_group_tasks`): a cancelled task still running could otherwise create a
+    file after the cleanup, or delete one under a caller listing the table."""
+    from use.session import await_job_group_tasks
+
+    await_job_group_tasks(spark)
+    delete_files(table_root, names)
+
+
 def delete_files(table_root: str, names: Iterable[str]) -> None:
     """Delete the named files of a failed write; a name that is missing was never written, and one
     that is a directory is not this write's file (its task failed on it)."""

@@ -51,7 +51,7 @@ from use.qbeast.write_shuffle import (
     WriteShape,
     should_shuffle,
 )
-from use.qbeast.write_tasks import CUBE_COLUMN, FILE_COLUMN, delete_files, write_files
+from use.qbeast.write_tasks import CUBE_COLUMN, FILE_COLUMN, discard_write, write_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -392,7 +392,7 @@ def write(
             configuration=configuration,
         )
     except BaseException:
-        delete_files(root, written)
+        discard_write(spark, root, written)
         if created_root:
             _remove_if_empty(root)
         raise
@@ -466,7 +466,7 @@ def index_into_revision(
             conf = configuration_with_revision(qsnap.configuration, revision, add_staging=True, overwrite=False)
             metadata = metadata_with_configuration(qsnap, conf)
     except BaseException:
-        delete_files(root, written)
+        discard_write(spark, root, written)
         raise
     return IndexedWrite(tuple(adds), metadata, revision.revision_id, rows)
 
@@ -529,7 +529,7 @@ def rewrite_with_existing_weights(
             sample_files=sample_files,
         )
     except BaseException:
-        delete_files(root, written)
+        discard_write(spark, root, written)
         raise
     return adds
 
