@@ -151,6 +151,62 @@ def test_a_widened_range_grows_by_the_margin_on_the_side_the_data_passed():
     assert (exact.transformations[0].min_number, exact.transformations[0].max_number) == (0, 101)
 
 
+XY = pa.schema([("x", pa.float64()), ("y", pa.float64())])
+
+
+def _xy_stats(x: np.ndarray, y: np.ndarray) -> dict:
+    return {"x_min": float(x.min()), "x_max": float(x.max()), "y_min": float(y.min()), "y_max": float(y.max()), "count": len(x)}
+
+
+def _appends(batches, margin=0.1, column_stats=None) -> list[Revision]:
+    """The revisions a table gets from these (x, y) appends, one write each."""
+    ts = parse_column_specs("x,y", XY)
+    revs, rev = [], None
+    for i, (x, y) in enumerate(batches):
+        ts = parse_column_specs("x,y", XY, existing=rev)
+        rev, new = compute_revision_change(rev, ts, _xy_stats(x, y), 2000, column_stats, "/t", 1000 + i, margin)
+        if new:
+            revs.append(rev)
+    return revs
+
+
+def test_a_new_revision_also_widens_the_edges_the_data_reached_without_passing():
+    rev, _ = compute_revision_change(None, parse_column_specs("x,y", XY), _xy_stats(np.array([0.0, 100.0]), np.array([0.0, 100.0])), 10, None, "/t", 1)
+    ts = parse_column_specs("x,y", XY, existing=rev)
+    # x passes its high edge and reaches its low one (within 1% of the span); y reaches only its low edge
+    wider, new = compute_revision_change(rev, ts, _xy_stats(np.array([0.5, 101.0]), np.array([0.9, 60.0])), 10, None, "/t", 2, 0.1)
+    x, y = wider.transformations
+    assert new and (x.min_number, x.max_number) == pytest.approx((-10.1, 111.1))
+    assert (y.min_number, y.max_number) == pytest.approx((-10.0, 100.0))
+    # nothing passed: no revision, however near the edges the data comes
+    same, new = compute_revision_change(wider, parse_column_specs("x,y", XY, existing=wider), _xy_stats(np.array([-10.0, 111.0]), np.array([-10.0, 100.0])), 10, None, "/t", 3, 0.1)
+    assert not new and same is wider
+    # a declared range (columnStats) is the user's domain: it does not widen for having been reached
+    declared, _ = compute_revision_change(rev, ts, _xy_stats(np.array([0.5, 101.0]), np.array([0.0, 100.0])), 10, '{"y_min": 0, "y_max": 100}', "/t", 2, 0.1)
+    assert (declared.transformations[1].min_number, declared.transformations[1].max_number) == (0, 100)
+    # margin 0 is qbeast-spark's exact union
+    exact, _ = compute_revision_change(rev, ts, _xy_stats(np.array([0.5, 101.0]), np.array([0.0, 100.0])), 10, None, "/t", 2, 0.0)
+    assert [(t.min_number, t.max_number) for t in exact.transformations] == [(0.0, 101.0), (0.0, 100.0)]
+
+
+def test_samples_of_a_fixed_range_open_one_revision_after_the_first_and_drift_keeps_its_far_edge():
+    rng = np.random.default_rng(7)
+    fixed = [(rng.uniform(0, 100, 2000), rng.uniform(0, 100, 2000)) for _ in range(48)]
+    revs = _appends(fixed)
+    # before the reached edges widened too, each of the four edges opened a revision of its own (5)
+    assert len(revs) == 2
+    assert all(t.min_number < -9 and t.max_number > 109 for t in revs[-1].transformations)
+    # drifting x (each append a little past the last), y a fixed range: x's low edge never moves,
+    # y widens once
+    drift = [(rng.uniform(i, i + 100, 1000), rng.uniform(0, 100, 1000)) for i in range(0, 200, 2)]
+    revs = _appends(drift)
+    assert all(r.transformations[0].min_number == revs[0].transformations[0].min_number for r in revs)
+    assert len({(r.transformations[1].min_number, r.transformations[1].max_number) for r in revs}) == 2
+    # the margin's geometric growth: x's span tripled (100 -> 300) in 12 revisions (1.1^12 > 3),
+    # not one revision per append (99 appends)
+    assert len(revs) <= 13
+
+
 def test_the_margin_keeps_integral_bounds_within_their_type():
     from use.qbeast.revision import widened
 

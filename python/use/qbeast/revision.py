@@ -334,7 +334,9 @@ def compute_revision_change(
 
     `margin` (the writer's `revisionMargin`, see `widened`): when data reaches past a linear
     column's range, the new range is the union widened by `margin` times its span on the side(s)
-    that grew, so data that drifts a little past the range does not open a revision on every append.
+    that grew, so data that drifts a little past the range does not open a revision on every append;
+    the new revision also widens every linear range (not declared in `column_stats`) on the edges
+    the data reached without passing them.
 
     `existing` is the table's latest revision (None for a new table or an overwrite);
     `transformers` come from `parse_column_specs(..., existing=existing)`; `stats` is the row of
@@ -371,9 +373,17 @@ def compute_revision_change(
             if transformer_changed[i]:
                 changes.append(new)  # a new transformer type starts from the new data's space
             elif old.is_superseded_by(new):
-                changes.append(widened(old, old.merge(new), margin))
+                changes.append(widened(old, old.merge(new), margin, reached=from_data[i]))
             else:
                 changes.append(None)
+        if margin > 0 and any(c is not None and not transformer_changed[i] for i, c in enumerate(changes)):
+            # The data passed a range, so the revision changes anyway: the ranges the data reached
+            # without passing widen now too, or each of them opens a revision of its own later
+            # (uniform appends without columnStats made 5 revisions, each re-indexing the table).
+            # A range declared in columnStats is the user's domain and stays.
+            for i, (old, c) in enumerate(zip(base.transformations, changes)):
+                if c is None and from_options[i] is None and reaches_edge(old, from_data[i], margin):
+                    changes[i] = widened(old, old, margin, reached=from_data[i])
     for t, ch in zip(transformers, changes):
         if isinstance(ch, EmptyTransformation) or (ch is None and isinstance(_current(base, t), EmptyTransformation)):
             if t.type_name == "quantiles":
@@ -403,21 +413,47 @@ def compute_revision_change(
 
 #: Default `revisionMargin`: a widened range grows by 10% of its span on the side the data passed.
 DEFAULT_REVISION_MARGIN = 0.1
+#: How near an edge (a fraction of the margin, of the old span) the data must come to widen it: 1%
+#: of the span at the default margin. Rows drawn uniformly come within span/n of each edge, so any
+#: append of a hundred rows or more of a fixed range reaches all of them.
+EDGE_REACH = 0.1
 
 _INT_BOUNDS = {"IntegerDataType": (-(2**31), 2**31 - 1), "LongDataType": (-(2**63), 2**63 - 1)}
 
 
-def widened(old: Transformation, merged: Transformation, margin: float) -> Transformation:
+def _near_edges(old: Transformation, data: Transformation | None, margin: float) -> tuple[bool, bool]:
+    """Whether the written data's range comes within `margin * EDGE_REACH` of `old`'s span of its
+    low and high edge (or passes it)."""
+    from use.qbeast.transform import LinearTransformation
+
+    if margin <= 0 or not isinstance(old, LinearTransformation) or not isinstance(data, LinearTransformation):
+        return False, False
+    lo, hi = float(old.min_number), float(old.max_number)
+    reach = (hi - lo) * float(margin) * EDGE_REACH
+    return float(data.min_number) <= lo + reach, float(data.max_number) >= hi - reach
+
+
+def reaches_edge(old: Transformation, data: Transformation | None, margin: float) -> bool:
+    """Whether data of range `data` reaches an edge of the linear range `old` (see `widened`)."""
+    return any(_near_edges(old, data, margin))
+
+
+def widened(old: Transformation, merged: Transformation, margin: float, reached: Transformation | None = None) -> Transformation:
     """`merged` (the union of `old` and the new data's range) widened by `margin` times its span on
-    each side where it passed `old`; only linear ranges widen (a hash or quantiles space has no
-    range). Integral bounds are rounded outwards and kept within the type (Int and Long bounds are
-    Java numbers in the log); a margin of 0 returns `merged` unchanged.
+    each side where it passed `old`, or where the new data's own range `reached` came within
+    `margin * EDGE_REACH` of `old`'s span of the edge; only linear ranges widen (a hash or quantiles
+    space has no range). Integral bounds are rounded outwards and kept within the type (Int and
+    Long bounds are Java numbers in the log); a margin of 0 returns `merged` unchanged.
 
     Why: appends of data that drifts (timestamps, ids) or of random samples of a fixed range reach
     a little past the range again and again; with the exact union each such append opens a revision
     (issue 14 §1: 20 appends, 7 revisions), whose files the optimizer must then re-index. A margin
     makes the range grow geometrically, so drifting data opens O(log) revisions, at the cost of up
-    to `margin` of the space staying empty at the edge (cubes there hold fewer rows).
+    to `margin` of the space staying empty at the edge (cubes there hold fewer rows). The edges the
+    data reached without passing widen too: a first write's range is a sample's, short of the
+    domain on every side alike, and samples of a fixed range passed its four edges (two columns)
+    one append at a time, a revision (and a re-indexing of the table) each. Drifting data reaches
+    only the edge it drifts towards, so the far edge stays.
     """
     from use.qbeast.transform import INTEGRAL_TYPES, LinearTransformation
 
@@ -425,9 +461,10 @@ def widened(old: Transformation, merged: Transformation, margin: float) -> Trans
         return merged
     lo, hi = float(merged.min_number), float(merged.max_number)
     span = (hi - lo) * float(margin)
-    if float(merged.min_number) < float(old.min_number):
+    near_lo, near_hi = _near_edges(old, reached, margin)
+    if float(merged.min_number) < float(old.min_number) or near_lo:
         lo -= span
-    if float(merged.max_number) > float(old.max_number):
+    if float(merged.max_number) > float(old.max_number) or near_hi:
         hi += span
     dtype = merged.ordered_data_type
     if dtype in INTEGRAL_TYPES:
