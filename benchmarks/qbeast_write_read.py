@@ -15,6 +15,9 @@ so Spark's column pruning cannot make the baseline read less than a real query w
    path's shuffled write (`spark.qbeast.index.jvmWrite=false`), with the files each wrote, and
    Spark's plain writer rolling into as many files as the shuffled write (`maxRecordsPerFile`):
    what Spark's writer itself costs for a layout of that many files, the floor of the ratios;
+   and Spark's own shuffle into that many files (`df.repartition(F, "id").write.parquet`, a hash
+   shuffle, the cheapest Spark has): the floor of any write that moves rows between tasks, which
+   the shuffled write is held to;
 2. `read(sample=0.01)`: bytes of the files it reads / total bytes (goal: <= 3%), and its time vs a
    full scan of the plain copy with Spark's `df.sample(0.01)` (goal: >= 10x faster), each the best
    of `--read-rounds` alternated rounds after two warm-up rounds (see `alternated`);
@@ -184,6 +187,13 @@ def plain_in_files(df: Any, path: str, rows: int, files: int) -> None:
         spark.conf.unset("spark.sql.files.maxRecordsPerFile")
 
 
+def plain_shuffled(df: Any, path: str, files: int) -> None:
+    """`df.repartition(files, "id").write.parquet`: Spark's cheapest shuffle (by hash, no sort, no
+    sampling pass) into `files` tasks, each writing one file. Whatever layout a shuffled write
+    makes, it moves every row through a shuffle like this one, so this is its floor."""
+    df.repartition(max(1, files), "id").write.parquet(path)
+
+
 def timed_writes(df: Any, base: str, cube_size: int, rounds: int) -> dict[str, Any]:
     """Plain and indexed writes of the same cached rows (the default, the JVM path with and
     without the shuffle by file, and the Python path's shuffled write), alternated `rounds`
@@ -203,13 +213,14 @@ def timed_writes(df: Any, base: str, cube_size: int, rounds: int) -> dict[str, A
     # rows/F rows (F = the files of the shuffled write, each a whole planned file), no shuffle.
     rows = df.count()
     writers.append(("plain_same_files", lambda: plain_in_files(df, scratch, rows, files["shuffled"])))
+    writers.append(("plain_shuffled", lambda: plain_shuffled(df, scratch, files["shuffled"])))
     for r in range(rounds):
         for label, fn in writers:
             shutil.rmtree(scratch, ignore_errors=True)
             wall, cpu, result = timed_cpu(fn)
             prev = best.get(label, [float("inf"), float("inf")])
             best[label] = [min(prev[0], wall), min(prev[1], cpu)]
-            if label in ("plain", "plain_same_files"):
+            if label.startswith("plain"):
                 files[label] = len([f for f in os.listdir(scratch) if f.endswith(".parquet")])
             else:
                 files[label] = result.num_files
@@ -416,15 +427,18 @@ def writes_report(rows: int, runs: list[dict[str, Any]]) -> str:
         f"{'C=' + format(r['cube_size'], ','):>22}" for r in runs
     )
     lines = [f"rows={rows:,}", head]
-    for label in ("write", *[k for k in WRITERS if k != "write"], "plain_same_files"):
+    names = {"plain_same_files": "plain, as many files as shuffled",
+             "plain_shuffled": "plain, shuffled into as many files"}  # fmt: skip
+    for label in ("write", *[k for k in WRITERS if k != "write"], *names):
         cells = [f"{r['t_' + label] / r['t_plain']:.2f}x / CPU {r['c_' + label] / r['c_plain']:.2f}x" for r in runs]
-        name = "plain, as many files as shuffled" if label == "plain_same_files" else label
-        lines.append(f"{name:<46}" + "".join(f"{c:>22}" for c in cells))
-    lines.append(f"{'shuffled / plain with as many files':<46}" + "".join(
-        f"{r['t_shuffled'] / r['t_plain_same_files']:.2f}x / CPU {r['c_shuffled'] / r['c_plain_same_files']:.2f}x".rjust(22)
-        for r in runs))
-    lines.append(f"{'files: plain, plain rolled, shuffled, unshuffled, default':<46}" + "".join(
-        f"{r['files_plain']}, {r['files_plain_same_files']}, {r['files_shuffled']}, {r['files_unshuffled']}, {r['files_write']}".rjust(22) for r in runs))
+        lines.append(f"{names.get(label, label):<46}" + "".join(f"{c:>22}" for c in cells))
+    for floor, name in (("plain_same_files", "shuffled / plain with as many files"),
+                        ("plain_shuffled", "shuffled / plain shuffled alike")):  # fmt: skip
+        lines.append(f"{name:<46}" + "".join(
+            f"{r['t_shuffled'] / r['t_' + floor]:.2f}x / CPU {r['c_shuffled'] / r['c_' + floor]:.2f}x".rjust(22)
+            for r in runs))
+    lines.append(f"{'files: plain, rolled, shuffled plain, shuffled, unshuffled, default':<46}" + "".join(
+        f"  {r['files_plain']}, {r['files_plain_same_files']}, {r['files_plain_shuffled']}, {r['files_shuffled']}, {r['files_unshuffled']}, {r['files_write']}".rjust(22) for r in runs))
     lines.append(f"{'plain write (s), CPU-s':<46}" + "".join(f"{r['t_plain']:.2f}, {r['c_plain']:.1f}".rjust(22) for r in runs))
     return "\n".join(lines)
 
