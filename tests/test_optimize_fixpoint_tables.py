@@ -169,7 +169,9 @@ def test_a_quiet_table_converges_to_the_layout_of_one_write_with_max_wait(spark,
         return sample.bytes, strip_read.num_files, q.files.num_rows
 
     before, reference = reads(ours), reads(once)
-    assert before[0] > 1.5 * reference[0]  # the root's file carries the waiting rows
+    # the root's file carries the waiting rows (1.42x the bytes; 2.13x before a merge took in the deeper
+    # cubes' files its rows would join at once)
+    assert before[0] > 1.25 * reference[0]
     assert optimize_path(spark, ours).outcome == CONVERGED  # the tiers alone leave them there
     # the service's plan check finds the work once the file has waited (it passes the planning time)
     from use.service.probe import probe

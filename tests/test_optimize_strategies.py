@@ -584,3 +584,28 @@ def test_tiered_consolidation_merges_new_appends_with_the_roots_file_in_one_task
     tiered = LeveledCompactionSelection().select(snap, cfg(tiering_ratio=4))
     assert sorted(selected(tiered)[0]) == ["main", "s1", "s2", "s3"]
     assert tiered.tasks[0].reason.startswith("consolidation: inner cube ''")
+
+
+def test_a_tiered_merge_takes_in_the_deeper_cubes_files_its_rows_would_join_at_once() -> None:
+    # the root's file `main` and two appends, each with 20 root rows and 30 of cube A, whose file `a`
+    # holds A; the root task gives A a fragment of 60 rows (~240 bytes at the task's 4 bytes a row),
+    # which the tiers would merge with `a` (240 x 3 >= 300) in the next task: it joins this one, so
+    # the fragment is not written and read again
+    def snap(a_size: int):
+        files = files_table(["main", "a", "s1", "s2"], [400, a_size, 200, 200], revisions=[1] * 4)
+        blocks = [(0, 1, "", 0, MIN_W, W(0.5), 100), (1, 1, "A", 1, W(0.5), W(0.8), 100)]
+        for f in (2, 3):
+            blocks += [(f, 1, "", 0, MIN_W, W(0.5), 20), (f, 1, "A", 1, W(0.5), W(0.8), 30)]
+        return qbeast_snapshot(files, blocks)
+
+    tiered = cfg(tiering_ratio=3, tiering_root_max_fragments=9)
+    plan = LeveledCompactionSelection().select(snap(300), tiered)
+    assert sorted(selected(plan)[0]) == ["a", "main", "s1", "s2"]
+    assert "1 file(s) of deeper cubes its rows would join at once" in plan.tasks[0].reason
+    # A's file over 3x the fragment: the fragment would wait in its tier, so `a` stays out
+    assert sorted(selected(LeveledCompactionSelection().select(snap(1000), tiered))[0]) == ["main", "s1", "s2"]
+    # never past task-max-bytes: the root's task alone fills it
+    limited = cfg(tiering_ratio=3, tiering_root_max_fragments=9, task_max_bytes=800)
+    assert sorted(selected(LeveledCompactionSelection().select(snap(300), limited))[0]) == ["main", "s1", "s2"]
+    # tiering off (the seeds' order): no folding
+    assert "deeper cubes" not in LeveledCompactionSelection().select(snap(300), cfg(tiering_ratio=0)).tasks[0].reason
