@@ -351,7 +351,7 @@ def _folded_files(
     nfiles = int(sizes_all.size)
     if files.size == 0 or rb.num_cubes == 0 or config.tiering_ratio <= 0:
         return np.zeros(0, dtype=np.int64)
-    parent, depth = rb.parent_code(), rb.cube_depth()
+    parent, depth, rank = rb.parent_code(), rb.cube_depth(), rb.cube_rank()
     in_task = np.zeros(nfiles, dtype=bool)
     in_task[files] = True
     out: list[np.ndarray] = []
@@ -379,7 +379,7 @@ def _folded_files(
         ok = anc >= 0
         incoming = np.bincount(anc[ok], weights=rows[ok], minlength=rb.num_cubes)
         joined = []
-        for kid in kids[np.lexsort((rb.cube_rank()[kids],))].tolist():
+        for kid in kids[np.argsort(rank[kids], kind="stable")].tolist():
             lo, hi = np.searchsorted(own_cube, [kid, kid + 1])
             kf = own_file[lo:hi]
             kf = kf[~in_task[kf]]
