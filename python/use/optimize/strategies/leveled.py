@@ -59,7 +59,9 @@ the root's file buffers the recent rows of deeper cubes), and consolidation runs
 rule (the seeds' order, level rule first, is `tiering.ratio=0`): otherwise new appends, which each
 hold a root block, were merged together by the level rule and then again into the root's file.
 Both orders only ever merge files that share a cube's blocks, so each task removes blocks and the
-fixed point is kept.
+fixed point is kept. A tiered task also folds in the files of deeper cubes that its rewrite's
+fragments would be merged with by the very next task (`_folded_files`), so those bytes are written
+once; the task still starts from a fragmented cube, so this adds no task and keeps the fixed point.
 """
 
 from __future__ import annotations
