@@ -156,11 +156,11 @@ def test_a_quiet_table_converges_to_the_layout_of_one_write_with_max_wait(spark,
 
     stats = {"x_min": 0, "x_max": 100, "y_min": 0, "y_max": 100}
     ours, once = str(tmp_path / "ours"), str(tmp_path / "once")
-    for i in range(12):
+    for i in range(10):
         QbeastTable.write(rows(i * 1000, (i + 1) * 1000), ours, "x,y", cube_size=1000, mode="append", column_stats=stats)
         if i % 2:
             optimize_path(spark, ours)
-    QbeastTable.write(rows(0, 12_000), once, "x,y", cube_size=1000, column_stats=stats)
+    QbeastTable.write(rows(0, 10_000), once, "x,y", cube_size=1000, column_stats=stats)
     strip = And(Comparison("x", ">=", 50.0), Comparison("x", "<", 51.0))
 
     def reads(path: str) -> tuple[int, int, int]:
@@ -169,9 +169,8 @@ def test_a_quiet_table_converges_to_the_layout_of_one_write_with_max_wait(spark,
         return sample.bytes, strip_read.num_files, q.files.num_rows
 
     before, reference = reads(ours), reads(once)
-    # the root's file carries the waiting rows (1.42x the bytes; 2.13x before a merge took in the deeper
-    # cubes' files its rows would join at once)
-    assert before[0] > 1.25 * reference[0]
+    # the root's file carries the waiting rows (2.55x the bytes)
+    assert before[0] > 2 * reference[0]
     assert optimize_path(spark, ours).outcome == CONVERGED  # the tiers alone leave them there
     # the service's plan check finds the work once the file has waited (it passes the planning time)
     from use.service.probe import probe

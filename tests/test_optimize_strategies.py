@@ -586,6 +586,26 @@ def test_tiered_consolidation_merges_new_appends_with_the_roots_file_in_one_task
     assert tiered.tasks[0].reason.startswith("consolidation: inner cube ''")
 
 
+def test_with_size_tiers_the_level_rule_leaves_an_inner_cubes_files_to_the_tiers() -> None:
+    # inner cube A (desiredCubeSize 100): its file `main` and two fragments the tiers leave waiting
+    # (100 x 1.5 < 240); the fragments' blocks form a qualifying level-1 group (60 + 45 >= 100), which
+    # the level rule merged, undoing the tiers' wait: in the trade-off benchmark the next task merged
+    # that file with the cube's larger one, so the fragments were rewritten twice in one optimization.
+    # The leaf Q's level group (level 0: 6 + 5 >= 10) is still the level rule's.
+    files = files_table(["main", "f1", "f2"], [1000, 240, 100], revisions=[1] * 3)
+    blocks = [(0, 1, "", 0, MIN_W, W(0.2), 100), (0, 1, "A", 1, W(0.2), W(0.5), 100),
+              (1, 1, "A", 1, W(0.2), W(0.5), 60), (2, 1, "A", 1, W(0.2), W(0.5), 45)]  # fmt: skip
+    tiered = cfg(tiering_ratio=1.5, tiering_max_fragments=3)
+    assert LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), tiered) is None
+    assert CubeDefragmentation().select(qbeast_snapshot(files, blocks), tiered) is None
+    # tiering off: the seeds' level rule merges the fragments, as before
+    assert selected(LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), SEEDS)) == [["f2", "f1"]]
+    # a leaf's level group is still merged under tiers
+    files = files_table(["main", "f1", "f2", "l1", "l2"], [1000, 240, 100, 7, 6], revisions=[1] * 5)
+    blocks += [(3, 1, "Q", 1, W(0.2), MAX_W, 6), (4, 1, "Q", 1, W(0.2), MAX_W, 5)]
+    assert selected(LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), tiered)) == [["l2", "l1"]]
+
+
 def test_a_tiered_merge_takes_in_the_deeper_cubes_files_its_rows_would_join_at_once() -> None:
     # the root's file `main` and two appends, each with 20 root rows and 30 of cube A, whose file `a`
     # holds A; the root task gives A a fragment of 60 rows (~240 bytes at the task's 4 bytes a row),

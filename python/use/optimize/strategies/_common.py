@@ -37,6 +37,7 @@ from use.optimize.plan import (
     MergeTask,
     Plan,
 )
+from use.qbeast.weight import MAX_WEIGHT
 
 # 10^0 .. 10^18: file levels by exact integer comparison (no float log10 rounding at 10^15+).
 _POW10 = np.array([10**i for i in range(19)], dtype=np.int64)
@@ -154,6 +155,12 @@ class RevisionBlocks:
         out = np.full(self.num_cubes, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(out, self.code, self.max_weight)
         return out
+
+    def inner_cubes(self, desired_cube_size: int) -> np.ndarray:
+        """Per cube: is it an inner cube (status maxWeight below MaxValue, or blocks totalling at least
+        `desired_cube_size`: the estimate leaves some inner cubes a little short of it)? Leaves are the
+        others: they travel with their parents' files (rollup)."""
+        return (self.cube_max_weight() < MAX_WEIGHT) | (self.cube_totals() >= desired_cube_size)
 
     def parent_code(self) -> np.ndarray:
         """Code of each cube's parent among the revision's cubes; -1 for the root or an absent parent."""

@@ -58,7 +58,9 @@ holds one of its ancestors is no fragment (every query through the cube opens th
 the root's file buffers the recent rows of deeper cubes), and consolidation runs before the level
 rule (the seeds' order, level rule first, is `tiering.ratio=0`): otherwise new appends, which each
 hold a root block, were merged together by the level rule and then again into the root's file.
-Both orders only ever merge files that share a cube's blocks, so each task removes blocks and the
+For the same reason the level rule then takes only groups of leaf cubes: an inner cube's files are
+the tiers' to merge (a level group of the fragments they left waiting was merged, then merged again
+with the cube's larger file by the next task). Both orders only ever merge files that share a cube's blocks, so each task removes blocks and the
 fixed point is kept. A tiered task also folds in the files of deeper cubes that its rewrite's
 fragments would be merged with by the very next task (`_folded_files`), so those bytes are written
 once; the task still starts from a fragmented cube, so this adds no task and keeps the fixed point.
@@ -90,7 +92,6 @@ from use.optimize.strategies._common import (
     two_smallest_fit,
 )
 from use.optimize.strategies.registry import register
-from use.qbeast.weight import MAX_WEIGHT
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ class BlockGroups:
     """Qualifying (level, cube) block groups of one revision, as parallel numpy arrays.
 
     Per group: `level`, `depth`, `total` (summed elementCount), `nblocks`, `cube_rank` (rank of the cube
-    id string among the revision's cubes, for tie-breaking) and `cube_code` (index into `cubes`).
+    id string among the revision's cubes, for tie-breaking), `cube_code` (index into `cubes`) and
+    `inner` (the cube is an inner cube, `RevisionBlocks.inner_cubes`).
     Per block of the revision: `block_group` (group index, -1 if the block's group was discarded or
     its file has no level) and `block_file` (row in `snapshot.files`).
     """
@@ -109,6 +111,7 @@ class BlockGroups:
     nblocks: np.ndarray
     cube_rank: np.ndarray
     cube_code: np.ndarray
+    inner: np.ndarray
     cubes: pa.Array
     block_group: np.ndarray
     block_file: np.ndarray
@@ -168,6 +171,7 @@ def block_groups(snapshot: Any, revision_id: int) -> BlockGroups:
         nblocks=nblocks[qualifies].astype(np.int64),
         cube_rank=cube_rank_of_code[q_code] if len(cubes) else q_code,
         cube_code=q_code,
+        inner=rb.inner_cubes(snapshot.revisions[revision_id].desired_cube_size)[q_code],
         cubes=cubes,
         block_group=new_id[inv],
         block_file=fi,
@@ -233,7 +237,7 @@ def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConf
     p_cube, p_file = pair // nfiles, pair % nfiles
     total = rb.cube_totals()
     spread = np.bincount(p_cube, minlength=rb.num_cubes)
-    inner = (rb.cube_max_weight() < MAX_WEIGHT) | (total >= revision.desired_cube_size)
+    inner = rb.inner_cubes(revision.desired_cube_size)
     sizes_all = sizes_of(snapshot)
     # spread >= 2 is implied: a cube in one file has no second file to fit
     fits = two_smallest_fit(p_cube, p_file, sizes_all, rb.num_cubes, config.task_limit)
@@ -441,9 +445,7 @@ def _stale_buffer_task(
     first within `task-max-bytes`; the rewrite's rollup gives each full cube its own file again, and
     rows of deeper cubes without a file of their own move into the deepest of their ancestors' files
     in the task (the next file, after the next wait, moves them further)."""
-    total = rb.cube_totals()
-    desired = snapshot.revisions[revision_id].desired_cube_size
-    inner = (rb.cube_max_weight() < MAX_WEIGHT) | (total >= desired)
+    inner = rb.inner_cubes(snapshot.revisions[revision_id].desired_cube_size)
     depth = rb.cube_depth()
     stale_file = (int(config.now_ms) - mtime) >= wait_ms  # type: ignore[arg-type]
     has_own = np.zeros(rb.num_cubes, dtype=bool)
@@ -544,6 +546,11 @@ def _level_groups_or_plan(
             return rid, None, none, first
     groups = block_groups(snapshot, rid)
     mergeable = mergeable_groups(snapshot, groups, config.task_limit) if groups.size else none
+    if config.tiering_ratio > 0 and groups.size:
+        # The tiers own the inner cubes' files: a level group there would merge fragments the tiers
+        # left waiting, and the next task would merge the result with the cube's larger file (both
+        # rewritten in one optimization; measured: 2.98 -> 2.89x at tiering.ratio=1.5, k = 10).
+        mergeable = mergeable & ~groups.inner
     if not mergeable.any():
         return rid, None, none, _consolidation_plan(snapshot, rid, config, name)
     return rid, groups, mergeable, None
