@@ -300,6 +300,49 @@ def test_failure_before_commit_deletes_written_files(spark, small_table, table_p
     assert real is not fail
 
 
+def test_a_write_runs_its_jobs_in_a_job_group_its_cleanup_waits_for(spark, small_table, monkeypatch) -> None:
+    """A failed write deletes its files only once its tasks have stopped (`discard_write` awaits the
+    thread's job group), so a write whose caller set no job group runs in one of its own, and gives
+    the thread its properties back; a caller's own group (a Thrift statement's) is kept."""
+    import use.session
+
+    sc = spark.sparkContext
+    before = _state(small_table)
+    seen: list[tuple[str | None, str | None]] = []
+    awaited: list[str | None] = []
+    real_await = use.session.await_job_group_tasks
+
+    def fail(*args, **kwargs):
+        seen.append((sc.getLocalProperty("spark.jobGroup.id"), sc.getLocalProperty("spark.job.description")))
+        raise RuntimeError("injected failure after the files were written")
+
+    def spy(spark_) -> bool:
+        awaited.append(sc.getLocalProperty("spark.jobGroup.id"))
+        return real_await(spark_)
+
+    monkeypatch.setattr(writer, "commit_write", fail)
+    monkeypatch.setattr(use.session, "await_job_group_tasks", spy)
+    assert sc.getLocalProperty("spark.jobGroup.id") is None
+    with pytest.raises(RuntimeError, match="injected"):
+        write(spark, _data(spark, 3_000, start=20_000), small_table, ["x", "y"])
+    group, description = seen[0]
+    assert group is not None and group.startswith("use-write-")
+    assert description is not None and description.startswith("USE write: append of 3000 rows to ")
+    assert awaited == [group]
+    assert sc.getLocalProperty("spark.jobGroup.id") is None and sc.getLocalProperty("spark.job.description") is None
+    assert _state(small_table) == before
+    sc.setJobGroup("callers-group", "the caller's statement")
+    try:
+        with pytest.raises(RuntimeError, match="injected"):
+            write(spark, _data(spark, 3_000, start=20_000), small_table, ["x", "y"])
+        assert seen[1][0] == "callers-group" and awaited[1] == "callers-group"
+        assert sc.getLocalProperty("spark.jobGroup.id") == "callers-group"
+    finally:
+        for key in use.session.JOB_PROPERTIES:
+            sc.setLocalProperty(key, None)  # type: ignore[arg-type]
+    assert _state(small_table) == before
+
+
 def test_optimizer_entry_points(spark, table_path) -> None:
     from use.delta.actions import remove_actions
 

@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 from use.delta.actions import AddFile, Metadata, add_files_table, paths_in, remove_actions
 from use.errors import ConcurrentModificationError, InvalidArgumentError, RowCountMismatchError
 from use.optimize.plan import KIND_INDEX, REVISION_REWRITE_TAG
+from use.session import job_group as spark_job_group
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -381,9 +382,6 @@ class _StopWatcher:
             self._thread.join()
 
 
-_JOB_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
-
-
 def run_task(
     spark: SparkSession,
     log: DeltaLog,
@@ -445,76 +443,73 @@ def run_task(
         )  # fmt: skip
 
     sc = spark.sparkContext
-    previous = {k: sc.getLocalProperty(k) for k in _JOB_PROPERTIES}
     group = job_group or f"use-optimize-{uuid.uuid4().hex}"
     what = f"{task.kind} {task.num_files} files of {root} ({task.strategy})"
-    sc.setJobGroup(group, f"{job_description}: {what}" if job_description else f"USE optimize: {what}")
-    watcher = _StopWatcher(sc, group, stop)
-    try:
-        df = scan(spark, qsnap, in_files)
-        result = _rewrite(spark, df, qsnap, task, config, InputBlocks(in_stats_blocks, int(idx.size), rows_in))
-        written = result.adds
-        if task.revision_rewrite and task.kind != KIND_INDEX:
-            result = _mark_revision_rewrite(result, snapshot.version)
-        out_files = add_files_table(list(result.adds))
-        rows_out = num_records(out_files, qsnap.schema)
-        if rows_in is not None and rows_out is not None and rows_in != rows_out:
-            raise RowCountMismatchError(
-                f"the {task.kind} rewrite of {task.num_files} files of {root} produced {rows_out} rows from {rows_in}; "
-                "nothing was committed and the written files were deleted"
+    with spark_job_group(spark, group, f"{job_description}: {what}" if job_description else f"USE optimize: {what}"):
+        watcher = _StopWatcher(sc, group, stop)
+        try:
+            df = scan(spark, qsnap, in_files)
+            result = _rewrite(spark, df, qsnap, task, config, InputBlocks(in_stats_blocks, int(idx.size), rows_in))
+            written = result.adds
+            if task.revision_rewrite and task.kind != KIND_INDEX:
+                result = _mark_revision_rewrite(result, snapshot.version)
+            out_files = add_files_table(list(result.adds))
+            rows_out = num_records(out_files, qsnap.schema)
+            if rows_in is not None and rows_out is not None and rows_in != rows_out:
+                raise RowCountMismatchError(
+                    f"the {task.kind} rewrite of {task.num_files} files of {root} produced {rows_out} rows from {rows_in}; "
+                    "nothing was committed and the written files were deleted"
+                )
+            out_blocks = _output_blocks(qsnap, out_files, result.metadata)
+            finished = _now_ms()
+            event = events.OptimizationEvent(
+                optimization_name=optimization_name or task.strategy,
+                write_id=str(uuid.uuid4()),
+                table_id=root,
+                revision_id=int(result.revision_id if task.kind == "index" else task.revision_id),
+                started_at=started,
+                finished_at=finished,
+                process_time_ms=finished - started,
+                input_files_stats=events.FileStats.from_blocks(in_files, in_stats_blocks),
+                output_files_stats=events.FileStats.from_blocks(out_files, out_blocks),
             )
-        out_blocks = _output_blocks(qsnap, out_files, result.metadata)
-        finished = _now_ms()
-        event = events.OptimizationEvent(
-            optimization_name=optimization_name or task.strategy,
-            write_id=str(uuid.uuid4()),
-            table_id=root,
-            revision_id=int(result.revision_id if task.kind == "index" else task.revision_id),
-            started_at=started,
-            finished_at=finished,
-            process_time_ms=finished - started,
-            input_files_stats=events.FileStats.from_blocks(in_files, in_stats_blocks),
-            output_files_stats=events.FileStats.from_blocks(out_files, out_blocks),
-        )
-        txn = Transaction(log, snapshot)
-        txn.add(*remove_actions(in_files, data_change=False), *result.adds)
-        if result.metadata is not None:
-            txn.add(result.metadata)
-        parameters = {
-            "predicate": "[]",
-            "zOrderBy": "[]",
-            "auto": "false",
-            "strategy": task.strategy,
-            "kind": task.kind,
-            "revisionId": str(task.revision_id),
-            "reason": task.reason,
-            # the run's configuration, so history shows which settings a run used (a property
-            # changed during a run applies to the next one)
-            "bytesPerIter": str(config.bytes_per_iter),
-        }
-        if task.kind == "cluster":
-            from use.optimize.clustering import commit_parameters
+            txn = Transaction(log, snapshot)
+            txn.add(*remove_actions(in_files, data_change=False), *result.adds)
+            if result.metadata is not None:
+                txn.add(result.metadata)
+            parameters = {
+                "predicate": "[]",
+                "zOrderBy": "[]",
+                "auto": "false",
+                "strategy": task.strategy,
+                "kind": task.kind,
+                "revisionId": str(task.revision_id),
+                "reason": task.reason,
+                # the run's configuration, so history shows which settings a run used (a property
+                # changed during a run applies to the next one)
+                "bytesPerIter": str(config.bytes_per_iter),
+            }
+            if task.kind == "cluster":
+                from use.optimize.clustering import commit_parameters
 
-            parameters.update(commit_parameters(task))
-        version = txn.commit(
-            OPERATION,
-            parameters,
-            operation_metrics(in_sizes, _sizes(out_files), rows_out),
-            tags={events.EVENT_TAG: event.to_json()},
-        )
-    except ConcurrentModificationError as exc:
-        delete_written(root, written)
-        _log.info("merge task on %s abandoned: %s", root, exc)
-        return metrics(ABANDONED, version=None, out_files=None, out_blocks=None, rows=0, error=type(exc).__name__)
-    except BaseException:
-        delete_written(root, written)
-        watcher.close()
-        if watcher.cancelled:
-            _log.info("merge task on %s abandoned: a stop was requested while it ran", root)
-            return metrics(ABANDONED, version=None, out_files=None, out_blocks=None, rows=0, error="StopRequested")
-        raise
-    finally:
-        watcher.close()
-        for key, value in previous.items():
-            sc.setLocalProperty(key, value)  # type: ignore[arg-type]
-    return metrics(COMMITTED, version=version, out_files=out_files, out_blocks=out_blocks, rows=rows_out)
+                parameters.update(commit_parameters(task))
+            version = txn.commit(
+                OPERATION,
+                parameters,
+                operation_metrics(in_sizes, _sizes(out_files), rows_out),
+                tags={events.EVENT_TAG: event.to_json()},
+            )
+        except ConcurrentModificationError as exc:
+            delete_written(root, written)
+            _log.info("merge task on %s abandoned: %s", root, exc)
+            return metrics(ABANDONED, version=None, out_files=None, out_blocks=None, rows=0, error=type(exc).__name__)
+        except BaseException:
+            delete_written(root, written)
+            watcher.close()
+            if watcher.cancelled:
+                _log.info("merge task on %s abandoned: a stop was requested while it ran", root)
+                return metrics(ABANDONED, version=None, out_files=None, out_blocks=None, rows=0, error="StopRequested")
+            raise
+        finally:
+            watcher.close()
+        return metrics(COMMITTED, version=version, out_files=out_files, out_blocks=out_blocks, rows=rows_out)

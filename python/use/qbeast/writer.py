@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,7 @@ from use.qbeast.write_shuffle import (
     should_shuffle,
 )
 from use.qbeast.write_tasks import CUBE_COLUMN, FILE_COLUMN, discard_write, write_files
+from use.session import job_group
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -357,45 +359,46 @@ def write(
 
     written: list[str] = []
     created_root = not os.path.isdir(root)
-    try:
-        adds: list[AddFile] = []
-        rows_written = 0
-        if num_rows:
-            os.makedirs(root, exist_ok=True)
-            adds, rows_written = _index(
-                spark,
-                df,
+    with job_group(spark, f"use-write-{uuid.uuid4().hex}", f"USE write: {mode} of {num_rows} rows to {root}", keep_existing=True):
+        try:
+            adds: list[AddFile] = []
+            rows_written = 0
+            if num_rows:
+                os.makedirs(root, exist_ok=True)
+                adds, rows_written = _index(
+                    spark,
+                    df,
+                    revision,
+                    num_rows,
+                    qsnap if not is_new and mode == "append" else None,
+                    root,
+                    data_schema,
+                    True,
+                    written,
+                    optimize_write=shuffle,
+                    data_bytes=data_bytes,
+                    max_read_slowdown=max_read_slowdown,
+                )
+            version = commit_write(
+                log,
+                snapshot,
                 revision,
-                num_rows,
-                qsnap if not is_new and mode == "append" else None,
-                root,
+                is_new,
+                mode,
+                adds,
+                rows_written,
                 data_schema,
-                True,
-                written,
-                optimize_write=shuffle,
-                data_bytes=data_bytes,
-                max_read_slowdown=max_read_slowdown,
+                column_stats=column_stats,
+                columns_to_index=columns_to_index,
+                txn_app_id=txn_app_id,
+                txn_version=txn_version,
+                configuration=configuration,
             )
-        version = commit_write(
-            log,
-            snapshot,
-            revision,
-            is_new,
-            mode,
-            adds,
-            rows_written,
-            data_schema,
-            column_stats=column_stats,
-            columns_to_index=columns_to_index,
-            txn_app_id=txn_app_id,
-            txn_version=txn_version,
-            configuration=configuration,
-        )
-    except BaseException:
-        discard_write(spark, root, written)
-        if created_root:
-            _remove_if_empty(root)
-        raise
+        except BaseException:
+            discard_write(spark, root, written)
+            if created_root:
+                _remove_if_empty(root)
+            raise
     if num_rows:
         rev_id = revision.revision_id
     else:
@@ -447,27 +450,28 @@ def index_into_revision(
     if not num_rows:
         return IndexedWrite((), None, latest.revision_id, 0)
     written: list[str] = []
-    try:
-        adds, rows = _index(
-            spark,
-            df,
-            revision,
-            num_rows,
-            None if is_new else qsnap,
-            root,
-            data_schema,
-            data_change,
-            written,
-            optimize_write=True,
-            input_bytes=input_bytes,
-        )
-        metadata = None
-        if is_new:
-            conf = configuration_with_revision(qsnap.configuration, revision, add_staging=True, overwrite=False)
-            metadata = metadata_with_configuration(qsnap, conf)
-    except BaseException:
-        discard_write(spark, root, written)
-        raise
+    with job_group(spark, f"use-write-{uuid.uuid4().hex}", f"USE write: index {num_rows} rows of {root}", keep_existing=True):
+        try:
+            adds, rows = _index(
+                spark,
+                df,
+                revision,
+                num_rows,
+                None if is_new else qsnap,
+                root,
+                data_schema,
+                data_change,
+                written,
+                optimize_write=True,
+                input_bytes=input_bytes,
+            )
+            metadata = None
+            if is_new:
+                conf = configuration_with_revision(qsnap.configuration, revision, add_staging=True, overwrite=False)
+                metadata = metadata_with_configuration(qsnap, conf)
+        except BaseException:
+            discard_write(spark, root, written)
+            raise
     return IndexedWrite(tuple(adds), metadata, revision.revision_id, rows)
 
 
@@ -514,22 +518,23 @@ def rewrite_with_existing_weights(
     if index is None:
         return []
     written: list[str] = []
-    try:
-        adds, _ = write_files(
-            spark,
-            weighted,
-            revision,
-            index,
-            root,
-            data_schema,
-            data_change,
-            optimize_write=True,
-            written=written,
-            input_bytes=input_bytes,
-            sample_files=sample_files,
-        )
-    except BaseException:
-        discard_write(spark, root, written)
-        raise
+    with job_group(spark, f"use-write-{uuid.uuid4().hex}", f"USE write: rewrite of {root}", keep_existing=True):
+        try:
+            adds, _ = write_files(
+                spark,
+                weighted,
+                revision,
+                index,
+                root,
+                data_schema,
+                data_change,
+                optimize_write=True,
+                written=written,
+                input_bytes=input_bytes,
+                sample_files=sample_files,
+            )
+        except BaseException:
+            discard_write(spark, root, written)
+            raise
     return adds
 
