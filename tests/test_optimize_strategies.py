@@ -607,15 +607,16 @@ def test_with_size_tiers_the_level_rule_leaves_an_inner_cubes_files_to_the_tiers
 
 
 def test_a_tiered_merge_takes_in_the_deeper_cubes_files_its_rows_would_join_at_once() -> None:
-    # the root's file `main` and two appends, each with 20 root rows and 30 of cube A, whose file `a`
-    # holds A; the root task gives A a fragment of 60 rows (~240 bytes at the task's 4 bytes a row),
-    # which the tiers would merge with `a` (240 x 3 >= 300) in the next task: it joins this one, so
-    # the fragment is not written and read again
-    def snap(a_size: int):
+    # the root's file `main` and two appends, each with 20 root rows and `a_rows` of cube A, whose
+    # file `a` holds A (desiredCubeSize 100). With 60 each, the root task's rollup gives A's 120 rows a
+    # file of their own (a fragment of ~370 bytes at the task's ~3.1 bytes a row), which the tiers
+    # would merge with `a` (370 x 3 >= 300) in the next task: it joins this one, so the fragment is
+    # not written and read again
+    def snap(a_size: int, a_rows: int = 60):
         files = files_table(["main", "a", "s1", "s2"], [400, a_size, 200, 200], revisions=[1] * 4)
         blocks = [(0, 1, "", 0, MIN_W, W(0.5), 100), (1, 1, "A", 1, W(0.5), W(0.8), 100)]
         for f in (2, 3):
-            blocks += [(f, 1, "", 0, MIN_W, W(0.5), 20), (f, 1, "A", 1, W(0.5), W(0.8), 30)]
+            blocks += [(f, 1, "", 0, MIN_W, W(0.5), 20), (f, 1, "A", 1, W(0.5), W(0.8), a_rows)]
         return qbeast_snapshot(files, blocks)
 
     tiered = cfg(tiering_ratio=3, tiering_root_max_fragments=9)
@@ -623,7 +624,10 @@ def test_a_tiered_merge_takes_in_the_deeper_cubes_files_its_rows_would_join_at_o
     assert sorted(selected(plan)[0]) == ["a", "main", "s1", "s2"]
     assert "1 file(s) of deeper cubes its rows would join at once" in plan.tasks[0].reason
     # A's file over 3x the fragment: the fragment would wait in its tier, so `a` stays out
-    assert sorted(selected(LeveledCompactionSelection().select(snap(1000), tiered))[0]) == ["main", "s1", "s2"]
+    assert sorted(selected(LeveledCompactionSelection().select(snap(1200), tiered))[0]) == ["main", "s1", "s2"]
+    # 30 rows each: the rollup puts A's 60 rows in the root's file (under desiredCubeSize), so A
+    # gets no fragment and `a` stays out
+    assert sorted(selected(LeveledCompactionSelection().select(snap(300, 30), tiered))[0]) == ["main", "s1", "s2"]
     # never past task-max-bytes: the root's task alone fills it
     limited = cfg(tiering_ratio=3, tiering_root_max_fragments=9, task_max_bytes=800)
     assert sorted(selected(LeveledCompactionSelection().select(snap(300), limited))[0]) == ["main", "s1", "s2"]

@@ -322,7 +322,7 @@ def _tiered_task(
         if start >= files.size:
             continue
         tail = files[start:][::-1]  # smallest first
-        folded = _folded_files(rb, int(cube), tail, pc_sorted, pf_sorted, sizes_all, config)
+        folded = _folded_files(snapshot, revision_id, rb, int(cube), tail, pc_sorted, pf_sorted, sizes_all, config)
         task = _merge_within_limit(
             snapshot, revision_id, config, strategy, sizes_all, np.concatenate((tail, folded)),
             lambda n, cube=cube, outside=files.size, k=tail.size: (
@@ -338,80 +338,105 @@ def _tiered_task(
 
 
 def _folded_files(
-    rb: RevisionBlocks, top: int, files: np.ndarray, own_cube: np.ndarray, own_file: np.ndarray,
-    sizes_all: np.ndarray, config: OptimizationConfig,
+    snapshot: Any, revision_id: int, rb: RevisionBlocks, top: int, files: np.ndarray, own_cube: np.ndarray,
+    own_file: np.ndarray, sizes_all: np.ndarray, config: OptimizationConfig,
 ) -> np.ndarray:
     """The files of cubes below `top` that the merge of `files` would hand a fragment the tiers
-    merge with them at once: they join the same task, shallowest first.
+    merge with them at once: they join the same task.
 
     A consolidation's rewrite puts the rows its input holds for a subtree below `top` (an append's
     rows of every depth, a buffer's) in a file of that subtree's own when they are many, and the
     next task merges that fragment into the subtree's cube file when the tiers say so: the fragment
     was written, then read and written again in the same optimization. Measured on the trade-off
     benchmark (k = 10): 1.22 bytes per byte appended, a quarter of all rewriting, were such
-    fragments. So the tiers are asked before the merge: a cube under `top` (a child, or a child of
-    a cube already folded in) whose own files (`own_cube`/`own_file`: pairs of cubes and files not
-    holding an ancestor of theirs, sorted by cube), with the fragment the merge would give it (its
-    subtree's rows in the task's files, at the task's bytes per row), are out of tier (`tier_tail`)
-    has those files folded into the task. The rewrite then writes the cube's file once, as the two
-    tasks would have left it (the rollup keeps a file for each whole inner cube)."""
+    fragments. So the tiers are asked before the merge. Which fragments the rewrite writes is the
+    rollup's choice (`use.qbeast.rollup`: a group of fewer than desiredCubeSize rows joins its
+    parent's, a whole inner cube keeps its own), so the task's rows per cube (its files' blocks) go
+    through the same rollup: each group below `top` is a fragment of its cube, at the task's bytes
+    per row, and a cube whose own files (`own_cube`/`own_file`: pairs of cubes and files not holding
+    an ancestor of theirs, sorted by cube) with that fragment are out of tier (`tier_tail`) has those
+    files folded into the task; the rollup is then asked again with them, shallowest groups first,
+    until nothing more folds or the task reaches `task-max-bytes`. The rewrite then writes each
+    such cube's file once, as the two tasks would have left it."""
+    from use.qbeast.rollup import rollup
+
     nfiles = int(sizes_all.size)
-    if files.size == 0 or rb.num_cubes == 0 or config.tiering_ratio <= 0:
-        return np.zeros(0, dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
+    revision = snapshot.revisions.get(revision_id)
+    if files.size == 0 or rb.num_cubes == 0 or config.tiering_ratio <= 0 or revision is None:
+        return none
+    desired, dims = int(revision.desired_cube_size), int(revision.dimension_count)
     parent, depth, rank = rb.parent_code(), rb.cube_depth(), rb.cube_rank()
+    totals, inner = rb.cube_totals(), rb.inner_cubes(desired)
+    top_name = rb.cube_name(top)
+    names: dict[int, str] = {}
+    codes: dict[str, int] = {}
+
+    def name(c: int) -> str:
+        if c not in names:
+            names[c] = rb.cube_name(c)
+            codes[names[c]] = c
+        return names[c]
+
     in_task = np.zeros(nfiles, dtype=bool)
     in_task[files] = True
+    checked = np.zeros(rb.num_cubes, dtype=bool)
+    checked[top] = True
     out: list[np.ndarray] = []
     nbytes = float(sizes_all[files].sum())
-    frontier = np.array([top], dtype=np.int64)
-    while frontier.size and nbytes < config.task_limit:
+    while nbytes < config.task_limit:
         blk = in_task[rb.file]
         rows = np.bincount(rb.code[blk], weights=rb.count[blk], minlength=rb.num_cubes)
-        total_rows = float(rows.sum())
-        if total_rows <= 0:
+        present = np.flatnonzero(rows > 0)
+        if present.size == 0:
             break
-        per_row = float(sizes_all[in_task].sum()) / total_rows
-        kids = np.flatnonzero(np.isin(parent, frontier))
-        if kids.size == 0:
+        per_row = nbytes / float(rows.sum())
+        # every present cube and its ancestors get names: a group is named after one of them
+        c_arr = present
+        while c_arr.size:
+            for c in c_arr.tolist():
+                name(c)
+            c_arr = np.unique(parent[c_arr][parent[c_arr] >= 0])
+            c_arr = c_arr[[cc not in names for cc in c_arr.tolist()]] if c_arr.size else c_arr
+        whole = {names[c] for c in present.tolist() if inner[c] and rows[c] >= totals[c]}
+        plan = rollup({names[c]: int(rows[c]) for c in present.tolist()}, desired, dims, whole=whole)
+        group_rows: dict[str, float] = {}
+        for c in present.tolist():
+            g = plan.group_of.get(names[c])
+            if g is not None:
+                group_rows[g] = group_rows.get(g, 0.0) + float(rows[c])
+        below = [codes[g] for g in group_rows if g in codes and len(g) > len(top_name) and g.startswith(top_name)]
+        below = [c for c in below if not checked[c]]
+        if not below:
             break
-        level = int(depth[kids[0]])
-        # each cube's ancestor at the kids' depth (-1 above it or off the chain)
-        anc = np.arange(rb.num_cubes, dtype=np.int64)
-        anc[depth < level] = -1
-        for _ in range(int(depth.max(initial=0)) - level):
-            deeper = (anc >= 0) & (depth[np.maximum(anc, 0)] > level)
-            if not deeper.any():
-                break
-            anc[deeper] = parent[anc[deeper]]
-        ok = anc >= 0
-        incoming = np.bincount(anc[ok], weights=rows[ok], minlength=rb.num_cubes)
-        joined = []
-        for kid in kids[np.argsort(rank[kids], kind="stable")].tolist():
+        below.sort(key=lambda c: (int(depth[c]), int(rank[c])))
+        folded = False
+        for kid in below:
+            checked[kid] = True
             lo, hi = np.searchsorted(own_cube, [kid, kid + 1])
             kf = own_file[lo:hi]
             kf = kf[~in_task[kf]]
-            if kf.size == 0 or incoming[kid] <= 0:
+            if kf.size == 0:
                 continue
-            sizes = np.concatenate((sizes_all[kf].astype(np.float64), [incoming[kid] * per_row]))
+            sizes = np.concatenate((sizes_all[kf].astype(np.float64), [group_rows[names[kid]] * per_row]))
             order = np.argsort(-sizes, kind="stable")
-            limit = config.tiering_max_fragments
-            start = tier_tail(sizes[order], config.tiering_ratio, limit)
+            start = tier_tail(sizes[order], config.tiering_ratio, config.tiering_max_fragments)
             fragment_at = int(np.flatnonzero(order == kf.size)[0])
             if start >= sizes.size or fragment_at < start:
                 continue
             take = order[start:]
-            take = kf[take[take < kf.size]]
+            take = np.unique(kf[take[take < kf.size]])
             if take.size == 0:
                 continue
-            take = np.unique(take)
             in_task[take] = True
             nbytes += float(sizes_all[take].sum())
             out.append(take)
-            joined.append(kid)
+            folded = True
             if nbytes >= config.task_limit:
                 break
-        frontier = np.asarray(joined, dtype=np.int64)
-    return np.concatenate(out).astype(np.int64) if out else np.zeros(0, dtype=np.int64)
+        if not folded:
+            break
+    return np.concatenate(out).astype(np.int64) if out else none
 
 
 def _merge_within_limit(
