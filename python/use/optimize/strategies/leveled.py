@@ -62,8 +62,9 @@ For the same reason the level rule then takes only groups of leaf cubes: an inne
 the tiers' to merge (a level group of the fragments they left waiting was merged, then merged again
 with the cube's larger file by the next task). Both orders only ever merge files that share a cube's blocks, so each task removes blocks and the
 fixed point is kept. A tiered task also folds in the files of deeper cubes that its rewrite's
-fragments would be merged with by the very next task (`_folded_files`), so those bytes are written
-once; the task still starts from a fragmented cube, so this adds no task and keeps the fixed point.
+fragments (the groups its rollup would write) would be merged with by the very next task
+(`_folded_files`), so those bytes are written once; the task still starts from a fragmented cube,
+so this adds no task and keeps the fixed point.
 """
 
 from __future__ import annotations
