@@ -322,14 +322,15 @@ def test_a_write_runs_its_jobs_in_a_job_group_its_cleanup_waits_for(spark, small
 
     monkeypatch.setattr(writer, "commit_write", fail)
     monkeypatch.setattr(use.session, "await_job_group_tasks", spy)
-    assert sc.getLocalProperty("spark.jobGroup.id") is None
+    previous = {key: sc.getLocalProperty(key) for key in use.session.JOB_PROPERTIES}
+    assert previous["spark.jobGroup.id"] is None
     with pytest.raises(RuntimeError, match="injected"):
         write(spark, _data(spark, 3_000, start=20_000), small_table, ["x", "y"])
     group, description = seen[0]
     assert group is not None and group.startswith("use-write-")
     assert description is not None and description.startswith("USE write: append of 3000 rows to ")
     assert awaited == [group]
-    assert sc.getLocalProperty("spark.jobGroup.id") is None and sc.getLocalProperty("spark.job.description") is None
+    assert {key: sc.getLocalProperty(key) for key in use.session.JOB_PROPERTIES} == previous
     assert _state(small_table) == before
     sc.setJobGroup("callers-group", "the caller's statement")
     try:
@@ -338,8 +339,8 @@ def test_a_write_runs_its_jobs_in_a_job_group_its_cleanup_waits_for(spark, small
         assert seen[1][0] == "callers-group" and awaited[1] == "callers-group"
         assert sc.getLocalProperty("spark.jobGroup.id") == "callers-group"
     finally:
-        for key in use.session.JOB_PROPERTIES:
-            sc.setLocalProperty(key, None)  # type: ignore[arg-type]
+        for key, value in previous.items():
+            sc.setLocalProperty(key, value)  # type: ignore[arg-type]
     assert _state(small_table) == before
 
 
