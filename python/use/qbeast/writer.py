@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -52,8 +51,7 @@ from use.qbeast.write_shuffle import (
     WriteShape,
     should_shuffle,
 )
-from use.qbeast.write_tasks import CUBE_COLUMN, FILE_COLUMN, discard_write, write_files
-from use.session import job_group
+from use.qbeast.write_tasks import CUBE_COLUMN, FILE_COLUMN, write_files, write_scope
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -359,8 +357,8 @@ def write(
 
     written: list[str] = []
     created_root = not os.path.isdir(root)
-    with job_group(spark, f"use-write-{uuid.uuid4().hex}", f"USE write: {mode} of {num_rows} rows to {root}", keep_existing=True):
-        try:
+    try:
+        with write_scope(spark, root, written, f"USE write: {mode} of {num_rows} rows to {root}"):
             adds: list[AddFile] = []
             rows_written = 0
             if num_rows:
@@ -394,11 +392,10 @@ def write(
                 txn_version=txn_version,
                 configuration=configuration,
             )
-        except BaseException:
-            discard_write(spark, root, written)
-            if created_root:
-                _remove_if_empty(root)
-            raise
+    except BaseException:
+        if created_root:
+            _remove_if_empty(root)
+        raise
     if num_rows:
         rev_id = revision.revision_id
     else:
@@ -450,28 +447,24 @@ def index_into_revision(
     if not num_rows:
         return IndexedWrite((), None, latest.revision_id, 0)
     written: list[str] = []
-    with job_group(spark, f"use-write-{uuid.uuid4().hex}", f"USE write: index {num_rows} rows of {root}", keep_existing=True):
-        try:
-            adds, rows = _index(
-                spark,
-                df,
-                revision,
-                num_rows,
-                None if is_new else qsnap,
-                root,
-                data_schema,
-                data_change,
-                written,
-                optimize_write=True,
-                input_bytes=input_bytes,
-            )
-            metadata = None
-            if is_new:
-                conf = configuration_with_revision(qsnap.configuration, revision, add_staging=True, overwrite=False)
-                metadata = metadata_with_configuration(qsnap, conf)
-        except BaseException:
-            discard_write(spark, root, written)
-            raise
+    with write_scope(spark, root, written, f"USE write: index {num_rows} rows of {root}"):
+        adds, rows = _index(
+            spark,
+            df,
+            revision,
+            num_rows,
+            None if is_new else qsnap,
+            root,
+            data_schema,
+            data_change,
+            written,
+            optimize_write=True,
+            input_bytes=input_bytes,
+        )
+        metadata = None
+        if is_new:
+            conf = configuration_with_revision(qsnap.configuration, revision, add_staging=True, overwrite=False)
+            metadata = metadata_with_configuration(qsnap, conf)
     return IndexedWrite(tuple(adds), metadata, revision.revision_id, rows)
 
 
@@ -518,23 +511,19 @@ def rewrite_with_existing_weights(
     if index is None:
         return []
     written: list[str] = []
-    with job_group(spark, f"use-write-{uuid.uuid4().hex}", f"USE write: rewrite of {root}", keep_existing=True):
-        try:
-            adds, _ = write_files(
-                spark,
-                weighted,
-                revision,
-                index,
-                root,
-                data_schema,
-                data_change,
-                optimize_write=True,
-                written=written,
-                input_bytes=input_bytes,
-                sample_files=sample_files,
-            )
-        except BaseException:
-            discard_write(spark, root, written)
-            raise
+    with write_scope(spark, root, written, f"USE write: rewrite of {root}"):
+        adds, _ = write_files(
+            spark,
+            weighted,
+            revision,
+            index,
+            root,
+            data_schema,
+            data_change,
+            optimize_write=True,
+            written=written,
+            input_bytes=input_bytes,
+            sample_files=sample_files,
+        )
     return adds
 
