@@ -60,8 +60,8 @@ rule (the seeds' order, level rule first, is `tiering.ratio=0`): otherwise new a
 hold a root block, were merged together by the level rule and then again into the root's file.
 For the same reason the level rule then takes only groups of leaf cubes: an inner cube's files are
 the tiers' to merge (a level group of the fragments they left waiting was merged, then merged again
-with the cube's larger file by the next task). Both orders only ever merge files that share a cube's blocks, so each task removes blocks and the
-fixed point is kept. A tiered task also folds in the files of deeper cubes that its rewrite's
+with the cube's larger file by the next task). Both orders only ever merge files that share a
+cube's blocks, so each task removes blocks and the fixed point is kept. A tiered task also folds in the files of deeper cubes that its rewrite's
 fragments (the groups its rollup would write) would be merged with by the very next task
 (`_folded_files`), so those bytes are written once; the task still starts from a fragmented cube,
 so this adds no task and keeps the fixed point.
@@ -204,7 +204,7 @@ def tier_tail(sizes_desc: np.ndarray, ratio: float, max_fragments: int, waited: 
     time a few small appends arrive: a merge that takes a larger file in reads at most 1 + `ratio`
     bytes per byte of the smaller ones, so a smaller ratio rewrites less, and leaves more rows
     waiting in smaller files (measured in the README, optimized every 10 appends: ratio 1.5, 2, 3, 5
-    rewrote 2.89, 3.72, 3.95, 5.60x with the worst round's range reads 1.67, 1.67, 1.50, 1.50x the
+    rewrote 2.89, 3.39, 3.71, 4.46x with the worst round's range reads 1.67, 1.67, 1.50, 1.50x the
     one-go files). Then, whatever the tiers, the cube keeps at most `max_fragments`
     files (reads: a query through the cube opens all of them), and a file that has `waited` (the
     time factor) is merged together with every file of the cube. A merge takes two files or more.
