@@ -633,3 +633,20 @@ def test_a_tiered_merge_takes_in_the_deeper_cubes_files_its_rows_would_join_at_o
     assert sorted(selected(LeveledCompactionSelection().select(snap(300), limited))[0]) == ["main", "s1", "s2"]
     # tiering off (the seeds' order): no folding
     assert "deeper cubes" not in LeveledCompactionSelection().select(snap(300), cfg(tiering_ratio=0)).tasks[0].reason
+
+
+def test_the_fold_reaches_a_deeper_cube_whose_parent_lives_in_the_tasks_files() -> None:
+    # Optimized every 50 appends, a root task's appends hold many rows of each depth-2 cube: its
+    # rollup writes them a fragment (AA: 120 rows >= desiredCubeSize 100) while the depth-1 parent's
+    # few rows (A: 60) stay in the root's file, where A lives (no file of its own). AA's own file
+    # `aa` and that fragment (~300 bytes at the task's 2.5 bytes a row) are out of tier, so `aa`
+    # joins the task; before, the fold stopped at A (no file of its own) and a second task merged
+    # AA's fragment with `aa` every round.
+    files = files_table(["main", "aa", "s1", "s2"], [400, 300, 200, 200], revisions=[1] * 4)
+    blocks = [(0, 1, "", 0, MIN_W, W(0.3), 100), (0, 1, "A", 1, W(0.3), W(0.6), 40), (1, 1, "AA", 2, W(0.6), W(0.9), 100)]
+    for f in (2, 3):
+        blocks += [(f, 1, "", 0, MIN_W, W(0.3), 20), (f, 1, "A", 1, W(0.3), W(0.6), 10), (f, 1, "AA", 2, W(0.6), W(0.9), 60)]
+    tiered = cfg(tiering_ratio=3, tiering_root_max_fragments=9)
+    plan = LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), tiered)
+    assert sorted(selected(plan)[0]) == ["aa", "main", "s1", "s2"]
+    assert "1 file(s) of deeper cubes its rows would join at once" in plan.tasks[0].reason
