@@ -345,6 +345,10 @@ def _output_blocks(qsnap: QbeastSnapshot, out_files: pa.Table, metadata: Metadat
     return block_table(out_files, revisions)
 
 
+class _StopDuringRewrite(Exception):
+    """A stop was requested while a task's rewrite ran: the task is abandoned, never committed."""
+
+
 class _StopWatcher:
     """Cancels the task's Spark jobs when a stop is requested while they run.
 
@@ -376,6 +380,10 @@ class _StopWatcher:
             self._sc.cancelJobGroup(self._group)
             self._done.wait(timeout=0.05)
 
+    def requested(self) -> bool:
+        """Has a stop been requested (whether or not a cancel reached a job yet)?"""
+        return self._event is not None and self._event.is_set()
+
     def close(self) -> None:
         self._done.set()
         if self._thread is not None:
@@ -400,7 +408,8 @@ def run_task(
     Any exception other than a concurrent-modification conflict propagates after the task's written
     files are deleted; the table is then exactly as before. `stop` (a `threading.Event` or a
     `StopToken`) set while the task's Spark jobs run cancels them: the task is abandoned cleanly
-    (error "StopRequested"). A stop arriving after the rewrite lets the task commit.
+    (error "StopRequested"), also when its jobs ended between two cancels; a stop arriving after the
+    rewrite lets the task commit.
 
     The task's Spark jobs run in job group `job_group` (default: a fresh group per task), which is
     what a stop cancels, so a caller running tasks one after another on one thread (the service's
@@ -451,6 +460,10 @@ def run_task(
             df = scan(spark, qsnap, in_files)
             result = _rewrite(spark, df, qsnap, task, config, InputBlocks(in_stats_blocks, int(idx.size), rows_in))
             written = result.adds
+            if watcher.requested():
+                # the stop came while the rewrite ran, but its jobs ended between two cancels (a small
+                # task's job can take less than the watcher's period): abandon it all the same
+                raise _StopDuringRewrite()
             if task.revision_rewrite and task.kind != KIND_INDEX:
                 result = _mark_revision_rewrite(result, snapshot.version)
             out_files = add_files_table(list(result.adds))
@@ -506,7 +519,7 @@ def run_task(
         except BaseException:
             delete_written(root, written)
             watcher.close()
-            if watcher.cancelled:
+            if watcher.cancelled or watcher.requested():
                 _log.info("merge task on %s abandoned: a stop was requested while it ran", root)
                 return metrics(ABANDONED, version=None, out_files=None, out_blocks=None, rows=0, error="StopRequested")
             raise
