@@ -367,18 +367,11 @@ def _folded_files(
     if files.size == 0 or rb.num_cubes == 0 or config.tiering_ratio <= 0 or revision is None:
         return none
     desired, dims = int(revision.desired_cube_size), int(revision.dimension_count)
-    parent, depth, rank = rb.parent_code(), rb.cube_depth(), rb.cube_rank()
+    depth, rank = rb.cube_depth(), rb.cube_rank()
     totals, inner = rb.cube_totals(), rb.inner_cubes(desired)
-    top_name = rb.cube_name(top)
-    names: dict[int, str] = {}
-    codes: dict[str, int] = {}
-
-    def name(c: int) -> str:
-        if c not in names:
-            names[c] = rb.cube_name(c)
-            codes[names[c]] = c
-        return names[c]
-
+    names: list[str] = rb.cubes.to_pylist()  # one string per cube (not per file or block), once
+    codes = {n: c for c, n in enumerate(names)}
+    top_name = names[top]
     in_task = np.zeros(nfiles, dtype=bool)
     in_task[files] = True
     checked = np.zeros(rb.num_cubes, dtype=bool)
@@ -392,13 +385,6 @@ def _folded_files(
         if present.size == 0:
             break
         per_row = nbytes / float(rows.sum())
-        # every present cube and its ancestors get names: a group is named after one of them
-        c_arr = present
-        while c_arr.size:
-            for c in c_arr.tolist():
-                name(c)
-            c_arr = np.unique(parent[c_arr][parent[c_arr] >= 0])
-            c_arr = c_arr[[cc not in names for cc in c_arr.tolist()]] if c_arr.size else c_arr
         whole = {names[c] for c in present.tolist() if inner[c] and rows[c] >= totals[c]}
         plan = rollup({names[c]: int(rows[c]) for c in present.tolist()}, desired, dims, whole=whole)
         group_rows: dict[str, float] = {}
@@ -406,6 +392,7 @@ def _folded_files(
             g = plan.group_of.get(names[c])
             if g is not None:
                 group_rows[g] = group_rows.get(g, 0.0) + float(rows[c])
+        # a group named after a cube with no blocks has no files to fold (not in `codes`)
         below = [codes[g] for g in group_rows if g in codes and len(g) > len(top_name) and g.startswith(top_name)]
         below = [c for c in below if not checked[c]]
         if not below:
