@@ -353,7 +353,6 @@ def test_stop_while_a_task_runs_cancels_it_cleanly(spark, tmp_path, monkeypatch)
 
     def watch_once(self) -> None:
         self._event.wait()
-        self.cancelled = True
         self._sc.cancelJobGroup(self._group)
         cancelled_once.set()
 

@@ -362,7 +362,6 @@ class _StopWatcher:
         self._group = group
         self._event: threading.Event | None = stop if isinstance(stop, threading.Event) else getattr(stop, "event", None)
         self._done = threading.Event()
-        self.cancelled = False
         self._thread: threading.Thread | None = None
         if self._event is not None:
             self._thread = threading.Thread(target=self._watch, name=f"use-optimize-stop-{group}", daemon=True)
@@ -373,10 +372,9 @@ class _StopWatcher:
         while not self._done.is_set():
             if self._event.wait(timeout=0.1):
                 break
-        # Cancelling reaches only the group's running jobs, so keep cancelling until the task ends:
-        # a job submitted just after a cancel must not slip through.
+        # Cancelling reaches only the group's running jobs, so keep cancelling until the task ends; a
+        # quick job that still runs between two cancels is caught before the commit (`requested`).
         while not self._done.is_set():
-            self.cancelled = True
             self._sc.cancelJobGroup(self._group)
             self._done.wait(timeout=0.05)
 
@@ -519,7 +517,7 @@ def run_task(
         except BaseException:
             delete_written(root, written)
             watcher.close()
-            if watcher.cancelled or watcher.requested():
+            if watcher.requested():
                 _log.info("merge task on %s abandoned: a stop was requested while it ran", root)
                 return metrics(ABANDONED, version=None, out_files=None, out_blocks=None, rows=0, error="StopRequested")
             raise

@@ -61,10 +61,10 @@ hold a root block, were merged together by the level rule and then again into th
 For the same reason the level rule then takes only groups of leaf cubes: an inner cube's files are
 the tiers' to merge (a level group of the fragments they left waiting was merged, then merged again
 with the cube's larger file by the next task). Both orders only ever merge files that share a
-cube's blocks, so each task removes blocks and the fixed point is kept. A tiered task also folds in the files of deeper cubes that its rewrite's
-fragments (the groups its rollup would write) would be merged with by the very next task
-(`_folded_files`), so those bytes are written once; the task still starts from a fragmented cube,
-so this adds no task and keeps the fixed point.
+cube's blocks, so each task removes blocks and the fixed point is kept. A tiered task also folds
+in the files of deeper cubes that its rewrite's fragments (the groups its rollup would write) would
+be merged with by the very next task (`_folded_files`), so those bytes are written once; the task
+still starts from a fragmented cube, so this adds no task and keeps the fixed point.
 """
 
 from __future__ import annotations
@@ -248,7 +248,7 @@ def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConf
         return None
     cand = cand[np.lexsort((rb.cube_rank()[cand], rb.cube_depth()[cand]))]
     if config.tiering_ratio > 0:
-        return _tiered_task(snapshot, revision_id, config, strategy, rb, cand, p_cube, p_file, total, spread)
+        return _tiered_task(snapshot, revision_id, config, strategy, rb, cand, p_cube, p_file, total, spread, inner)
     rank = np.full(rb.num_cubes, -1, dtype=np.int64)
     rank[cand] = np.arange(cand.size)
     first_cube = cand[0]
@@ -284,7 +284,7 @@ def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConf
 
 def _tiered_task(
     snapshot: Any, revision_id: int, config: OptimizationConfig, strategy: str, rb: RevisionBlocks,
-    cand: np.ndarray, p_cube: np.ndarray, p_file: np.ndarray, total: np.ndarray, spread: np.ndarray,
+    cand: np.ndarray, p_cube: np.ndarray, p_file: np.ndarray, total: np.ndarray, spread: np.ndarray, inner: np.ndarray,
 ) -> MergeTask | None:
     """Consolidation with size tiers (`tier_tail`): the first candidate (shallowest first) whose
     files are out of tier gives the task, its tail files merged (smallest first within the IO limit).
@@ -300,7 +300,7 @@ def _tiered_task(
     buffered = _under_an_ancestor(rb, p_cube, p_file, snapshot.files.num_rows)
     if wait_ms is not None:
         flush = _stale_buffer_task(
-            snapshot, revision_id, config, strategy, rb, p_cube, p_file, buffered, mtime, wait_ms, sizes_all
+            snapshot, revision_id, config, strategy, rb, p_cube, p_file, buffered, mtime, wait_ms, sizes_all, inner
         )
         if flush is not None:
             return flush
@@ -323,7 +323,7 @@ def _tiered_task(
         if start >= files.size:
             continue
         tail = files[start:][::-1]  # smallest first
-        folded = _folded_files(snapshot, revision_id, rb, int(cube), tail, pc_sorted, pf_sorted, sizes_all, config)
+        folded = _folded_files(snapshot, revision_id, rb, int(cube), tail, pc_sorted, pf_sorted, sizes_all, config, total, inner)
         task = _merge_within_limit(
             snapshot, revision_id, config, strategy, sizes_all, np.concatenate((tail, folded)),
             lambda n, cube=cube, outside=files.size, k=tail.size: (
@@ -340,7 +340,7 @@ def _tiered_task(
 
 def _folded_files(
     snapshot: Any, revision_id: int, rb: RevisionBlocks, top: int, files: np.ndarray, own_cube: np.ndarray,
-    own_file: np.ndarray, sizes_all: np.ndarray, config: OptimizationConfig,
+    own_file: np.ndarray, sizes_all: np.ndarray, config: OptimizationConfig, totals: np.ndarray, inner: np.ndarray,
 ) -> np.ndarray:
     """The files of cubes below `top` that the merge of `files` would hand a fragment the tiers
     merge with them at once: they join the same task.
@@ -358,7 +358,8 @@ def _folded_files(
     an ancestor of theirs, sorted by cube) with that fragment are out of tier (`tier_tail`) has those
     files folded into the task; the rollup is then asked again with them, shallowest groups first,
     until nothing more folds or the task reaches `task-max-bytes`. The rewrite then writes each
-    such cube's file once, as the two tasks would have left it."""
+    such cube's file once, as the two tasks would have left it. `totals` and `inner` are the
+    caller's per-cube `rb.cube_totals()` and `rb.inner_cubes(...)`."""
     from use.qbeast.rollup import rollup
 
     nfiles = int(sizes_all.size)
@@ -368,7 +369,6 @@ def _folded_files(
         return none
     desired, dims = int(revision.desired_cube_size), int(revision.dimension_count)
     depth, rank = rb.cube_depth(), rb.cube_rank()
-    totals, inner = rb.cube_totals(), rb.inner_cubes(desired)
     names: list[str] = rb.cubes.to_pylist()  # one string per cube (not per file or block), once
     codes = {n: c for c, n in enumerate(names)}
     top_name = names[top]
@@ -445,6 +445,7 @@ def _merge_within_limit(
 def _stale_buffer_task(
     snapshot: Any, revision_id: int, config: OptimizationConfig, strategy: str, rb: RevisionBlocks,
     p_cube: np.ndarray, p_file: np.ndarray, buffered: np.ndarray, mtime: np.ndarray, wait_ms: int, sizes_all: np.ndarray,
+    inner: np.ndarray,
 ) -> MergeTask | None:
     """The time factor for buffered rows: a file that has waited `tiering.max-wait` while holding rows
     of full inner cubes that have files of their own (rows waiting in an ancestor's file, see
@@ -459,7 +460,6 @@ def _stale_buffer_task(
     first within `task-max-bytes`; the rewrite's rollup gives each full cube its own file again, and
     rows of deeper cubes without a file of their own move into the deepest of their ancestors' files
     in the task (the next file, after the next wait, moves them further)."""
-    inner = rb.inner_cubes(snapshot.revisions[revision_id].desired_cube_size)
     depth = rb.cube_depth()
     stale_file = (int(config.now_ms) - mtime) >= wait_ms  # type: ignore[arg-type]
     has_own = np.zeros(rb.num_cubes, dtype=bool)
