@@ -505,7 +505,7 @@ def test_overlap_config_errors() -> None:
 
 
 def test_tier_tail_merges_small_files_and_a_larger_one_only_once_they_reach_a_ratio_of_it() -> None:
-    from use.optimize.strategies.leveled import tier_tail
+    from use.optimize.strategies.consolidation import tier_tail
 
     big = np.array([1000, 100, 10, 10, 10])
     assert tier_tail(big, 4, 9) == 1  # the 10s add up to 30 >= 100/4, so 100 joins them; 130 < 1000/4
