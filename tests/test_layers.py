@@ -25,6 +25,7 @@ SPARK_MODULES = {
     "use.qbeast.writer",
     "use.qbeast.index_plan",
     "use.qbeast.write_tasks",
+    "use.qbeast.write_scope",
     "use.qbeast.jvm_write",
     "use.qbeast.reader",
     "use.qbeast.convert",

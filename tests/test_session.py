@@ -20,7 +20,7 @@ def test_query_errors_stay_spark_errors_after_quiet_query_errors(spark) -> None:
 
 def test_await_job_group_tasks_returns_once_the_cancelled_jobs_tasks_have_ended(spark, tmp_path) -> None:
     """A cancelled job returns to the driver while its tasks still run: cleanup after a failed write
-    waits for them (`use.qbeast.write_tasks.discard_write`), else a task ending later races it."""
+    waits for them (`use.qbeast.write_scope.discard_write`), else a task ending later races it."""
     import os
     import threading
     import time

@@ -26,7 +26,6 @@ write could produce and can delete them all if anything fails before its commit.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -484,32 +483,6 @@ def _jvm_result(files: Sequence[JvmFile], settings: _FileSettings) -> pa.Table:
         for key, value in zip(_RESULT_SCHEMA.names, (f.name, f.size, f.modification_time, stats, blocks, num_rows)):
             out[key].append(value)
     return pa.Table.from_pydict(out, schema=_RESULT_SCHEMA)
-
-
-@contextlib.contextmanager
-def write_scope(spark: SparkSession, table_root: str, written: list[str], description: str) -> Iterator[None]:
-    """The block writes files of `table_root` and lists every name a task may write in `written`
-    before it runs (`write_files`): its Spark jobs run in a job group (the caller's, else one of the
-    write's own, `use.session.job_group`), and if the block fails those files are deleted once the
-    group's tasks have stopped (`discard_write`), so nothing of a failed write is left."""
-    from use.session import job_group
-
-    with job_group(spark, f"use-write-{uuid.uuid4().hex}", description, keep_existing=True):
-        try:
-            yield
-        except BaseException:
-            discard_write(spark, table_root, written)
-            raise
-
-
-def discard_write(spark: SparkSession, table_root: str, names: Iterable[str]) -> None:
-    """Delete the named files of a failed or cancelled write once its tasks have stopped
-    (`use.session.await_job_group_tasks`): a cancelled task still running could otherwise create a
-    file after the cleanup, or delete one under a caller listing the table."""
-    from use.session import await_job_group_tasks
-
-    await_job_group_tasks(spark)
-    delete_files(table_root, names)
 
 
 def delete_files(table_root: str, names: Iterable[str]) -> None:

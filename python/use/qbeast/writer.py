@@ -51,7 +51,8 @@ from use.qbeast.write_shuffle import (
     WriteShape,
     should_shuffle,
 )
-from use.qbeast.write_tasks import CUBE_COLUMN, FILE_COLUMN, write_files, write_scope
+from use.qbeast.write_scope import write_scope
+from use.qbeast.write_tasks import CUBE_COLUMN, FILE_COLUMN, write_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
