@@ -135,7 +135,11 @@ def test_plan_is_the_planners_next_plan() -> None:
     # the config decides: without staging files in the chain, leveled compaction of revision 1 runs
     from use.optimize.config import OptimizationConfig
 
-    config = OptimizationConfig.from_properties({"use.optimization.autoOptimize.optimizeUnindexedFiles.enabled": "false"})
+    # (size tiers at ratio 3: f0's 100 bytes reach 1/3 of f1's 200, so the root's two files merge;
+    # the default 1.5 lets f0 wait)
+    off = {"use.optimization.autoOptimize.optimizeUnindexedFiles.enabled": "false"}
+    assert insights.plan(snap, OptimizationConfig.from_properties(off)).num_rows == 0
+    config = OptimizationConfig.from_properties({**off, "use.optimization.tiering.ratio": "3"})
     (compact,) = insights.plan(snap, config).to_pylist()  # the root cube is spread over f0 and f1
     assert _pick(compact, "strategy", "kind", "revision_id", "paths") == ("LeveledCompactionSelection", "compact", 1, ["f0", "f1"])
     (binpack,) = insights.plan(plain()).to_pylist()  # four 1 KB files of one partition: one bin

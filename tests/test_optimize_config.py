@@ -84,6 +84,7 @@ def test_every_key_parses_and_round_trips() -> None:
         U + "batchBytes": "99",
         U + "fromTimestamp": "1700000000000",
         P + "tiering.ratio": "8",
+        P + "tiering.stagger": "1",
         P + "tiering.max-fragments": "5",
         P + "tiering.root-max-fragments": "1",
         P + "tiering.max-wait": "2h",
@@ -100,6 +101,7 @@ def test_every_key_parses_and_round_trips() -> None:
     assert (c.optimize_unindexed_enabled, c.optimize_unindexed_prioritize) == (False, False)
     assert (c.unindexed_batch_bytes, c.unindexed_from_timestamp) == (99, 1_700_000_000_000)
     assert (c.tiering_ratio, c.tiering_max_fragments, c.tiering_root_max_fragments, c.tiering_max_wait) == (8.0, 5, 1, 7200.0)
+    assert c.tiering_stagger == 1.0
     assert OptimizationConfig.from_properties(c.to_properties()) == c
     assert len(c.to_properties()) == len(CONFIG_KEYS)
     # the time factor is on by default (1h) and `off` switches it off, round trip included
@@ -157,6 +159,8 @@ BAD_VALUES = [
     ("tiering.ratio", "1.2", "a number >= 1.5"),
     ("tiering.ratio", "true", "a number >= 1.5"),
     ("tiering.ratio", "four", "a number >= 1.5"),
+    ("tiering.stagger", "0.5", "a number >= 1"),
+    ("tiering.stagger", "twice", "a number >= 1"),
     ("tiering.max-fragments", "0", "integer >= 1"),
     ("tiering.root-max-fragments", "x", "integer >= 1"),
     ("tiering.max-wait", "10", "positive duration"),

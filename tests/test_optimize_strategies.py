@@ -606,6 +606,36 @@ def test_with_size_tiers_the_level_rule_leaves_an_inner_cubes_files_to_the_tiers
     assert selected(LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), tiered)) == [["l2", "l1"]]
 
 
+def test_sibling_parity_is_the_parity_of_the_halves_a_cube_takes_of_its_parent() -> None:
+    import pyarrow as pa
+
+    from use.optimize.strategies._common import RevisionBlocks
+
+    none = np.zeros(0, dtype=np.int64)
+    two_dims = RevisionBlocks(none, none, none, none, none, none, pa.array(["", "A", "Q", "g", "w", "gA", "gQ", "ww"]), 1)
+    assert two_dims.sibling_parity().tolist() == [0, 0, 1, 1, 0, 0, 1, 0]
+    # 7 dimensions: two symbols a level, the last level's both count
+    seven = RevisionBlocks(none, none, none, none, none, none, pa.array(["", "AB", "BB", "AAAB", "gA"]), 2)
+    assert seven.sibling_parity().tolist() == [0, 1, 0, 1, 1]
+
+
+def test_staggered_tiers_give_siblings_in_odd_positions_the_larger_ratio() -> None:
+    # Two sibling inner cubes in the same state: a file and a fragment half its size. A (no upper
+    # half along either column: even) keeps the fragment waiting at ratio 1.5 (500 x 1.5 < 1000); Q
+    # (the upper half along one column: odd) merges at 1.5 x 2 = 3. Rows arriving evenly fill
+    # siblings at the same pace: with one ratio a strip across both found both waiting at once.
+    files = files_table(["root", "a", "fa", "q", "fq"], [300, 1000, 500, 1000, 500], revisions=[1] * 5)
+    blocks = [(0, 1, "", 0, MIN_W, W(0.2), 100), (1, 1, "A", 1, W(0.2), W(0.5), 100), (2, 1, "A", 1, W(0.2), W(0.5), 50),
+              (3, 1, "Q", 1, W(0.2), W(0.5), 100), (4, 1, "Q", 1, W(0.2), W(0.5), 50)]  # fmt: skip
+    snap = qbeast_snapshot(files, blocks)
+    plan = LeveledCompactionSelection().select(snap, cfg(tiering_ratio=1.5, tiering_stagger=2))
+    assert selected(plan) == [["fq", "q"]] and "ratio 3" in plan.tasks[0].reason
+    # one ratio for every cube: both wait
+    assert LeveledCompactionSelection().select(snap, cfg(tiering_ratio=1.5, tiering_stagger=1)) is None
+    # the defaults are the staggered 1.5 and 3
+    assert selected(LeveledCompactionSelection().select(snap, CFG)) == [["fq", "q"]]
+
+
 def test_a_tiered_merge_takes_in_the_deeper_cubes_files_its_rows_would_join_at_once() -> None:
     # the root's file `main` and two appends, each with 20 root rows and `a_rows` of cube A, whose
     # file `a` holds A (desiredCubeSize 100). With 60 each, the root task's rollup gives A's 120 rows a

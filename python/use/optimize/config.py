@@ -32,7 +32,8 @@ Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_
 | `use.optimization.open-file-cost` | integer bytes >= 0 | 4194304 | read cost of opening one file, in bytes (task scores) |
 | `use.optimization.zorder-by` | comma-separated column names | unset | key columns of ZOrder and Hilbert |
 | `use.optimization.zorder.min-cube-size` | integer bytes > 0 | 100 x max-file-size | a ZCube this large is not re-clustered with new files |
-| `use.optimization.tiering.ratio` | 0 or a number >= 1.5 | 3 | inner-cube consolidation merges a cube's smaller files, a larger one once they reach 1/ratio of it (0: every cube into one file) |
+| `use.optimization.tiering.ratio` | 0 or a number >= 1.5 | 1.5 | inner-cube consolidation merges a cube's smaller files, a larger one once they reach 1/ratio of it (0: every cube into one file) |
+| `use.optimization.tiering.stagger` | a number >= 1 | 2 | cubes in odd positions among their siblings use tiering.ratio times this (1: the same ratio for every cube) |
 | `use.optimization.tiering.max-fragments` | integer >= 1 | 3 | an inner cube over more files than this is merged whatever the tiers |
 | `use.optimization.tiering.root-max-fragments` | integer >= 1 | 3 | the same for the root cube, which every sample reads |
 | `use.optimization.tiering.max-wait` | a duration, or off | 1h | a fragment older than this is merged with its cube's other files, and rows waiting this long in an ancestor's file move to their cubes (Relyt's time factor) |
@@ -78,7 +79,10 @@ DEFAULT_INTERVAL_SECONDS = 600.0
 DEFAULT_GC_INTERVAL_SECONDS = 3600.0
 DEFAULT_MAX_CONCURRENT = 1
 DEFAULT_MIN_CUBE_FILES = 100  # Delta's clustering minCubeSize: 100 x optimize.maxFileSize
-DEFAULT_TIERING_RATIO = 3.0  # a larger file joins a merge once the smaller add up to 1/3 of it (benchmarks/tradeoff.py: README)
+DEFAULT_TIERING_RATIO = 1.5  # a larger file joins a merge once the smaller add up to 1/1.5 of it (benchmarks/tradeoff.py: README)
+# cubes in odd positions among their siblings use this multiple of the ratio, so a query across
+# siblings does not find them all waiting on a fragment at once (staggered tiers: README)
+DEFAULT_TIERING_STAGGER = 2.0
 DEFAULT_TIERING_MAX_FRAGMENTS = 3
 # Relyt's time factor: after an hour, waiting rows and fragments are merged whatever the tiers, so a
 # table that has gone quiet reaches the layout of one write on its own (README: size tiers)
@@ -170,6 +174,14 @@ def _tier_ratio(value: Any) -> float:
     form = "0 (tiering off: every fragmented inner cube is merged into one file) or a number >= 1.5, e.g. 4"
     f = _float_text(value, form)
     if not (f == 0.0 or 1.5 <= f <= 1e6):
+        raise _Bad(form)
+    return f
+
+
+def _stagger(value: Any) -> float:
+    form = "a number >= 1 (1: no stagger), e.g. 2"
+    f = _float_text(value, form)
+    if not 1.0 <= f <= 1e6:
         raise _Bad(form)
     return f
 
@@ -334,6 +346,8 @@ CONFIG_KEYS: tuple[KeySpec, ...] = (
             "a ZCube (the files one ZOrder/Hilbert task wrote) of at least this size is left alone; smaller ones are re-clustered with new files (Delta's minCubeSize)"),
     KeySpec("tiering.ratio", "tiering_ratio", _tier_ratio, "0 or a number >= 1.5", str(DEFAULT_TIERING_RATIO),
             "inner-cube consolidation merges a cube's smaller files together and takes a larger file in only when they add up to 1/ratio of it (a larger file joins once the merge reads at least 1/ratio of its bytes in new rows, so a merge reads at most 1 + ratio bytes per new byte: a smaller ratio rewrites less and leaves more rows in smaller files, up to max-fragments; a cube's rows in a file of one of its ancestors count as no fragment); 0 merges every fragmented inner cube into one file each time"),
+    KeySpec("tiering.stagger", "tiering_stagger", _stagger, "a number >= 1", str(DEFAULT_TIERING_STAGGER),
+            "the cubes in odd positions among their siblings (taking their parent's upper half along an odd number of the indexed columns) use tiering.ratio times this: sibling cubes alternate between two ratios, so that a range query across siblings, which rows arriving evenly would otherwise find all waiting on a fragment at the same round, finds about half of them so; 1 gives every cube tiering.ratio"),
     KeySpec("tiering.max-fragments", "tiering_max_fragments", _max_fragments, "integer >= 1", str(DEFAULT_TIERING_MAX_FRAGMENTS),
             "an inner cube spread over more files than this (besides its ancestors' files) is merged whatever the tiers (the root: root-max-fragments)"),
     KeySpec("tiering.root-max-fragments", "tiering_root_max_fragments", _max_fragments, "integer >= 1", str(DEFAULT_TIERING_ROOT_MAX_FRAGMENTS),
@@ -413,6 +427,7 @@ class OptimizationConfig:
     unindexed_batch_bytes: int = DEFAULT_BATCH_BYTES
     unindexed_from_timestamp: int = 0
     tiering_ratio: float = DEFAULT_TIERING_RATIO
+    tiering_stagger: float = DEFAULT_TIERING_STAGGER
     tiering_max_fragments: int = DEFAULT_TIERING_MAX_FRAGMENTS
     tiering_root_max_fragments: int = DEFAULT_TIERING_ROOT_MAX_FRAGMENTS
     tiering_max_wait: float | None = DEFAULT_TIERING_MAX_WAIT_S

@@ -39,6 +39,8 @@ from use.optimize.plan import (
 )
 from use.qbeast.weight import MAX_WEIGHT
 
+_POPCOUNT = np.array([bin(i).count("1") for i in range(64)], dtype=np.int64)
+
 # 10^0 .. 10^18: file levels by exact integer comparison (no float log10 rounding at 10^15+).
 _POW10 = np.array([10**i for i in range(19)], dtype=np.int64)
 
@@ -161,6 +163,24 @@ class RevisionBlocks:
         `desired_cube_size`: the estimate leaves some inner cubes a little short of it)? Leaves are the
         others: they travel with their parents' files (rollup)."""
         return (self.cube_max_weight() < MAX_WEIGHT) | (self.cube_totals() >= desired_cube_size)
+
+    def sibling_parity(self) -> np.ndarray:
+        """Per cube: 1 when its position among its siblings (one bit per dimension: the half of its
+        parent it takes along each) has an odd number of set bits, else 0; the root 0.
+
+        A cut through a parent along any one dimension leaves as many children of each parity on
+        either side, so a range query crossing siblings crosses both parities: the staggered tiers
+        (`use.optimize.strategies.consolidation`) give the two parities different ratios."""
+        from use.qbeast.cube import SYMBOLS
+
+        out = np.zeros(self.num_cubes, dtype=np.int64)
+        spl = self.symbols_per_level
+        for k in range(spl if self.num_cubes else 0):
+            start = k - spl
+            symbol = pc.utf8_slice_codeunits(self.cubes, start, start + 1 if start + 1 < 0 else None)
+            index = pc.index_in(symbol, value_set=pa.array(list(SYMBOLS))).fill_null(0)
+            out ^= _POPCOUNT[np.asarray(index.to_numpy(zero_copy_only=False), dtype=np.int64)] & 1
+        return out
 
     def parent_code(self) -> np.ndarray:
         """Code of each cube's parent among the revision's cubes; -1 for the root or an absent parent."""

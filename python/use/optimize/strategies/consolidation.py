@@ -41,7 +41,9 @@ with the cube's larger file by the next task). Both orders only ever merge files
 cube's blocks, so each task removes blocks and the fixed point is kept. A tiered task also folds
 in the files of deeper cubes that its rewrite's fragments (the groups its rollup would write) would
 be merged with by the very next task (`_folded_files`), so those bytes are written once; the task
-still starts from a fragmented cube, so this adds no task and keeps the fixed point.
+still starts from a fragmented cube, so this adds no task and keeps the fixed point. Sibling cubes
+take two ratios, `tiering.ratio` and that times `tiering.stagger` (`cube_ratios`), so that the
+siblings a range query crosses do not all hold a waiting fragment at the same round.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ from use.optimize.strategies._common import (
     two_smallest_fit,
 )
 
-__all__ = ["consolidation_plan", "consolidation_task", "tier_tail"]
+__all__ = ["consolidation_plan", "consolidation_task", "cube_ratios", "tier_tail"]
 
 
 def tier_tail(sizes_desc: np.ndarray, ratio: float, max_fragments: int, waited: np.ndarray | None = None) -> int:
@@ -96,6 +98,23 @@ def tier_tail(sizes_desc: np.ndarray, ratio: float, max_fragments: int, waited: 
     # more than max_fragments files left (the untouched head plus the merged tail's one file)
     start = min(start, max(0, max_fragments - 1))
     return start if n - start >= 2 else n
+
+
+def cube_ratios(rb: RevisionBlocks, config: OptimizationConfig) -> np.ndarray:
+    """Per cube: the ratio of its size tiers, `tiering.ratio`, times `tiering.stagger` for a cube in
+    an odd position among its siblings (`RevisionBlocks.sibling_parity`).
+
+    Why staggered: rows that arrive evenly over the space fill sibling cubes at the same pace, so
+    with one ratio every sibling holds a waiting fragment at the same rounds, and a range query
+    across them (a strip through the space crosses half the children of every cube it reaches)
+    opens one more file per sibling at once: at ratio 1.5, optimized every 10 appends, 5 files where
+    the same rows written at once read 3 (round 3), 11 where they read 7. With two ratios the
+    siblings merge at different rounds and such a query finds about half of them waiting at most
+    (README: size tiers); the cubes with the smaller ratio still rewrite less."""
+    ratio = float(config.tiering_ratio)
+    if config.tiering_stagger == 1.0:
+        return np.full(rb.num_cubes, ratio)
+    return np.where(rb.sibling_parity() == 1, ratio * float(config.tiering_stagger), ratio)
 
 
 def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConfig, strategy: str) -> MergeTask | None:
@@ -169,6 +188,7 @@ def _tiered_task(
     if config.tiering_max_wait is not None and config.now_ms is not None:
         wait_ms = int(config.tiering_max_wait * 1000)
     depth = rb.cube_depth()
+    ratios = cube_ratios(rb, config)
     # fragments in a file that also holds an ancestor of the cube cost no file open (see the helper)
     buffered = _under_an_ancestor(rb, p_cube, p_file, snapshot.files.num_rows)
     if wait_ms is not None:
@@ -192,17 +212,19 @@ def _tiered_task(
             waited = (int(config.now_ms) - mtime[files]) >= wait_ms  # type: ignore[arg-type]
             waited[0] = False  # the largest file waiting alone merges nothing
         limit_fragments = config.tiering_root_max_fragments if int(depth[cube]) == 0 else config.tiering_max_fragments
-        start = tier_tail(sizes_all[files], config.tiering_ratio, limit_fragments, waited)
+        start = tier_tail(sizes_all[files], float(ratios[cube]), limit_fragments, waited)
         if start >= files.size:
             continue
         tail = files[start:][::-1]  # smallest first
-        folded = _folded_files(snapshot, revision_id, rb, int(cube), tail, pc_sorted, pf_sorted, sizes_all, config, total, inner)
+        folded = _folded_files(
+            snapshot, revision_id, rb, int(cube), tail, pc_sorted, pf_sorted, sizes_all, config, total, inner, ratios
+        )
         task = _merge_within_limit(
             snapshot, revision_id, config, strategy, sizes_all, np.concatenate((tail, folded)),
             lambda n, cube=cube, outside=files.size, k=tail.size: (
                 f"consolidation: inner cube {rb.cube_name(int(cube))!r} (depth {int(depth[cube])}, {int(total[cube])} elements) "
                 f"spread over {int(spread[cube])} files ({outside} outside its ancestors' files); merging its {min(n, k)} smallest "
-                f"(size tiers, ratio {config.tiering_ratio:g})"
+                f"(size tiers, ratio {float(ratios[cube]):g})"
                 + (f", with {n - k} file(s) of deeper cubes its rows would join at once" if n > k else "")
             ),
         )  # fmt: skip
@@ -214,6 +236,7 @@ def _tiered_task(
 def _folded_files(
     snapshot: Any, revision_id: int, rb: RevisionBlocks, top: int, files: np.ndarray, own_cube: np.ndarray,
     own_file: np.ndarray, sizes_all: np.ndarray, config: OptimizationConfig, totals: np.ndarray, inner: np.ndarray,
+    ratios: np.ndarray,
 ) -> np.ndarray:
     """The files of cubes below `top` that the merge of `files` would hand a fragment the tiers
     merge with them at once: they join the same task.
@@ -231,8 +254,8 @@ def _folded_files(
     an ancestor of theirs, sorted by cube) with that fragment are out of tier (`tier_tail`) has those
     files folded into the task; the rollup is then asked again with them, shallowest groups first,
     until nothing more folds or the task reaches `task-max-bytes`. The rewrite then writes each
-    such cube's file once, as the two tasks would have left it. `totals` and `inner` are the
-    caller's per-cube `rb.cube_totals()` and `rb.inner_cubes(...)`."""
+    such cube's file once, as the two tasks would have left it. `totals`, `inner` and `ratios` are
+    the caller's per-cube `rb.cube_totals()`, `rb.inner_cubes(...)` and `cube_ratios(...)`."""
     from use.qbeast.rollup import rollup
 
     nfiles = int(sizes_all.size)
@@ -281,7 +304,7 @@ def _folded_files(
                 continue
             sizes = np.concatenate((sizes_all[kf].astype(np.float64), [group_rows[names[kid]] * per_row]))
             order = np.argsort(-sizes, kind="stable")
-            start = tier_tail(sizes[order], config.tiering_ratio, config.tiering_max_fragments)
+            start = tier_tail(sizes[order], float(ratios[kid]), config.tiering_max_fragments)
             fragment_at = int(np.flatnonzero(order == kf.size)[0])
             if start >= sizes.size or fragment_at < start:
                 continue
