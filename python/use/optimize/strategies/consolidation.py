@@ -78,9 +78,9 @@ def tier_tail(sizes_desc: np.ndarray, ratio: float, max_fragments: int, waited: 
     only once they add up to 1/`ratio` of it, so a large consolidated file is not rewritten each
     time a few small appends arrive: a merge that takes a larger file in reads at most 1 + `ratio`
     bytes per byte of the smaller ones, so a smaller ratio rewrites less, and leaves more rows
-    waiting in smaller files (measured in the README, optimized every 10 appends: ratio 1.5, 2, 3, 5
-    rewrote 2.89, 3.39, 3.71, 4.46x with the worst round's range reads 1.67, 1.67, 1.50, 1.50x the
-    one-go files). Then, whatever the tiers, the cube keeps at most `max_fragments`
+    waiting in smaller files (measured in the README, optimized every 10 appends, one ratio for
+    every cube: ratio 1.5, 2, 3, 5 rewrote 2.89, 3.39, 3.71, 4.46x with the worst round's range
+    reads 1.67, 1.67, 1.50, 1.50x the one-go files; the caller staggers it: `cube_ratios`). Then, whatever the tiers, the cube keeps at most `max_fragments`
     files (reads: a query through the cube opens all of them), and a file that has `waited` (the
     time factor) is merged together with every file of the cube. A merge takes two files or more.
     `ratio` 0 merges every file of the cube (one file per inner cube, as before tiering).
