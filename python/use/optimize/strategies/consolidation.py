@@ -49,6 +49,7 @@ siblings a range query crosses do not all hold a waiting fragment at the same ro
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -68,6 +69,29 @@ from use.optimize.strategies._common import (
 )
 
 __all__ = ["consolidation_plan", "consolidation_task", "cube_ratios", "tier_tail"]
+
+
+@dataclass(frozen=True)
+class _Cubes:
+    """One revision's cubes and files as the tiered rule reads them, computed once per plan and
+    shared by its steps (the tiers, the fold, the time factor), so each step takes what it adds.
+
+    `p_cube`/`p_file`: the distinct (cube, file) pairs of the revision's blocks; per cube: `total`
+    (`rb.cube_totals()`), `inner` (`rb.inner_cubes(...)`), `ratios` (`cube_ratios`), `depth`; per
+    file of the snapshot: `sizes` (`sizes_of`)."""
+
+    snapshot: Any
+    revision_id: int
+    config: OptimizationConfig
+    strategy: str
+    rb: RevisionBlocks
+    p_cube: np.ndarray
+    p_file: np.ndarray
+    sizes: np.ndarray
+    total: np.ndarray
+    inner: np.ndarray
+    ratios: np.ndarray
+    depth: np.ndarray
 
 
 def tier_tail(sizes_desc: np.ndarray, ratio: float, max_fragments: int, waited: np.ndarray | None = None) -> int:
@@ -140,7 +164,11 @@ def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConf
         return None
     cand = cand[np.lexsort((rb.cube_rank()[cand], rb.cube_depth()[cand]))]
     if config.tiering_ratio > 0:
-        return _tiered_task(snapshot, revision_id, config, strategy, rb, cand, p_cube, p_file, total, spread, inner)
+        view = _Cubes(
+            snapshot, revision_id, config, strategy, rb, p_cube, p_file, sizes_all, total, inner, cube_ratios(rb, config),
+            rb.cube_depth(),
+        )  # fmt: skip
+        return _tiered_task(view, cand, spread)
     rank = np.full(rb.num_cubes, -1, dtype=np.int64)
     rank[cand] = np.arange(cand.size)
     first_cube = cand[0]
@@ -174,31 +202,24 @@ def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConf
     return MergeTask(strategy, revision_id, paths_of(snapshot, files), nbytes, n, merge_score(nbytes, n, config), reason, KIND_COMPACT)
 
 
-def _tiered_task(
-    snapshot: Any, revision_id: int, config: OptimizationConfig, strategy: str, rb: RevisionBlocks,
-    cand: np.ndarray, p_cube: np.ndarray, p_file: np.ndarray, total: np.ndarray, spread: np.ndarray, inner: np.ndarray,
-) -> MergeTask | None:
+def _tiered_task(view: _Cubes, cand: np.ndarray, spread: np.ndarray) -> MergeTask | None:
     """Consolidation with size tiers (`tier_tail`): the first candidate (shallowest first) whose
     files are out of tier gives the task, its tail files merged (smallest first within the IO limit).
     The rewrite regroups every cube of those files, so the other cubes' recent fragments, which
     sit in the same small files of recent appends, are merged by the same task."""
-    sizes_all = sizes_of(snapshot)
-    mtime = np.asarray(snapshot.files.column("modification_time").to_numpy(zero_copy_only=False), dtype=np.int64)
+    config, rb, sizes_all, depth, ratios, total = view.config, view.rb, view.sizes, view.depth, view.ratios, view.total
+    mtime = np.asarray(view.snapshot.files.column("modification_time").to_numpy(zero_copy_only=False), dtype=np.int64)
     wait_ms = None
     if config.tiering_max_wait is not None and config.now_ms is not None:
         wait_ms = int(config.tiering_max_wait * 1000)
-    depth = rb.cube_depth()
-    ratios = cube_ratios(rb, config)
     # fragments in a file that also holds an ancestor of the cube cost no file open (see the helper)
-    buffered = _under_an_ancestor(rb, p_cube, p_file, snapshot.files.num_rows)
+    buffered = _under_an_ancestor(rb, view.p_cube, view.p_file, view.snapshot.files.num_rows)
     if wait_ms is not None:
-        flush = _stale_buffer_task(
-            snapshot, revision_id, config, strategy, rb, p_cube, p_file, buffered, mtime, wait_ms, sizes_all, inner
-        )
+        flush = _stale_buffer_task(view, buffered, mtime, wait_ms)
         if flush is not None:
             return flush
     keep = ~buffered
-    p_cube, p_file = p_cube[keep], p_file[keep]
+    p_cube, p_file = view.p_cube[keep], view.p_file[keep]
     order = np.argsort(p_cube, kind="stable")
     pc_sorted, pf_sorted = p_cube[order], p_file[order]
     for cube in cand.tolist():
@@ -216,11 +237,9 @@ def _tiered_task(
         if start >= files.size:
             continue
         tail = files[start:][::-1]  # smallest first
-        folded = _folded_files(
-            snapshot, revision_id, rb, int(cube), tail, pc_sorted, pf_sorted, sizes_all, config, total, inner, ratios
-        )
+        folded = _folded_files(view, int(cube), tail, pc_sorted, pf_sorted)
         task = _merge_within_limit(
-            snapshot, revision_id, config, strategy, sizes_all, np.concatenate((tail, folded)),
+            view, np.concatenate((tail, folded)),
             lambda n, cube=cube, outside=files.size, k=tail.size: (
                 f"consolidation: inner cube {rb.cube_name(int(cube))!r} (depth {int(depth[cube])}, {int(total[cube])} elements) "
                 f"spread over {int(spread[cube])} files ({outside} outside its ancestors' files); merging its {min(n, k)} smallest "
@@ -233,11 +252,7 @@ def _tiered_task(
     return None
 
 
-def _folded_files(
-    snapshot: Any, revision_id: int, rb: RevisionBlocks, top: int, files: np.ndarray, own_cube: np.ndarray,
-    own_file: np.ndarray, sizes_all: np.ndarray, config: OptimizationConfig, totals: np.ndarray, inner: np.ndarray,
-    ratios: np.ndarray,
-) -> np.ndarray:
+def _folded_files(view: _Cubes, top: int, files: np.ndarray, own_cube: np.ndarray, own_file: np.ndarray) -> np.ndarray:
     """The files of cubes below `top` that the merge of `files` would hand a fragment the tiers
     merge with them at once: they join the same task.
 
@@ -254,17 +269,17 @@ def _folded_files(
     an ancestor of theirs, sorted by cube) with that fragment are out of tier (`tier_tail`) has those
     files folded into the task; the rollup is then asked again with them, shallowest groups first,
     until nothing more folds or the task reaches `task-max-bytes`. The rewrite then writes each
-    such cube's file once, as the two tasks would have left it. `totals`, `inner` and `ratios` are
-    the caller's per-cube `rb.cube_totals()`, `rb.inner_cubes(...)` and `cube_ratios(...)`."""
+    such cube's file once, as the two tasks would have left it."""
     from use.qbeast.rollup import rollup
 
+    config, rb, sizes_all, totals, inner, ratios = view.config, view.rb, view.sizes, view.total, view.inner, view.ratios
     nfiles = int(sizes_all.size)
     none = np.zeros(0, dtype=np.int64)
-    revision = snapshot.revisions.get(revision_id)
+    revision = view.snapshot.revisions.get(view.revision_id)
     if files.size == 0 or rb.num_cubes == 0 or config.tiering_ratio <= 0 or revision is None:
         return none
     desired, dims = int(revision.desired_cube_size), int(revision.dimension_count)
-    depth, rank = rb.cube_depth(), rb.cube_rank()
+    depth, rank = view.depth, rb.cube_rank()
     names: list[str] = rb.cubes.to_pylist()  # one string per cube (not per file or block), once
     codes = {n: c for c, n in enumerate(names)}
     top_name = names[top]
@@ -323,26 +338,21 @@ def _folded_files(
     return np.concatenate(out).astype(np.int64) if out else none
 
 
-def _merge_within_limit(
-    snapshot: Any, revision_id: int, config: OptimizationConfig, strategy: str, sizes_all: np.ndarray, files: np.ndarray,
-    reason: Callable[[int], str],
-) -> MergeTask | None:
+def _merge_within_limit(view: _Cubes, files: np.ndarray, reason: Callable[[int], str]) -> MergeTask | None:
     """One compaction of the leading `files` (in the given order) that fit `task-max-bytes` (two or
-    more, else None), listed smallest first; `reason(n)` words it for the n files taken. `sizes_all`
-    is `sizes_of(snapshot)`, which the caller already holds."""
-    k = merge_prefix(sizes_all[files], config.task_limit)
+    more, else None), listed smallest first; `reason(n)` words it for the n files taken."""
+    k = merge_prefix(view.sizes[files], view.config.task_limit)
     if k < 2:
         return None
-    sel = sort_files(snapshot, files[:k], [("size", "ascending")])
-    nbytes, n = int(sizes_all[sel].sum()), int(sel.size)
-    return MergeTask(strategy, revision_id, paths_of(snapshot, sel), nbytes, n, merge_score(nbytes, n, config), reason(n), KIND_COMPACT)
+    sel = sort_files(view.snapshot, files[:k], [("size", "ascending")])
+    nbytes, n = int(view.sizes[sel].sum()), int(sel.size)
+    return MergeTask(
+        view.strategy, view.revision_id, paths_of(view.snapshot, sel), nbytes, n, merge_score(nbytes, n, view.config),
+        reason(n), KIND_COMPACT,
+    )  # fmt: skip
 
 
-def _stale_buffer_task(
-    snapshot: Any, revision_id: int, config: OptimizationConfig, strategy: str, rb: RevisionBlocks,
-    p_cube: np.ndarray, p_file: np.ndarray, buffered: np.ndarray, mtime: np.ndarray, wait_ms: int, sizes_all: np.ndarray,
-    inner: np.ndarray,
-) -> MergeTask | None:
+def _stale_buffer_task(view: _Cubes, buffered: np.ndarray, mtime: np.ndarray, wait_ms: int) -> MergeTask | None:
     """The time factor for buffered rows: a file that has waited `tiering.max-wait` while holding rows
     of full inner cubes that have files of their own (rows waiting in an ancestor's file, see
     `_under_an_ancestor`) is merged with those cubes' files, so the rows move down to their cubes.
@@ -355,17 +365,18 @@ def _stale_buffer_task(
     such file goes first (the root's: every sample reads it), with the cubes' files shallowest cube
     first within `task-max-bytes`; the rewrite's rollup gives each full cube its own file again, and
     rows of deeper cubes without a file of their own move into the deepest of their ancestors' files
-    in the task (the next file, after the next wait, moves them further)."""
-    depth = rb.cube_depth()
+    in the task (the next file, after the next wait, moves them further). `buffered` is
+    `_under_an_ancestor` of the view's pairs, `mtime` the files' modification times."""
+    config, rb, depth, p_cube, p_file = view.config, view.rb, view.depth, view.p_cube, view.p_file
     stale_file = (int(config.now_ms) - mtime) >= wait_ms  # type: ignore[arg-type]
     has_own = np.zeros(rb.num_cubes, dtype=bool)
     has_own[p_cube[~buffered]] = True
-    waiting = buffered & inner[p_cube] & stale_file[p_file] & has_own[p_cube]
+    waiting = buffered & view.inner[p_cube] & stale_file[p_file] & has_own[p_cube]
     if not waiting.any():
         return None
     w_cube, w_file = p_cube[waiting], p_file[waiting]
     # the file's shallowest cube decides which stale file goes first
-    top = np.full(snapshot.files.num_rows, np.iinfo(np.int64).max, dtype=np.int64)
+    top = np.full(view.snapshot.files.num_rows, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(top, p_file, depth[p_cube])
     first = int(w_file[np.lexsort((w_file, top[w_file]))[0]])
     cubes = distinct(w_cube[w_file == first])
@@ -375,7 +386,7 @@ def _stale_buffer_task(
     _, at = np.unique(ordered, return_index=True)  # each file once, where its shallowest cube puts it
     files = np.concatenate(([first], ordered[np.sort(at)])).astype(np.int64)
     return _merge_within_limit(
-        snapshot, revision_id, config, strategy, sizes_all, files,
+        view, files,
         lambda n: (
             f"consolidation: a file that waited tiering.max-wait={config.tiering_max_wait:g}s holds rows of {cubes.size} full "
             f"inner cube(s) with files of their own (shallowest cube at depth {int(top[first])}); merging it with "
