@@ -64,3 +64,25 @@ def test_a_bad_revision_margin_is_refused_before_anything_is_written(spark, tmp_
         spark.conf.unset("spark.qbeast.index.revisionMargin")
     assert DeltaLog.for_path(path).snapshot().version == version
     assert sorted(p.name for p in (tmp_path / "t").iterdir()) == files
+
+
+def test_drifting_appends_widen_the_range_by_as_much_as_the_data_has_moved(spark, tmp_path) -> None:
+    """The writer passes the table's widening origin (issue 14 §1): each revision past the first
+    widened one reaches at least twice as far beyond the first revision's edge as the one before,
+    so a table drifting for long opens O(log) revisions and re-indexes each row about twice."""
+    from pyspark.sql import functions as F
+    from use.qbeast.revision import widening_origin
+    from use.table import QbeastTable
+
+    path = str(tmp_path / "t")
+    for k in range(8):
+        df = spark.range(200).select(F.col("id"), (F.rand(k) * 100 + 10 * k).alias("x"), (F.rand(50 + k) * 100).alias("y"))
+        QbeastTable.write(df, path, ["x", "y"], cube_size=100)
+    qsnap = load_snapshot(path)
+    revs = [qsnap.revisions[r] for r in sorted(qsnap.revisions) if r > 0]
+    latest = revs[-1]
+    assert widening_origin(revs, latest) is revs[0]
+    beyond = [r.transformations[0].max_number - revs[0].transformations[0].max_number for r in revs[1:]]
+    assert all(b >= 2 * a * 0.95 for a, b in zip(beyond[1:], beyond[2:])), beyond
+    # x moved 70 past a span of 100: 4 revisions, where 10% of the span a time would take 6
+    assert len(revs) <= 4, [(r.transformations[0].min_number, r.transformations[0].max_number) for r in revs]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +19,7 @@ from use.qbeast.revision import (
     revisions_from_configuration,
     staging_revision,
     stats_aggregations,
+    widening_origin,
 )
 from use.qbeast.transform import HashTransformation, IdentityTransformation, LinearTransformation
 from use.qbeast.transform_quantiles import CDFNumericQuantilesTransformation
@@ -158,13 +160,14 @@ def _xy_stats(x: np.ndarray, y: np.ndarray) -> dict:
     return {"x_min": float(x.min()), "x_max": float(x.max()), "y_min": float(y.min()), "y_max": float(y.max()), "count": len(x)}
 
 
-def _appends(batches, margin=0.1, column_stats=None) -> list[Revision]:
-    """The revisions a table gets from these (x, y) appends, one write each."""
-    ts = parse_column_specs("x,y", XY)
+def _appends(batches, margin=0.1, column_stats=None, origin=True) -> list[Revision]:
+    """The revisions a table gets from these (x, y) appends, one write each; `origin` passes the
+    table's widening origin as the writer does."""
     revs, rev = [], None
     for i, (x, y) in enumerate(batches):
         ts = parse_column_specs("x,y", XY, existing=rev)
-        rev, new = compute_revision_change(rev, ts, _xy_stats(x, y), 2000, column_stats, "/t", 1000 + i, margin)
+        start = widening_origin(revs, rev) if origin and rev is not None else None
+        rev, new = compute_revision_change(rev, ts, _xy_stats(x, y), 2000, column_stats, "/t", 1000 + i, margin, start)
         if new:
             revs.append(rev)
     return revs
@@ -202,9 +205,39 @@ def test_samples_of_a_fixed_range_open_one_revision_after_the_first_and_drift_ke
     revs = _appends(drift)
     assert all(r.transformations[0].min_number == revs[0].transformations[0].min_number for r in revs)
     assert len({(r.transformations[1].min_number, r.transformations[1].max_number) for r in revs}) == 2
-    # the margin's geometric growth: x's span tripled (100 -> 300) in 12 revisions (1.1^12 > 3),
-    # not one revision per append (99 appends)
-    assert len(revs) <= 13
+    # x's span tripled (100 -> 300): each widening past the margin goes as far again as x has
+    # moved since the first revision (a doubling), 6 revisions; the margin alone grows the span by
+    # 10% a time, 12 revisions, and each one re-indexes the table; one per append without either
+    assert len(revs) == 6
+    assert len(_appends(drift, origin=False)) == 12
+    highs = [r.transformations[0].max_number for r in revs]
+    moved = np.diff(highs[1:])  # from the first widened revision on
+    assert all(b >= 1.8 * a for a, b in zip(moved[1:], moved[2:]))
+
+
+def test_the_widening_origin_is_the_oldest_revision_the_latest_contains():
+    from use.qbeast.revision import widened
+
+    ts = parse_column_specs("x,y", XY)
+    r1, _ = compute_revision_change(None, ts, _xy_stats(np.array([0.0, 100.0]), np.array([0.0, 100.0])), 10, None, "/t", 1)
+    r2, _ = compute_revision_change(r1, ts, _xy_stats(np.array([50.0, 130.0]), np.array([50.0, 60.0])), 10, None, "/t", 2, 0.1, r1)
+    assert widening_origin([r1, r2], r2) is r1 and widening_origin([r1], r1) is r1
+    # a revision of another cube size still contains r1's space: the origin stays
+    r3, _ = compute_revision_change(r2, ts, _xy_stats(np.array([50.0, 60.0]), np.array([50.0, 60.0])), 20, None, "/t", 3, 0.1, r1)
+    assert r3.desired_cube_size == 20 and widening_origin([r1, r2, r3], r3) is r1
+    # a space that no longer holds r1's (another transformer) starts a chain of its own
+    hashed = parse_column_specs("x:hashing,y", XY, existing=None)
+    r4 = replace(r3, revision_id=4, column_transformers=hashed, transformations=(HashTransformation(0), r3.transformations[1]))
+    assert widening_origin([r1, r2, r3, r4], r4) is r4
+    # moved past the origin by more than the margin: the side widens by that much again
+    old, origin = LinearTransformation(0.0, 150.0, 0, "DoubleDataType"), LinearTransformation(0.0, 100.0, 0, "DoubleDataType")
+    w = widened(old, LinearTransformation(0.0, 160.0, 0, "DoubleDataType"), 0.1, origin=origin)
+    assert (w.min_number, w.max_number) == (0.0, 220.0)  # 160 + (160 - 100); the margin would give 176
+    # not moved past it (a fixed range's samples): the margin, as without an origin
+    w = widened(origin, LinearTransformation(0.0, 101.0, 0, "DoubleDataType"), 0.1, origin=origin)
+    assert w.max_number == pytest.approx(111.1)
+    # margin 0 stays the exact union
+    assert widened(old, LinearTransformation(0.0, 160.0, 0, "DoubleDataType"), 0.0, origin=origin).max_number == 160.0
 
 
 def test_the_margin_keeps_integral_bounds_within_their_type():

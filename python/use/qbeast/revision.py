@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -329,6 +329,7 @@ def compute_revision_change(
     table_id: str,
     now_ms: int,
     margin: float = 0.0,
+    origin: Revision | None = None,
 ) -> tuple[Revision, bool]:
     """The revision a write must use, and whether it is new (§3.1).
 
@@ -336,7 +337,9 @@ def compute_revision_change(
     column's range, the new range is the union widened by `margin` times its span on the side(s)
     that grew, so data that drifts a little past the range does not open a revision on every append;
     the new revision also widens every linear range (not declared in `column_stats`) on the edges
-    the data reached without passing them.
+    the data reached without passing them. `origin` (`widening_origin`: the oldest revision of the
+    table that `existing` contains) lets a side widen by as much as the data has moved past the
+    origin's edge, when that is more than the margin (see `widened`).
 
     `existing` is the table's latest revision (None for a new table or an overwrite);
     `transformers` come from `parse_column_specs(..., existing=existing)`; `stats` is the row of
@@ -361,6 +364,9 @@ def compute_revision_change(
         return base, False
 
     transformer_changed = tuple(t != o for t, o in zip(transformers, base.column_transformers))
+    origins: list[Transformation | None] = [None] * len(transformers)
+    if origin is not None and existing is not None and origin.column_transformers == base.column_transformers:
+        origins = list(origin.transformations) or origins
     from_data = [t.make_transformation(stats) for t in transformers]
     from_options = [t.make_transformation(cstats) if _has_stats(t, cstats) else None for t in transformers]
     new_transformations = [d.merge(o) if o is not None else d for d, o in zip(from_data, from_options)]
@@ -373,7 +379,7 @@ def compute_revision_change(
             if transformer_changed[i]:
                 changes.append(new)  # a new transformer type starts from the new data's space
             elif old.is_superseded_by(new):
-                changes.append(widened(old, old.merge(new), margin, reached=from_data[i]))
+                changes.append(widened(old, old.merge(new), margin, reached=from_data[i], origin=origins[i]))
             else:
                 changes.append(None)
         if margin > 0 and any(c is not None and not transformer_changed[i] for i, c in enumerate(changes)):
@@ -383,7 +389,7 @@ def compute_revision_change(
             # A range declared in columnStats is the user's domain and stays.
             for i, (old, c) in enumerate(zip(base.transformations, changes)):
                 if c is None and from_options[i] is None and reaches_edge(old, from_data[i], margin):
-                    changes[i] = widened(old, old, margin, reached=from_data[i])
+                    changes[i] = widened(old, old, margin, reached=from_data[i], origin=origins[i])
     for t, ch in zip(transformers, changes):
         if isinstance(ch, EmptyTransformation) or (ch is None and isinstance(_current(base, t), EmptyTransformation)):
             if t.type_name == "quantiles":
@@ -438,12 +444,17 @@ def reaches_edge(old: Transformation, data: Transformation | None, margin: float
     return any(_near_edges(old, data, margin))
 
 
-def widened(old: Transformation, merged: Transformation, margin: float, reached: Transformation | None = None) -> Transformation:
-    """`merged` (the union of `old` and the new data's range) widened by `margin` times its span on
-    each side where it passed `old`, or where the new data's own range `reached` came within
-    `margin * EDGE_REACH` of `old`'s span of the edge; only linear ranges widen (a hash or quantiles
-    space has no range). Integral bounds are rounded outwards and kept within the type (Int and
-    Long bounds are Java numbers in the log); a margin of 0 returns `merged` unchanged.
+def widened(
+    old: Transformation, merged: Transformation, margin: float, reached: Transformation | None = None,
+    origin: Transformation | None = None,
+) -> Transformation:
+    """`merged` (the union of `old` and the new data's range) widened on each side where it passed
+    `old`, or where the new data's own range `reached` came within `margin * EDGE_REACH` of `old`'s
+    span of the edge: by `margin` times its span, or by how far that side of `merged` lies past the
+    same side of `origin` (the range the table's space grew from), whichever is more. Only linear
+    ranges widen (a hash or quantiles space has no range). Integral bounds are rounded outwards and
+    kept within the type (Int and Long bounds are Java numbers in the log); a margin of 0 returns
+    `merged` unchanged.
 
     Why: appends of data that drifts (timestamps, ids) or of random samples of a fixed range reach
     a little past the range again and again; with the exact union each such append opens a revision
@@ -454,6 +465,16 @@ def widened(old: Transformation, merged: Transformation, margin: float, reached:
     domain on every side alike, and samples of a fixed range passed its four edges (two columns)
     one append at a time, a revision (and a re-indexing of the table) each. Drifting data reaches
     only the edge it drifts towards, so the far edge stays.
+
+    Why the growth since `origin`: a margin of the span alone grows the range by a constant factor
+    while drifting data grows it by a constant amount per append, so a table that drifts for long
+    re-indexes each row about 1/margin times (every widening makes the optimizer re-index the older
+    revisions' files: `SupersededRevisionsSelection`): 10x at the default 0.1, measured as 8
+    revisions in 200 appends of the trade-off benchmark. Widening by the distance already drifted
+    doubles it each time (a dynamic array's growth): O(log) revisions in the drift, each row
+    re-indexed about twice over the table's life, and at most half of what the range has grown
+    on that side stays empty. A range that only reached its edges (samples of a fixed domain) has
+    not moved past its origin, so it widens by the margin as before.
     """
     from use.qbeast.transform import INTEGRAL_TYPES, LinearTransformation
 
@@ -462,10 +483,14 @@ def widened(old: Transformation, merged: Transformation, margin: float, reached:
     lo, hi = float(merged.min_number), float(merged.max_number)
     span = (hi - lo) * float(margin)
     near_lo, near_hi = _near_edges(old, reached, margin)
+    moved_lo = moved_hi = 0.0
+    if isinstance(origin, LinearTransformation):
+        moved_lo = max(0.0, float(origin.min_number) - float(merged.min_number))
+        moved_hi = max(0.0, float(merged.max_number) - float(origin.max_number))
     if float(merged.min_number) < float(old.min_number) or near_lo:
-        lo -= span
+        lo -= max(span, moved_lo)
     if float(merged.max_number) > float(old.max_number) or near_hi:
-        hi += span
+        hi += max(span, moved_hi)
     dtype = merged.ordered_data_type
     if dtype in INTEGRAL_TYPES:
         a, b = _INT_BOUNDS.get(dtype, (-(2**63), 2**63 - 1))
@@ -475,6 +500,16 @@ def widened(old: Transformation, merged: Transformation, margin: float, reached:
     if dtype == "DecimalDataType":
         return merged  # exact decimal bounds: left as the union
     return LinearTransformation.create(lo, hi, dtype)
+
+
+def widening_origin(revisions: Iterable[Revision], latest: Revision) -> Revision:
+    """The oldest indexed revision `latest` contains (`Revision.contains`): where the chain of
+    widenings that made `latest`'s space started, or `latest` itself. `widened` measures from it how
+    far the data has moved."""
+    for r in sorted(revisions, key=lambda r: r.revision_id):
+        if r.revision_id < latest.revision_id and latest.contains(r):
+            return r
+    return latest
 
 
 def _has_stats(t: Transformer, cstats: Mapping[str, Any]) -> bool:

@@ -43,6 +43,7 @@ from use.qbeast.revision import (
     compute_revision_change,
     configuration_with_revision,
     parse_column_specs,
+    widening_origin,
 )
 from use.qbeast.write_commit import MODES, commit_write, metadata_with_configuration
 from use.qbeast.write_shuffle import (
@@ -330,12 +331,14 @@ def write(
             return WriteResult(snapshot.version, qsnap.latest_revision_id if qsnap else 0, 0, 0)
 
     existing_rev: Revision | None = None
+    origin_rev: Revision | None = None
     if snapshot is not None and mode == "append":
         check_append_schema(data_schema, snapshot.schema, root)
         df = df.select(*[df[c] for c in snapshot.schema.names])
         data_schema = _arrow_schema(df)
         if qsnap is not None and qsnap.revisions:
             existing_rev = qsnap.revisions[qsnap.latest_revision_id]
+            origin_rev = widening_origin(qsnap.revisions.values(), existing_rev)
     transformers = parse_column_specs(columns_to_index, data_schema, existing=existing_rev)
     if existing_rev is not None and existing_rev.columns != tuple(t.column_name for t in transformers):
         raise IndexColumnError(
@@ -353,7 +356,9 @@ def write(
     data_bytes = int(stats.pop(DATA_BYTES_ALIAS, None) or 0)
     now_ms = int(time.time() * 1000)
     margin = _revision_margin(spark, snapshot.metadata.configuration if snapshot is not None and mode == "append" else None)
-    revision, is_new = compute_revision_change(existing_rev, transformers, stats, size, column_stats, root, now_ms, margin)
+    revision, is_new = compute_revision_change(
+        existing_rev, transformers, stats, size, column_stats, root, now_ms, margin, origin_rev
+    )
     num_rows = int(stats.get("count") or 0)
 
     written: list[str] = []
@@ -442,7 +447,7 @@ def index_into_revision(
     stats = collect_stats(df, transformers)
     revision, is_new = compute_revision_change(
         latest, transformers, stats, latest.desired_cube_size, None, latest.table_id, int(time.time() * 1000),
-        _revision_margin(spark, qsnap.configuration),
+        _revision_margin(spark, qsnap.configuration), widening_origin(qsnap.revisions.values(), latest),
     )
     num_rows = int(stats.get("count") or 0)
     if not num_rows:
