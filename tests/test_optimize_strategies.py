@@ -632,7 +632,7 @@ def test_staggered_tiers_give_siblings_in_odd_positions_the_larger_ratio() -> No
     assert selected(plan) == [["fq", "q"]] and "ratio 3" in plan.tasks[0].reason
     # one ratio for every cube: both wait
     assert LeveledCompactionSelection().select(snap, cfg(tiering_ratio=1.5, tiering_stagger=1)) is None
-    # the defaults are the staggered 1.5 and 2.01
+    # the defaults are the staggered 1.5 and 2.25
     assert selected(LeveledCompactionSelection().select(snap, CFG)) == [["fq", "q"]]
 
 

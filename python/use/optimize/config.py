@@ -33,7 +33,7 @@ Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_
 | `use.optimization.zorder-by` | comma-separated column names | unset | key columns of ZOrder and Hilbert |
 | `use.optimization.zorder.min-cube-size` | integer bytes > 0 | 100 x max-file-size | a ZCube this large is not re-clustered with new files |
 | `use.optimization.tiering.ratio` | 0 or a number >= 1.5 | 1.5 | inner-cube consolidation merges a cube's smaller files, a larger one once they reach 1/ratio of it (0: every cube into one file) |
-| `use.optimization.tiering.stagger` | a number >= 1 | 1.34 | cubes in odd positions among their siblings use tiering.ratio times this (1: the same ratio for every cube) |
+| `use.optimization.tiering.stagger` | a number >= 1 | 1.5 | cubes in odd positions among their siblings use tiering.ratio times this (1: the same ratio for every cube) |
 | `use.optimization.tiering.max-fragments` | integer >= 1 | 3 | an inner cube over more files than this is merged whatever the tiers |
 | `use.optimization.tiering.root-max-fragments` | integer >= 1 | 3 | the same for the root cube, which every sample reads |
 | `use.optimization.tiering.max-wait` | a duration, or off | 1h | a fragment older than this is merged with its cube's other files, and rows waiting this long in an ancestor's file move to their cubes (Relyt's time factor) |
@@ -82,7 +82,7 @@ DEFAULT_MIN_CUBE_FILES = 100  # Delta's clustering minCubeSize: 100 x optimize.m
 DEFAULT_TIERING_RATIO = 1.5  # a larger file joins a merge once the smaller add up to 1/1.5 of it (benchmarks/tradeoff.py: README)
 # cubes in odd positions among their siblings use this multiple of the ratio, so a query across
 # siblings does not find them all waiting on a fragment at once (staggered tiers: README)
-DEFAULT_TIERING_STAGGER = 1.34  # 1.5 and 2.01 (README: 1.5 and 3 rewrote more at every k, reads the same)
+DEFAULT_TIERING_STAGGER = 1.5  # 1.5 and 2.25 (README: measured from 1 to 2; 1.45-1.6 rewrote least at k = 10)
 DEFAULT_TIERING_MAX_FRAGMENTS = 3
 # Relyt's time factor: after an hour, waiting rows and fragments are merged whatever the tiers, so a
 # table that has gone quiet reaches the layout of one write on its own (README: size tiers)
