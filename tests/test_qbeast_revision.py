@@ -331,3 +331,26 @@ def test_bad_configuration():
     with pytest.raises(CorruptIndexMetadataError, match="qbeast.revision.x"):
         revisions_from_configuration({"qbeast.revision.x": REVISION_JSON})
     assert revisions_from_configuration({"delta.x": "1"}) == {}
+
+
+def test_a_drifting_timestamp_opens_revisions_at_doubling_intervals():
+    """The case the doubling is for: a 30-day window of event times moving a day per append."""
+    import datetime as dt
+
+    schema = pa.schema([("t", pa.timestamp("us", tz="UTC")), ("n", pa.int32())])
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    revs: list[Revision] = []
+    rev = None
+    opened = []
+    for i in range(60):
+        lo = start + dt.timedelta(days=i)
+        stats = {"t_min": lo, "t_max": lo + dt.timedelta(days=30), "n_min": 0, "n_max": 1000, "count": 100}
+        origin = widening_origin(revs, rev) if rev is not None else None
+        rev, new = compute_revision_change(rev, parse_column_specs("t,n", schema, existing=rev), stats, 100, None, "/t", i, 0.1, origin)
+        if new:
+            revs.append(rev)
+            opened.append(i)
+    assert opened == [0, 1, 5, 11, 23, 47]  # the margin alone: 0, 1, 5, 9, 13, 18, 23, 29, 35, 42, 50, 59
+    t = revs[-1].transformations[0]
+    assert t.ordered_data_type == "TimestampDataType" and isinstance(t.max_number, int)
+    assert t.min_number == revs[0].transformations[0].min_number  # the far edge stays
