@@ -145,12 +145,17 @@ class RevisionBlocks:
     def cube_depth(self) -> np.ndarray:
         return self._cube_depth
 
-    def cube_rank(self) -> np.ndarray:
-        """Rank of each cube id string (ascending), for deterministic tie-breaking."""
+    @cached_property
+    def _cube_rank(self) -> np.ndarray:
         out = np.empty(self.num_cubes, dtype=np.int64)
         if self.num_cubes:
             out[pc.sort_indices(self.cubes).to_numpy()] = np.arange(self.num_cubes)
         return out
+
+    def cube_rank(self) -> np.ndarray:
+        """Rank of each cube id string (ascending), for deterministic tie-breaking; sorted once per
+        RevisionBlocks (a plan's steps each break ties with it)."""
+        return self._cube_rank
 
     def cube_max_weight(self) -> np.ndarray:
         """Status maxWeight per cube: the smallest maxWeight of its blocks."""

@@ -77,7 +77,7 @@ class _Cubes:
     shared by its steps (the tiers, the fold, the time factor), so each step takes what it adds.
 
     `p_cube`/`p_file`: the distinct (cube, file) pairs of the revision's blocks; per cube: `total`
-    (`rb.cube_totals()`), `inner` (`rb.inner_cubes(...)`), `ratios` (`cube_ratios`), `depth`; per
+    (`rb.cube_totals()`), `inner` (`rb.inner_cubes(...)`), `ratios` (`cube_ratios`); per
     file of the snapshot: `sizes` (`sizes_of`)."""
 
     snapshot: Any
@@ -91,7 +91,6 @@ class _Cubes:
     total: np.ndarray
     inner: np.ndarray
     ratios: np.ndarray
-    depth: np.ndarray
 
 
 def tier_tail(sizes_desc: np.ndarray, ratio: float, max_fragments: int, waited: np.ndarray | None = None) -> int:
@@ -165,9 +164,8 @@ def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConf
     cand = cand[np.lexsort((rb.cube_rank()[cand], rb.cube_depth()[cand]))]
     if config.tiering_ratio > 0:
         view = _Cubes(
-            snapshot, revision_id, config, strategy, rb, p_cube, p_file, sizes_all, total, inner, cube_ratios(rb, config),
-            rb.cube_depth(),
-        )  # fmt: skip
+            snapshot, revision_id, config, strategy, rb, p_cube, p_file, sizes_all, total, inner, cube_ratios(rb, config)
+        )
         return _tiered_task(view, cand, spread)
     rank = np.full(rb.num_cubes, -1, dtype=np.int64)
     rank[cand] = np.arange(cand.size)
@@ -207,7 +205,8 @@ def _tiered_task(view: _Cubes, cand: np.ndarray, spread: np.ndarray) -> MergeTas
     files are out of tier gives the task, its tail files merged (smallest first within the IO limit).
     The rewrite regroups every cube of those files, so the other cubes' recent fragments, which
     sit in the same small files of recent appends, are merged by the same task."""
-    config, rb, sizes_all, depth, ratios, total = view.config, view.rb, view.sizes, view.depth, view.ratios, view.total
+    config, rb, sizes_all, ratios, total = view.config, view.rb, view.sizes, view.ratios, view.total
+    depth = rb.cube_depth()
     mtime = np.asarray(view.snapshot.files.column("modification_time").to_numpy(zero_copy_only=False), dtype=np.int64)
     wait_ms = None
     if config.tiering_max_wait is not None and config.now_ms is not None:
@@ -279,7 +278,7 @@ def _folded_files(view: _Cubes, top: int, files: np.ndarray, own_cube: np.ndarra
     if files.size == 0 or rb.num_cubes == 0 or config.tiering_ratio <= 0 or revision is None:
         return none
     desired, dims = int(revision.desired_cube_size), int(revision.dimension_count)
-    depth, rank = view.depth, rb.cube_rank()
+    depth, rank = rb.cube_depth(), rb.cube_rank()
     names: list[str] = rb.cubes.to_pylist()  # one string per cube (not per file or block), once
     codes = {n: c for c, n in enumerate(names)}
     top_name = names[top]
@@ -367,7 +366,8 @@ def _stale_buffer_task(view: _Cubes, buffered: np.ndarray, mtime: np.ndarray, wa
     rows of deeper cubes without a file of their own move into the deepest of their ancestors' files
     in the task (the next file, after the next wait, moves them further). `buffered` is
     `_under_an_ancestor` of the view's pairs, `mtime` the files' modification times."""
-    config, rb, depth, p_cube, p_file = view.config, view.rb, view.depth, view.p_cube, view.p_file
+    config, rb, p_cube, p_file = view.config, view.rb, view.p_cube, view.p_file
+    depth = rb.cube_depth()
     stale_file = (int(config.now_ms) - mtime) >= wait_ms  # type: ignore[arg-type]
     has_own = np.zeros(rb.num_cubes, dtype=bool)
     has_own[p_cube[~buffered]] = True
