@@ -91,10 +91,20 @@ def test_parquet_directory(spark, table_path):
     assert qt.read().count() == 900
     assert qt.read(filter="x >= 10000").count() == 300
 
-    # converting again is a no-op
-    again = QbeastTable.convert(spark, table_path, ["x", "y"], cube_size=100)
-    assert not again.converted and again.source_format == "qbeast"
-    assert again.version == QbeastTable.for_path(spark, table_path).snapshot().version
+    # converting again is a no-op, with the table's own index (or no cube size) ...
+    version = QbeastTable.for_path(spark, table_path).snapshot().version
+    for cube_size in (100, None):
+        again = QbeastTable.convert(spark, table_path, ["x", "y"], cube_size=cube_size)
+        assert not again.converted and again.source_format == "qbeast"
+        assert again.version == version
+    # ... and refused, not ignored, with another one (a trial's `'nosuch', 1000` came back "not converted")
+    from use.errors import IndexColumnError
+
+    with pytest.raises(IndexColumnError, match=r"already a Qbeast table indexed on x, y, not on nosuch; .*overwrite"):
+        QbeastTable.convert(spark, table_path, "nosuch", cube_size=100)
+    with pytest.raises(IndexColumnError, match=r"already a Qbeast table with cube size 100, not 1000; omit cube_size"):
+        QbeastTable.convert(spark, table_path, ["x", "y"], cube_size=1000)
+    assert QbeastTable.for_path(spark, table_path).snapshot().version == version
 
 
 def test_delta_table_made_by_delta_rs(spark, table_path):

@@ -71,3 +71,47 @@ def test_bad_values_are_refused_and_nothing_changes(spark, db) -> None:
         spark.sql("ALTER TABLE q ADD COLUMNS (z INT)")
     assert state(root) == before
     assert "use.optimization.bytes-per-iter" not in _props(spark, "q")
+
+
+def test_values_naming_the_table_other_use_keys_and_index_options_are_checked(spark, db) -> None:
+    """A trial accepted each of these, and the table then failed later: every INSERT (index options
+    set by hand), every optimization and the service's runs (a missing revision, a missing column, a
+    bad `use.gc.enabled`); a typo'd `use.*` key was silently ignored."""
+    spark.sql("CREATE TABLE q (x DOUBLE, y DOUBLE, tag STRING) USING qbeast OPTIONS ('columnsToIndex'='x,y', 'cubeSize'='500')")
+    spark.sql("INSERT INTO q SELECT id / 10.0, id % 7, 't' FROM range(300)")
+    root = location(spark, "q")
+    before = state(root)
+    for key, value, error in (
+        ("use.gc.enabled", "maybe", r"bad value 'maybe' for use.gc.enabled: expected true or false"),
+        ("use.gc.enable", "true", r"unknown table property 'use.gc.enable' \(did you mean 'use.gc.enabled'\?\)"),
+        ("use.bogus", "1", r"unknown table property 'use.bogus'"),
+        ("use.qbeast.revisionMargin", "11", r"use.qbeast.revisionMargin must be a number from 0 to 10"),
+        ("use.optimization.revision-id", "99", r"revision-id=99: the table has no such revision; its revisions are \[0, 1\]"),
+        ("use.optimization.autoOptimize.revisionId", "5", r"autoOptimize.revisionId=5: the table has no such revision"),
+        ("use.optimization.zorder-by", "x,nosuchcol", r"names 'nosuchcol', which is not a column of the table"),
+        ("use.optimization.overlap.cluster-key", "nosuchcol", r"'nosuchcol' is not a column of the table"),
+        ("use.optimization.bytes-per-iter", "9" * 26, r"at most 9223372036854775807 \(a 64-bit integer\)"),
+        ("columnsToIndex", "tag", r"'columnsToIndex' is an option of the Qbeast index.*overwrite"),
+        ("cubeSize", "7", r"'cubeSize' is an option of the Qbeast index"),
+        ("columnstoindex", "tag", r"'columnstoindex' is an option of the Qbeast index"),
+    ):
+        with refused(f"USE_CONFIG_ERROR.*{error}"):
+            spark.sql(f"ALTER TABLE q SET TBLPROPERTIES ('{key}'='{value}')")
+    with refused("USE_CONFIG_ERROR.*'columnsToIndex' is an option of the Qbeast index"):
+        spark.sql("ALTER TABLE q UNSET TBLPROPERTIES ('columnsToIndex')")
+    with refused("USE_CONFIG_ERROR.*bad value 'maybe' for use.gc.enabled"):
+        spark.sql("CREATE TABLE d (a INT) USING delta TBLPROPERTIES ('use.gc.enabled'='maybe')")
+    assert state(root) == before
+    assert not spark.catalog.tableExists("d")
+
+    # the same keys with good values go in, and the table keeps taking appends
+    spark.sql(
+        "ALTER TABLE q SET TBLPROPERTIES ('use.optimization.revision-id'='1', 'use.optimization.zorder-by'='y,x', "
+        "'use.gc.enabled'='true', 'use.qbeast.revisionMargin'='0.5')"
+    )
+    spark.sql("INSERT INTO q SELECT id / 10.0, id % 7, 'u' FROM range(20)")
+    assert spark.sql("SELECT count(*) FROM q").collect()[0][0] == 320
+    # Spark's catalog API passes UNSET without its IF EXISTS: a missing key is skipped, nothing committed
+    version = state(root)
+    spark.sql("ALTER TABLE q UNSET TBLPROPERTIES ('use.optimization.type')")
+    assert state(root) == version

@@ -16,7 +16,7 @@ from use.errors import InvalidArgumentError, NotAQbeastTableError, VersionNotFou
 from use.optimize.delta_table import DeltaTable as _OptimizeDeltaTable
 from use.optimize.delta_table import Progress, TableSurface, progress_callback
 from use.optimize.loop import optimize_path
-from use.qbeast.convert import DEFAULT_CUBE_SIZE, ConvertResult, convert_to_qbeast
+from use.qbeast.convert import ConvertResult, convert_to_qbeast
 from use.qbeast.reader import FilterArg, load_snapshot
 from use.qbeast.reader import read as _read
 
@@ -137,9 +137,11 @@ class QbeastTable(TableSurface, Insights):
 
     @staticmethod
     def convert(
-        spark: "SparkSession", path: str, columns_to_index: Sequence[str] | str, cube_size: int = DEFAULT_CUBE_SIZE
+        spark: "SparkSession", path: str, columns_to_index: Sequence[str] | str, cube_size: int | None = None
     ) -> ConvertResult:
-        """Make the parquet directory or Delta table at `path` a Qbeast table (staging revision 0)."""
+        """Make the parquet directory or Delta table at `path` a Qbeast table (staging revision 0);
+        `cube_size` None is 5,000,000. A Qbeast table is left as it is when the arguments match its
+        index, refused when they do not."""
         return convert_to_qbeast(path, columns_to_index, cube_size)
 
     # --- reading ----------------------------------------------------------------------------

@@ -97,17 +97,25 @@ class _Bad(ValueError):
     """A value does not have the accepted form; the caller adds key and value to the message."""
 
 
+#: Every integer setting is a Java long on the JVM side (Delta's and Spark's own settings too).
+_LONG_MAX = 2**63 - 1
+
+
 def _int_text(value: Any, form: str) -> int:
     if isinstance(value, bool):
         raise _Bad(form)
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    text = str(value).strip()
-    if not re.fullmatch(r"[+-]?\d+", text):
-        raise _Bad(form)
-    return int(text)
+        n = value
+    elif isinstance(value, float) and value.is_integer():
+        n = int(value)
+    else:
+        text = str(value).strip()
+        if not re.fullmatch(r"[+-]?\d+", text):
+            raise _Bad(form)
+        n = int(text)
+    if abs(n) > _LONG_MAX:
+        raise _Bad(f"{form}, at most {_LONG_MAX} (a 64-bit integer)")
+    return n
 
 
 def _at_least(value: Any, minimum: int, form: str) -> int:

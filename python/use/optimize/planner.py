@@ -30,7 +30,7 @@ does not have, is an `InvalidArgumentError` that names it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 from urllib.parse import quote, unquote
 
 import numpy as np
@@ -129,15 +129,23 @@ class Planner:
 
 
 def _check_revision(snapshot: Any, revision_id: Any, source: str) -> None:
+    check_revision_id(
+        revision_id, source, snapshot.revisions if snapshot.is_qbeast else None, snapshot.table_root or "(synthetic)"
+    )
+
+
+def check_revision_id(revision_id: Any, source: str, revisions: Collection[int] | None, where: str) -> None:
+    """`revision_id` (given as `source`: an argument, or a property key) names a revision of the
+    table (`revisions`: its revision ids, None for a plain Delta table at `where`); the planner checks
+    it before planning, `ALTER TABLE ... SET TBLPROPERTIES` before committing the property."""
     if isinstance(revision_id, bool) or not isinstance(revision_id, (int, np.integer)):
         raise InvalidArgumentError(f"{source} must be an integer revision id, got {revision_id!r}")
     error = ConfigError if source.startswith(PREFIX) else InvalidArgumentError
-    if not snapshot.is_qbeast:
+    if revisions is None:
         raise error(
-            f"{source}={revision_id}: the table at {snapshot.table_root or '(synthetic)'} is a plain Delta table "
-            "without revisions; leave the revision unset"
+            f"{source}={revision_id}: the table at {where} is a plain Delta table without revisions; leave the revision unset"
         )
-    known = sorted({0, *(int(r) for r in snapshot.revisions)})
+    known = sorted({0, *(int(r) for r in revisions)})
     if int(revision_id) not in known:
         raise error(f"{source}={revision_id}: the table has no such revision; its revisions are {known}")
 

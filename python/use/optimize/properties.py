@@ -1,13 +1,18 @@
 """Setting and unsetting table properties: one metaData commit, every value checked first.
 
 Python (`QbeastTable.set_properties`, `DeltaTable.set_properties`, `unset_properties`) and the
-command line (`use properties --set k=v --unset k`) both come here, so a bad value fails the same way
-on both: `use.optimization.*` keys through the one optimization config parser
-(`OptimizationConfig.from_properties`, the same check the optimizer runs), `delta.*` keys through the
-Delta log's own rules (`use.delta.snapshot.validate_configuration`), and `qbeast.*` keys are refused
-because they are the index's own metadata (revisions, written by the writer). The whole resulting
-configuration is checked before the commit, so nothing is changed when any value is bad; a call
-that changes nothing commits nothing.
+command line (`use properties --set k=v --unset k`) and SQL (`ALTER TABLE ... SET TBLPROPERTIES`,
+the TBLPROPERTIES of a CREATE) all come here, so a bad value fails the same way everywhere:
+`use.optimization.*` keys through the one optimization config parser
+(`OptimizationConfig.from_properties`, the same check the optimizer runs), the other `use.*` keys
+(`use.gc.enabled`, `use.qbeast.revisionMargin`) through the parsers their users call, and an unknown
+`use.*` key is refused (a typo such as `use.gc.enable` would otherwise be silently ignored);
+`delta.*` keys go through the Delta log's own rules (`use.delta.snapshot.validate_configuration`);
+`qbeast.*` keys and the Qbeast format's own keys (`columnsToIndex`, `cubeSize`, `columnStats`,
+`tableFormat`) are refused because the writer keeps them (set by hand they made every later append
+fail). Values that name parts of the table (a revision, columns) are checked against the table when
+it is known. The whole resulting configuration is checked before the commit, so nothing is changed
+when any value is bad; a call that changes nothing commits nothing.
 """
 
 from __future__ import annotations
@@ -56,21 +61,105 @@ def _check_key(key: Any) -> str:
             f"table property {key!r} is Qbeast index metadata, written by the Qbeast writer; it cannot be set or "
             "unset by hand (write or convert the table to change its index)"
         )
+    if key.lower() in _INDEX_OPTION_KEYS:
+        raise ConfigError(
+            f"table property {key!r} is an option of the Qbeast index, which the Qbeast writer keeps in sync with the "
+            "table's revisions; it cannot be set or unset by hand. Give it as a write option instead: OPTIONS (...) of "
+            "CREATE TABLE ... USING qbeast, or .option(...) of an overwrite (df.write.format('qbeast').mode('overwrite')"
+            ".option('columnsToIndex', 'a,b')), which re-indexes the table"
+        )
     return key
 
 
-def check_configuration(conf: Mapping[str, str], previous: Mapping[str, str] | None = None) -> None:
+def _index_option_keys() -> frozenset[str]:
+    from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY, TABLE_FORMAT_KEY
+
+    return frozenset(k.lower() for k in (COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY, COLUMN_STATS_KEY, TABLE_FORMAT_KEY))
+
+
+_INDEX_OPTION_KEYS = _index_option_keys()
+USE_PREFIX = "use."
+
+
+def _other_use_keys() -> dict[str, Any]:
+    """The `use.*` table properties outside `use.optimization.*`, each with the parser its user runs."""
+    from use.optimize.config import GC_ENABLED_KEY, gc_enabled
+    from use.qbeast.revision import REVISION_MARGIN_PROPERTY, parse_revision_margin
+
+    return {
+        GC_ENABLED_KEY: lambda conf: gc_enabled(conf),
+        REVISION_MARGIN_PROPERTY: lambda conf: parse_revision_margin(conf[REVISION_MARGIN_PROPERTY], REVISION_MARGIN_PROPERTY),
+    }
+
+
+def _check_use_keys(conf: Mapping[str, str], changed: Iterable[str]) -> None:
+    """The changed `use.*` keys outside `use.optimization.*` (which the optimization parser owns):
+    each known one parsed as its user parses it, an unknown one refused with the known ones."""
+    from use.optimize.config import PREFIX
+
+    others = _other_use_keys()
+    for key in sorted(changed):
+        if not key.startswith(USE_PREFIX) or key.startswith(PREFIX) or key not in conf:
+            continue
+        check = others.get(key)
+        if check is None:
+            import difflib
+
+            close = difflib.get_close_matches(key, [*others, PREFIX + "type"], n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(
+                f"unknown table property {key!r}{hint}: the use.* properties are {', '.join(sorted(others))} and "
+                f"the {PREFIX}* keys (README: table properties); fix the key, or unset it"
+            )
+        check(conf)
+
+
+def _check_against_table(conf: Mapping[str, str], changed: Iterable[str], snapshot: Any) -> None:
+    """Changed values that name parts of the table: a revision it has, columns of its schema. The
+    planner checks the same when it runs; checking here keeps a bad value out of the table, where it
+    made every later optimization (and the service's runs) fail."""
+    from use.optimize.config import PREFIX, OptimizationConfig
+    from use.optimize.planner import check_revision_id
+    from use.qbeast.revision import REVISION_PREFIX, revisions_from_configuration
+
+    changed = set(changed)
+    config = OptimizationConfig.from_properties(conf)
+    qbeast = any(k.startswith(REVISION_PREFIX) for k in conf)
+    revisions = revisions_from_configuration(conf) if qbeast else None
+    for key, value in (("revision-id", config.revision_id), ("autoOptimize.revisionId", config.auto_optimize_revision_id)):
+        if PREFIX + key in changed and value is not None:
+            check_revision_id(value, PREFIX + key, revisions, snapshot.table_root)
+    if PREFIX + "zorder-by" in changed and config.zorder_by:
+        from use.optimize.strategies.zorder import resolve_key_columns
+
+        resolve_key_columns(snapshot, config.zorder_by)
+    if PREFIX + "overlap.cluster-key" in changed and config.overlap_cluster_key:
+        from use.delta.stats import resolve_path
+
+        if resolve_path(snapshot.schema, config.overlap_cluster_key) is None:
+            raise ConfigError(
+                f"{PREFIX}overlap.cluster-key={config.overlap_cluster_key!r} is not a column of the table "
+                f"(columns: {', '.join(snapshot.schema.names)})"
+            )
+
+
+def check_configuration(conf: Mapping[str, str], previous: Mapping[str, str] | None = None, snapshot: Any = None) -> None:
     """Check a table's whole new configuration: `use.optimization.*` with the optimizer's own parser,
-    `delta.*` with the Delta log's rules, no hand-made `qbeast.*` key (judged against `previous`)."""
+    the other `use.*` keys with theirs, `delta.*` with the Delta log's rules, no hand-made `qbeast.*`
+    or index-option key (judged against `previous`); with the table's `snapshot`, the changed values
+    that name its revisions or columns."""
     from use.delta.snapshot import validate_configuration
     from use.optimize.config import OptimizationConfig
 
     old = previous or {}
-    for k, v in conf.items():
-        if old.get(k) != v:
-            _check_key(k)
+    changed = [k for k, v in conf.items() if old.get(k) != v]
+    for k in changed:
+        _check_key(k)
     OptimizationConfig.from_properties(conf)
+    _check_use_keys(conf, changed)
     validate_configuration(dict(conf), dict(old))
+    if snapshot is not None:
+        _check_against_table(conf, changed, snapshot)
 
 
 def alter_properties(
@@ -108,7 +197,7 @@ def alter_properties(
     conf.update(new)
     if conf == current:
         return None
-    check_configuration(conf, current)
+    check_configuration(conf, current, snap)
     from dataclasses import replace
 
     txn = log.start_transaction()

@@ -138,15 +138,22 @@ def _parquet_adds(path: str, names: list[str]) -> tuple[pa.Schema, list[Any]]:
     return schema, adds
 
 
-def convert_to_qbeast(path: str, columns_to_index: Sequence[str] | str, cube_size: int = DEFAULT_CUBE_SIZE) -> ConvertResult:
-    """Convert the parquet directory or Delta table at `path` into a Qbeast table (staging revision 0)."""
+def convert_to_qbeast(path: str, columns_to_index: Sequence[str] | str, cube_size: int | None = None) -> ConvertResult:
+    """Convert the parquet directory or Delta table at `path` into a Qbeast table (staging revision 0);
+    `cube_size` None is `DEFAULT_CUBE_SIZE`.
+
+    A table that is already a Qbeast table is left as it is (`converted=False`) when the arguments
+    describe its index (its latest revision's columns, in order, and its cube size when one is
+    given); arguments that differ are refused rather than ignored: the caller asked for an index the
+    table does not have, and converting cannot give it one (an overwrite re-indexes)."""
     from use.delta import DeltaLog
     from use.qbeast.revision import configuration_with_revision, staging_revision
     from use.qbeast.snapshot import QbeastSnapshot
 
     if not isinstance(path, str) or not path:
         raise InvalidArgumentError(f"path must be a non-empty string, got {path!r}")
-    cube_size = _check_cube_size(cube_size)
+    given_cube_size = None if cube_size is None else _check_cube_size(cube_size)
+    cube_size = DEFAULT_CUBE_SIZE if given_cube_size is None else given_cube_size
     if not os.path.isdir(path):
         raise TableNotFoundError(f"cannot convert {path!r}: no such directory (expected a parquet directory or a Delta table)")
     path = os.path.abspath(path)
@@ -157,7 +164,9 @@ def convert_to_qbeast(path: str, columns_to_index: Sequence[str] | str, cube_siz
         snap = log.snapshot()
         qsnap = QbeastSnapshot.from_delta(snap)
         if qsnap.is_qbeast:
-            return ConvertResult(path, snap.version, "qbeast", snap.num_files, tuple(qsnap.revisions[qsnap.latest_revision_id].columns), False)
+            latest = qsnap.revisions[qsnap.latest_revision_id]
+            _check_same_index(path, latest, columns_to_index, given_cube_size)
+            return ConvertResult(path, snap.version, "qbeast", snap.num_files, tuple(latest.columns), False)
         if snap.partition_columns:
             raise UnsupportedFeatureError(
                 f"the Delta table at {path!r} is partitioned by {list(snap.partition_columns)}; partitioned tables cannot "
@@ -190,6 +199,24 @@ def convert_to_qbeast(path: str, columns_to_index: Sequence[str] | str, cube_siz
         operation_parameters={"numFiles": len(adds), "partitionedBy": [], "collectStats": True, "sourceFormat": "parquet"},
     )
     return ConvertResult(path, snap.version, "parquet", len(adds), tuple(names), True)
+
+
+def _check_same_index(path: str, revision: Any, columns_to_index: Sequence[str] | str, cube_size: int | None) -> None:
+    """An already-Qbeast table's conversion is a no-op only for the index it has."""
+    from use.qbeast.revision import split_column_specs
+
+    names = [c for c, _ in split_column_specs(columns_to_index)]
+    if names != list(revision.columns):
+        raise IndexColumnError(
+            f"{path!r} is already a Qbeast table indexed on {', '.join(revision.columns)}, not on {', '.join(names)}; "
+            "converting cannot change its index: pass its own columns (or convert another table), or overwrite the "
+            "table with the new columnsToIndex to re-index it"
+        )
+    if cube_size is not None and cube_size != revision.desired_cube_size:
+        raise IndexColumnError(
+            f"{path!r} is already a Qbeast table with cube size {revision.desired_cube_size}, not {cube_size}; omit "
+            "cube_size (or pass its own), or overwrite the table with the new cubeSize"
+        )
 
 
 def _props(revision: Any) -> dict[str, str]:

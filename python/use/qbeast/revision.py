@@ -419,6 +419,23 @@ def compute_revision_change(
 
 #: Default `revisionMargin`: a widened range grows by 10% of its span on the side the data passed.
 DEFAULT_REVISION_MARGIN = 0.1
+#: The table property a table's `revisionMargin` is set by (the Spark conf `spark.qbeast.index.revisionMargin` wins).
+REVISION_MARGIN_PROPERTY = "use.qbeast.revisionMargin"
+
+
+def parse_revision_margin(raw: Any, source: str) -> float:
+    """A `revisionMargin` value (from `source`: a Spark conf or table property key): a fraction of
+    the indexed range from 0 to 10. Checked where it is set (ALTER TABLE) and where it is used (a
+    write), so a bad value is refused before it can make every append fail."""
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= 10.0:
+        from use.errors import ConfigError
+
+        raise ConfigError(f"{source} must be a number from 0 to 10 (a fraction of the indexed range, e.g. 0.1), got {raw!r}")
+    return value
 #: How near an edge (a fraction of the margin, of the old span) the data must come to widen it: 1%
 #: of the span at the default margin. Rows drawn uniformly come within span/n of each edge, so any
 #: append of a hundred rows or more of a fixed range reaches all of them.

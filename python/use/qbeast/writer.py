@@ -75,7 +75,6 @@ __all__ = [
 _OPTIMIZE_WRITE_CONF = "spark.qbeast.index.optimizeWrite"
 _OPTIMIZE_WRITE_PROPERTY = "delta.autoOptimize.optimizeWrite"
 _REVISION_MARGIN_CONF = "spark.qbeast.index.revisionMargin"
-_REVISION_MARGIN_PROPERTY = "use.qbeast.revisionMargin"
 
 
 @dataclass(frozen=True)
@@ -197,25 +196,14 @@ def _revision_margin(spark: SparkSession, configuration: Mapping[str, str] | Non
     `spark.qbeast.index.revisionMargin`, else the table property `use.qbeast.revisionMargin`, else
     `DEFAULT_REVISION_MARGIN`. A fraction of the range's span, 0 (the exact union, as qbeast-spark)
     to 10."""
-    from use.qbeast.revision import DEFAULT_REVISION_MARGIN
+    from use.qbeast.revision import DEFAULT_REVISION_MARGIN, REVISION_MARGIN_PROPERTY, parse_revision_margin
 
     for source, raw in (
         (_REVISION_MARGIN_CONF, spark.conf.get(_REVISION_MARGIN_CONF, None)),
-        (_REVISION_MARGIN_PROPERTY, (configuration or {}).get(_REVISION_MARGIN_PROPERTY)),
+        (REVISION_MARGIN_PROPERTY, (configuration or {}).get(REVISION_MARGIN_PROPERTY)),
     ):
-        if raw is None:
-            continue
-        try:
-            value = float(str(raw).strip())
-        except ValueError:
-            value = float("nan")
-        if not 0.0 <= value <= 10.0:
-            from use.errors import ConfigError
-
-            raise ConfigError(
-                f"{source} must be a number from 0 to 10 (a fraction of the indexed range, e.g. 0.1), got {raw!r}"
-            )
-        return value
+        if raw is not None:
+            return parse_revision_margin(raw, source)
     return DEFAULT_REVISION_MARGIN
 
 

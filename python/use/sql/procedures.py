@@ -230,7 +230,7 @@ PROCEDURES: Mapping[str, Procedure] = {
             (
                 _table_param("convert"),
                 Parameter("columns_to_index", "string", None, "the columns to index, e.g. 'x,y' (as qbeast's columnsToIndex)"),
-                Parameter("cube_size", "bigint", "5000000", "desired rows per cube"),
+                Parameter("cube_size", "bigint", "NULL", "desired rows per cube (default 5000000; a Qbeast table keeps its own)"),
             ),
             _convert,
         ),

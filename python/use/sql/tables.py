@@ -435,8 +435,10 @@ def replacement(log: DeltaLog, current: Snapshot, spec: Mapping[str, Any], schem
 
 def alter_properties(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """ALTER TABLE SET/UNSET TBLPROPERTIES: `use.optimize.properties.alter_properties` (one metaData
-    commit, nothing when nothing changes; keys the table lacks are skipped, as Spark has already
-    refused them unless the statement says IF EXISTS). The comment is the table's description."""
+    commit, nothing when nothing changes). Keys the table lacks are skipped: Spark's catalog API
+    hands a v2 catalog `RemoveProperty` changes without the statement's IF EXISTS, and Spark itself
+    does not refuse a missing key, so UNSET of a missing key is a no-op as in Spark's own v2 tables.
+    The comment is the table's description."""
     from use.optimize.properties import alter_properties as alter
 
     table = req["table"]
