@@ -64,6 +64,24 @@ def test_events_from_sql_equal_the_events_in_the_log(spark, db) -> None:
     assert [r[0] for r in history] == [e["version"] for e in expected]
 
 
+def test_describe_history_reads_the_history_insight_newest_first(spark, db) -> None:
+    """Delta users type DESCRIBE HISTORY; without Delta's parser Spark read it as a column of a table
+    named HISTORY ("table HISTORY cannot be found")."""
+    root = qbeast_table(spark, "t", rows=50, writes=2)
+    versions = [r[0] for r in spark.sql(f"SELECT version FROM use_catalog.spark_catalog.{db}.t.history ORDER BY version DESC").collect()]
+    assert versions == [2, 1, 0]
+    for name in ("t", f"{db}.t", f"spark_catalog.{db}.t", f"delta.`{root}`"):
+        for verb in ("DESCRIBE HISTORY", "DESC history"):
+            rows = spark.sql(f"{verb} {name}").collect()
+            assert [r["version"] for r in rows] == versions, (verb, name)
+            assert rows[0]["operation"] == "WRITE"
+    with refused("TABLE_OR_VIEW_NOT_FOUND.*nosuch"):
+        spark.sql("DESCRIBE HISTORY spark_catalog.nosuchdb.nosuch").collect()
+    # a table really named history keeps DESCRIBE's own meaning (a column of it)
+    spark.sql("CREATE TABLE history (id INT) USING delta")
+    assert spark.sql("DESCRIBE history id").collect()[0][0] == "col_name"
+
+
 def test_every_insight_table_reads_and_has_the_python_api_schema(spark, db) -> None:
     from use import insights
     from use.sql.lake import LAKE_TABLES, lake_schema

@@ -1,8 +1,10 @@
 package use.sql
 
 import org.apache.spark.sql.{SparkSession, SparkSessionExtensions}
-import org.apache.spark.sql.catalyst.analysis.EliminateSubqueryAliases
-import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable, LogicalPlan, MergeIntoTable, OverwritePartitionsDynamic, UpdateTable}
+import org.apache.spark.sql.catalyst.TableIdentifier
+import org.apache.spark.sql.catalyst.analysis.{EliminateSubqueryAliases, UnresolvedAttribute, UnresolvedRelation, UnresolvedTableOrView}
+import org.apache.spark.sql.catalyst.expressions.{Descending, SortOrder}
+import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable, DescribeColumn, LogicalPlan, MergeIntoTable, OverwritePartitionsDynamic, Sort, UpdateTable}
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.execution.datasources.{HadoopFsRelation, LogicalRelation}
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
@@ -24,7 +26,10 @@ class UseSparkSessionExtension extends (SparkSessionExtensions => Unit) {
   *    into parquet and partition pruning are Spark's own; the index lists only the log's files;
   *  - a dynamic partition overwrite becomes an append whose write replaces the partitions it
   *    writes (Spark's V1 write fallback has no dynamic overwrite of its own);
-  *  - DELETE, UPDATE and MERGE fail with one clear "not supported yet".
+  *  - DELETE, UPDATE and MERGE fail with one clear "not supported yet";
+  *  - Delta's `DESCRIBE HISTORY <table>` (which Spark's parser, without Delta's, reads as the
+  *    column `<table>` of a table named HISTORY) reads the table's `history` insight table, newest
+  *    commit first as Delta's does.
   */
 class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
 
@@ -49,6 +54,35 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
     relation.copy(output = r.output)
   }
 
+  /** The table name of `DESCRIBE HISTORY <name>` as Spark parses it (the column `<name>` of a
+    * table HISTORY), by field rather than by extractor: the node's arity differs across Spark versions. */
+  private def describeHistoryOf(d: DescribeColumn): Option[Seq[String]] = (d.relation, d.column) match {
+    case (u: UnresolvedTableOrView, a: UnresolvedAttribute)
+        if u.multipartIdentifier.length == 1 && u.multipartIdentifier.head.equalsIgnoreCase("history") && !historyIsATable =>
+      Some(a.nameParts)
+    case _ => None
+  }
+
+  /** A table or view really named `history` keeps `DESCRIBE history col` its Spark meaning. */
+  private def historyIsATable: Boolean = {
+    val cm = spark.sessionState.catalogManager
+    cm.currentCatalog.name == "spark_catalog" && spark.sessionState.catalog.tableExists(TableIdentifier("history"))
+  }
+
+  /** `use_catalog.<catalog>.<namespace>.<table>.history` for the name as DESCRIBE HISTORY wrote it:
+    * `t` and `db.t` in the current catalog, `cat.db.t` as is, ``delta.`/path` `` (or qbeast) by location. */
+  private def historyInsight(parts: Seq[String]): Seq[String] = {
+    val cm = spark.sessionState.catalogManager
+    val full = parts match {
+      case Seq(fmt, path) if (fmt.equalsIgnoreCase("delta") || fmt.equalsIgnoreCase("qbeast")) && path.contains("/") =>
+        Seq("path", path)
+      case Seq(t) => Seq(cm.currentCatalog.name) ++ cm.currentNamespace.toSeq :+ t
+      case _ if parts.length >= 3 && cm.isCatalogRegistered(parts.head) => parts
+      case _ => cm.currentCatalog.name +: parts
+    }
+    ("use_catalog" +: full) :+ "history"
+  }
+
   override def apply(plan: LogicalPlan): LogicalPlan = {
     plan.foreach {
       case d: DeleteFromTable if isUseTarget(d.table) => notSupported("DELETE")
@@ -57,6 +91,9 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
       case _ =>
     }
     plan.resolveOperatorsUp {
+      case d: DescribeColumn if describeHistoryOf(d).isDefined =>
+        Sort(Seq(SortOrder(UnresolvedAttribute(Seq("version")), Descending)), global = true,
+          UnresolvedRelation(historyInsight(describeHistoryOf(d).get)))
       case o: OverwritePartitionsDynamic if o.resolved && isUseTarget(o.table) =>
         AppendData.byName(o.table, o.query, o.writeOptions + (UseAnalysis.DynamicOverwrite -> "true"))
       case r: DataSourceV2Relation if r.table.isInstanceOf[UseTable] => toRelation(r)
