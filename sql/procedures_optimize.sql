@@ -41,6 +41,9 @@ INSERT INTO p VALUES (1, 2);
 
 CALL use_catalog.system.convert_to_qbeast('${SCRATCH}/p', 'x,y');
 
+CALL use_catalog.system.convert_to_qbeast(table => '${SCRATCH}/p', columns_to_index => 'x,y');
+
+-- already a Qbeast table with another cube size (or columns): refused, not ignored
 CALL use_catalog.system.convert_to_qbeast(table => '${SCRATCH}/p', columns_to_index => 'x,y', cube_size => 1000);
 
 CALL use_catalog.system.optimize(table => '${SCRATCH}/p', dry_run => true);
