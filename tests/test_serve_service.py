@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
@@ -209,11 +210,19 @@ def test_manual_trigger_over_jdbc_runs_once_on_an_unscheduled_table_and_is_ignor
     scheduled = _create(server, "man2", 1, {AUTO: "true"})
     _await("the service to schedule the table", lambda: (st := _state(server, scheduled)) and st["continuous"], server)
     server.sql(trigger.format("man2"))
-    _await(
-        "the trigger to be ignored, with its reason",
-        lambda: "continuous optimization configured" in ((_state(server, scheduled) or {}).get("note") or ""),
+    # The ALTER returned no rows; the SQL user reads why nothing happened from the status tables.
+    status = "SELECT note, note_at FROM use_catalog.system_lake_tables.service_status WHERE table_name = '{}'"
+    summary = ("SELECT optimization_note, optimization_note_at FROM use_catalog.system_lake_tables.metastore_summary "
+               "WHERE database = 'default' AND table_name = '{}'")  # fmt: skip
+    ignored = "manual optimization ignored: the table has continuous optimization configured"
+    (note, note_at), = _await(
+        "the trigger to be ignored, with its reason over JDBC",
+        lambda: [r for r in server.sql(status.format("spark_catalog.default.man2")) if r[0] and r[0].startswith(ignored)],
         server,
     )
+    assert note_at is not None
+    assert server.sql(summary.format("man2")) == [(note, note_at)]
+    assert server.sql(summary.format("man")) == [("manual optimization done", ANY)]  # an idle table: no status row
 
 
 def test_kill_9_during_a_run_then_restart_on_the_same_data_dir_resumes_the_schedule(service_server) -> None:

@@ -3,10 +3,12 @@
 * `SERVICE_STATUS_SCHEMA`, the rows of `use_catalog.system_lake_tables.service_status`: one row per
   table the service has work for, running runs first with their progress, then the queue (due
   tables waiting for a slot, heaviest first, `queue_position` 1 is next), then the tables scheduled
-  for later.
+  for later. Each row carries the table's `note`, the service's latest decision on it (a manual
+  trigger queued or ignored and why, a run resumed after a restart): a SQL user whose ALTER TABLE
+  asked for a manual optimization has no other way to see it (the statement returns no rows).
 * `TABLE_STATE_SCHEMA`: one row per table the service knows, the per-table columns
   `metastore_summary` shows (optimization state idle/scheduled/running, next run, last run, last
-  error, GC, layout figures), joined on `location`.
+  error, note, GC, layout figures), joined on `location`.
 
 Pure: built from the scheduler's states; times are UTC timestamps in milliseconds.
 """
@@ -52,6 +54,8 @@ SERVICE_STATUS_SCHEMA = pa.schema(
         ("stop_reason", pa.string()),
         ("failures", pa.int32()),
         ("last_error", pa.string()),
+        ("note", pa.string()),  # the service's latest decision on the table, e.g. why a manual trigger was ignored
+        ("note_at", _TS),
     ]
 )
 
@@ -137,6 +141,7 @@ def _status_row(s: TableState, status: str, trigger: str) -> dict[str, Any]:
     return {
         "table_name": s.name, "location": s.location, "status": status, "trigger": trigger,
         "next_run_at": _ms(s.next_run_at), "failures": s.failures, "last_error": s.last_error,
+        "note": s.note, "note_at": _ms(s.note_at),
     }  # fmt: skip
 
 
