@@ -52,8 +52,9 @@ SERVICE_STATUS_SCHEMA = pa.schema(
         ("last_version", pa.int64()),
         ("strategy", pa.string()),
         ("stop_reason", pa.string()),
-        ("failures", pa.int32()),
-        ("last_error", pa.string()),
+        ("failures", pa.int32()),  # consecutive failed runs (0 after a success)
+        ("last_error", pa.string()),  # what is wrong now; null once it succeeds again (schedule docstring)
+        ("last_error_at", _TS),
         ("note", pa.string()),  # the service's latest decision on the table, e.g. why a manual trigger was ignored
         ("note_at", _TS),
     ]
@@ -141,7 +142,7 @@ def _status_row(s: TableState, status: str, trigger: str) -> dict[str, Any]:
     return {
         "table_name": s.name, "location": s.location, "status": status, "trigger": trigger,
         "next_run_at": _ms(s.next_run_at), "failures": s.failures, "last_error": s.last_error,
-        "note": s.note, "note_at": _ms(s.note_at),
+        "last_error_at": _ms(s.last_error_at), "note": s.note, "note_at": _ms(s.note_at),
     }  # fmt: skip
 
 
