@@ -43,11 +43,15 @@ def _assert_one_line_error(done: subprocess.CompletedProcess[str], *fragments: s
         (["--conf", "spark.master=local[1]"], ["--master"]),
         (["--conf", "spark.hadoop.hive.server2.thrift.port=1"], ["--port"]),
         (["--conf", "spark.qbeast.use.optimization-interval=often"], ["optimization-interval", "'often'"]),
+        (["--conf", "spark.qbeast.use.optimisation-interval=5s"],
+         ["unknown key 'spark.qbeast.use.optimisation-interval'", "did you mean 'spark.qbeast.use.optimization-interval'?"]),
+        (["--conf", "spark.qbeast.use.optimization.bytes-per-itr=5"],
+         ["unknown optimization key", "did you mean 'spark.qbeast.use.optimization.bytes-per-iter'?"]),
         (["--port", "70000"], ["--port 70000"]),
         (["--host", "192.0.2.1"], ["not an address of this machine"]),
     ],
     ids=["conf-without-value", "conf-not-spark", "conf-owned-by-master", "conf-owned-by-port", "conf-bad-use-value",
-         "port-out-of-range", "host-not-local"],
+         "conf-unknown-use-key", "conf-unknown-use-optimization-key", "port-out-of-range", "host-not-local"],
 )  # fmt: skip
 def test_bad_flags_are_one_line_errors_and_leave_nothing_behind(tmp_path: Path, flags, fragments) -> None:
     data = tmp_path / "data"
