@@ -59,7 +59,7 @@ def test_demo_refuses_bad_rows_before_doing_anything(tmp_path, capsys, args, mes
     assert not target.exists()
 
 
-def test_demo_refuses_a_file_or_an_earlier_demo_as_path(tmp_path, capsys) -> None:
+def test_demo_refuses_a_file_or_a_non_empty_directory_as_path(tmp_path, capsys) -> None:
     a_file = tmp_path / "notes.txt"
     a_file.write_text("keep me")
     assert main(["demo", "--path", str(a_file), "--delta-only"]) == 2
@@ -70,8 +70,18 @@ def test_demo_refuses_a_file_or_an_earlier_demo_as_path(tmp_path, capsys) -> Non
     capsys.readouterr()
     before = directory_state(str(tmp_path / "d"))
     assert main(["demo", "--delta-only", "--path", str(tmp_path / "d")]) == 2
-    assert "already holds events_delta" in _one_error_line(capsys, "demo")
+    assert "--path " + str(tmp_path / "d") + " is not empty (it holds events_delta)" in _one_error_line(capsys, "demo")
     assert directory_state(str(tmp_path / "d")) == before
+
+    other = tmp_path / "other"  # anything else in it: refused too, nothing written
+    for name in ("a.txt", "b.txt", "c.txt", "d.txt"):
+        (other / name).parent.mkdir(exist_ok=True)
+        (other / name).write_text(name)
+    before = directory_state(str(other))
+    assert main(["demo", "--delta-only", "--path", str(other)]) == 2
+    line = _one_error_line(capsys, "demo")
+    assert "is not empty (it holds a.txt, b.txt, c.txt and 1 more); pass a new or empty directory" in line
+    assert directory_state(str(other)) == before
 
 
 def test_demo_append_wording() -> None:
