@@ -228,3 +228,29 @@ def test_demo_end_to_end_on_spark(spark, tmp_path, capsys) -> None:
 
     table = QbeastTable.for_path(spark, str(tmp_path / "events_qbeast"))
     assert table.read().count() == 12000 and table.revision_ids() == [0, 1]
+
+
+# --- python -m -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", ["use", "use.cli"])
+def test_python_dash_m_runs_the_same_command_line(tmp_path, monkeypatch, module: str) -> None:
+    """`python -m use` / `python -m use.cli` are the `use` console script (`use.cli:main`), from any
+    directory: its help, its subcommands, its one-line errors and exit code 2."""
+    import subprocess
+    import sys
+
+    from use.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", "100")  # the same help width here and in the child
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", module, *args], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120, check=False)  # fmt: skip
+
+    helped = run("--help")
+    assert helped.returncode == 0 and helped.stdout == build_parser().format_help(), helped.stderr
+    refused = run("demo", "--rows", "1", "--path", str(tmp_path / "d"))
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.startswith("use demo: error: --rows must be at least 4") and len(refused.stderr.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
