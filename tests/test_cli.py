@@ -59,7 +59,7 @@ def test_demo_refuses_bad_rows_before_doing_anything(tmp_path, capsys, args, mes
     assert not target.exists()
 
 
-def test_demo_refuses_a_file_or_an_earlier_demo_as_path(tmp_path, capsys) -> None:
+def test_demo_refuses_a_file_or_a_non_empty_directory_as_path(tmp_path, capsys) -> None:
     a_file = tmp_path / "notes.txt"
     a_file.write_text("keep me")
     assert main(["demo", "--path", str(a_file), "--delta-only"]) == 2
@@ -70,8 +70,18 @@ def test_demo_refuses_a_file_or_an_earlier_demo_as_path(tmp_path, capsys) -> Non
     capsys.readouterr()
     before = directory_state(str(tmp_path / "d"))
     assert main(["demo", "--delta-only", "--path", str(tmp_path / "d")]) == 2
-    assert "already holds events_delta" in _one_error_line(capsys, "demo")
+    assert "--path " + str(tmp_path / "d") + " is not empty (it holds events_delta)" in _one_error_line(capsys, "demo")
     assert directory_state(str(tmp_path / "d")) == before
+
+    other = tmp_path / "other"  # anything else in it: refused too, nothing written
+    for name in ("a.txt", "b.txt", "c.txt", "d.txt"):
+        (other / name).parent.mkdir(exist_ok=True)
+        (other / name).write_text(name)
+    before = directory_state(str(other))
+    assert main(["demo", "--delta-only", "--path", str(other)]) == 2
+    line = _one_error_line(capsys, "demo")
+    assert "is not empty (it holds a.txt, b.txt, c.txt and 1 more); pass a new or empty directory" in line
+    assert directory_state(str(other)) == before
 
 
 def test_demo_append_wording() -> None:
@@ -218,3 +228,29 @@ def test_demo_end_to_end_on_spark(spark, tmp_path, capsys) -> None:
 
     table = QbeastTable.for_path(spark, str(tmp_path / "events_qbeast"))
     assert table.read().count() == 12000 and table.revision_ids() == [0, 1]
+
+
+# --- python -m -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", ["use", "use.cli"])
+def test_python_dash_m_runs_the_same_command_line(tmp_path, monkeypatch, module: str) -> None:
+    """`python -m use` / `python -m use.cli` are the `use` console script (`use.cli:main`), from any
+    directory: its help, its subcommands, its one-line errors and exit code 2."""
+    import subprocess
+    import sys
+
+    from use.cli import build_parser
+
+    monkeypatch.setenv("COLUMNS", "100")  # the same help width here and in the child
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", module, *args], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120, check=False)  # fmt: skip
+
+    helped = run("--help")
+    assert helped.returncode == 0 and helped.stdout == build_parser().format_help(), helped.stderr
+    refused = run("demo", "--rows", "1", "--path", str(tmp_path / "d"))
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.startswith("use demo: error: --rows must be at least 4") and len(refused.stderr.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []

@@ -42,6 +42,7 @@ def test_a_delta_table_row(tmp_path) -> None:
     assert dict(row["optimization_settings"]) == {
         "use.optimization.autoOptimize.enabled": "true", "use.optimization.bytes-per-iter": "5000000"}  # fmt: skip
     assert (row["optimization_state"], row["next_optimization_at"], row["last_optimization_error"]) == ("not served", None, None)
+    assert (row["optimization_note"], row["optimization_note_at"]) == (None, None)
     assert row["optimization_count"] == 1
     assert row["last_optimization_time"] == dt.datetime.fromtimestamp(facts.history[-1].timestamp / 1000, UTC)
     assert row["pending_bytes"] == sum(insights.plan(facts.qsnap).column("bytes").to_pylist()) > 0
@@ -76,7 +77,7 @@ def test_other_providers_and_the_service_state(tmp_path) -> None:
     path = plain_delta(str(tmp_path / "t"), appends=1)
     parquet = insights.TableIdentity("spark_catalog", "db", "p", "MANAGED", "parquet", str(tmp_path / "p"), {"a": "b"})
     view = insights.TableIdentity("spark_catalog", "db", "v", "VIEW")
-    states = {"t": insights.ServiceState("running", next_run_ms=5_000, last_error="boom")}
+    states = {"t": insights.ServiceState("running", next_run_ms=5_000, last_error="boom", note="queued", note_ms=7_000)}
     t = insights.metastore_summary(
         [parquet, view, identity(path)], service=lambda i: states.get(i.table_name), spark_conf={}
     )
@@ -85,6 +86,8 @@ def test_other_providers_and_the_service_state(tmp_path) -> None:
     assert (v["table_type"], v["location"], v["optimization_state"]) == ("VIEW", None, "not served")
     assert (delta["optimization_state"], delta["last_optimization_error"]) == ("running", "boom")
     assert delta["next_optimization_at"] == dt.datetime(1970, 1, 1, 0, 0, 5, tzinfo=UTC)
+    assert (delta["optimization_note"], delta["optimization_note_at"]) == ("queued", dt.datetime(1970, 1, 1, 0, 0, 7, tzinfo=UTC))
+    assert (v["optimization_note"], v["optimization_note_at"]) == (None, None)
     assert delta["auto_optimize"] is False and delta["error"] is None
     assert insights.metastore_summary([]).schema == insights.METASTORE_SUMMARY_SCHEMA
 

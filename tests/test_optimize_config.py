@@ -223,6 +223,19 @@ def test_service_config_interval() -> None:
         ServiceConfig.from_spark_conf({"spark.qbeast.use.optimization.bytes-per-iter": "x"})
 
 
+def test_unknown_service_keys_are_refused_with_the_closest_known_key() -> None:
+    with pytest.raises(ConfigError) as info:
+        ServiceConfig.from_spark_conf({"spark.qbeast.use.optimisation-interval": "5s"})
+    msg = str(info.value)
+    assert msg.startswith("unknown key 'spark.qbeast.use.optimisation-interval'; did you mean 'spark.qbeast.use.optimization-interval'?")
+    assert "spark.qbeast.use.gc-interval" in msg and "spark.qbeast.use.optimization.<key>" in msg
+    with pytest.raises(ConfigError, match=r"unknown key 'spark.qbeast.use.frobnicate'; the spark.qbeast.use.\* keys are"):
+        ServiceConfig.from_spark_conf({"spark.qbeast.use.frobnicate": "1"})  # nothing close: no suggestion
+    with pytest.raises(ConfigError, match=r"did you mean 'use.optimization.bytes-per-iter'\?"):
+        OptimizationConfig.from_properties({P + "bytes-per-itr": "5"})
+    assert ServiceConfig.from_spark_conf({"spark.qbeast.other": "x", "spark.qbeast.use.gc-interval": "1h"}).gc_interval_s == 3600.0
+
+
 def test_service_config_concurrency_and_gc_keys() -> None:
     from use.optimize.config import gc_enabled
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from use.cli import build_parser
@@ -34,3 +35,22 @@ def test_every_cli_flag_is_documented() -> None:
             for flag in action.option_strings:
                 if flag.startswith("--") and flag != "--help":
                     assert flag in README, f"use {name} {flag}"
+
+
+def test_the_command_line_synopsis_lists_every_flag_of_each_subcommand() -> None:
+    """The synopsis is where a reader looks up a subcommand's flags: each one is on its own lines."""
+    block = README.split("## Command line\n```\n", 1)[1].split("```", 1)[0]
+    synopsis: dict[str, str] = {}
+    name = ""
+    for line in block.splitlines():
+        if line.startswith("use "):
+            name = line.split()[1]
+        synopsis[name] = synopsis.get(name, "") + " " + line  # indented lines continue the previous
+    parser = build_parser()
+    subcommands = next(a for a in parser._actions if a.dest == "command").choices
+    for name, sub in subcommands.items():
+        for action in sub._actions:
+            for flag in action.option_strings:
+                if flag.startswith("--") and flag != "--help":
+                    listed = re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", synopsis.get(name, ""))
+                    assert listed, f"use {name} {flag} is missing from the synopsis"

@@ -7,10 +7,12 @@ again on its data dir.
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -41,11 +43,15 @@ def _assert_one_line_error(done: subprocess.CompletedProcess[str], *fragments: s
         (["--conf", "spark.master=local[1]"], ["--master"]),
         (["--conf", "spark.hadoop.hive.server2.thrift.port=1"], ["--port"]),
         (["--conf", "spark.qbeast.use.optimization-interval=often"], ["optimization-interval", "'often'"]),
+        (["--conf", "spark.qbeast.use.optimisation-interval=5s"],
+         ["unknown key 'spark.qbeast.use.optimisation-interval'", "did you mean 'spark.qbeast.use.optimization-interval'?"]),
+        (["--conf", "spark.qbeast.use.optimization.bytes-per-itr=5"],
+         ["unknown optimization key", "did you mean 'spark.qbeast.use.optimization.bytes-per-iter'?"]),
         (["--port", "70000"], ["--port 70000"]),
         (["--host", "192.0.2.1"], ["not an address of this machine"]),
     ],
     ids=["conf-without-value", "conf-not-spark", "conf-owned-by-master", "conf-owned-by-port", "conf-bad-use-value",
-         "port-out-of-range", "host-not-local"],
+         "conf-unknown-use-key", "conf-unknown-use-optimization-key", "port-out-of-range", "host-not-local"],
 )  # fmt: skip
 def test_bad_flags_are_one_line_errors_and_leave_nothing_behind(tmp_path: Path, flags, fragments) -> None:
     data = tmp_path / "data"
@@ -147,3 +153,50 @@ def test_restart_on_the_same_data_dir_finds_every_table_and_sigterm_stops_cleanl
     cursor.execute("SELECT p, count(*) FROM restart_check.lake GROUP BY p ORDER BY p")
     assert cursor.fetchall() == [(0, 4), (1, 3)]
     connection.close()
+
+
+# The server's log line once the SparkContext is up (pyspark had put its own SIGINT handler in place
+# by then) and before the metastore boots: a stop there used to end in a Py4JError traceback.
+_SPARK_UP = "Spark session started; booting the metastore"
+
+
+@pytest.mark.parametrize(
+    "sig,to_group",
+    [(signal.SIGINT, True), (signal.SIGTERM, False)],
+    ids=["ctrl-c-to-the-process-group", "sigterm-to-the-python-process"],
+)
+def test_a_stop_during_startup_is_clean(tmp_path: Path, sig: signal.Signals, to_group: bool) -> None:
+    """Ctrl-C in a terminal signals the whole process group (the JVM too) while the JVM boots."""
+    from server_support import START_TIMEOUT_S, STOP_TIMEOUT_S
+
+    from use.server import READY_PREFIX
+
+    data, cwd = tmp_path / "data", tmp_path / "cwd"
+    cwd.mkdir()
+    log = data / "logs" / "server.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLI, "serve", "--data-dir", str(data), "--port", str(free_port()),
+         "--master", "local[2]", "--conf", "spark.driver.memory=1g"],
+        cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not (log.exists() and _SPARK_UP in log.read_text(errors="replace")):
+            assert proc.poll() is None and time.monotonic() < deadline, f"no {_SPARK_UP!r} line:\n{proc.communicate()}"
+            time.sleep(0.05)  # the line is written by another process: poll its log
+        if to_group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+        out, err = proc.communicate(timeout=STOP_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = log.read_text(errors="replace")
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{err}\n{text}"
+    assert (out, err) == ("use serve: stopped\n", ""), (out, err)  # one message, no traceback, never ready
+    assert f"received {sig.name}" in text and "stop requested while starting" in text, text
+    assert "Traceback" not in text and "failed" not in text and READY_PREFIX not in out, text
+    assert not (data / "tmp").exists() and list(cwd.iterdir()) == []

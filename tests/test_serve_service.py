@@ -12,12 +12,14 @@ those with a deadline; no fixed sleeps.
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
@@ -209,11 +211,47 @@ def test_manual_trigger_over_jdbc_runs_once_on_an_unscheduled_table_and_is_ignor
     scheduled = _create(server, "man2", 1, {AUTO: "true"})
     _await("the service to schedule the table", lambda: (st := _state(server, scheduled)) and st["continuous"], server)
     server.sql(trigger.format("man2"))
-    _await(
-        "the trigger to be ignored, with its reason",
-        lambda: "continuous optimization configured" in ((_state(server, scheduled) or {}).get("note") or ""),
+    # The ALTER returned no rows; the SQL user reads why nothing happened from the status tables.
+    status = "SELECT note, note_at FROM use_catalog.system_lake_tables.service_status WHERE table_name = '{}'"
+    summary = ("SELECT optimization_note, optimization_note_at FROM use_catalog.system_lake_tables.metastore_summary "
+               "WHERE database = 'default' AND table_name = '{}'")  # fmt: skip
+    ignored = "manual optimization ignored: the table has continuous optimization configured"
+    (note, note_at), = _await(
+        "the trigger to be ignored, with its reason over JDBC",
+        lambda: [r for r in server.sql(status.format("spark_catalog.default.man2")) if r[0] and r[0].startswith(ignored)],
         server,
     )
+    assert note_at is not None
+    assert server.sql(summary.format("man2")) == [(note, note_at)]
+    assert server.sql(summary.format("man")) == [("manual optimization done", ANY)]  # an idle table: no status row
+
+
+def test_last_error_shows_a_failing_table_over_jdbc_and_is_cleared_once_it_runs_again(service_server, tmp_path) -> None:
+    server = service_server
+    path = _create(server, "flaky", 3)
+    aside = tmp_path / "aside"
+    moved = [f.relative_to(path) for f in path.rglob("*.parquet") if "_delta_log" not in f.parts]
+    for rel in moved:  # every data file gone: a run's merge tasks fail to read them
+        (aside / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(path / rel, aside / rel)
+    server.sql(f"ALTER TABLE flaky SET TBLPROPERTIES ('{AUTO}'='true')")
+    status = ("SELECT failures, last_error, last_error_at, note FROM use_catalog.system_lake_tables.service_status "
+              "WHERE table_name = 'spark_catalog.default.flaky'")  # fmt: skip
+    summary = ("SELECT last_optimization_error, optimization_note FROM use_catalog.system_lake_tables.metastore_summary "
+               "WHERE database = 'default' AND table_name = 'flaky'")  # fmt: skip
+    (failures, error, error_at, _), = _await("a failed run", lambda: [r for r in server.sql(status) if r[0] >= 1], server)
+    assert error and error_at is not None and _events(path) == 0
+    assert server.sql(summary)[0][0] is not None  # metastore_summary agrees while it fails
+
+    for rel in moved:  # the files are back: the next retry succeeds
+        shutil.move(aside / rel, path / rel)
+    (failures, error, error_at, note), = _await(
+        "a successful run to clear the error", lambda: [r for r in server.sql(status) if r[0] == 0], server
+    )
+    assert (error, error_at) == (None, None) and _events(path) > 0
+    assert note.startswith("recovered after ") and "the last error was: " in note  # the error is history now
+    assert server.sql(summary) == [(None, note)]
+    assert _ids(path) == list(range(3 * ROWS))
 
 
 def test_kill_9_during_a_run_then_restart_on_the_same_data_dir_resumes_the_schedule(service_server) -> None:

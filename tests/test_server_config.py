@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,34 @@ def test_the_demo_interval_yields_to_a_conf_of_the_caller(tmp_path: Path) -> Non
     assert ServerOptions.from_flags(tmp_path, conf_pairs=demo_conf([])).conf[INTERVAL_KEY] == DEMO_INTERVAL
     mine = demo_conf([f"{INTERVAL_KEY}=2s"])
     assert ServerOptions.from_flags(tmp_path, conf_pairs=mine).conf[INTERVAL_KEY] == "2s"
+
+
+def test_the_demo_prints_client_commands_that_work_from_any_directory(tmp_path: Path) -> None:
+    """Run from a directory that is not the repository's root (no `.venv` there): the beeline
+    classpath command finds pyspark's jars, the PyHive one imports pyhive and only fails to connect
+    (nothing listens on the port)."""
+    import subprocess
+
+    from server_support import free_port
+
+    from use.server.demo import print_demo
+
+    options = ServerOptions.from_flags(tmp_path / "data", port=free_port())
+    printed: list[str] = []
+    print_demo(options, printed.append)
+
+    def bash(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+
+    beeline = next(line for line in printed if "java -cp" in line)
+    classpath = beeline.split('"', 1)[1].rsplit('"', 1)[0]  # "$(python -c ...)/jars/*"
+    jars = bash(f'echo "{classpath}"')
+    assert jars.returncode == 0 and jars.stderr == "", jars.stderr
+    assert Path(jars.stdout.strip()).parent.is_dir() and any(Path(jars.stdout.strip()).parent.glob("spark-core*.jar"))
+
+    pyhive = printed[printed.index("or with PyHive:") + 1]
+    done = bash(pyhive)
+    assert done.returncode != 0 and "ModuleNotFoundError" not in done.stderr and "No such file" not in done.stderr, done.stderr
+    assert "TTransportException" in done.stderr or "Could not connect" in done.stderr, done.stderr
+    text = "\n".join(printed)
+    assert shlex.quote(sys.executable) in text and "$(.venv/" not in text and "  .venv/" not in text

@@ -386,6 +386,42 @@ def test_a_failed_plan_is_recorded_and_backs_off() -> None:
     assert st.last_error == "CorruptLogError: unreadable"
 
 
+def test_last_error_is_what_is_wrong_now_and_a_success_of_the_same_kind_clears_it_into_the_note() -> None:
+    s = scheduler(gc_interval_s=100.0)
+    s.upsert("/t", "t", {**AUTO, "use.gc.enabled": "true"}, now=0.0)
+    plan_all(s, 0.0)
+    (start,) = s.pick(0.0)
+    s.finish("/t", start.run_id, 1.0, FAILED, error="OSError: disk full")
+    st = s.get("/t")
+    assert (st.failures, st.last_error, st.last_error_at) == (1, "OSError: disk full", 1.0)
+    s.gc_started("/t")
+    s.gc_finished("/t", GcRecord(2.0), 2.0)  # a GC success says nothing about runs
+    assert s.get("/t").last_error == "OSError: disk full"
+
+    plan_all(s, I + 1.0)
+    (start,) = s.pick(I + 1.0)
+    s.finish("/t", start.run_id, I + 2.0, "converged")
+    st = s.get("/t")
+    assert (st.failures, st.last_error, st.last_error_at) == (0, None, None)
+    assert st.note == "recovered after 1 failure(s); the last error was: OSError: disk full" and st.note_at == I + 2.0
+
+    s.gc_started("/t")
+    s.gc_finished("/t", GcRecord(I + 3.0, error="OSError: x"), I + 3.0)
+    plan_all(s, 2 * I + 2.0)
+    (start,) = s.pick(2 * I + 2.0)
+    s.finish("/t", start.run_id, 2 * I + 3.0, "converged")  # a run success says nothing about GC
+    assert s.get("/t").last_error == "GC: OSError: x"
+    s.gc_started("/t")
+    s.gc_finished("/t", GcRecord(2 * I + 4.0), 2 * I + 4.0)
+    assert s.get("/t").last_error is None and "recovered after 1 failure(s)" in s.get("/t").note
+
+    s.upsert("/t", "t", {"use.optimization.type": "NoSuchStrategy"}, now=3 * I)
+    assert "NoSuchStrategy" in s.get("/t").last_error
+    s.upsert("/t", "t", AUTO, now=3 * I + 1)  # the properties fixed
+    st = s.get("/t")
+    assert st.last_error is None and st.note.startswith("recovered; the last error was: table properties:")
+
+
 def test_backoff_formula() -> None:
     assert [backoff_s(n, 10.0, 100.0) for n in (1, 2, 3, 4, 5)] == [10.0, 20.0, 40.0, 80.0, 100.0]
     assert backoff_s(3, 1000.0, 100.0) == 1000.0  # never less than one interval

@@ -82,6 +82,7 @@ def test_status_tables_have_their_fixed_schemas() -> None:
     man = rows["/man"]
     assert man["status"] == "queued" and man["trigger"] == "manual" and man["queue_position"] == 1
     assert man["weight"] > 0 and man["waiting_since"].timestamp() == 1.0
+    assert man["note"] == "manual optimization queued" and man["note_at"].timestamp() == 1.0  # why, and when
     assert [r["status"] for r in status.to_pylist()] == ["running", "queued", "scheduled"]
     assert rows["/later"]["queue_position"] is None and rows["/later"]["next_run_at"].timestamp() == 60.0
 

@@ -45,7 +45,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = " ".join(exc.for_surface(CLI).split())
         print(f"use {args.command}: error: {text}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

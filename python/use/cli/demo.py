@@ -53,11 +53,14 @@ def _check_args(args: argparse.Namespace) -> None:
         return
     if os.path.exists(args.path) and not os.path.isdir(args.path):
         raise InvalidArgumentError(f"--path {args.path} is a file; pass a new or empty directory")
-    taken = [t for t in TABLES if os.path.exists(os.path.join(args.path, t))]
-    if taken:
+    # Anything already there is refused, not only an earlier demo's tables: the demo creates and
+    # writes files, and a directory holding something else is not the demo's to write into.
+    entries = sorted(os.listdir(args.path)) if os.path.isdir(args.path) else []
+    if entries:
+        shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
         raise InvalidArgumentError(
-            f"--path {args.path} already holds {', '.join(taken)} from an earlier demo; pass a new or empty "
-            "directory, or leave --path out for a fresh temporary one"
+            f"--path {args.path} is not empty (it holds {shown}); pass a new or empty directory, "
+            "or leave --path out for a fresh temporary one"
         )
 
 

@@ -7,9 +7,11 @@ table: a table whose directory is gone, whose log is corrupt or whose properties
 its row anyway, with what could be read filled in and the reasons in `error`. Tables of other
 providers (parquet, csv, views, ...) get their identity columns only.
 
-Optimization state: `optimization_state`, `next_optimization_at` and `last_optimization_error` are
-the continuous-optimization service's to fill (a `ServiceState` per table); without a service they
-read "not served", null, null. Everything else comes from the table's Delta log.
+Optimization state: `optimization_state`, `next_optimization_at`, `last_optimization_error` and
+`optimization_note` / `optimization_note_at` (the service's latest decision on the table, e.g. why a
+manual trigger was ignored) are the continuous-optimization service's to fill (a `ServiceState` per
+table); without a service they read "not served" and nulls. Everything else comes from the table's
+Delta log.
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ METASTORE_SUMMARY_SCHEMA = pa.schema(
         ("optimization_state", pa.string()),
         ("next_optimization_at", TIMESTAMP),
         ("last_optimization_error", pa.string()),
+        ("optimization_note", pa.string()),
+        ("optimization_note_at", TIMESTAMP),
         ("last_optimization_time", TIMESTAMP),
         ("optimization_count", pa.int64()),
         ("pending_bytes", pa.int64()),
@@ -79,7 +83,7 @@ METASTORE_SUMMARY_SCHEMA = pa.schema(
 
 LAKE_OPTIMIZATIONS_SCHEMA = pa.schema([*_IDENTITY_FIELDS, *OPTIMIZATIONS_SCHEMA])
 
-_TIME_COLUMNS = ("last_commit_time", "next_optimization_at", "last_optimization_time")
+_TIME_COLUMNS = ("last_commit_time", "next_optimization_at", "optimization_note_at", "last_optimization_time")
 
 
 @dataclass(frozen=True)
@@ -106,11 +110,14 @@ class TableIdentity:
 @dataclass(frozen=True)
 class ServiceState:
     """What the continuous-optimization service knows of one table (issue 13 fills it):
-    `state` is idle, scheduled, running or "not served"; times are epoch ms."""
+    `state` is idle, scheduled, running or "not served"; `note` is the service's latest decision on
+    the table (`use.service.schedule.TableState.note`); times are epoch ms."""
 
     state: str = NOT_SERVED
     next_run_ms: int | None = None
     last_error: str | None = None
+    note: str | None = None
+    note_ms: int | None = None
 
 
 def _describe(exc: BaseException) -> str:
@@ -190,6 +197,8 @@ def summary_row(
         "optimization_state": service.state,
         "next_optimization_at": service.next_run_ms,
         "last_optimization_error": service.last_error,
+        "optimization_note": service.note,
+        "optimization_note_at": service.note_ms,
     }
     if not identity.has_delta_log:
         return row

@@ -10,7 +10,8 @@ same way: a `ConfigError` naming the key, the value and the accepted form, befor
 Precedence (highest first): `overrides` (CLI flags, procedure arguments, Python keyword arguments),
 table properties, session Spark conf `spark.qbeast.use.optimization.<key>`, the defaults below.
 Table properties outside `use.optimization.*` are ignored (they belong to Delta or Qbeast); an unknown
-key *inside* the prefix is an error, because a typo there would otherwise silently do nothing.
+key *inside* the prefix is an error, because a typo there would otherwise silently do nothing. So is
+an unknown Spark conf key under `spark.qbeast.use.`; both errors name the closest known key.
 
 Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_KEYS`):
 
@@ -53,6 +54,7 @@ Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
 import re
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Mapping
@@ -399,9 +401,33 @@ def _error(key: str, value: Any, accepted: str) -> ConfigError:
     return ConfigError(f"bad value {str(value)!r} for {key}: expected {accepted}")
 
 
+def _did_you_mean(key: str, known: list[str]) -> str:
+    """"; did you mean 'x'?" for the known key closest to a misspelt one ("" if none is close):
+    a typo in a long key is easier to see next to the right spelling than in a list of keys."""
+    by_lower = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.8)
+    return f"; did you mean {by_lower[close[0]]!r}?" if close else ""
+
+
 def _unknown_key(key: str, prefix: str) -> ConfigError:
-    known = ", ".join(prefix + s.key for s in CONFIG_KEYS)
-    return ConfigError(f"unknown optimization key {key!r}; known keys: {known}")
+    known = [prefix + s.key for s in CONFIG_KEYS]
+    return ConfigError(f"unknown optimization key {key!r}{_did_you_mean(key, known)}; known keys: {', '.join(known)}")
+
+
+#: The service's own Spark conf keys (besides `spark.qbeast.use.optimization.<key>`).
+SERVICE_KEYS: tuple[str, ...] = (INTERVAL_KEY, MAX_CONCURRENT_KEY, GC_INTERVAL_KEY)
+
+
+def _check_service_keys(conf: Mapping[str, str]) -> None:
+    """Refuse a `spark.qbeast.use.*` key that is neither a service key nor a table-key default:
+    a typo there (`optimisation-interval`) would otherwise leave the default silently in force."""
+    for key in conf:
+        if key.startswith(SPARK_PREFIX) and not key.startswith(SPARK_OPT_PREFIX) and key not in SERVICE_KEYS:
+            raise ConfigError(
+                f"unknown key {key!r}{_did_you_mean(key, list(SERVICE_KEYS))}; the {SPARK_PREFIX}* keys are "
+                f"{', '.join(SERVICE_KEYS)} and {SPARK_OPT_PREFIX}<key> (the session default of a table key "
+                f"{PREFIX}<key>)"
+            )
 
 
 @dataclass(frozen=True)
@@ -618,8 +644,10 @@ class ServiceConfig:
     def from_spark_conf(cls, conf: Mapping[str, str] | None) -> "ServiceConfig":
         """Parse `spark.qbeast.use.optimization-interval`, `.max-concurrent-optimizations` and
         `.gc-interval`; `spark.qbeast.use.optimization.*` keys are validated too (they are table-key
-        defaults, see `OptimizationConfig.from_properties`)."""
+        defaults, see `OptimizationConfig.from_properties`), and any other `spark.qbeast.use.*` key
+        is refused as unknown."""
         conf = conf or {}
+        _check_service_keys(conf)
         OptimizationConfig.from_properties({}, spark_conf=conf)  # validates the session defaults
         return cls(
             optimization_interval_s=_conf_value(conf, INTERVAL_KEY, parse_duration, DEFAULT_INTERVAL_SECONDS),

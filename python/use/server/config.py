@@ -2,8 +2,8 @@
 directory, and the Spark conf they become.
 
 Everything a bad flag can be is caught here, in milliseconds and with a one-line error, instead of
-half a minute later as a JVM stack trace: a malformed or ignored `--conf`, a key that a flag owns, a
-bad `spark.qbeast.use.*` value (through the one typed config parser), a port out of range or taken,
+half a minute later as a JVM stack trace: a malformed or ignored `--conf`, a key that a flag owns, an
+unknown `spark.qbeast.use.*` key or a bad value (through the one typed config parser), a port out of range or taken,
 a host that is not this machine's, a data directory that cannot be written or that another server
 holds. The layout of the data directory is decided in one place (`DataDir`) so the server, its
 tests and the README cannot drift apart.
@@ -156,7 +156,8 @@ def parse_conf_pairs(pairs: Sequence[str]) -> dict[str, str]:
     """`KEY=VALUE` strings of `--conf` as a mapping (a later key wins, as with spark-submit).
 
     Refused: a pair without `=`, an empty key, a key Spark would ignore (not `spark.*`), a key a
-    flag owns, and a bad `spark.qbeast.use.*` value (checked by the optimization config parser)."""
+    flag owns, and an unknown `spark.qbeast.use.*` key or a bad value (checked by the optimization
+    config parser)."""
     from use.optimize.config import SPARK_PREFIX, ServiceConfig
 
     conf: dict[str, str] = {}

@@ -10,6 +10,8 @@ metastore when it starts (after this service), so it schedules the table at once
 
 from __future__ import annotations
 
+import shlex
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -88,9 +90,12 @@ def demo_services(options: ServerOptions) -> list[Service]:
 
 
 def print_demo(options: ServerOptions, out: Callable[[str], None]) -> None:
-    """How to connect and what to look at, printed once the server is ready."""
+    """How to connect and what to look at, printed once the server is ready. The commands run this
+    server's interpreter by its absolute path, so they work from any directory (a relative
+    `.venv/bin/python` worked only from the repository's root)."""
     interval = options.conf.get(INTERVAL_KEY, DEMO_INTERVAL)
     host, port = options.connect_host, options.port
+    python = shlex.quote(sys.executable)
     lines = [
         "",
         f"demo: Qbeast table default.{DEMO_TABLE} ({DEMO_APPENDS} small appends), continuous optimization on",
@@ -98,10 +103,10 @@ def print_demo(options: ServerOptions, out: Callable[[str], None]) -> None:
         f"JDBC URL: {options.jdbc_url}",
         "",
         "connect with beeline:",
-        '  java -cp "$(.venv/bin/python -c \'import os, pyspark; print(os.path.dirname(pyspark.__file__))\')/jars/*" \\',
+        f'  java -cp "$({python} -c \'import os, pyspark; print(os.path.dirname(pyspark.__file__))\')/jars/*" \\',
         f'      org.apache.hive.beeline.BeeLine -u {options.jdbc_url} -n "$USER"',
         "or with PyHive:",
-        f"  .venv/bin/python -c \"from pyhive import hive; c = hive.connect(host='{host}', port={port}).cursor(); "
+        f"  {python} -c \"from pyhive import hive; c = hive.connect(host='{host}', port={port}).cursor(); "
         f"c.execute('SELECT count(*) FROM {DEMO_TABLE}'); print(c.fetchall())\"",
         "",
         "the optimizer at work (run these in beeline): its optimization events, the tables it schedules,",

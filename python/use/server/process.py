@@ -12,7 +12,9 @@ server's own lines; the Thrift server is started and the port polled until it ac
 connections; then the services start, and only then is the server ready. A stop (SIGINT or
 SIGTERM, or `request_stop`) runs the same steps backwards: services first (they may still need
 Spark to finish their current step), the Thrift server, Spark, the Derby metastore (shut down so
-the next start finds a clean database), the JVM, the scratch directory, the lock.
+the next start finds a clean database), the JVM, the scratch directory, the lock. A stop requested
+while the server is still starting (Ctrl-C while the JVM boots) is honoured between the start's
+steps: what was started is stopped the same way, and the stop is as clean as one after the start.
 
 Services (the continuous optimization service lives here) implement `Service`: `start(spark)`
 starts their own thread and returns, `stop()` returns once they have ended their current step.
@@ -43,7 +45,8 @@ __all__ = ["Service", "UseServer", "default_services", "serve"]
 
 log = logging.getLogger("use.server")
 log.addHandler(logging.NullHandler())  # until the data dir's log is open: never Python's stderr fallback
-# The loggers whose lines go to the data dir's log (the server's own and its services').
+# The loggers whose INFO lines go to the data dir's log (the server's own and its services'); other
+# loggers' warnings go there too (`UseServer._open_log`).
 _LOGGERS = ("use.server", "use.service")
 for _name in _LOGGERS[1:]:
     logging.getLogger(_name).addHandler(logging.NullHandler())
@@ -53,8 +56,14 @@ for _name in _LOGGERS[1:]:
 _LISTEN_TIMEOUT_S = 120.0
 # How long the JVM may take to exit once Spark is stopped and its stdin is closed.
 _JVM_EXIT_TIMEOUT_S = 30.0
-# SQLState of the SQLException Derby raises when a database shut down as asked.
-_DERBY_SHUTDOWN_OK = "08006"
+# SQLStates of the SQLException Derby raises when a database shut down as asked, and when it was
+# not booted in this JVM (a stop before the metastore was opened): nothing to shut down.
+_DERBY_SHUTDOWN_OK = ("08006", "XJ004")
+
+
+class _StopDuringStart(Exception):
+    """A stop was requested while `UseServer.start` ran: it unwinds to `start`, which stops what was
+    started and returns None (not an error: the user asked for it)."""
 
 
 class Service(Protocol):
@@ -86,13 +95,20 @@ class UseServer:
 
     # --- start -------------------------------------------------------------------------------
 
-    def start(self) -> str:
+    def start(self) -> str | None:
         """Start everything and return the JDBC URL once the Thrift server accepts connections;
-        `ServerError` (with everything started so far stopped again) if it cannot."""
+        `ServerError` (with everything started so far stopped again) if it cannot. None if a stop
+        was requested meanwhile (`request_stop`, e.g. from a signal handler): it is honoured between
+        steps, and everything started so far is stopped again.
+
+        Call it off the main thread when signals should stop it (`serve` does): pyspark's
+        SparkContext, built on the main thread, replaces the SIGINT handler with one that raises
+        KeyboardInterrupt into whatever py4j call is running."""
         d = self.options.data_dir
         check_data_dir(d)
         self._lock()
         try:
+            self._check_stop()
             check_port_free(self.options.host, self.options.port)
             shutil.rmtree(d.tmp, ignore_errors=True)  # scratch of a previous run that was killed
             d.tmp.mkdir(parents=True)
@@ -104,13 +120,18 @@ class UseServer:
             started = time.monotonic()
             with _output_to(d.log_file):
                 self.spark = self._session()
+            self._check_stop()
             self._thrift = self._start_thrift_server(self.spark)
             self._await_listening()
             for service in self.services:
+                self._check_stop()
                 service.start(self.spark)
                 self._started_services.append(service)
                 log.info("service %s started", service.name)
+            self._check_stop()
             log.info("ready in %.1f s: %s", time.monotonic() - started, self.options.jdbc_url)
+        except _StopDuringStart:
+            pass  # stopped below, outside the handler: no exception context in the log
         except UseError as e:
             log.error("start failed: %s", e)
             self.stop()
@@ -119,7 +140,11 @@ class UseServer:
             log.exception("start failed")
             self.stop()
             raise
-        return self.options.jdbc_url
+        else:
+            return self.options.jdbc_url
+        log.info("stop requested while starting")
+        self.stop()
+        return None
 
     def _lock(self) -> None:
         """Hold the data directory's lock file for the life of the process: two servers on one
@@ -140,12 +165,16 @@ class UseServer:
         self._lock_fd = fd
 
     def _open_log(self) -> None:
+        """The data dir's log takes the lines of the server and its services (INFO and up) and
+        every warning of any other logger of the process (py4j, pyspark, USE's SQL surface). It is
+        the root logger's handler so that nothing falls back to a console handler: py4j's
+        module-level `logging.info` calls `logging.basicConfig` when the root has none, which put
+        the server's own lines on the console too (a second "stopped" after a stop)."""
         handler = logging.FileHandler(self.options.data_dir.log_file, mode="a", encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.getLogger().addHandler(handler)
         for name in _LOGGERS:
-            logger = logging.getLogger(name)
-            logger.addHandler(handler)
-            logger.setLevel(logging.INFO)
+            logging.getLogger(name).setLevel(logging.INFO)
         self._log_handler = handler
 
     def _session(self) -> SparkSession:
@@ -154,8 +183,11 @@ class UseServer:
         from use.session import spark_session
 
         spark = spark_session("use-serve", master=self.options.master, conf=spark_conf(self.options))
+        self.spark = spark  # stopped by stop() even if what follows fails or a stop interrupts it
+        log.info("Spark session started; booting the metastore")
         # spark_session quiets Spark to ERROR for interactive use; a server's log keeps warnings.
         spark.sparkContext.setLogLevel(self.options.conf.get("spark.log.level", "WARN"))
+        self._check_stop()
         # Boot the metastore now: a Derby database that cannot be opened is a start error, not
         # the first client's, and the first query does not pay for the boot.
         spark.catalog.listDatabases()
@@ -200,6 +232,7 @@ class UseServer:
                     f"the Thrift server did not listen on {host}:{port} within {_LISTEN_TIMEOUT_S:.0f} s; "
                     f"see {self.options.data_dir.log_file}"
                 )
+            self._check_stop()
             time.sleep(0.05)
 
     @staticmethod
@@ -216,8 +249,17 @@ class UseServer:
     # --- run and stop ------------------------------------------------------------------------
 
     def request_stop(self) -> None:
-        """Ask `wait()` to return (safe from signal handlers and other threads)."""
+        """Ask `wait()` to return, or `start()` to stop at its next step (safe from signal
+        handlers and other threads)."""
         self._stop_requested.set()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested.is_set()
+
+    def _check_stop(self) -> None:
+        if self._stop_requested.is_set():
+            raise _StopDuringStart()
 
     def wait(self) -> None:
         """Block until a stop is requested or the JVM ends on its own."""
@@ -244,8 +286,7 @@ class UseServer:
             shutil.rmtree(self.options.data_dir.tmp, ignore_errors=True)
         log.info("stopped")
         if self._log_handler is not None:
-            for name in _LOGGERS:
-                logging.getLogger(name).removeHandler(self._log_handler)
+            logging.getLogger().removeHandler(self._log_handler)
             self._log_handler.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
@@ -261,7 +302,7 @@ class UseServer:
         try:
             jvm.java.sql.DriverManager.getConnection(url)
         except Py4JJavaError as e:
-            if e.java_exception.getSQLState() != _DERBY_SHUTDOWN_OK:
+            if e.java_exception.getSQLState() not in _DERBY_SHUTDOWN_OK:
                 raise
 
     def _end_jvm(self) -> None:
@@ -350,6 +391,31 @@ def _print(line: str) -> None:
     print(line, flush=True)  # a pipe (tests, supervisors) must see the ready line at once
 
 
+def _start_off_the_main_thread(server: UseServer) -> str | None:
+    """`server.start()` on a thread of its own, the main thread waiting for it.
+
+    Why: signals are handled on the main thread, and pyspark's SparkContext, when built on the main
+    thread, replaces the SIGINT handler with its own, which raises KeyboardInterrupt into whatever
+    py4j call the start is in (a Ctrl-C while the JVM booted ended in a Py4JError traceback and exit
+    code 1). Built on another thread, it leaves `serve`'s handler in place, which only asks for the
+    stop; `start` honours it at its next step and returns None."""
+    outcome: list[str | None] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(server.start())
+        except BaseException as e:  # noqa: BLE001 - re-raised on the main thread below
+            failure.append(e)
+
+    starter = threading.Thread(target=run, name="use-serve-start")
+    starter.start()
+    starter.join()  # a signal runs its handler meanwhile, and the join goes on
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
 def serve(
     options: ServerOptions,
     services: Sequence[Service] | None = None,
@@ -362,19 +428,15 @@ def serve(
     server = UseServer(options, services)
 
     def on_signal(signum: int, _frame: object) -> None:
-        if server._stop_requested.is_set():
+        if server.stop_requested:
             os._exit(1)
         log.info("received %s", signal.Signals(signum).name)
         server.request_stop()
 
     previous = {s: signal.signal(s, on_signal) for s in _STOP_SIGNALS}
     try:
-        url = server.start()
-        # pyspark's SparkContext puts its own SIGINT handler in place (cancel jobs, raise
-        # KeyboardInterrupt): the server's comes back on top of it.
-        for s in _STOP_SIGNALS:
-            signal.signal(s, on_signal)
-        if not server._stop_requested.is_set():
+        url = _start_off_the_main_thread(server)
+        if url is not None and not server.stop_requested:
             d = options.data_dir
             out(f"{READY_PREFIX}{url}")
             out(f"use serve: data dir {d.root}, log {d.log_file}; stop with Ctrl-C (SIGINT) or SIGTERM")

@@ -21,6 +21,11 @@ scheduling weight:
 * A failed run (or plan) is recorded with its error and retried after `interval * 2^(failures-1)`,
   capped at `max_backoff_s` (never less than one interval); a success resets the count. A failed
   manual run is recorded, not retried (it was asked for once).
+* `last_error` is what is wrong with the table *now* (an operator reads a set error as a table that
+  needs attention): it is set by a failed run or plan, GC, invalid properties or an unreadable log,
+  and cleared, with its time, when that same thing next succeeds (a run, a GC, the properties
+  fixed, the log readable again); the `note` then keeps it as history ("recovered after 2
+  failure(s); the last error was: ...").
 * GC (`use.gc.enabled=true`): due at once, then every `gc_interval_s`, with the same backoff.
 
 Why the weight cannot starve a table: the score enters as `1 + log1p(score)` (a plan a million
@@ -85,6 +90,12 @@ INTERRUPTED = "interrupted"  # the process ended during the run (kill -9); found
 SERVICE_STOPPING = "the service is stopping"
 UNSET = "continuous optimization was unset"
 DROPPED = "the table was dropped"
+
+# What a table's `last_error` came from: the same kind succeeding again clears it (module docstring).
+RUN_ERROR = "run"  # a run or the plan check before it
+GC_ERROR = "gc"
+PROPERTIES_ERROR = "properties"
+READ_ERROR = "read"
 
 DEFAULT_MAX_BACKOFF_S = 6 * 3600.0
 _MAX_DOUBLINGS = 60.0  # 2^60: any longer wait already beats every score, and the float stays finite
@@ -234,6 +245,7 @@ class TableState:
     last_check_at: float | None = None
     last_error: str | None = None
     last_error_at: float | None = None
+    last_error_kind: str | None = None
     note: str | None = None
     note_at: float | None = None
     gc_next_at: float | None = None
@@ -345,7 +357,9 @@ class Scheduler:
         base = old if old is not None else TableState(location, name)
         state = replace(base, name=name, read_error=read_error, dropped=False)
         if read_error is not None and read_error != base.read_error:
-            state = replace(state, last_error=f"cannot read the table: {read_error}", last_error_at=now)
+            state = self._failed(state, READ_ERROR, f"cannot read the table: {read_error}", now)
+        elif read_error is None and base.read_error is not None:
+            state = self._recovered(state, READ_ERROR, now)
         if old is not None and not old.dropped and relevant == old.properties:
             self._tables[location] = state
             return
@@ -362,7 +376,9 @@ class Scheduler:
             gc, config_error = False, config_error or str(e)
         state = replace(state, properties=relevant, config_error=config_error, gc_enabled=gc)
         if config_error is not None and config_error != base.config_error:
-            state = replace(state, last_error=f"table properties: {config_error}", last_error_at=now)
+            state = self._failed(state, PROPERTIES_ERROR, f"table properties: {config_error}", now)
+        elif config_error is None and base.config_error is not None:
+            state = self._recovered(state, PROPERTIES_ERROR, now)
         state = replace(state, gc_next_at=(base.gc_next_at if base.gc_enabled else now) if gc else None)
         if old is not None and not old.dropped and _optimization_keys(relevant) == _optimization_keys(old.properties):
             self._tables[location] = state  # only use.gc.enabled changed: the optimization schedule stays
@@ -442,6 +458,21 @@ class Scheduler:
     @staticmethod
     def _noted(state: TableState, note: str, now: float) -> TableState:
         return replace(state, note=note, note_at=now)
+
+    @staticmethod
+    def _failed(state: TableState, kind: str, error: str, now: float) -> TableState:
+        """Record `error` as what is wrong with the table now (see the module docstring)."""
+        return replace(state, last_error=error, last_error_at=now, last_error_kind=kind)
+
+    @classmethod
+    def _recovered(cls, state: TableState, kind: str, now: float, failures: int | None = None) -> TableState:
+        """`kind` succeeded again: its error is no longer the table's (cleared, kept in the note).
+        An error of another kind stays; one restored without a kind (an older state file) clears."""
+        if state.last_error is None or state.last_error_kind not in (kind, None):
+            return state
+        after = f" after {failures} failure(s)" if failures else ""
+        state = cls._noted(state, f"recovered{after}; the last error was: {state.last_error}", now)
+        return replace(state, last_error=None, last_error_at=None, last_error_kind=None)
 
     # --- planning and picking ------------------------------------------------------------------
 
@@ -527,9 +558,9 @@ class Scheduler:
         """Next schedule after a run or failed plan: backoff on error, at once after a change, else one interval."""
         interval = self.settings.interval_s
         if error is not None:
-            state = replace(state, failures=state.failures + 1, last_error=error, last_error_at=now)
+            state = self._failed(replace(state, failures=state.failures + 1), RUN_ERROR, error, now)
         else:
-            state = replace(state, failures=0)
+            state = replace(self._recovered(state, RUN_ERROR, now, state.failures), failures=0)
         if trigger == MANUAL_TRIGGER:
             note = f"manual optimization failed: {error}" if error else "manual optimization done"
             state = self._noted(replace(state, manual=None), note, now)
@@ -587,10 +618,10 @@ class Scheduler:
         state = replace(state, gc_running=False, last_gc=record)
         if record.error is not None:
             failures = state.gc_failures + 1
-            state = replace(state, gc_failures=failures, last_error=f"GC: {record.error}", last_error_at=now)
+            state = self._failed(replace(state, gc_failures=failures), GC_ERROR, f"GC: {record.error}", now)
             nxt = now + backoff_s(failures, self.settings.gc_interval_s, self.settings.max_backoff_s)
         else:
-            state = replace(state, gc_failures=0)
+            state = replace(self._recovered(state, GC_ERROR, now, state.gc_failures), gc_failures=0)
             nxt = now + self.settings.gc_interval_s
         self._tables[location] = replace(state, gc_next_at=nxt if state.gc_enabled else None)
 

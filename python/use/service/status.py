@@ -3,10 +3,12 @@
 * `SERVICE_STATUS_SCHEMA`, the rows of `use_catalog.system_lake_tables.service_status`: one row per
   table the service has work for, running runs first with their progress, then the queue (due
   tables waiting for a slot, heaviest first, `queue_position` 1 is next), then the tables scheduled
-  for later.
+  for later. Each row carries the table's `note`, the service's latest decision on it (a manual
+  trigger queued or ignored and why, a run resumed after a restart): a SQL user whose ALTER TABLE
+  asked for a manual optimization has no other way to see it (the statement returns no rows).
 * `TABLE_STATE_SCHEMA`: one row per table the service knows, the per-table columns
   `metastore_summary` shows (optimization state idle/scheduled/running, next run, last run, last
-  error, GC, layout figures), joined on `location`.
+  error, note, GC, layout figures), joined on `location`.
 
 Pure: built from the scheduler's states; times are UTC timestamps in milliseconds.
 """
@@ -50,8 +52,11 @@ SERVICE_STATUS_SCHEMA = pa.schema(
         ("last_version", pa.int64()),
         ("strategy", pa.string()),
         ("stop_reason", pa.string()),
-        ("failures", pa.int32()),
-        ("last_error", pa.string()),
+        ("failures", pa.int32()),  # consecutive failed runs (0 after a success)
+        ("last_error", pa.string()),  # what is wrong now; null once it succeeds again (schedule docstring)
+        ("last_error_at", _TS),
+        ("note", pa.string()),  # the service's latest decision on the table, e.g. why a manual trigger was ignored
+        ("note_at", _TS),
     ]
 )
 
@@ -137,6 +142,7 @@ def _status_row(s: TableState, status: str, trigger: str) -> dict[str, Any]:
     return {
         "table_name": s.name, "location": s.location, "status": status, "trigger": trigger,
         "next_run_at": _ms(s.next_run_at), "failures": s.failures, "last_error": s.last_error,
+        "last_error_at": _ms(s.last_error_at), "note": s.note, "note_at": _ms(s.note_at),
     }  # fmt: skip
 
 

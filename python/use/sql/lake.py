@@ -8,7 +8,7 @@ A query on an insight table goes through two processes:
    that the table is a Delta/Qbeast table with a log, and hands the reader everything that exists
    only in the driver: the session's `spark.qbeast.use.optimization.*` defaults, the metastore's
    table list (the shim lists it: catalogs are the JVM's), and the continuous-optimization service's
-   state (`use.service.active.current()`: per-table state, next run and last error for
+   state (`use.service.active.current()`: per-table state, next run, last error and note for
    `metastore_summary`, the whole `service_status` table). These become the reader's options;
 2. the reader (`use.sql.insight_source`, a `pyspark.sql.datasource` source in a Python worker)
    calls `compute(options)` at execution time: it reads the Delta log of each table (the latest
@@ -93,6 +93,11 @@ def _check_table(req: Mapping[str, Any]) -> str:
     return str(location)
 
 
+def _epoch_ms(value: Any) -> int | None:
+    """A timestamp of `TABLE_STATE_SCHEMA` (a datetime from `to_pylist`) as epoch ms, for the JSON options."""
+    return None if value is None else int(value.timestamp() * 1000)
+
+
 def _service_states() -> dict[str, dict[str, Any]]:
     """Per-table service columns of `metastore_summary` from this driver's service, by table root."""
     from use.service.active import current
@@ -104,8 +109,10 @@ def _service_states() -> dict[str, dict[str, Any]]:
     return {
         resolve_table_root(s["location"]): {
             "state": s["optimization_state"],
-            "next_run_ms": None if s["next_run_at"] is None else int(s["next_run_at"].timestamp() * 1000),
+            "next_run_ms": _epoch_ms(s["next_run_at"]),
             "last_error": s["last_error"],
+            "note": s["note"],
+            "note_ms": _epoch_ms(s["note_at"]),
         }
         for s in states
     }
