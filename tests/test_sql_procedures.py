@@ -169,7 +169,7 @@ def test_manual_trigger_refuses_bad_settings_and_other_changes(spark, db) -> Non
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (f"CALL {OPT}(table => 'no_such_table')", r"\[USE_TABLE_NOT_FOUND\] no table spark_catalog\.t_\w+\.no_such_table"),
+        (f"CALL {OPT}(table => 'no_such_table')", r"\[USE_TABLE_NOT_FOUND_ERROR\] no table spark_catalog\.t_\w+\.no_such_table"),
         (f"CALL {OPT}(table => 'a.b.c.d')", r"no table spark_catalog\.a\.b\.c\.d"),
         (f"CALL {OPT}(table => '/no/such/dir')", r"\[USE_TABLE_NOT_FOUND_ERROR\] no Delta table at /no/such/dir"),
         (f"CALL {OPT}(table => 'p')", r"p is a parquet table, not a Delta or Qbeast table"),

@@ -52,7 +52,14 @@ def _methods() -> dict[str, Method]:
 
 
 def error_kind(exc: BaseException) -> str:
-    """`TableNotFoundError` -> `USE_TABLE_NOT_FOUND_ERROR` (Spark's style of error class names)."""
+    """The error class a USE error reaches SQL users with: `USE_` and its `use.errors` class in
+    Spark's style (`TableNotFoundError` -> `USE_TABLE_NOT_FOUND_ERROR`, `UseError` -> `USE_ERROR`).
+
+    One rule for every class, so clients can branch on them: each is `USE_<NAME>_ERROR`, and the
+    shim's own errors (`UseException.Kinds` in Bridge.scala) follow it too, taking the name of the
+    `use.errors` class that means the same when there is one."""
+    if type(exc) is UseError:
+        return "USE_ERROR"
     return "USE_" + re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).upper()
 
 
