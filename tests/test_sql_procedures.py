@@ -83,6 +83,31 @@ def test_plan_rows_equal_optimize_dry_run_rows(spark, db) -> None:
     assert _plan_columns(spark.sql(f"CALL {OPT}(table => 'q', dry_run => true)")) == expected
 
 
+def test_procedures_take_the_calling_session_s_optimization_defaults(spark, db) -> None:
+    """Each JDBC connection is a session of its own: the `spark.qbeast.use.optimization.*` it SETs
+    are the defaults of its CALLs and manual triggers (as `optimize()` reads its session's), and
+    another session's never leak in."""
+    root = _qbeast_table(spark)
+    other = spark.newSession()
+    other.catalog.setCurrentDatabase(db)
+    sampling = f"CALL {OPT}(table => 'q', strategy => 'SamplingOverheadReduction', dry_run => true)"
+    before = state(root)
+    with refused(r"needs use.optimization.sampling-fraction"):
+        other.sql(sampling).collect()
+    other.conf.set("spark.qbeast.use.optimization.sampling-fraction", "0.1")
+    assert other.sql(sampling).columns[:3] == ["task", "strategy", "kind"]  # planned with the session's 0.1
+    with refused(r"needs use.optimization.sampling-fraction"):
+        spark.sql(sampling).collect()  # the installed session has no such default
+    other.conf.set("spark.qbeast.use.optimization.bytes-per-iter", "-5")
+    bad = r"\[USE_CONFIG_ERROR\] bad value '-5' for spark.qbeast.use.optimization.bytes-per-iter"
+    with refused(bad):
+        other.sql(f"CALL {OPT}(table => 'q', dry_run => true)").collect()
+    with refused(bad):
+        other.sql(f"ALTER TABLE use_catalog.spark_catalog.{db}.q SET TBLPROPERTIES ('use.optimization.revision-rewrite'='false')")
+    assert state(root) == before
+    assert spark.sql(f"CALL {OPT}(table => 'q', dry_run => true)").count() > 0
+
+
 # --- vacuum and convert ----------------------------------------------------------------------------
 
 

@@ -126,10 +126,15 @@ def read_request(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
     """The schema (Spark JSON) and reader options of one `use_catalog` table (see the module doc).
 
     `req`: `kind` "table" (with `insight`, `name`, `location`, `provider`, `byPath`) or "lake" (with
-    `insight`, and `tables`: the metastore's tables as the shim lists them), and `sparkConf`.
+    `insight`, and `tables`: the metastore's tables as the shim lists them); `args`: the querying
+    session, whose `spark.qbeast.use.optimization.*` defaults the reader gets (`session_defaults`,
+    as the Python API and the procedures read them).
     """
+    from use.optimize.loop import session_defaults
+    from use.sql.bridge import calling_session
+
     insight = req["insight"]
-    conf = json.dumps(req.get("sparkConf") or {})
+    conf = json.dumps(session_defaults(calling_session(spark, args)))
     if req["kind"] == "table":
         if insight not in TABLE_INSIGHTS:
             raise _unknown(f"{req['name']}.{insight}", "an insight table of a table", list(TABLE_INSIGHTS))

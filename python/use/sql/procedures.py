@@ -256,14 +256,18 @@ def procedure(name: str) -> Procedure:
 
 def call_procedure(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """Run one CALL: `req` is `{"procedure": name, "args": {parameter: value}}` with table
-    parameters resolved by the shim; the answer is the result as a Spark schema and JSON rows."""
+    parameters resolved by the shim, `args` the calling session (its settings are the procedure's
+    session defaults, as for the Python API); the answer is the result as a Spark schema and JSON
+    rows."""
+    from use.sql.bridge import calling_session
+
     proc = procedure(req["procedure"])
     values = dict(req.get("args") or {})
     table = None
     for p in proc.parameters:
         if p.table:
             table = resolve_table(values.pop(p.name, None), allow_parquet=proc.name == "convert_to_qbeast")
-    return result_json(proc.run(spark, table, values))  # type: ignore[arg-type]
+    return result_json(proc.run(calling_session(spark, args), table, values))  # type: ignore[arg-type]
 
 
 def result_json(table: pa.Table) -> dict[str, Any]:
@@ -298,8 +302,10 @@ def manual_trigger(spark: "SparkSession", req: dict[str, Any], args: list[Any]) 
     from use.optimize.config import OptimizationConfig
     from use.optimize.loop import optimize_path, session_defaults
     from use.service import active
+    from use.sql.bridge import calling_session
     from use.sql.tables import log_for
 
+    spark = calling_session(spark, args)
     table = resolve_table(req.get("table"))
     settings = {str(k): str(v) for k, v in (req.get("settings") or {}).items()}
     others = sorted(k for k in settings if not k.startswith(OPT_PREFIX))

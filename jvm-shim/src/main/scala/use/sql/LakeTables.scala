@@ -45,7 +45,6 @@ object LakeTables {
   val PathNamespace = "path"
   val LakeNamespace = "system_lake_tables"
   private val SessionCatalogName = "spark_catalog"
-  private val OptimizationConfPrefix = "spark.qbeast.use.optimization."
 
   // --- the reader's registration, copied into every session ---------------------------------------
 
@@ -196,8 +195,6 @@ object LakeTables {
     val req = Bridge.obj()
     req.put("kind", kind)
     req.put("insight", insight)
-    val conf = session.sessionState.conf.getAllConfs.filter(_._1.startsWith(OptimizationConfPrefix))
-    req.set[ObjectNode]("sparkConf", Bridge.map(conf))
     req
   }
 
@@ -254,7 +251,9 @@ object LakeTables {
   }
 
   private def insightTable(s: ClassicSession, ident: Identifier, req: ObjectNode): Table = {
-    val answer = try Bridge.call("insightRead", req) catch {
+    // The querying session goes along: its settings (the session's optimization defaults) are read
+    // on the Python side as the Python API reads them.
+    val answer = try Bridge.call("insightRead", req, s) catch {
       case e: UseException if e.kind == UseException.Kinds.TableNotFound =>
         throw notFound(fullName(ident), e.message.stripPrefix(s"[${e.kind}] "))
     }

@@ -88,7 +88,7 @@ object UseProcedures {
     val req = Bridge.obj()
     req.set[ObjectNode]("table", tableRef(session, ns.head, ns.tail, ident.name(), shown))
     req.set[ObjectNode]("settings", settings)
-    Bridge.call("manualTrigger", req)
+    Bridge.call("manualTrigger", req, session)
   }
 
   // --- table arguments ------------------------------------------------------------------------------
@@ -219,7 +219,9 @@ object UseProcedures {
       val req = Bridge.obj()
       req.put("procedure", spec.name)
       req.set[ObjectNode]("args", args)
-      val answer = Bridge.call("callProcedure", req)
+      // The calling session goes along: the procedure runs with its settings (e.g. the
+      // spark.qbeast.use.optimization.* defaults a JDBC client SET), as the Python API does.
+      val answer = Bridge.call("callProcedure", req, session)
       val schema = DataType.fromJson(answer.get("schema").asText()).asInstanceOf[StructType]
       val rows = answer.get("rows").elements().asScala.map { r =>
         InternalRow.fromSeq(schema.fields.toSeq.zipWithIndex.map { case (f, i) => fromJson(r.get(i), f.dataType) })
