@@ -5,6 +5,7 @@ manual trigger with no service running, and every bad input refused with nothing
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from sql_support import location, refused, rows, state
@@ -199,9 +200,6 @@ def test_manual_trigger_refuses_bad_settings_and_other_changes(spark, db) -> Non
         (f"CALL {OPT}(table => '/no/such/dir')", r"\[USE_TABLE_NOT_FOUND_ERROR\] no Delta table at /no/such/dir"),
         (f"CALL {OPT}(table => 'p')", r"p is a parquet table, not a Delta or Qbeast table"),
         (f"CALL {OPT}(table => 't', strategy => 'NoSuchStrategy')", r"unknown optimization strategy 'NoSuchStrategy'; known strategies"),
-        (f"CALL {OPT}(table => 't', bytes_per_iter => -5)", r"bad value '-5' for bytes-per-iter"),
-        (f"CALL {OPT}(table => 't', max_iterations => 0)", r"max_iterations must be a positive integer"),
-        (f"CALL {OPT}(table => 't', dry_run => NULL)", r"dry_run must be True or False"),
         (f"CALL {OPT}(table => 't', revision_id => 7)", r"revision"),
         (f"CALL {OPT}(table => 't', no_such_argument => 1)", r"no_such_argument"),
         (f"CALL {OPT}()", r"table"),
@@ -216,6 +214,40 @@ def test_bad_calls_are_clean_errors_and_change_nothing(spark, db, call: str, mes
     before = state(root)
     with refused(message):
         spark.sql(call).collect()
+    assert state(root) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ("bytes_per_iter => -5", r"bad value '-5' for bytes_per_iter: expected a positive integer number of bytes.*; "
+                                 r"pass bytes_per_iter => 5000000, or leave it out for the table's use.optimization.bytes-per-iter$"),
+        ("strategy => 'Bogus'", r"bad value 'Bogus' for strategy: unknown optimization strategy 'Bogus'; known strategies: .*; "
+                                r"pass strategy => 'BinPacking', or leave it out for the table's strategy chain$"),
+        ("strategy => 'ZOrder'", r"strategy selects ZOrder, which needs use.optimization.zorder-by .*; pass zorder_by => 'a,b', "
+                                 r"or set the table property with ALTER TABLE"),
+        ("strategy => 'SamplingOverheadReduction'",
+         r"strategy selects SamplingOverheadReduction, which needs use.optimization.sampling-fraction .*; set the table property "
+         r"with ALTER TABLE <table> SET TBLPROPERTIES \('use.optimization.sampling-fraction'='0.1'\), or this session's default "
+         r"with SET `spark.qbeast.use.optimization.sampling-fraction`=0.1$"),
+        ("max_iterations => 0", r"max_iterations must be a positive integer \(the merge tasks to run at most\), got 0; "
+                                r"pass max_iterations => 10, or leave it out for no limit$"),
+        ("dry_run => NULL", r"dry_run must be true or false, got None; pass dry_run => true or false, or leave it out \(false\)$"),
+        ("files => array('a.parquet'), zorder_by => 'a'", r"zorder_by and files cannot be combined"),
+    ],
+)
+def test_optimize_errors_name_the_argument_and_a_sql_fix(spark, db, args: str, message: str) -> None:
+    """A CALL's bad argument is refused in the caller's terms: the procedure's argument and a SQL
+    way to fix it (`arg => value`, ALTER TABLE, SET), never a Python call's or a flag's."""
+    from pyspark.errors import AnalysisException
+
+    root = _delta_table(spark, inserts=2)
+    before = state(root)
+    with pytest.raises(AnalysisException) as info:
+        spark.sql(f"CALL {OPT}(table => 't', {args})").collect()
+    text = str(info.value).split("\n")[0]
+    assert re.search(message, text), text
+    assert not re.search(r"\w=\S|set_properties|optimize\(\)|--\w", text.split("ALTER TABLE")[0].split("SET `")[0]), text
     assert state(root) == before
 
 

@@ -125,15 +125,13 @@ def resolve_table(ref: Mapping[str, Any] | None, *, allow_parquet: bool = False)
 
 
 def _optimize(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
-    from use.optimize.config import zorder_request
     from use.optimize.loop import optimize_path
 
-    strategy, overrides = zorder_request(args.get("strategy"), args.get("zorder_by"), args.get("files"))
     dry_run = args.get("dry_run")
     result = optimize_path(
-        spark, table.root, revision_id=args.get("revision_id"), files=args.get("files"), strategy=strategy,
-        bytes_per_iter=args.get("bytes_per_iter"), dry_run=dry_run, max_iterations=args.get("max_iterations"),
-        overrides=overrides, job_group=f"use-call-{uuid.uuid4().hex}",
+        spark, table.root, revision_id=args.get("revision_id"), files=args.get("files"), strategy=args.get("strategy"),
+        bytes_per_iter=args.get("bytes_per_iter"), zorder_by=args.get("zorder_by"), dry_run=dry_run,
+        max_iterations=args.get("max_iterations"), job_group=f"use-call-{uuid.uuid4().hex}",
         job_description=f"CALL {PREFIX}optimize({table.name})",
     )  # fmt: skip
     if dry_run:
