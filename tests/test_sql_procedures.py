@@ -33,6 +33,19 @@ def _live_files(root: str) -> int:
     return DeltaLog.for_path(root).snapshot().num_files
 
 
+def _nothing_selected(df) -> str:
+    """The reason of the one row a CALL that selected nothing returns (its metrics all zero)."""
+    (row,) = df.collect()
+    assert row["kind"] == "none" and row["strategy"], row
+    if "status" in df.columns:
+        assert row["status"] == "nothing_selected" and row["version"] is None and row["read_version"] >= 0, row
+        assert row["files_in"] == row["files_out"] == row["bytes_in"] == row["rows"] == 0, row
+    else:
+        assert row["task"] is None and row["num_files"] == row["bytes"] == 0, row
+    assert row["reason"].startswith("nothing to optimize: "), row
+    return row["reason"]
+
+
 def _plan_columns(df) -> list[tuple]:
     return [tuple(r[c] for c in ("task", "strategy", "kind", "revision_id", "num_files", "bytes", "reason")) for r in df.collect()]
 
@@ -61,8 +74,21 @@ def test_optimize_runs_the_loop_and_reaches_the_fixed_point(spark, db) -> None:
     assert result[0]["files_in"] == files and result[0]["files_out"] == 1
     assert _live_files(root) == 1
     assert rows(spark, "SELECT count(*) FROM t") == [(8,)]
-    assert spark.sql(f"CALL {OPT}(table => 'spark_catalog.{db}.t', dry_run => true)").count() == 0
-    assert spark.sql(f"CALL {OPT}(table => 't')").count() == 0  # converged: another run commits nothing
+    assert "selected no files" in _nothing_selected(spark.sql(f"CALL {OPT}(table => 'spark_catalog.{db}.t', dry_run => true)"))
+    assert "selected no files" in _nothing_selected(spark.sql(f"CALL {OPT}(table => 't')"))  # converged: nothing more
+
+
+def test_a_call_that_selects_nothing_returns_one_row_saying_why(spark, db) -> None:
+    """As `use optimize` and `print(result)` do: a strategy that does not apply to the table, or a
+    table at the strategies' fixed point, is one row with zero metrics and the planner's reason."""
+    root = _delta_table(spark)
+    before = state(root)
+    for dry_run in ("true", "false"):
+        reason = _nothing_selected(spark.sql(f"CALL {OPT}(table => 't', strategy => 'LeveledCompactionSelection', dry_run => {dry_run})"))
+        assert "LeveledCompactionSelection works on the OTree index of a Qbeast table" in reason and root in reason
+    assert state(root) == before
+    (row,) = spark.sql(f"CALL {OPT}(table => 't', strategy => 'LeveledCompactionSelection')").collect()
+    assert row["strategy"] == "LeveledCompactionSelection" and row["read_version"] == 4  # CREATE + 4 INSERTs
 
 
 def test_optimize_by_path_with_settings_of_the_call(spark, db) -> None:
@@ -161,7 +187,7 @@ def test_manual_trigger_runs_once_and_changes_no_property(spark, db) -> None:
     assert snap.configuration == props
     ops = {e.operation for e in DeltaLog.for_path(root).history() if e.version > version}
     assert ops == {"OPTIMIZE"}
-    assert spark.sql(f"CALL {OPT}(table => 'test', dry_run => true)").count() == 0
+    _nothing_selected(spark.sql(f"CALL {OPT}(table => 'test', dry_run => true)"))
 
 
 def test_manual_trigger_is_ignored_on_a_continuously_optimized_table(spark, db, caplog) -> None:
@@ -280,7 +306,7 @@ def test_manual_trigger_is_handed_to_the_service_running_in_this_driver(spark, d
         await_service(svc, lambda s: s.table(idle) is not None and s.table(idle).runs >= 1 and s.table(idle).run is None, "the manual run")
         assert svc.table(idle).last_run.trigger == "manual"
         assert DeltaLog.for_path(idle).snapshot().configuration == props
-        assert spark.sql(f"CALL {OPT}(table => 'idle', dry_run => true)").count() == 0
+        _nothing_selected(spark.sql(f"CALL {OPT}(table => 'idle', dry_run => true)"))
 
         spark.sql(f"ALTER TABLE use_catalog.spark_catalog.{db}.auto SET TBLPROPERTIES ('use.optimization.bytes-per-iter'='5000000')")
         assert "continuous optimization configured" in svc.table(auto).note

@@ -132,7 +132,8 @@ class OptimizeResult:
     """The outcome of one optimize() run: every task it ran, in order, and why it ended.
 
     Iterating over the result yields the per-iteration metrics. For a dry run `plan` is the plan that
-    would have run and `iterations` is empty.
+    would have run and `iterations` is empty; for a run that ended because nothing more was
+    selected (`converged`, `done`) it is that last, empty plan (its strategies and table version).
     """
 
     iterations: tuple[IterationMetrics, ...]
@@ -259,7 +260,7 @@ def run_loop(
         tasks: Sequence[MergeTask] = sorted(plan.tasks, key=lambda t: -float(t.score or 0.0))
         one_shot = single_pass or bool(getattr(plan, "one_shot", False))
         if not tasks:
-            return result(DONE if one_shot and done else CONVERGED)
+            return replace(result(DONE if one_shot and done else CONVERGED), plan=plan)
         if not all_tasks and not one_shot:
             tasks = tasks[:1]
         for task in tasks:
