@@ -135,6 +135,26 @@ def test_procedures_take_the_calling_session_s_optimization_defaults(spark, db) 
     assert spark.sql(f"CALL {OPT}(table => 'q', dry_run => true)").count() > 0
 
 
+def test_call_rows_and_optimization_events_report_the_revision_written_into(spark, db) -> None:
+    """A task's `revision_id` is the revision its output files belong to, in the CALL's rows as in
+    the `optimizations` events: re-indexed superseded revisions report the latest revision (their
+    own ids are in `reason`), so the two surfaces agree commit by commit."""
+    from use.qbeast.reader import load_snapshot
+
+    spark.sql("CREATE TABLE d (id INT, x DOUBLE) USING qbeast OPTIONS ('columnsToIndex'='id,x', 'cubeSize'='100')")
+    for k in range(6):  # drifting ids: each widening opens a revision
+        spark.sql(f"INSERT INTO d SELECT CAST(id AS INT), (id % 97) / 97.0 FROM range({k * 60}, {(k + 1) * 60})")
+    latest = load_snapshot(location(spark, "d")).latest_revision_id
+    assert latest >= 2
+    rows = [r for r in spark.sql(f"CALL {OPT}(table => 'd')").collect() if r["status"] == "committed"]
+    events = spark.sql(f"SELECT version, revision_id FROM use_catalog.spark_catalog.{db}.d.optimizations").collect()
+    event_revision = {e["version"]: e["revision_id"] for e in events}
+    superseded = [r for r in rows if r["strategy"] == "SupersededRevisionsSelection"]
+    assert superseded and all("superseded revision(s)" in r["reason"] for r in superseded)
+    assert [(r["version"], r["revision_id"]) for r in rows] == [(r["version"], event_revision[r["version"]]) for r in rows]
+    assert {r["revision_id"] for r in superseded} == {latest}
+
+
 # --- vacuum and convert ----------------------------------------------------------------------------
 
 
