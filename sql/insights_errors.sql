@@ -27,3 +27,12 @@ DROP NAMESPACE use_catalog.system_lake_tables;
 SELECT * FROM t;
 SELECT version, operation FROM use_catalog.spark_catalog.golden_insights_errors.t.history ORDER BY version;
 SHOW TABLES;
+
+-- bad optimization defaults of this session (its own SET): layout and plan compute in a Python
+-- worker, yet the error is the one USE error with its SQLSTATE, raised when the query is planned
+SET `spark.qbeast.use.optimization.bytes-per-iter`=-5;
+SELECT * FROM use_catalog.spark_catalog.golden_insights_errors.t.plan;
+SELECT * FROM use_catalog.spark_catalog.golden_insights_errors.t.layout;
+SET `spark.qbeast.use.optimization.bytes-per-iter`=5000000;
+SET `spark.qbeast.use.optimization.bogus`=1;
+SELECT * FROM use_catalog.spark_catalog.golden_insights_errors.t.layout;

@@ -25,10 +25,22 @@ CALL use_catalog.system.optimize();
 
 CALL use_catalog.system.optimize(table => 't', files => array('a.parquet'), zorder_by => 'a');
 
+-- a strategy that needs a setting: the argument or the SQL that gives it
+CALL use_catalog.system.optimize(table => 't', strategy => 'ZOrder');
+
+CALL use_catalog.system.optimize(table => 't', strategy => 'SamplingOverheadReduction', dry_run => true);
+
 CALL use_catalog.system.no_such_procedure('t');
 
 CALL use_catalog.system.vacuum(table => 't', retention_hours => 1);
 
 CALL use_catalog.system.convert_to_qbeast(table => 't', columns_to_index => 'no_such_column');
+
+-- this connection's own optimization defaults are the procedures' defaults
+SET `spark.qbeast.use.optimization.bytes-per-iter`=-5;
+
+CALL use_catalog.system.optimize(table => 't', dry_run => true);
+
+SET `spark.qbeast.use.optimization.bytes-per-iter`=5000000;
 
 SELECT * FROM t;

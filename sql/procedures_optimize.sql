@@ -18,10 +18,14 @@ CALL use_catalog.system.optimize(table => 't');
 
 SELECT count(*) AS n, sum(a) AS total FROM t;
 
--- the fixed point: nothing left to plan, another run commits nothing; names resolve as Spark's do
+-- the fixed point: nothing left to plan, another run commits nothing; names resolve as Spark's do.
+-- Nothing selected is one row of zero metrics saying why, as `use optimize` says it
 CALL use_catalog.system.optimize(table => 'golden_procedures_optimize.t', dry_run => true);
 
 CALL use_catalog.system.optimize(table => 'spark_catalog.golden_procedures_optimize.t');
+
+-- a strategy that does not apply to a plain Delta table selects nothing: the row says so
+CALL use_catalog.system.optimize(table => 't', strategy => 'LeveledCompactionSelection');
 
 -- vacuum: the removed files are younger than the 168 h retention, so nothing is deleted
 CALL use_catalog.system.vacuum(table => 't');

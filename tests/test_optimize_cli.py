@@ -41,8 +41,9 @@ def test_run_prints_progress_and_the_metrics_table(spark, tmp_path, capsys) -> N
     "args, message",
     [
         (["--bytes-per-iter", "lots"], "bytes-per-iter"),
-        (["--bytes-per-iter", "-1"], "bytes-per-iter"),
+        (["--bytes-per-iter", "-1"], "pass --bytes-per-iter 5000000, or leave it out"),
         (["--strategy", "NoSuchStrategy"], "NoSuchStrategy"),
+        (["--strategy", "NoSuchStrategy"], "pass --strategy BinPacking, or leave it out"),
         (["--max-iterations", "0"], "--max-iterations"),
         (["--revision-id", "x"], "--revision-id"),
         (["--revision-id", "3"], "plain Delta table"),

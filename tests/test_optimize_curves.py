@@ -15,7 +15,7 @@ import pytest
 from _optimize_snapshots import files_table
 from use.errors import ConfigError, InvalidArgumentError, UnknownStrategyError
 from use.optimize import curves
-from use.optimize.config import OptimizationConfig, zorder_request
+from use.optimize.config import OptimizationConfig, zorder_strategy
 from use.optimize.plan import KIND_CLUSTER, MergeTask
 from use.optimize.planner import Planner, default_chain
 from use.optimize.strategies import registry
@@ -142,10 +142,10 @@ def test_bad_zorder_configuration_is_a_config_error(overrides: dict, message: st
         OptimizationConfig.from_properties({}, overrides)
 
 
-def test_zorder_request_implies_the_zorder_strategy_unless_one_is_named() -> None:
-    assert zorder_request(None, None) == (None, {})
-    assert zorder_request(None, "a,b") == ("ZOrder", {"use.optimization.zorder-by": "a,b"})
-    assert zorder_request("Hilbert", ["a"]) == ("Hilbert", {"use.optimization.zorder-by": ["a"]})
+def test_zorder_by_implies_the_zorder_strategy_unless_one_is_named() -> None:
+    assert zorder_strategy(None, None) is None
+    assert zorder_strategy(None, "a,b") == "ZOrder"
+    assert zorder_strategy("Hilbert", ["a"]) == "Hilbert"
     assert registry.canonical_name("z-order") == "ZOrder" and registry.canonical_name("hilbertcurve") == "Hilbert"
     with pytest.raises(UnknownStrategyError):
         registry.canonical_name("Peano")

@@ -177,6 +177,7 @@ def test_unindexed_files_are_indexed_into_a_new_revision(spark, tmp_path) -> Non
     result = QbeastTable.for_path(spark, path).optimize()
 
     assert result.committed and all(m.kind == "index" for m in result.committed)
+    assert {m.revision_id for m in result.committed} == {1}  # the revision written into, as the event says
     qsnap = load_snapshot(path)
     assert set(qsnap.files.column("revision_id").to_pylist()) == {1}
     assert table_rows(spark, path) == expected

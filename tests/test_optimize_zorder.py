@@ -245,7 +245,7 @@ def _typed_table(path: str, configuration: dict[str, str] | None = None) -> str:
         ({"zorder_by": ["tags"]}, ConfigError, "cannot be ordered"),
         ({"zorder_by": ["st"]}, ConfigError, "a struct: name one of its fields"),
         ({"zorder_by": "x,X"}, ConfigError, "distinct"),
-        ({"zorder_by": []}, ConfigError, "zorder-by"),
+        ({"zorder_by": []}, ConfigError, "for zorder_by: .*; pass zorder_by=.a,b."),
         ({"zorder_by": "x", "zorder_min_cube_size": -1}, ConfigError, "zorder_min_cube_size"),
         ({"strategy": "Hilbert"}, ConfigError, "needs use.optimization.zorder-by"),
         ({"zorder_by": "x", "files": ["p=a/f.parquet"]}, InvalidArgumentError, "cannot be combined"),

@@ -72,7 +72,7 @@ def test_unsupported_dml(spark, db, statement) -> None:
     spark.sql("CREATE TABLE t (a INT) USING delta")
     spark.sql("INSERT INTO t VALUES (1)")
     before = state(location(spark, "t"))
-    with refused(r"\[USE_NOT_SUPPORTED\] (DELETE|UPDATE|MERGE) on Delta/Qbeast tables is not supported yet"):
+    with refused(r"\[USE_NOT_SUPPORTED_ERROR\] (DELETE|UPDATE|MERGE) on Delta/Qbeast tables is not supported yet"):
         spark.sql(statement)
     assert state(location(spark, "t")) == before
 
@@ -96,7 +96,7 @@ def test_errors_without_the_python_side(spark, db) -> None:
     jvm_bridge = spark.sparkContext._jvm.use.sql.Bridge
     jvm_bridge.unregister()
     try:
-        with refused(r"\[USE_NOT_INSTALLED\].*use.sql.install\(spark\)"):
+        with refused(r"\[USE_NOT_INSTALLED_ERROR\].*use.sql.install\(spark\)"):
             spark.sql("SELECT * FROM t").collect()
     finally:
         register_bridge(spark)
@@ -119,3 +119,45 @@ def test_use_errors_carry_a_sqlstate(spark, db, tmp_path) -> None:
         with pytest.raises(AnalysisException) as info:
             spark.sql(statement.replace("{root}", location(spark, "t"))).collect()
         assert info.value.getSqlState() == expected, (statement, str(info.value))
+
+
+def test_every_error_class_follows_one_naming_rule() -> None:
+    """Error classes are what SQL clients branch on, so they follow one rule everywhere:
+    `USE_<NAME>_ERROR`, the Python side's named after its `use.errors` class, the shim's own
+    (`UseException.Kinds`) after the `use.errors` class that means the same when there is one.
+    Every class named in the shim, the bridge, the README, the docs, the golden files and these
+    tests is one of those."""
+    import inspect
+    import re
+    from pathlib import Path
+
+    from use import errors
+    from use.sql.bridge import error_kind
+
+    root = Path(__file__).resolve().parents[1]
+    rule = re.compile(r"USE_(?:[A-Z0-9]+_)*ERROR")
+    python_kinds = {
+        error_kind(cls.__new__(cls))
+        for cls in vars(errors).values()
+        if inspect.isclass(cls) and issubclass(cls, errors.UseError)
+    }
+    bridge = (root / "python/use/sql/bridge.py").read_text()
+    python_kinds |= set(re.findall(r'"kind": "(USE_[A-Z0-9_]+)"', bridge))
+    scala = {p: p.read_text() for p in (root / "jvm-shim/src/main/scala").rglob("*.scala")}
+    kinds_object = scala[root / "jvm-shim/src/main/scala/use/sql/Bridge.scala"].split("object Kinds {", 1)[1].split("}", 1)[0]
+    shim_kinds = set(re.findall(r'"(USE_[A-Z0-9_]+)"', kinds_object))
+    assert shim_kinds and python_kinds
+    for kind in sorted(python_kinds | shim_kinds):
+        assert rule.fullmatch(kind), kind
+    # a kind the shim shares with a use.errors class is spelled as the Python side spells it
+    assert {"USE_TABLE_NOT_FOUND_ERROR", "USE_INVALID_ARGUMENT_ERROR"} <= shim_kinds & python_kinds
+    for path, text in scala.items():  # the shim names classes only through UseException.Kinds
+        outside = text.replace(kinds_object, "") if path.name == "Bridge.scala" else text
+        assert not re.findall(r'"USE_[A-Z0-9_]*"', outside), path
+    known = python_kinds | shim_kinds
+    environment = {"USE_DELTA_MIRRORS", "USE_SPARK_MASTER"}  # variables, not error classes
+    named = [root / "README.md", *(root / "docs").rglob("*.md"), *(root / "sql").glob("*.out")]
+    named += [*(root / "tests").glob("test_sql_*.py"), *(root / "tests").glob("test_serve*.py")]
+    for path in named:
+        for kind in set(re.findall(r"\bUSE_[A-Z0-9_]+\b", path.read_text())) - environment:
+            assert kind in known, (path.name, kind)

@@ -238,6 +238,57 @@ def test_refused_statements_change_nothing(spark, db) -> None:
     assert [r.tableName for r in spark.sql("SHOW TABLES").collect() if not r.isTemporary] == ["pq", "t"]
 
 
+def _set_configuration_as_another_writer(root: str, **changes: str) -> None:
+    """Change the table's configuration in one metaData commit, unchecked (as delta-rs or any
+    other writer may), so the log holds settings USE's own ALTER TABLE would refuse."""
+    from dataclasses import replace
+
+    from use.delta import DeltaLog
+    from use.delta.transaction import Transaction
+
+    log = DeltaLog.for_path(root)
+    snap = log.snapshot()
+    txn = Transaction(log, snap)
+    txn.add(replace(snap.metadata, configuration={**snap.metadata.configuration, **changes}))
+    txn.commit("SET TBLPROPERTIES", {})
+
+
+def test_bad_settings_are_one_clean_error_when_the_query_is_planned(spark, db) -> None:
+    """`layout` and `plan` compute in a Python worker; a bad session default or table property
+    reaches the client as the one USE error (its class and SQLSTATE), raised when the query is
+    planned on the driver, never a Python traceback inside a failed Spark job."""
+    from pyspark.errors import AnalysisException
+
+    root = qbeast_table(spark, "t", rows=50)
+    other = spark.newSession()  # a JDBC connection's session: its SET are its own
+    ns = f"use_catalog.spark_catalog.{db}.t"
+
+    def refused_with(session, insight: str, match: str) -> None:
+        with refused(match):
+            session.sql(f"SELECT * FROM {ns}.{insight}").collect()
+        with pytest.raises(AnalysisException) as info:
+            session.sql(f"SELECT * FROM {ns}.{insight}")
+        assert info.value.getSqlState() == "22023", str(info.value)
+
+    for key, value, match in [
+        ("bytes-per-iter", "-5", r"\[USE_CONFIG_ERROR\] bad value '-5' for spark.qbeast.use.optimization.bytes-per-iter"),
+        ("bogus", "1", r"\[USE_CONFIG_ERROR\] unknown optimization key 'spark.qbeast.use.optimization.bogus'"),
+    ]:
+        other.conf.set(f"spark.qbeast.use.optimization.{key}", value)
+        for insight in ("layout", "plan"):
+            refused_with(other, insight, match)
+        other.conf.unset(f"spark.qbeast.use.optimization.{key}")
+    assert other.sql(f"SELECT * FROM {ns}.layout").count() == 1
+
+    before = state(root)
+    spark.sql("ALTER TABLE t SET TBLPROPERTIES ('use.optimization.revision-id'='7')")  # well-formed, no such revision
+    refused_with(spark, "plan", r"\[USE_CONFIG_ERROR\] use.optimization.revision-id=7: the table has no such revision")
+    _set_configuration_as_another_writer(root, **{"use.optimization.open-file-cost": "lots"})
+    for insight in ("layout", "plan"):
+        refused_with(spark, insight, r"\[USE_CONFIG_ERROR\] bad value 'lots' for use.optimization.open-file-cost")
+    assert spark.sql(f"SELECT count(*) FROM {ns}.files").collect()[0][0] == len(before[1])  # no setting read
+
+
 def test_python_api_insight_equals_the_sql_table(spark, db) -> None:
     from use import DeltaTable, QbeastTable
 

@@ -5,6 +5,7 @@ manual trigger with no service running, and every bad input refused with nothing
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from sql_support import location, refused, rows, state
@@ -30,6 +31,19 @@ def _live_files(root: str) -> int:
     from use.delta import DeltaLog
 
     return DeltaLog.for_path(root).snapshot().num_files
+
+
+def _nothing_selected(df) -> str:
+    """The reason of the one row a CALL that selected nothing returns (its metrics all zero)."""
+    (row,) = df.collect()
+    assert row["kind"] == "none" and row["strategy"], row
+    if "status" in df.columns:
+        assert row["status"] == "nothing_selected" and row["version"] is None and row["read_version"] >= 0, row
+        assert row["files_in"] == row["files_out"] == row["bytes_in"] == row["rows"] == 0, row
+    else:
+        assert row["task"] is None and row["num_files"] == row["bytes"] == 0, row
+    assert row["reason"].startswith("nothing to optimize: "), row
+    return row["reason"]
 
 
 def _plan_columns(df) -> list[tuple]:
@@ -60,8 +74,21 @@ def test_optimize_runs_the_loop_and_reaches_the_fixed_point(spark, db) -> None:
     assert result[0]["files_in"] == files and result[0]["files_out"] == 1
     assert _live_files(root) == 1
     assert rows(spark, "SELECT count(*) FROM t") == [(8,)]
-    assert spark.sql(f"CALL {OPT}(table => 'spark_catalog.{db}.t', dry_run => true)").count() == 0
-    assert spark.sql(f"CALL {OPT}(table => 't')").count() == 0  # converged: another run commits nothing
+    assert "selected no files" in _nothing_selected(spark.sql(f"CALL {OPT}(table => 'spark_catalog.{db}.t', dry_run => true)"))
+    assert "selected no files" in _nothing_selected(spark.sql(f"CALL {OPT}(table => 't')"))  # converged: nothing more
+
+
+def test_a_call_that_selects_nothing_returns_one_row_saying_why(spark, db) -> None:
+    """As `use optimize` and `print(result)` do: a strategy that does not apply to the table, or a
+    table at the strategies' fixed point, is one row with zero metrics and the planner's reason."""
+    root = _delta_table(spark)
+    before = state(root)
+    for dry_run in ("true", "false"):
+        reason = _nothing_selected(spark.sql(f"CALL {OPT}(table => 't', strategy => 'LeveledCompactionSelection', dry_run => {dry_run})"))
+        assert "LeveledCompactionSelection works on the OTree index of a Qbeast table" in reason and root in reason
+    assert state(root) == before
+    (row,) = spark.sql(f"CALL {OPT}(table => 't', strategy => 'LeveledCompactionSelection')").collect()
+    assert row["strategy"] == "LeveledCompactionSelection" and row["read_version"] == 4  # CREATE + 4 INSERTs
 
 
 def test_optimize_by_path_with_settings_of_the_call(spark, db) -> None:
@@ -81,6 +108,51 @@ def test_plan_rows_equal_optimize_dry_run_rows(spark, db) -> None:
     assert plan.num_rows > 0
     expected = [tuple(r[c] for c in ("task", "strategy", "kind", "revision_id", "num_files", "bytes", "reason")) for r in plan.to_pylist()]
     assert _plan_columns(spark.sql(f"CALL {OPT}(table => 'q', dry_run => true)")) == expected
+
+
+def test_procedures_take_the_calling_session_s_optimization_defaults(spark, db) -> None:
+    """Each JDBC connection is a session of its own: the `spark.qbeast.use.optimization.*` it SETs
+    are the defaults of its CALLs and manual triggers (as `optimize()` reads its session's), and
+    another session's never leak in."""
+    root = _qbeast_table(spark)
+    other = spark.newSession()
+    other.catalog.setCurrentDatabase(db)
+    sampling = f"CALL {OPT}(table => 'q', strategy => 'SamplingOverheadReduction', dry_run => true)"
+    before = state(root)
+    with refused(r"needs use.optimization.sampling-fraction"):
+        other.sql(sampling).collect()
+    other.conf.set("spark.qbeast.use.optimization.sampling-fraction", "0.1")
+    assert other.sql(sampling).columns[:3] == ["task", "strategy", "kind"]  # planned with the session's 0.1
+    with refused(r"needs use.optimization.sampling-fraction"):
+        spark.sql(sampling).collect()  # the installed session has no such default
+    other.conf.set("spark.qbeast.use.optimization.bytes-per-iter", "-5")
+    bad = r"\[USE_CONFIG_ERROR\] bad value '-5' for spark.qbeast.use.optimization.bytes-per-iter"
+    with refused(bad):
+        other.sql(f"CALL {OPT}(table => 'q', dry_run => true)").collect()
+    with refused(bad):
+        other.sql(f"ALTER TABLE use_catalog.spark_catalog.{db}.q SET TBLPROPERTIES ('use.optimization.revision-rewrite'='false')")
+    assert state(root) == before
+    assert spark.sql(f"CALL {OPT}(table => 'q', dry_run => true)").count() > 0
+
+
+def test_call_rows_and_optimization_events_report_the_revision_written_into(spark, db) -> None:
+    """A task's `revision_id` is the revision its output files belong to, in the CALL's rows as in
+    the `optimizations` events: re-indexed superseded revisions report the latest revision (their
+    own ids are in `reason`), so the two surfaces agree commit by commit."""
+    from use.qbeast.reader import load_snapshot
+
+    spark.sql("CREATE TABLE d (id INT, x DOUBLE) USING qbeast OPTIONS ('columnsToIndex'='id,x', 'cubeSize'='100')")
+    for k in range(6):  # drifting ids: each widening opens a revision
+        spark.sql(f"INSERT INTO d SELECT CAST(id AS INT), (id % 97) / 97.0 FROM range({k * 60}, {(k + 1) * 60})")
+    latest = load_snapshot(location(spark, "d")).latest_revision_id
+    assert latest >= 2
+    rows = [r for r in spark.sql(f"CALL {OPT}(table => 'd')").collect() if r["status"] == "committed"]
+    events = spark.sql(f"SELECT version, revision_id FROM use_catalog.spark_catalog.{db}.d.optimizations").collect()
+    event_revision = {e["version"]: e["revision_id"] for e in events}
+    superseded = [r for r in rows if r["strategy"] == "SupersededRevisionsSelection"]
+    assert superseded and all("superseded revision(s)" in r["reason"] for r in superseded)
+    assert [(r["version"], r["revision_id"]) for r in rows] == [(r["version"], event_revision[r["version"]]) for r in rows]
+    assert {r["revision_id"] for r in superseded} == {latest}
 
 
 # --- vacuum and convert ----------------------------------------------------------------------------
@@ -135,7 +207,7 @@ def test_manual_trigger_runs_once_and_changes_no_property(spark, db) -> None:
     assert snap.configuration == props
     ops = {e.operation for e in DeltaLog.for_path(root).history() if e.version > version}
     assert ops == {"OPTIMIZE"}
-    assert spark.sql(f"CALL {OPT}(table => 'test', dry_run => true)").count() == 0
+    _nothing_selected(spark.sql(f"CALL {OPT}(table => 'test', dry_run => true)"))
 
 
 def test_manual_trigger_is_ignored_on_a_continuously_optimized_table(spark, db, caplog) -> None:
@@ -169,14 +241,11 @@ def test_manual_trigger_refuses_bad_settings_and_other_changes(spark, db) -> Non
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (f"CALL {OPT}(table => 'no_such_table')", r"\[USE_TABLE_NOT_FOUND\] no table spark_catalog\.t_\w+\.no_such_table"),
+        (f"CALL {OPT}(table => 'no_such_table')", r"\[USE_TABLE_NOT_FOUND_ERROR\] no table spark_catalog\.t_\w+\.no_such_table"),
         (f"CALL {OPT}(table => 'a.b.c.d')", r"no table spark_catalog\.a\.b\.c\.d"),
         (f"CALL {OPT}(table => '/no/such/dir')", r"\[USE_TABLE_NOT_FOUND_ERROR\] no Delta table at /no/such/dir"),
         (f"CALL {OPT}(table => 'p')", r"p is a parquet table, not a Delta or Qbeast table"),
         (f"CALL {OPT}(table => 't', strategy => 'NoSuchStrategy')", r"unknown optimization strategy 'NoSuchStrategy'; known strategies"),
-        (f"CALL {OPT}(table => 't', bytes_per_iter => -5)", r"bad value '-5' for bytes-per-iter"),
-        (f"CALL {OPT}(table => 't', max_iterations => 0)", r"max_iterations must be a positive integer"),
-        (f"CALL {OPT}(table => 't', dry_run => NULL)", r"dry_run must be True or False"),
         (f"CALL {OPT}(table => 't', revision_id => 7)", r"revision"),
         (f"CALL {OPT}(table => 't', no_such_argument => 1)", r"no_such_argument"),
         (f"CALL {OPT}()", r"table"),
@@ -191,6 +260,40 @@ def test_bad_calls_are_clean_errors_and_change_nothing(spark, db, call: str, mes
     before = state(root)
     with refused(message):
         spark.sql(call).collect()
+    assert state(root) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ("bytes_per_iter => -5", r"bad value '-5' for bytes_per_iter: expected a positive integer number of bytes.*; "
+                                 r"pass bytes_per_iter => 5000000, or leave it out for the table's use.optimization.bytes-per-iter$"),
+        ("strategy => 'Bogus'", r"bad value 'Bogus' for strategy: unknown optimization strategy 'Bogus'; known strategies: .*; "
+                                r"pass strategy => 'BinPacking', or leave it out for the table's strategy chain$"),
+        ("strategy => 'ZOrder'", r"strategy selects ZOrder, which needs use.optimization.zorder-by .*; pass zorder_by => 'a,b', "
+                                 r"or set the table property with ALTER TABLE"),
+        ("strategy => 'SamplingOverheadReduction'",
+         r"strategy selects SamplingOverheadReduction, which needs use.optimization.sampling-fraction .*; set the table property "
+         r"with ALTER TABLE <table> SET TBLPROPERTIES \('use.optimization.sampling-fraction'='0.1'\), or this session's default "
+         r"with SET `spark.qbeast.use.optimization.sampling-fraction`=0.1$"),
+        ("max_iterations => 0", r"max_iterations must be a positive integer \(the merge tasks to run at most\), got 0; "
+                                r"pass max_iterations => 10, or leave it out for no limit$"),
+        ("dry_run => NULL", r"dry_run must be true or false, got None; pass dry_run => true or false, or leave it out \(false\)$"),
+        ("files => array('a.parquet'), zorder_by => 'a'", r"zorder_by and files cannot be combined"),
+    ],
+)
+def test_optimize_errors_name_the_argument_and_a_sql_fix(spark, db, args: str, message: str) -> None:
+    """A CALL's bad argument is refused in the caller's terms: the procedure's argument and a SQL
+    way to fix it (`arg => value`, ALTER TABLE, SET), never a Python call's or a flag's."""
+    from pyspark.errors import AnalysisException
+
+    root = _delta_table(spark, inserts=2)
+    before = state(root)
+    with pytest.raises(AnalysisException) as info:
+        spark.sql(f"CALL {OPT}(table => 't', {args})").collect()
+    text = str(info.value).split("\n")[0]
+    assert re.search(message, text), text
+    assert not re.search(r"\w=\S|set_properties|optimize\(\)|--\w", text.split("ALTER TABLE")[0].split("SET `")[0]), text
     assert state(root) == before
 
 
@@ -223,7 +326,7 @@ def test_manual_trigger_is_handed_to_the_service_running_in_this_driver(spark, d
         await_service(svc, lambda s: s.table(idle) is not None and s.table(idle).runs >= 1 and s.table(idle).run is None, "the manual run")
         assert svc.table(idle).last_run.trigger == "manual"
         assert DeltaLog.for_path(idle).snapshot().configuration == props
-        assert spark.sql(f"CALL {OPT}(table => 'idle', dry_run => true)").count() == 0
+        _nothing_selected(spark.sql(f"CALL {OPT}(table => 'idle', dry_run => true)"))
 
         spark.sql(f"ALTER TABLE use_catalog.spark_catalog.{db}.auto SET TBLPROPERTIES ('use.optimization.bytes-per-iter'='5000000')")
         assert "continuous optimization configured" in svc.table(auto).note

@@ -58,21 +58,19 @@ def _positive_int(value: str | None, flag: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from use.optimize.config import zorder_request
     from use.optimize.loop import optimize_path
     from use.optimize.report import format_iteration
     from use.session import spark_session
 
     revision_id = _positive_int(args.revision_id, "--revision-id")
     max_iterations = _positive_int(args.max_iterations, "--max-iterations")
-    strategy, overrides = zorder_request(args.strategy, args.zorder_by)
     spark = spark_session("use-optimize")
     result = optimize_path(
         spark,
         args.table_location,
         revision_id=revision_id,
-        strategy=strategy,
-        overrides=overrides,
+        strategy=args.strategy,
+        zorder_by=args.zorder_by,
         bytes_per_iter=args.bytes_per_iter,
         revision_rewrite=True if args.revision_rewrite else None,
         dry_run=args.dry_run,

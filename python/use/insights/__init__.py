@@ -70,6 +70,7 @@ __all__ = [
     "ServiceState",
     "TableFacts",
     "TableIdentity",
+    "check",
     "cubes",
     "files",
     "for_path",
@@ -92,7 +93,9 @@ class Insight:
 
     `compute(facts, spark_conf=None, **options)` with `options` among `options`: `spark_conf`
     (session `spark.qbeast.use.optimization.*` defaults, as `optimize()` reads them) is accepted by
-    every insight and used by `layout` and `plan`; `plan` also takes `revision_id`.
+    every insight and used by `layout` and `plan`; `plan` also takes `revision_id`. `check(facts,
+    **the same)`, when set, raises what `compute` would refuse in the table's settings, without
+    reading any file (see `check`).
     """
 
     name: str
@@ -100,14 +103,25 @@ class Insight:
     compute: Callable[..., pa.Table]
     doc: str
     options: tuple[str, ...] = ()
+    check: Callable[..., None] | None = None
 
 
 def _layout(facts: TableFacts, spark_conf: Mapping[str, str] | None = None) -> pa.Table:
     return layout(facts.qsnap, facts.config(spark_conf))
 
 
+def _check_layout(facts: TableFacts, spark_conf: Mapping[str, str] | None = None) -> None:
+    facts.config(spark_conf)
+
+
 def _plan(facts: TableFacts, spark_conf: Mapping[str, str] | None = None, revision_id: int | None = None) -> pa.Table:
     return plan(facts.qsnap, facts.config(spark_conf), revision_id=revision_id)
+
+
+def _check_plan(facts: TableFacts, spark_conf: Mapping[str, str] | None = None, revision_id: int | None = None) -> None:
+    from use.optimize.planner import target_config
+
+    target_config(facts, facts.config(spark_conf), revision_id)
 
 
 TABLE_INSIGHTS: Mapping[str, Insight] = {
@@ -118,8 +132,8 @@ TABLE_INSIGHTS: Mapping[str, Insight] = {
         Insight("files", FILES_SCHEMA, lambda f, **_: files(f.qsnap), "one row per live data file"),
         Insight("cubes", CUBES_SCHEMA, lambda f, **_: cubes(f.qsnap), "one row per cube of each indexed revision"),
         Insight("revisions", REVISIONS_SCHEMA, lambda f, **_: revisions(f.qsnap), "one row per revision"),
-        Insight("layout", LAYOUT_SCHEMA, _layout, "layout figures and health score per revision"),
-        Insight("plan", PLAN_SCHEMA, _plan, "the optimizer's next plan, one row per merge task", ("revision_id",)),
+        Insight("layout", LAYOUT_SCHEMA, _layout, "layout figures and health score per revision", check=_check_layout),
+        Insight("plan", PLAN_SCHEMA, _plan, "the optimizer's next plan, one row per merge task", ("revision_id",), _check_plan),
     )
 }
 
@@ -142,15 +156,33 @@ def schema(name: str) -> pa.Schema:
     return _insight(name).schema
 
 
+def _with_options(name: Any, options: Mapping[str, Any]) -> Insight:
+    insight = _insight(name)
+    unknown = sorted(set(options) - {"spark_conf", *insight.options})
+    if unknown:
+        accepted = ", ".join(("spark_conf", *insight.options))
+        raise InvalidArgumentError(f"insight {name!r} takes no option {', '.join(unknown)}; it accepts {accepted}")
+    return insight
+
+
 def for_path(location: str, name: str, **options: Any) -> pa.Table:
     """The insight table `name` of the Delta/Qbeast table at `location`, from its latest snapshot.
 
     Reads only storage (a reader in a Python worker can call it). The name and options are checked
     before the table is read; TableNotFoundError when there is no table at `location`.
     """
-    insight = _insight(name)
-    unknown = sorted(set(options) - {"spark_conf", *insight.options})
-    if unknown:
-        accepted = ", ".join(("spark_conf", *insight.options))
-        raise InvalidArgumentError(f"insight {name!r} takes no option {', '.join(unknown)}; it accepts {accepted}")
-    return insight.compute(TableFacts.load(location), **options)
+    return _with_options(name, options).compute(TableFacts.load(location), **options)
+
+
+def check(facts: TableFacts, name: str, **options: Any) -> None:
+    """Raise what `for_path(..., name, **options)` would refuse in the table's settings (a bad
+    `use.optimization.*` property or session default: ConfigError; a target revision the table
+    lacks), from its configuration alone: no file is read and nothing computed.
+
+    Why: the SQL surface plans a query on the driver and computes its rows in a Python worker,
+    where an error can only reach the client as a Python traceback inside a failed Spark job. The
+    driver calls this when the query is planned, so a bad setting is one clean error instead.
+    """
+    insight = _with_options(name, options)
+    if insight.check is not None:
+        insight.check(facts, **options)

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 from use.delta import DeltaLog, HistoryEntry, Snapshot
 from use.errors import TableNotFoundError
 from use.optimize.config import OptimizationConfig
+from use.qbeast.revision import REVISION_PREFIX, Revision, revisions_from_configuration
 from use.qbeast.snapshot import QbeastSnapshot
 
 
@@ -61,6 +62,21 @@ class TableFacts:
     def qsnap(self) -> QbeastSnapshot:
         return QbeastSnapshot.from_delta(self.snapshot)
 
+    # The index's metadata from the table's configuration alone (no file's blocks are read): what
+    # checking the settings needs (`use.optimize.planner.target_config` reads these three).
+
+    @property
+    def table_root(self) -> str:
+        return self.log.table_root
+
+    @property
+    def is_qbeast(self) -> bool:
+        return any(k.startswith(REVISION_PREFIX) for k in self.snapshot.configuration)
+
+    @cached_property
+    def revisions(self) -> Mapping[int, Revision]:
+        return revisions_from_configuration(dict(self.snapshot.configuration))
+
     @cached_property
     def history(self) -> tuple[HistoryEntry, ...]:
         """The commits still in the log up to the snapshot's version, oldest first."""
@@ -72,7 +88,7 @@ class TableFacts:
         """The table's optimization settings, as `optimize()` resolves them (see
         `OptimizationConfig.from_properties`): its properties, then `spark_conf` session defaults
         (`spark.qbeast.use.optimization.*`), with `overrides` winning. ConfigError on a bad value."""
-        return config_of(self.qsnap, spark_conf, overrides)
+        return OptimizationConfig.from_properties(self.snapshot.configuration, overrides, spark_conf=spark_conf)
 
 
 def config_of(

@@ -59,7 +59,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Mapping
 
-from use.errors import ConfigError, InvalidArgumentError, UnknownStrategyError
+from use.errors import CLI, PYTHON, SQL, ConfigError, InvalidArgumentError, UnknownStrategyError
 
 PREFIX = "use.optimization."
 SPARK_PREFIX = "spark.qbeast.use."
@@ -397,8 +397,67 @@ def _markdown() -> str:
 CONFIG_KEYS_MARKDOWN: str = _markdown()
 
 
-def _error(key: str, value: Any, accepted: str) -> ConfigError:
-    return ConfigError(f"bad value {str(value)!r} for {key}: expected {accepted}")
+def _error(key: str, value: Any, accepted: str, hints: Mapping[str, str] | None = None) -> ConfigError:
+    return ConfigError(f"bad value {str(value)!r} for {key}: expected {accepted}", hints=hints)
+
+
+@dataclass(frozen=True)
+class Argument:
+    """A keyword argument of optimize() that sets a configuration key. The Python API and the SQL
+    procedure share its `name` (`bytes_per_iter`: `optimize(bytes_per_iter=...)`, `CALL
+    ...optimize(bytes_per_iter => ...)`), the command line spells it `flag`; an error about its
+    value names it so and says, per surface, how to pass a good one (`hints`)."""
+
+    name: str
+    key: str  # the key it sets, without the `use.optimization.` prefix
+    flag: str
+    example: str  # a good value, as the command line takes it
+    quoted: bool  # the value is text: quoted in Python and SQL
+    unset: str | None = None  # what leaving it out gives, e.g. "the table's strategy chain"
+
+    def hints(self) -> dict[str, str]:
+        py, sql = (repr(self.example), f"'{self.example}'") if self.quoted else (self.example, self.example)
+        tail = {s: "" for s in (PYTHON, CLI, SQL)}
+        if self.unset:
+            tail = {PYTHON: f", or None for {self.unset}", CLI: f", or leave it out for {self.unset}",
+                    SQL: f", or leave it out for {self.unset}"}  # fmt: skip
+        return {
+            PYTHON: f"pass {self.name}={py}{tail[PYTHON]}",
+            CLI: f"pass {self.flag} {self.example}{tail[CLI]}",
+            SQL: f"pass {self.name} => {sql}{tail[SQL]}",
+        }
+
+
+#: optimize()'s keyword arguments that set configuration keys (`OptimizationConfig.from_properties`'s
+#: `arguments`), by name.
+ARGUMENTS: Mapping[str, Argument] = {
+    a.name: a
+    for a in (
+        Argument("bytes_per_iter", "bytes-per-iter", "--bytes-per-iter", "5000000", False,
+                 f"the table's {PREFIX}bytes-per-iter"),
+        Argument("strategy", "strategies", "--strategy", "BinPacking", True, "the table's strategy chain"),
+        Argument("zorder_by", "zorder-by", "--zorder-by", "a,b", True),
+    )
+}  # fmt: skip
+
+
+def _needs(source: "str | Argument", strategy: str, key: str, what: str, example: str, quoted: bool = True) -> ConfigError:
+    """`strategy`, selected by `source` (a key, or the `strategy` argument), needs `key`, which is
+    unset: the fix, per surface, is to pass it (when an argument sets it) or set it."""
+    spec = _BY_KEY[key.lower()]
+    by = next((a for a in ARGUMENTS.values() if a.key == key), None)
+    label = source.name if isinstance(source, Argument) else source
+    value = repr(example) if quoted else example
+    python = f"pass {by.name}={value}" if by else f"pass {spec.field}={value} to optimize()"
+    hints = {
+        PYTHON: f"{python}, or set the table property with set_properties({{'{spec.full_key}': '{example}'}})",
+        CLI: (f"pass {by.flag} {example}, or " if by else "")
+        + f"set the table property with use properties --table-location PATH --set {spec.full_key}={example}",
+        SQL: (f"pass {by.name} => '{example}', or " if by else "")
+        + f"set the table property with ALTER TABLE <table> SET TBLPROPERTIES ('{spec.full_key}'='{example}'), "
+        f"or this session's default with SET `{SPARK_OPT_PREFIX}{spec.key}`={example}",
+    }
+    return ConfigError(f"{label} selects {strategy}, which needs {spec.full_key} ({what}, e.g. {example})", hints=hints)
 
 
 def _did_you_mean(key: str, known: list[str]) -> str:
@@ -509,24 +568,29 @@ class OptimizationConfig:
         overrides: Mapping[str, Any] | None = None,
         *,
         spark_conf: Mapping[str, str] | None = None,
+        arguments: Mapping[str, Any] | None = None,
     ) -> "OptimizationConfig":
-        """Parse table properties (+ session Spark conf defaults + explicit overrides).
+        """Parse table properties (+ session Spark conf defaults + explicit overrides + arguments).
 
         `overrides` keys may be full keys (`use.optimization.bytes-per-iter`), keys without the
         prefix (`bytes-per-iter`) or field names (`bytes_per_iter`); values may be strings or already
         typed (int, bool, float). A `None` override value means "not given" and is skipped.
+        `arguments` are optimize()'s own keyword arguments by name (`ARGUMENTS`: `bytes_per_iter`,
+        `strategy`, `zorder_by`; None: not given), winning over everything: an error about one
+        names the argument and says, per surface (Python, CLI, SQL), how to pass a good value.
         """
         values: dict[str, Any] = {}
-        sources: dict[str, str] = {}  # field -> the key spelling the value came from (for messages)
+        sources: dict[str, str | Argument] = {}  # field -> the key (or argument) the value came from
 
-        def put(spec: KeySpec, key: str, raw: Any) -> None:
+        def put(spec: KeySpec, key: str, raw: Any, argument: Argument | None = None) -> None:
+            hints = argument.hints() if argument is not None else None
             try:
                 values[spec.field] = spec.parse(raw)
             except UnknownStrategyError as e:
-                raise UnknownStrategyError(f"bad value {str(raw)!r} for {key}: {e}") from None
+                raise UnknownStrategyError(f"bad value {str(raw)!r} for {key}: {e}", hints=hints) from None
             except _Bad as e:
-                raise _error(key, raw, str(e)) from None
-            sources[spec.field] = key
+                raise _error(key, raw, str(e), hints) from None
+            sources[spec.field] = argument or key
 
         for key, raw in (spark_conf or {}).items():
             if key.startswith(SPARK_OPT_PREFIX):
@@ -548,28 +612,29 @@ class OptimizationConfig:
             if spec is None:
                 raise _unknown_key(key, PREFIX)
             put(spec, key, raw)
+        for name, raw in (arguments or {}).items():
+            if raw is None:
+                continue
+            argument = ARGUMENTS.get(name)
+            if argument is None:
+                raise InvalidArgumentError(f"{name!r} is not an optimize() argument that sets a key; they are {', '.join(ARGUMENTS)}")
+            put(_BY_KEY[argument.key], argument.name, raw, argument)
 
         config = cls(**values)
         chain = set(config.strategies or ()) | ({config.type} if config.type else set())
+
+        def source(strategy: str) -> str | Argument:
+            return sources.get("type" if config.type == strategy else "strategies") or PREFIX + "type"
+
         if "SamplingOverheadReduction" in chain and config.sampling_fraction is None:
-            src = sources.get("type") if config.type == "SamplingOverheadReduction" else sources.get("strategies")
-            raise ConfigError(
-                f"{src or PREFIX + 'type'} selects SamplingOverheadReduction, which needs "
-                f"{PREFIX}sampling-fraction: set it to a number strictly between 0 and 1, e.g. 0.1"
-            )
+            raise _needs(source("SamplingOverheadReduction"), "SamplingOverheadReduction", "sampling-fraction",
+                         "a number strictly between 0 and 1: the sample fraction whose overhead to remove", "0.1", False)  # fmt: skip
         if "ClusterKeyOverlap" in chain and config.overlap_cluster_key is None:
-            src = sources.get("type") if config.type == "ClusterKeyOverlap" else sources.get("strategies")
-            raise ConfigError(
-                f"{src or PREFIX + 'type'} selects ClusterKeyOverlap, which needs "
-                f"{PREFIX}overlap.cluster-key: set it to the column whose overlap to reduce"
-            )
+            raise _needs(source("ClusterKeyOverlap"), "ClusterKeyOverlap", "overlap.cluster-key",
+                         "the column whose overlap to reduce", "event_time")  # fmt: skip
         for curve in ("ZOrder", "Hilbert"):
             if curve in chain and config.zorder_by is None:
-                src = sources.get("type") if config.type == curve else sources.get("strategies")
-                raise ConfigError(
-                    f"{src or PREFIX + 'type'} selects {curve}, which needs {PREFIX}zorder-by: set it to "
-                    "the columns to cluster by, e.g. a,b"
-                )
+                raise _needs(source(curve), curve, "zorder-by", "the columns to cluster by", "a,b")
         return config
 
     def to_properties(self) -> dict[str, str]:
@@ -593,22 +658,21 @@ class OptimizationConfig:
         return out
 
 
-def zorder_request(strategy: Any, zorder_by: Any, files: Any = None) -> tuple[Any, dict[str, Any]]:
-    """`zorder_by` as the Python API, the CLI and CALL take it: (strategy chain, config overrides).
-
-    Giving the columns alone asks for Delta's OPTIMIZE ... ZORDER BY, so the chain becomes `ZOrder`;
-    with a strategy (e.g. `Hilbert`) the columns are that strategy's key. The value is parsed with
-    the `use.optimization.zorder-by` key, so a bad one fails the same way. An explicit `files` list
-    cannot be combined with it (InvalidArgumentError).
+def zorder_strategy(strategy: Any, zorder_by: Any, files: Any = None) -> Any:
+    """The strategy optimize() runs when given `zorder_by` (the Python API, the CLI and CALL all
+    take it): the columns alone ask for Delta's OPTIMIZE ... ZORDER BY, so the chain becomes
+    `ZOrder`; with a strategy (e.g. `Hilbert`) the columns are that strategy's key. The columns are
+    parsed as the `zorder-by` argument (`ARGUMENTS`). An explicit `files` list cannot be combined
+    with them (InvalidArgumentError).
     """
     if zorder_by is None:
-        return strategy, {}
+        return strategy
     if files is not None:
         raise InvalidArgumentError(
             "zorder_by and files cannot be combined: an explicit file list is bin-packed as it is; "
             "Z-ordering selects the files of each partition itself (give zorder_by alone)"
         )
-    return ("ZOrder" if strategy is None else strategy), {PREFIX + "zorder-by": zorder_by}
+    return "ZOrder" if strategy is None else strategy
 
 
 def gc_enabled(props: Mapping[str, str] | None) -> bool:

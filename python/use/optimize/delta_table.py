@@ -318,15 +318,12 @@ class DeltaTable(TableSurface):
         keyword arguments (field names such as `max_file_size=...`, or a mapping passed as
         `overrides=`); they win over table properties.
         """
-        from use.optimize.config import zorder_request
         from use.optimize.loop import optimize_path
 
         overrides: dict[str, Any] = dict(config_overrides.pop("overrides", None) or {})
         overrides.update(config_overrides)
-        strategy, zorder = zorder_request(strategy, zorder_by, files)
-        overrides.update(zorder)
         return optimize_path(
-            self._spark, self._path, files=files, strategy=strategy, bytes_per_iter=bytes_per_iter,
+            self._spark, self._path, files=files, strategy=strategy, bytes_per_iter=bytes_per_iter, zorder_by=zorder_by,
             dry_run=dry_run, max_iterations=max_iterations, stop=stop, all_tasks=all_tasks, overrides=overrides,
             on_iteration=progress_callback(progress),
         )  # fmt: skip

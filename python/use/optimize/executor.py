@@ -64,6 +64,10 @@ class IterationMetrics:
     `*_in` describe the removed input files, `*_out` the added output files. Cubes and blocks come
     from the Qbeast block tags (a plain Delta file counts as one root block). `version` is the commit
     version, None when the task was abandoned (then `error` says why and nothing changed).
+    `revision_id` is the revision the output files belong to, as the commit's OptimizationEvent
+    says: for an index task the revision its rows were indexed into (the input's revision, 0 for
+    staging files or the superseded ones, is the planned task's, named in `reason`), -1 on a plain
+    Delta table.
     """
 
     strategy: str
@@ -430,6 +434,11 @@ def run_task(
     in_stats_blocks = _reindexed(in_blocks, idx)
     root = qsnap.table_root
     written: tuple[AddFile, ...] = ()
+    # The revision the task's output belongs to: an index task's rows go into the revision the
+    # write chose (staging files' or older revisions' rows into the latest), every other kind stays
+    # in its input's. The iteration's metrics and the OptimizationEvent both report it; until the
+    # rewrite has run (an abandoned task wrote nothing) it is the input's revision, as planned.
+    into = task.revision_id
 
     def metrics(status: str, *, version: int | None, out_files: pa.Table | None, out_blocks: pa.Table | None,
                 rows: int | None, error: str | None = None) -> IterationMetrics:  # fmt: skip
@@ -438,7 +447,7 @@ def run_task(
         mn_in, mx_in, avg_in = _size_stats(in_sizes)
         mn_out, mx_out, avg_out = _size_stats(out_sizes)
         return IterationMetrics(
-            strategy=task.strategy, kind=task.kind, reason=task.reason, revision_id=task.revision_id,
+            strategy=task.strategy, kind=task.kind, reason=task.reason, revision_id=into,
             status=status, read_version=snapshot.version, version=version,
             files_in=int(in_sizes.size), bytes_in=int(in_sizes.sum()), min_file_size_in=mn_in,
             max_file_size_in=mx_in, avg_file_size_in=avg_in,
@@ -457,7 +466,7 @@ def run_task(
         try:
             df = scan(spark, qsnap, in_files)
             result = _rewrite(spark, df, qsnap, task, config, InputBlocks(in_stats_blocks, int(idx.size), rows_in))
-            written = result.adds
+            written, into = result.adds, int(result.revision_id)
             if watcher.requested():
                 # the stop came while the rewrite ran, but its jobs ended between two cancels (a small
                 # task's job can take less than the watcher's period): abandon it all the same
@@ -477,7 +486,7 @@ def run_task(
                 optimization_name=optimization_name or task.strategy,
                 write_id=str(uuid.uuid4()),
                 table_id=root,
-                revision_id=int(result.revision_id if task.kind == "index" else task.revision_id),
+                revision_id=into,
                 started_at=started,
                 finished_at=finished,
                 process_time_ms=finished - started,

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from use.errors import InvalidArgumentError
+from use.errors import CLI, PYTHON, SQL, InvalidArgumentError
 from use.optimize.executor import ABANDONED, COMMITTED, IterationMetrics
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -132,7 +132,8 @@ class OptimizeResult:
     """The outcome of one optimize() run: every task it ran, in order, and why it ended.
 
     Iterating over the result yields the per-iteration metrics. For a dry run `plan` is the plan that
-    would have run and `iterations` is empty.
+    would have run and `iterations` is empty; for a run that ended because nothing more was
+    selected (`converged`, `done`) it is that last, empty plan (its strategies and table version).
     """
 
     iterations: tuple[IterationMetrics, ...]
@@ -184,7 +185,12 @@ def _validate_max_iterations(max_iterations: int | None) -> None:
         return
     if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
         raise InvalidArgumentError(
-            f"max_iterations must be a positive integer or None (no limit), got {max_iterations!r}"
+            f"max_iterations must be a positive integer (the merge tasks to run at most), got {max_iterations!r}",
+            hints={
+                PYTHON: "pass max_iterations=10, or None for no limit",
+                CLI: "pass --max-iterations 10, or leave it out for no limit",
+                SQL: "pass max_iterations => 10, or leave it out for no limit",
+            },
         )
 
 
@@ -254,7 +260,7 @@ def run_loop(
         tasks: Sequence[MergeTask] = sorted(plan.tasks, key=lambda t: -float(t.score or 0.0))
         one_shot = single_pass or bool(getattr(plan, "one_shot", False))
         if not tasks:
-            return result(DONE if one_shot and done else CONVERGED)
+            return replace(result(DONE if one_shot and done else CONVERGED), plan=plan)
         if not all_tasks and not one_shot:
             tasks = tasks[:1]
         for task in tasks:
@@ -306,6 +312,7 @@ def optimize_path(
     files: Sequence[str] | None = None,
     strategy: str | Sequence[str] | None = None,
     bytes_per_iter: int | str | None = None,
+    zorder_by: str | Sequence[str] | None = None,
     revision_rewrite: bool | str | None = None,
     dry_run: bool = False,
     max_iterations: int | None = None,
@@ -321,9 +328,12 @@ def optimize_path(
 
     Configuration comes from the table's `use.optimization.*` properties, the session's
     `spark.qbeast.use.optimization.*` defaults and `overrides`, with the keyword arguments winning.
-    `strategy` replaces the strategy chain (one name or several); `files` rewrites exactly those
-    files once. Every argument is checked, and the first plan made, before anything is written, so
-    bad input raises a typed error and leaves the table as it was.
+    `strategy` replaces the strategy chain (one name or several); `zorder_by` (columns, or "a,b")
+    is Delta's OPTIMIZE ... ZORDER BY (the `ZOrder` strategy, or the key of `strategy="Hilbert"`);
+    `files` rewrites exactly those files once. Every argument is checked, and the first plan made,
+    before anything is written, so bad input raises a typed error and leaves the table as it was;
+    an error about an argument names it and says how to pass it on each surface (the Python API,
+    `use optimize` and `CALL use_catalog.system.optimize` all call this).
 
     `stop` ends the run between tasks; `cancel` (default: `stop` itself) also cancels the Spark jobs
     of the task that is running, which is then abandoned. Passing a separate `cancel` lets a caller
@@ -333,14 +343,17 @@ def optimize_path(
     from use.delta import DeltaLog
     from use.delta.snapshot import check_write_support
     from use.errors import TableNotFoundError
-    from use.optimize.config import OptimizationConfig
+    from use.optimize.config import OptimizationConfig, zorder_strategy
     from use.optimize.executor import run_task
     from use.optimize.plan import Plan
     from use.optimize.planner import Planner
     from use.qbeast.snapshot import QbeastSnapshot
 
     if not isinstance(dry_run, bool):
-        raise InvalidArgumentError(f"dry_run must be True or False, got {dry_run!r}")
+        raise InvalidArgumentError(
+            f"dry_run must be true or false, got {dry_run!r}",
+            hints={PYTHON: "pass dry_run=True or False", SQL: "pass dry_run => true or false, or leave it out (false)"},
+        )
     if not isinstance(all_tasks, bool):
         raise InvalidArgumentError(f"all_tasks must be True or False, got {all_tasks!r}")
     _validate_max_iterations(max_iterations)
@@ -360,13 +373,13 @@ def optimize_path(
         # Before any file is rewritten: a feature USE reads but cannot write refuses here.
         check_write_support(first.protocol, first.metadata, first.table_root)
     given: dict[str, Any] = dict(overrides or {})
-    if bytes_per_iter is not None:
-        given["bytes-per-iter"] = bytes_per_iter
     if revision_rewrite is not None:
         given["revision-rewrite"] = revision_rewrite
-    if strategy is not None:
-        given["strategies"] = strategy if isinstance(strategy, str) else ",".join(strategy)
-    config = OptimizationConfig.from_properties(first.configuration, given, spark_conf=session_defaults(spark))
+    strategy = zorder_strategy(strategy, zorder_by, files)
+    arguments = {"bytes_per_iter": bytes_per_iter, "strategy": strategy, "zorder_by": zorder_by}
+    config = OptimizationConfig.from_properties(
+        first.configuration, given, spark_conf=session_defaults(spark), arguments=arguments
+    )
     # the planning time of time-aware rules (tiering.max-wait): an input, so strategies stay pure
     config = replace(config, now_ms=int(time.time() * 1000))
     planner = Planner(None, config)

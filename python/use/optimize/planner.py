@@ -109,13 +109,7 @@ class Planner:
         return default_chain(snapshot, self.config)
 
     def plan(self, snapshot: Any, *, files: Sequence[str] | None = None, revision_id: int | None = None) -> Plan:
-        config = self.config
-        if revision_id is not None:
-            _check_revision(snapshot, revision_id, "revision_id")
-            config = dataclasses.replace(config, revision_id=int(revision_id))
-        elif config.target_revision_id is not None:
-            key = "revision-id" if config.revision_id is not None else "autoOptimize.revisionId"
-            _check_revision(snapshot, config.target_revision_id, PREFIX + key)
+        config = target_config(snapshot, self.config, revision_id)
         if files is not None:
             return guard(explicit_files_plan(snapshot, files, config, revision_id=revision_id), snapshot, config)
         chain = self.chain(snapshot)
@@ -126,6 +120,21 @@ class Planner:
             if plan is not None and not plan.is_empty:
                 return plan
         return Plan.empty(",".join(chain) or "none", snapshot.version)
+
+
+def target_config(snapshot: Any, config: OptimizationConfig, revision_id: int | None = None) -> OptimizationConfig:
+    """The configuration a plan of `snapshot` runs with: `revision_id` (a caller's argument) as its
+    target, after checking that it, or else the configured target (`revision-id`,
+    `autoOptimize.revisionId`), is a revision of the table (InvalidArgumentError for the argument,
+    ConfigError for the setting). Reads only `snapshot.is_qbeast`, `.revisions` and `.table_root`,
+    so a caller can check a table's settings without its files (`use.insights.check`)."""
+    if revision_id is not None:
+        _check_revision(snapshot, revision_id, "revision_id")
+        return dataclasses.replace(config, revision_id=int(revision_id))
+    if config.target_revision_id is not None:
+        key = "revision-id" if config.revision_id is not None else "autoOptimize.revisionId"
+        _check_revision(snapshot, config.target_revision_id, PREFIX + key)
+    return config
 
 
 def _check_revision(snapshot: Any, revision_id: Any, source: str) -> None:

@@ -52,7 +52,14 @@ def _methods() -> dict[str, Method]:
 
 
 def error_kind(exc: BaseException) -> str:
-    """`TableNotFoundError` -> `USE_TABLE_NOT_FOUND_ERROR` (Spark's style of error class names)."""
+    """The error class a USE error reaches SQL users with: `USE_` and its `use.errors` class in
+    Spark's style (`TableNotFoundError` -> `USE_TABLE_NOT_FOUND_ERROR`, `UseError` -> `USE_ERROR`).
+
+    One rule for every class, so clients can branch on them: each is `USE_<NAME>_ERROR`, and the
+    shim's own errors (`UseException.Kinds` in Bridge.scala) follow it too, taking the name of the
+    `use.errors` class that means the same when there is one."""
+    if type(exc) is UseError:
+        return "USE_ERROR"
     return "USE_" + re.sub(r"(?<!^)(?=[A-Z])", "_", type(exc).__name__).upper()
 
 
@@ -150,15 +157,28 @@ def register_bridge(spark: SparkSession) -> Bridge:
         return _registered
 
 
+def session_for(spark: SparkSession, jsession: Any) -> SparkSession:
+    """The Python session for a JVM session: the installed one, or a wrapper of another session of
+    this driver (a JDBC connection's, a child session), whose own settings (`SET ...`) it reads."""
+    from pyspark.sql import SparkSession as PySparkSession
+
+    if jsession is None or jsession.equals(spark._jsparkSession):  # type: ignore[attr-defined]
+        return spark
+    return PySparkSession(spark.sparkContext, jsparkSession=jsession)
+
+
+def calling_session(spark: SparkSession, args: list[Any]) -> SparkSession:
+    """The session of the statement that made a call: the shim passes it as the call's first JVM
+    argument (CALL, the manual trigger, an insight table's read), so the statement runs with its
+    session's settings, e.g. the `spark.qbeast.use.optimization.*` defaults a JDBC client SET, read
+    by `use.optimize.loop.session_defaults` as the Python API reads them."""
+    return session_for(spark, args[0] if args else None)
+
+
 def session_of(spark: SparkSession, jdf: Any) -> SparkSession:
     """The Python session for a JVM DataFrame: the installed one, or a wrapper of the JDBC/child
     session the DataFrame belongs to."""
-    from pyspark.sql import SparkSession as PySparkSession
-
-    jsession = jdf.sparkSession()
-    if jsession.equals(spark._jsparkSession):  # type: ignore[attr-defined]
-        return spark
-    return PySparkSession(spark.sparkContext, jsparkSession=jsession)
+    return session_for(spark, jdf.sparkSession())
 
 
 def dataframe(spark: SparkSession, jdf: Any) -> Any:

@@ -5,7 +5,9 @@ A query on an insight table goes through two processes:
 
 1. the driver (`read_request`, called by the shim's `loadTable` over the bridge) checks the name
    (an unknown insight or table is Spark's TABLE_OR_VIEW_NOT_FOUND, with the valid names), checks
-   that the table is a Delta/Qbeast table with a log, and hands the reader everything that exists
+   that the table is a Delta/Qbeast table with a log and that the settings the insight reads are
+   valid (`use.insights.check`: an error in the worker would reach the client as a Python
+   traceback inside a failed job), and hands the reader everything that exists
    only in the driver: the session's `spark.qbeast.use.optimization.*` defaults, the metastore's
    table list (the shim lists it: catalogs are the JVM's), and the continuous-optimization service's
    state (`use.service.active.current()`: per-table state, next run, last error and note for
@@ -32,6 +34,7 @@ from use.insights import (
     TABLE_INSIGHTS,
     ServiceState,
     TableIdentity,
+    check,
     for_path,
     lake_optimizations,
     metastore_summary,
@@ -98,6 +101,18 @@ def _epoch_ms(value: Any) -> int | None:
     return None if value is None else int(value.timestamp() * 1000)
 
 
+def _check_settings(location: str, insight: str, spark_conf: Mapping[str, str]) -> None:
+    """Refuse now, while the query is planned, what the reader would refuse in the table's settings
+    and the session's defaults (`use.insights.check`): raised in the reader's Python worker it
+    would reach the client as a Python traceback inside a failed Spark job, not as this one clean
+    error with its SQLSTATE."""
+    from use.insights.facts import TableFacts
+    from use.sql.tables import log_for, table_root
+
+    log = log_for(table_root(location))
+    check(TableFacts(log, log.snapshot()), insight, spark_conf=dict(spark_conf))
+
+
 def _service_states() -> dict[str, dict[str, Any]]:
     """Per-table service columns of `metastore_summary` from this driver's service, by table root."""
     from use.service.active import current
@@ -133,15 +148,22 @@ def read_request(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
     """The schema (Spark JSON) and reader options of one `use_catalog` table (see the module doc).
 
     `req`: `kind` "table" (with `insight`, `name`, `location`, `provider`, `byPath`) or "lake" (with
-    `insight`, and `tables`: the metastore's tables as the shim lists them), and `sparkConf`.
+    `insight`, and `tables`: the metastore's tables as the shim lists them); `args`: the querying
+    session, whose `spark.qbeast.use.optimization.*` defaults the reader gets (`session_defaults`,
+    as the Python API and the procedures read them).
     """
+    from use.optimize.loop import session_defaults
+    from use.sql.bridge import calling_session
+
     insight = req["insight"]
-    conf = json.dumps(req.get("sparkConf") or {})
+    defaults = session_defaults(calling_session(spark, args))
+    conf = json.dumps(defaults)
     if req["kind"] == "table":
         if insight not in TABLE_INSIGHTS:
             raise _unknown(f"{req['name']}.{insight}", "an insight table of a table", list(TABLE_INSIGHTS))
         location = _check_table(req)
-        options = {"kind": "table", "insight": insight, "location": location, "spark_conf": conf}
+        _check_settings(location, insight, defaults)
+        options = {"kind": "table", "insight": insight, "location": location, "spark_conf": json.dumps(defaults)}
         return {"schema": _spark_schema_json(TABLE_INSIGHTS[insight].schema), "options": options}
     if insight not in LAKE_TABLES:
         raise _unknown(f"system_lake_tables.{insight}", "a lake-wide table of use_catalog", LAKE_TABLES)

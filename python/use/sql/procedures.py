@@ -40,6 +40,8 @@ from use.errors import ConfigError, InvalidArgumentError, TableNotFoundError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from use.optimize.loop import OptimizeResult
+
 __all__ = ["PROCEDURES", "Parameter", "Procedure", "call_procedure", "describe_procedures", "manual_trigger"]
 
 _log = logging.getLogger(__name__)
@@ -125,22 +127,58 @@ def resolve_table(ref: Mapping[str, Any] | None, *, allow_parquet: bool = False)
 
 
 def _optimize(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
-    from use.optimize.config import zorder_request
     from use.optimize.loop import optimize_path
 
-    strategy, overrides = zorder_request(args.get("strategy"), args.get("zorder_by"), args.get("files"))
     dry_run = args.get("dry_run")
     result = optimize_path(
-        spark, table.root, revision_id=args.get("revision_id"), files=args.get("files"), strategy=strategy,
-        bytes_per_iter=args.get("bytes_per_iter"), dry_run=dry_run, max_iterations=args.get("max_iterations"),
-        overrides=overrides, job_group=f"use-call-{uuid.uuid4().hex}",
+        spark, table.root, revision_id=args.get("revision_id"), files=args.get("files"), strategy=args.get("strategy"),
+        bytes_per_iter=args.get("bytes_per_iter"), zorder_by=args.get("zorder_by"), dry_run=dry_run,
+        max_iterations=args.get("max_iterations"), job_group=f"use-call-{uuid.uuid4().hex}",
         job_description=f"CALL {PREFIX}optimize({table.name})",
     )  # fmt: skip
     if dry_run:
-        from use.optimize.plan import Plan
-
-        return (result.plan or Plan.empty("", 0)).to_table()
+        if result.plan is None or result.plan.is_empty:
+            return _nothing_planned(result)
+        return result.plan.to_table()
+    if not result.iterations:
+        return _nothing_selected(result)
     return result.to_table()
+
+
+#: `kind` (and, for a run, `status`) of the one row a CALL that selected nothing returns.
+NOTHING = "none"
+NOTHING_SELECTED = "nothing_selected"
+
+
+def _nothing_reason(result: "OptimizeResult") -> str:
+    return result.note or f"nothing to optimize ({result.outcome})"
+
+
+def _nothing_planned(result: "OptimizeResult") -> pa.Table:
+    """A dry run that planned nothing: one row, no task, zero files and bytes, and why nothing was
+    selected in `reason` (what the CLI and `print(result)` say), so a SQL client sees the reason."""
+    from use.optimize.plan import Plan
+
+    plan = result.plan if result.plan is not None else Plan.empty("", 0)  # an empty Plan is falsy
+    row = {"task": None, "strategy": plan.strategy, "kind": NOTHING, "revision_id": None, "num_files": 0, "bytes": 0,
+           "score": 0.0, "partition_values": [], "reason": _nothing_reason(result)}  # fmt: skip
+    return pa.Table.from_pylist([row], schema=plan.to_table().schema)
+
+
+def _nothing_selected(result: "OptimizeResult") -> pa.Table:
+    """A run that selected nothing: one row of zero metrics, `status` nothing_selected, the
+    strategies tried in `strategy`, the table version planned on in `read_version`, and why
+    nothing was selected in `reason` (what the CLI and `print(result)` say)."""
+    from use.optimize.executor import ITERATION_METRICS_SCHEMA
+
+    zero = {f.name: (0.0 if pa.types.is_floating(f.type) else 0) for f in ITERATION_METRICS_SCHEMA}
+    row = {
+        **zero, "strategy": result.plan.strategy if result.plan is not None else "", "kind": NOTHING,
+        "reason": _nothing_reason(result), "revision_id": None, "status": NOTHING_SELECTED,
+        "read_version": result.plan.snapshot_version if result.plan is not None else None, "version": None,
+        "error": None,
+    }  # fmt: skip
+    return pa.Table.from_pylist([row], schema=ITERATION_METRICS_SCHEMA)
 
 
 #: The result columns of `vacuum`: one row per file deleted (or that a dry run would delete).
@@ -198,7 +236,8 @@ PROCEDURES: Mapping[str, Procedure] = {
         Procedure(
             "optimize",
             "Optimize a Delta/Qbeast table until nothing is selected (the optimizer loop of the Python API and "
-            "`use optimize`): one row per iteration, or with dry_run => true one row per planned task",
+            "`use optimize`): one row per iteration, or with dry_run => true one row per planned task; when "
+            "nothing is selected, one row of zero metrics whose reason says why",
             (
                 _table_param("optimize"),
                 Parameter("strategy", "string", "NULL", "file-selection strategy (default: the table's chain)"),
@@ -256,14 +295,18 @@ def procedure(name: str) -> Procedure:
 
 def call_procedure(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """Run one CALL: `req` is `{"procedure": name, "args": {parameter: value}}` with table
-    parameters resolved by the shim; the answer is the result as a Spark schema and JSON rows."""
+    parameters resolved by the shim, `args` the calling session (its settings are the procedure's
+    session defaults, as for the Python API); the answer is the result as a Spark schema and JSON
+    rows."""
+    from use.sql.bridge import calling_session
+
     proc = procedure(req["procedure"])
     values = dict(req.get("args") or {})
     table = None
     for p in proc.parameters:
         if p.table:
             table = resolve_table(values.pop(p.name, None), allow_parquet=proc.name == "convert_to_qbeast")
-    return result_json(proc.run(spark, table, values))  # type: ignore[arg-type]
+    return result_json(proc.run(calling_session(spark, args), table, values))  # type: ignore[arg-type]
 
 
 def result_json(table: pa.Table) -> dict[str, Any]:
@@ -298,8 +341,10 @@ def manual_trigger(spark: "SparkSession", req: dict[str, Any], args: list[Any]) 
     from use.optimize.config import OptimizationConfig
     from use.optimize.loop import optimize_path, session_defaults
     from use.service import active
+    from use.sql.bridge import calling_session
     from use.sql.tables import log_for
 
+    spark = calling_session(spark, args)
     table = resolve_table(req.get("table"))
     settings = {str(k): str(v) for k, v in (req.get("settings") or {}).items()}
     others = sorted(k for k in settings if not k.startswith(OPT_PREFIX))

@@ -19,22 +19,38 @@ trait UseBridge {
 
 /** A USE error as Spark users see it: one clean message (what is wrong, how to fix it), never a
   * Python traceback. An AnalysisException, so PySpark raises `AnalysisException` and JDBC clients
-  * get the message as is. `kind` is the Python error class in Spark's style (`USE_CONFIG_ERROR`).
+  * get the message as is. `kind` is the error class, named by one rule (`UseException.Kinds`).
   */
-class UseException(message: String, val kind: String = "USE_ERROR", cause: Throwable = null, sqlState: String = null)
+class UseException(message: String, val kind: String = UseException.Kinds.Error, cause: Throwable = null, sqlState: String = null)
   extends AnalysisException(message = s"[$kind] $message", cause = Option(cause)) {
   // What JDBC/ODBC clients get as the SQLSTATE (Spark's own errors have one from their error class).
   override def getSqlState: String = Option(sqlState).getOrElse(UseException.sqlState(kind))
 }
 
 object UseException {
+  /** Every error class is `USE_<NAME>_ERROR`. The Python side names its errors after their
+    * `use.errors` class (`TableNotFoundError` -> `USE_TABLE_NOT_FOUND_ERROR`,
+    * `use.sql.bridge.error_kind`); an error raised here takes the name of the `use.errors` class
+    * that means the same when there is one, else a name of its own by the same rule. These are all
+    * the classes the shim raises (tests/test_sql_errors.py checks the rule). */
+  object Kinds {
+    val Error = "USE_ERROR"
+    val Internal = "USE_INTERNAL_ERROR"
+    val InvalidArgument = "USE_INVALID_ARGUMENT_ERROR" // use.errors.InvalidArgumentError
+    val TableNotFound = "USE_TABLE_NOT_FOUND_ERROR" // use.errors.TableNotFoundError
+    val NotSupported = "USE_NOT_SUPPORTED_ERROR"
+    val ReadOnlyCatalog = "USE_READ_ONLY_CATALOG_ERROR"
+    val ProcedureNotFound = "USE_PROCEDURE_NOT_FOUND_ERROR"
+    val NotInstalled = "USE_NOT_INSTALLED_ERROR"
+  }
+
   /** The SQLSTATE of an error raised on the JVM side (the Python side sends its own). */
   def sqlState(kind: String): String = kind match {
-    case "USE_NOT_SUPPORTED" | "USE_READ_ONLY_CATALOG" => "0A000"
-    case "USE_INVALID_ARGUMENT" => "22023"
-    case "USE_PROCEDURE_NOT_FOUND" => "42883"
-    case "USE_TABLE_NOT_FOUND" | "USE_TABLE_NOT_FOUND_ERROR" => "42P01"
-    case "USE_NOT_INSTALLED" => "55000"
+    case Kinds.NotSupported | Kinds.ReadOnlyCatalog => "0A000"
+    case Kinds.InvalidArgument => "22023"
+    case Kinds.ProcedureNotFound => "42883"
+    case Kinds.TableNotFound => "42P01"
+    case Kinds.NotInstalled => "55000"
     case _ => "XX000"
   }
 }
@@ -89,7 +105,7 @@ object Bridge {
     * UseException with its message. */
   def call(method: String, request: JsonNode, args: AnyRef*): JsonNode = {
     val bridge = impl
-    if (bridge == null) throw new UseException(NotRegistered, "USE_NOT_INSTALLED")
+    if (bridge == null) throw new UseException(NotRegistered, UseException.Kinds.NotInstalled)
     val answer = try {
       bridge.call(method, json.writeValueAsString(request), args.toArray)
     } catch {
@@ -97,7 +113,7 @@ object Bridge {
       // handler): keep the first line, never the Python traceback.
       case e: Exception =>
         val first = Option(e.getMessage).map(_.linesIterator.find(_.trim.nonEmpty).getOrElse("")).getOrElse("")
-        throw new UseException(s"USE's Python side failed in $method: ${e.getClass.getSimpleName}: $first", "USE_INTERNAL_ERROR", e)
+        throw new UseException(s"USE's Python side failed in $method: ${e.getClass.getSimpleName}: $first", UseException.Kinds.Internal, e)
     }
     val node = json.readTree(answer)
     val error = node.get("error")

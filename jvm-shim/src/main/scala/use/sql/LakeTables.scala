@@ -45,7 +45,6 @@ object LakeTables {
   val PathNamespace = "path"
   val LakeNamespace = "system_lake_tables"
   private val SessionCatalogName = "spark_catalog"
-  private val OptimizationConfPrefix = "spark.qbeast.use.optimization."
 
   // --- the reader's registration, copied into every session ---------------------------------------
 
@@ -65,7 +64,7 @@ object LakeTables {
       val remembered = source
       if (remembered == null) {
         throw new UseException("use_catalog's readers are not registered in this driver: build the session with " +
-          "use.session.spark_session(), or call use.sql.install(spark) once", "USE_NOT_INSTALLED")
+          "use.session.spark_session(), or call use.sql.install(spark) once", UseException.Kinds.NotInstalled)
       }
       manager.registerDataSource(SourceName, remembered)
     }
@@ -196,8 +195,6 @@ object LakeTables {
     val req = Bridge.obj()
     req.put("kind", kind)
     req.put("insight", insight)
-    val conf = session.sessionState.conf.getAllConfs.filter(_._1.startsWith(OptimizationConfPrefix))
-    req.set[ObjectNode]("sparkConf", Bridge.map(conf))
     req
   }
 
@@ -254,8 +251,10 @@ object LakeTables {
   }
 
   private def insightTable(s: ClassicSession, ident: Identifier, req: ObjectNode): Table = {
-    val answer = try Bridge.call("insightRead", req) catch {
-      case e: UseException if e.kind == "USE_TABLE_NOT_FOUND_ERROR" =>
+    // The querying session goes along: its settings (the session's optimization defaults) are read
+    // on the Python side as the Python API reads them.
+    val answer = try Bridge.call("insightRead", req, s) catch {
+      case e: UseException if e.kind == UseException.Kinds.TableNotFound =>
         throw notFound(fullName(ident), e.message.stripPrefix(s"[${e.kind}] "))
     }
     val schema = DataType.fromJson(answer.get("schema").asText()).asInstanceOf[StructType]
@@ -276,12 +275,12 @@ object LakeTables {
   def readOnly(ident: Identifier, what: String): Throwable = new UseException(
     s"$what is not possible in use_catalog: it only shows insight tables and runs procedures; " +
       s"run it on the table's own catalog (e.g. spark_catalog.<db>.<table>) instead of ${ident.toString}",
-    "USE_READ_ONLY_CATALOG")
+    UseException.Kinds.ReadOnlyCatalog)
 
   def readOnlyNamespace(namespace: Array[String], what: String): Throwable = new UseException(
     s"$what is not possible in use_catalog (namespace ${namespace.mkString(".")}): its namespaces mirror " +
       "the catalogs and databases of the session; create databases in spark_catalog",
-    "USE_READ_ONLY_CATALOG")
+    UseException.Kinds.ReadOnlyCatalog)
 }
 
 /** An insight table: the Python data source's table, read-only, its options fixed by the driver

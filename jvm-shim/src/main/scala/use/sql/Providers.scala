@@ -14,7 +14,7 @@ package use.sql {
 
     private def path(options: util.Map[String, String]): String = {
       val p = new CaseInsensitiveStringMap(options).get("path")
-      if (p == null) throw new UseException("format(\"delta\") needs a table path: .load(path) / .save(path)", "USE_INVALID_ARGUMENT")
+      if (p == null) throw new UseException("format(\"delta\") needs a table path: .load(path) / .save(path)", UseException.Kinds.InvalidArgument)
       p
     }
 
@@ -79,7 +79,7 @@ package use.sql {
         .filter(r => (r ne session) && r.sessionState.dataSourceManager.dataSourceExists(PythonName))
         .getOrElse(throw new UseException("format(\"qbeast\") on a path needs USE's Python data source: call " +
           "use.sql.install(spark) once (use.session.spark_session() does), or use a table: CREATE TABLE ... USING qbeast " +
-          "LOCATION '<path>'", "USE_NOT_INSTALLED"))
+          "LOCATION '<path>'", UseException.Kinds.NotInstalled))
       here.synchronized {
         if (!here.dataSourceExists(PythonName)) {
           here.registerDataSource(PythonName, root.sessionState.dataSourceManager.lookupDataSource(PythonName))

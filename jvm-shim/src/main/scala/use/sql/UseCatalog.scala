@@ -41,7 +41,7 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
 
   private def tableIdent(ident: Identifier): TableIdentifier = {
     if (ident.namespace().length != 1) {
-      throw new UseException(s"${ident.toString} is not a table name of the session catalog (database.table)", "USE_INVALID_ARGUMENT")
+      throw new UseException(s"${ident.toString} is not a table name of the session catalog (database.table)", UseException.Kinds.InvalidArgument)
     }
     TableIdentifier(ident.name(), Some(ident.namespace().head), Some(name()))
   }
@@ -97,7 +97,7 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
   override def loadTable(ident: Identifier, version: String): Table = {
     val v = try version.trim.toLong catch {
       case _: NumberFormatException =>
-        throw new UseException(s"VERSION AS OF needs a table version number (0, 1, ...), got '$version'", "USE_INVALID_ARGUMENT")
+        throw new UseException(s"VERSION AS OF needs a table version number (0, 1, ...), got '$version'", UseException.Kinds.InvalidArgument)
     }
     load(ident, Some(v), None)(super.loadTable(ident, version))
   }
@@ -131,7 +131,7 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
       case Some(ct) =>
         if (givenLocation.exists(l => new Path(l).toUri.getPath.stripSuffix("/") != new Path(ct.location).toUri.getPath.stripSuffix("/"))) {
           throw new UseException(s"${ct.identifier.unquotedString} is at ${ct.location}; REPLACE keeps a table's location: " +
-            "drop the table first to create it elsewhere", "USE_INVALID_ARGUMENT")
+            "drop the table first to create it elsewhere", UseException.Kinds.InvalidArgument)
         }
         (ct.location.toString, ct.tableType == CatalogTableType.MANAGED)
       case None =>
@@ -161,14 +161,14 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     val refs = t.references()
     if (t.name() != "identity" || refs.length != 1 || refs(0).fieldNames().length != 1) {
       throw new UseException(s"PARTITIONED BY ${t.describe()} is not supported for Delta/Qbeast tables: partition by plain columns",
-        "USE_NOT_SUPPORTED")
+        UseException.Kinds.NotSupported)
     }
     refs(0).fieldNames()(0)
   }
 
   private def schemaOf(columns: Array[Column]): StructType = StructType(columns.toSeq.map { c =>
     if (c.defaultValue() != null) {
-      throw new UseException(s"column ${c.name()}: DEFAULT values are not supported for Delta/Qbeast tables yet", "USE_NOT_SUPPORTED")
+      throw new UseException(s"column ${c.name()}: DEFAULT values are not supported for Delta/Qbeast tables yet", UseException.Kinds.NotSupported)
     }
     val md = new MetadataBuilder()
     if (c.comment() != null) md.putString("comment", c.comment())
@@ -235,7 +235,7 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     existing.foreach { ct =>
       if (!isUse(ct)) {
         throw new UseException(s"${ct.identifier.unquotedString} is a ${ct.provider.getOrElse("hive")} table; REPLACE it with a " +
-          s"Delta/Qbeast table only after DROP TABLE", "USE_NOT_SUPPORTED")
+          s"Delta/Qbeast table only after DROP TABLE", UseException.Kinds.NotSupported)
       }
     }
     val schema = schemaOf(columns)
@@ -269,7 +269,7 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     if (isUseProvider(props)) stage(ident, columns, partitions, props, Some(existing))
     else if (isUse(existing)) {
       throw new UseException(s"${existing.identifier.unquotedString} is a ${existing.provider.get} table; REPLACE it with a " +
-        s"${props.getOrDefault(TableCatalog.PROP_PROVIDER, "other")} table only after DROP TABLE", "USE_NOT_SUPPORTED")
+        s"${props.getOrDefault(TableCatalog.PROP_PROVIDER, "other")} table only after DROP TABLE", UseException.Kinds.NotSupported)
     } else stageNotUse(ident, columns, partitions, props, replace = true)
   }
 
@@ -299,12 +299,12 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
       case s: SetProperty if s.property() == TableCatalog.PROP_OWNER => owner = Some(s.value())
       case s: SetProperty if s.property() == TableCatalog.PROP_LOCATION =>
         throw new UseException("ALTER TABLE ... SET LOCATION is not supported for Delta/Qbeast tables: the log lives at the " +
-          "location; register the table at the new location with CREATE TABLE ... LOCATION", "USE_NOT_SUPPORTED")
+          "location; register the table at the new location with CREATE TABLE ... LOCATION", UseException.Kinds.NotSupported)
       case s: SetProperty => set.put(s.property(), s.value())
       case r: RemoveProperty => unset.add(r.property())
       case other =>
         throw new UseException(s"ALTER TABLE (${other.getClass.getSimpleName}) is not supported for Delta/Qbeast tables yet; " +
-          "only SET/UNSET TBLPROPERTIES", "USE_NOT_SUPPORTED")
+          "only SET/UNSET TBLPROPERTIES", UseException.Kinds.NotSupported)
     }
     val req = Bridge.obj()
     req.set[ObjectNode]("table", TableMeta.ref(ct.get.location.toString, ct.get.provider.get))
@@ -346,7 +346,7 @@ private[sql] class BestEffortStagedTable(table: Table, drop: () => Unit) extends
   override def newWriteBuilder(info: org.apache.spark.sql.connector.write.LogicalWriteInfo): org.apache.spark.sql.connector.write.WriteBuilder =
     table match {
       case w: SupportsWrite => w.newWriteBuilder(info)
-      case _ => throw new UseException(s"${table.name()} does not support writes", "USE_NOT_SUPPORTED")
+      case _ => throw new UseException(s"${table.name()} does not support writes", UseException.Kinds.NotSupported)
     }
   override def commitStagedChanges(): Unit = ()
   override def abortStagedChanges(): Unit = drop()

@@ -40,7 +40,7 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
 
   private def notSupported(what: String): Nothing = throw new UseException(
     s"$what on Delta/Qbeast tables is not supported yet: rewrite the table (INSERT OVERWRITE, or CREATE OR REPLACE " +
-      "TABLE ... AS SELECT) with the rows it should keep", "USE_NOT_SUPPORTED")
+      "TABLE ... AS SELECT) with the rows it should keep", UseException.Kinds.NotSupported)
 
   private def toRelation(r: DataSourceV2Relation): LogicalPlan = {
     val table = r.table.asInstanceOf[UseTable]

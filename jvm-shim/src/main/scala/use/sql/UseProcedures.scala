@@ -61,7 +61,7 @@ object UseProcedures {
     val found = if (ident.namespace().toSeq.map(_.toLowerCase) == Seq(Namespace)) specs.get(ident.name().toLowerCase) else None
     found.map(new Procedure(_)).getOrElse(throw new UseException(
       s"no procedure ${(("use_catalog" +: ident.namespace().toSeq) :+ ident.name()).mkString(".")}; the procedures are $valid",
-      "USE_PROCEDURE_NOT_FOUND"))
+      UseException.Kinds.ProcedureNotFound))
   }
 
   def list(namespace: Array[String]): Array[Identifier] =
@@ -75,7 +75,7 @@ object UseProcedures {
     val shown = (("use_catalog" +: ns) :+ ident.name()).mkString(".")
     if (ns.length < 2) {
       throw new UseException(s"ALTER TABLE $shown: use_catalog triggers a manual optimization of a table named " +
-        "use_catalog.<catalog>.<database>.<table> (e.g. use_catalog.spark_catalog.default.t)", "USE_INVALID_ARGUMENT")
+        "use_catalog.<catalog>.<database>.<table> (e.g. use_catalog.spark_catalog.default.t)", UseException.Kinds.InvalidArgument)
     }
     val settings = Bridge.obj()
     changes.foreach {
@@ -83,12 +83,12 @@ object UseProcedures {
       case other => throw new UseException(s"ALTER TABLE $shown only takes SET TBLPROPERTIES ('use.optimization.type'=..., ...): " +
         s"it triggers one optimization with those settings and changes nothing (${other.getClass.getSimpleName} is not " +
         s"possible here); change the table itself in its own catalog, e.g. ALTER TABLE ${(ns :+ ident.name()).mkString(".")}",
-        "USE_NOT_SUPPORTED")
+        UseException.Kinds.NotSupported)
     }
     val req = Bridge.obj()
     req.set[ObjectNode]("table", tableRef(session, ns.head, ns.tail, ident.name(), shown))
     req.set[ObjectNode]("settings", settings)
-    Bridge.call("manualTrigger", req)
+    Bridge.call("manualTrigger", req, session)
   }
 
   // --- table arguments ------------------------------------------------------------------------------
@@ -114,7 +114,7 @@ object UseProcedures {
     val s = session
     val parts = try s.sessionState.sqlParser.parseMultipartIdentifier(given) catch {
       case NonFatal(_) => throw new UseException(s"table '$text' is neither a table name (table, db.table or " +
-        "catalog.db.table; quote odd names with backticks) nor a path", "USE_INVALID_ARGUMENT")
+        "catalog.db.table; quote odd names with backticks) nor a path", UseException.Kinds.InvalidArgument)
     }
     val manager = s.sessionState.catalogManager
     parts match {
@@ -131,7 +131,7 @@ object UseProcedures {
   private[sql] def tableRef(s: ClassicSession, cat: String, ns: Seq[String], t: String, given: String): ObjectNode = {
     val full = ((cat +: ns) :+ t).mkString(".")
     def missing = new UseException(s"no table $full (from '$given'): check the name (table, db.table or catalog.db.table, " +
-      "resolved in the current catalog and database) or give the table's path", "USE_TABLE_NOT_FOUND")
+      "resolved in the current catalog and database) or give the table's path", UseException.Kinds.TableNotFound)
     val (location, provider) =
       if (cat.equalsIgnoreCase(SessionCatalogName)) {
         if (ns.length != 1) throw missing
@@ -169,7 +169,7 @@ object UseProcedures {
       val a = Bridge.arr()
       (0 until v.numElements()).foreach(i => a.add(if (v.isNullAt(i)) json.nullNode() else toJson(v.get(i, et), et)))
       a
-    case _ => throw new UseException(s"a procedure argument of type ${dt.simpleString} is not supported", "USE_INTERNAL_ERROR")
+    case _ => throw new UseException(s"a procedure argument of type ${dt.simpleString} is not supported", UseException.Kinds.Internal)
   }
 
   private def fromJson(node: JsonNode, dt: DataType): Any =
@@ -185,7 +185,7 @@ object UseProcedures {
         val entries = node.fields().asScala.toSeq
         new ArrayBasedMapData(new GenericArrayData(entries.map(e => fromJson(json.textNode(e.getKey), kt)).toArray),
           new GenericArrayData(entries.map(e => fromJson(e.getValue, vt)).toArray))
-      case other => throw new UseException(s"a procedure result of type ${other.simpleString} is not supported", "USE_INTERNAL_ERROR")
+      case other => throw new UseException(s"a procedure result of type ${other.simpleString} is not supported", UseException.Kinds.Internal)
     }
 
   // --- Spark's procedure API ------------------------------------------------------------------------
@@ -219,7 +219,9 @@ object UseProcedures {
       val req = Bridge.obj()
       req.put("procedure", spec.name)
       req.set[ObjectNode]("args", args)
-      val answer = Bridge.call("callProcedure", req)
+      // The calling session goes along: the procedure runs with its settings (e.g. the
+      // spark.qbeast.use.optimization.* defaults a JDBC client SET), as the Python API does.
+      val answer = Bridge.call("callProcedure", req, session)
       val schema = DataType.fromJson(answer.get("schema").asText()).asInstanceOf[StructType]
       val rows = answer.get("rows").elements().asScala.map { r =>
         InternalRow.fromSeq(schema.fields.toSeq.zipWithIndex.map { case (f, i) => fromJson(r.get(i), f.dataType) })

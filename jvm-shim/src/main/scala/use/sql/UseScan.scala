@@ -228,7 +228,7 @@ class UsePrepareScans(spark: SparkSession) extends Rule[LogicalPlan] {
           case Some(upper) =>
             val columns = scanPlan.sampleColumns.map { c =>
               l.output.find(a => SQLConf.get.resolver(a.name, c)).getOrElse(
-                throw new UseException(s"the sample's indexed column $c is not a column of ${index.meta.uri}", "USE_INTERNAL_ERROR"))
+                throw new UseException(s"the sample's indexed column $c is not a column of ${index.meta.uri}", UseException.Kinds.Internal))
             }
             Filter(LessThan(new Murmur3Hash(columns), Literal(upper)), planned)
           case None => planned

@@ -136,7 +136,7 @@ class UseTable(
   private def checkWritable(): Unit = if (pinned) {
     throw new UseException(
       s"$tableName is read at version ${meta.version} (time travel); write to the table without VERSION/TIMESTAMP AS OF",
-      "USE_INVALID_ARGUMENT")
+      UseException.Kinds.InvalidArgument)
   }
 
   override def newWriteBuilder(info: LogicalWriteInfo): WriteBuilder = {

@@ -57,7 +57,7 @@ class UseWriteBuilder(
 object UseWriteBuilder {
   private def unsupported(f: Filter): Nothing = throw new UseException(
     s"overwriting the rows matching $f is not supported yet: only INSERT OVERWRITE of whole partitions " +
-      "(PARTITION (p = value)) or of the whole table", "USE_NOT_SUPPORTED")
+      "(PARTITION (p = value)) or of the whole table", UseException.Kinds.NotSupported)
 
   private def column(name: String, partitionColumns: Seq[String], f: Filter): String = {
     if (!partitionColumns.exists(_.equalsIgnoreCase(name))) unsupported(f)
