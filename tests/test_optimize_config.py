@@ -233,6 +233,10 @@ def test_unknown_service_keys_are_refused_with_the_closest_known_key() -> None:
         ServiceConfig.from_spark_conf({"spark.qbeast.use.frobnicate": "1"})  # nothing close: no suggestion
     with pytest.raises(ConfigError, match=r"did you mean 'use.optimization.bytes-per-iter'\?"):
         OptimizationConfig.from_properties({P + "bytes-per-itr": "5"})
+    # the namespace every key shares is not a likeness: 'bogus' is not a misspelt 'type'
+    with pytest.raises(ConfigError) as info:
+        OptimizationConfig.from_properties({P + "bogus": "1"})
+    assert "did you mean" not in str(info.value)
     assert ServiceConfig.from_spark_conf({"spark.qbeast.other": "x", "spark.qbeast.use.gc-interval": "1h"}).gc_interval_s == 3600.0
 
 

@@ -281,7 +281,10 @@ def test_bad_settings_are_one_clean_error_when_the_query_is_planned(spark, db) -
     assert other.sql(f"SELECT * FROM {ns}.layout").count() == 1
 
     before = state(root)
-    spark.sql("ALTER TABLE t SET TBLPROPERTIES ('use.optimization.revision-id'='7')")  # well-formed, no such revision
+    # well-formed, no such revision: ALTER refuses it, another writer can still commit it
+    with refused(r"\[USE_CONFIG_ERROR\] use.optimization.revision-id=7: the table has no such revision"):
+        spark.sql("ALTER TABLE t SET TBLPROPERTIES ('use.optimization.revision-id'='7')")
+    _set_configuration_as_another_writer(root, **{"use.optimization.revision-id": "7"})
     refused_with(spark, "plan", r"\[USE_CONFIG_ERROR\] use.optimization.revision-id=7: the table has no such revision")
     _set_configuration_as_another_writer(root, **{"use.optimization.open-file-cost": "lots"})
     for insight in ("layout", "plan"):

@@ -83,7 +83,7 @@ def test_values_naming_the_table_other_use_keys_and_index_options_are_checked(sp
     before = state(root)
     for key, value, error in (
         ("use.gc.enabled", "maybe", r"bad value 'maybe' for use.gc.enabled: expected true or false"),
-        ("use.gc.enable", "true", r"unknown table property 'use.gc.enable' \(did you mean 'use.gc.enabled'\?\)"),
+        ("use.gc.enable", "true", r"unknown table property 'use.gc.enable'; did you mean 'use.gc.enabled'\?"),
         ("use.bogus", "1", r"unknown table property 'use.bogus'"),
         ("use.qbeast.revisionMargin", "11", r"use.qbeast.revisionMargin must be a number from 0 to 10"),
         ("use.optimization.revision-id", "99", r"revision-id=99: the table has no such revision; its revisions are \[0, 1\]"),

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import difflib
+import os
 import re
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Mapping
@@ -460,17 +461,25 @@ def _needs(source: "str | Argument", strategy: str, key: str, what: str, example
     return ConfigError(f"{label} selects {strategy}, which needs {spec.full_key} ({what}, e.g. {example})", hints=hints)
 
 
-def _did_you_mean(key: str, known: list[str]) -> str:
+def did_you_mean(key: str, known: list[str]) -> str:
     """"; did you mean 'x'?" for the known key closest to a misspelt one ("" if none is close):
-    a typo in a long key is easier to see next to the right spelling than in a list of keys."""
-    by_lower = {k.lower(): k for k in known}
-    close = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.8)
-    return f"; did you mean {by_lower[close[0]]!r}?" if close else ""
+    a typo in a long key is easier to see next to the right spelling than in a list of keys.
+
+    Keys are compared after the namespace they all share (up to its last dot): the shared
+    `spark.qbeast.use.optimization.` made 'bogus' look like 'type'."""
+    lowered = [k.lower() for k in known]
+    stem = os.path.commonprefix(lowered) if len(lowered) > 1 else ""
+    stem = stem[: stem.rfind(".") + 1]
+    by_tail = {k[len(stem):]: orig for k, orig in zip(lowered, known)}
+    lk = key.lower()
+    tail = lk[len(stem):] if lk.startswith(stem) else lk
+    close = difflib.get_close_matches(tail, list(by_tail), n=1, cutoff=0.8)
+    return f"; did you mean {by_tail[close[0]]!r}?" if close else ""
 
 
 def _unknown_key(key: str, prefix: str) -> ConfigError:
     known = [prefix + s.key for s in CONFIG_KEYS]
-    return ConfigError(f"unknown optimization key {key!r}{_did_you_mean(key, known)}; known keys: {', '.join(known)}")
+    return ConfigError(f"unknown optimization key {key!r}{did_you_mean(key, known)}; known keys: {', '.join(known)}")
 
 
 #: The service's own Spark conf keys (besides `spark.qbeast.use.optimization.<key>`).
@@ -483,7 +492,7 @@ def _check_service_keys(conf: Mapping[str, str]) -> None:
     for key in conf:
         if key.startswith(SPARK_PREFIX) and not key.startswith(SPARK_OPT_PREFIX) and key not in SERVICE_KEYS:
             raise ConfigError(
-                f"unknown key {key!r}{_did_you_mean(key, list(SERVICE_KEYS))}; the {SPARK_PREFIX}* keys are "
+                f"unknown key {key!r}{did_you_mean(key, list(SERVICE_KEYS))}; the {SPARK_PREFIX}* keys are "
                 f"{', '.join(SERVICE_KEYS)} and {SPARK_OPT_PREFIX}<key> (the session default of a table key "
                 f"{PREFIX}<key>)"
             )

@@ -103,13 +103,11 @@ def _check_use_keys(conf: Mapping[str, str], changed: Iterable[str]) -> None:
             continue
         check = others.get(key)
         if check is None:
-            import difflib
+            from use.optimize.config import did_you_mean
 
-            close = difflib.get_close_matches(key, [*others, PREFIX + "type"], n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(
-                f"unknown table property {key!r}{hint}: the use.* properties are {', '.join(sorted(others))} and "
-                f"the {PREFIX}* keys (README: table properties); fix the key, or unset it"
+                f"unknown table property {key!r}{did_you_mean(key, sorted(others))}; the use.* properties are "
+                f"{', '.join(sorted(others))} and the {PREFIX}* keys (README: table properties); fix the key, or unset it"
             )
         check(conf)
 
