@@ -43,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import fmt_table, read_cost
-from use.optimize.config import parse_duration
+from use.optimize.config_values import parse_duration
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 from server_support import ServerProcess  # the one way to run a `use serve` subprocess and talk to it

@@ -6,7 +6,8 @@ import pytest
 
 from use.errors import ConfigError, UnknownStrategyError
 from use.optimize import config as config_module
-from use.optimize.config import CONFIG_KEYS, CONFIG_KEYS_MARKDOWN, OptimizationConfig, ServiceConfig, parse_duration
+from use.optimize.config import CONFIG_KEYS, CONFIG_KEYS_MARKDOWN, OptimizationConfig, ServiceConfig
+from use.optimize.config_values import parse_duration
 
 P = "use.optimization."
 U = P + "autoOptimize.optimizeUnindexedFiles."

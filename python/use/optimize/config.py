@@ -53,14 +53,29 @@ Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_
 
 from __future__ import annotations
 
-import datetime as _dt
 import difflib
 import os
-import re
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Mapping
 
 from use.errors import CLI, PYTHON, SQL, ConfigError, InvalidArgumentError, UnknownStrategyError
+from use.optimize.config_values import (
+    BadValue,
+    parse_bool,
+    parse_count_threshold,
+    parse_depth_threshold,
+    parse_duration,
+    parse_fraction,
+    parse_max_fragments,
+    parse_max_wait,
+    parse_non_negative_bytes,
+    parse_positive_bytes,
+    parse_positive_int,
+    parse_revision_id,
+    parse_stagger,
+    parse_tier_ratio,
+    parse_timestamp_ms,
+)
 
 PREFIX = "use.optimization."
 SPARK_PREFIX = "spark.qbeast.use."
@@ -93,132 +108,13 @@ DEFAULT_TIERING_MAX_WAIT_S = 3600.0
 DEFAULT_TIERING_ROOT_MAX_FRAGMENTS = 3  # the root: its file plus two tiers of new appends
 
 
-# --- value parsers: each returns the typed value or raises ValueError(accepted form) ------------
-
-
-class _Bad(ValueError):
-    """A value does not have the accepted form; the caller adds key and value to the message."""
-
-
-#: Every integer setting is a Java long on the JVM side (Delta's and Spark's own settings too).
-_LONG_MAX = 2**63 - 1
-
-
-def _int_text(value: Any, form: str) -> int:
-    if isinstance(value, bool):
-        raise _Bad(form)
-    if isinstance(value, int):
-        n = value
-    elif isinstance(value, float) and value.is_integer():
-        n = int(value)
-    else:
-        text = str(value).strip()
-        if not re.fullmatch(r"[+-]?\d+", text):
-            raise _Bad(form)
-        n = int(text)
-    if abs(n) > _LONG_MAX:
-        raise _Bad(f"{form}, at most {_LONG_MAX} (a 64-bit integer)")
-    return n
-
-
-def _at_least(value: Any, minimum: int, form: str) -> int:
-    n = _int_text(value, form)
-    if n < minimum:
-        raise _Bad(form)
-    return n
-
-
-def _positive_bytes(value: Any) -> int:
-    return _at_least(value, 1, "a positive integer number of bytes, e.g. 5000000")
-
-
-def _non_negative_bytes(value: Any) -> int:
-    return _at_least(value, 0, "a non-negative integer number of bytes, e.g. 4194304")
-
-
-def _revision_id(value: Any) -> int:
-    return _at_least(value, 0, "a revision id: an integer >= 0 (0 is the staging revision)")
-
-
-def _count_threshold(value: Any) -> int:
-    return _at_least(value, 2, "an integer >= 2 (the number of small files that triggers a merge)")
-
-
-def _depth_threshold(value: Any) -> int:
-    return _at_least(value, 1, "an integer >= 1 (the overlap depth above which files are merged)")
-
-
-def _positive_int(value: Any) -> int:
-    return _at_least(value, 1, "an integer >= 1")
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text == "true":
-        return True
-    if text == "false":
-        return False
-    raise _Bad("true or false")
-
-
-def _float_text(value: Any, form: str) -> float:
-    """A number given as text or a number (not a bool); `_Bad(form)` otherwise."""
-    if isinstance(value, bool):
-        raise _Bad(form)
-    try:
-        return float(str(value).strip()) if not isinstance(value, (int, float)) else float(value)
-    except ValueError:
-        raise _Bad(form) from None
-
-
-def _fraction(value: Any) -> float:
-    form = "a number strictly between 0 and 1, e.g. 0.1"
-    f = _float_text(value, form)
-    if not 0.0 < f < 1.0:
-        raise _Bad(form)
-    return f
-
-
-def _tier_ratio(value: Any) -> float:
-    form = "0 (tiering off: every fragmented inner cube is merged into one file) or a number >= 1.5, e.g. 4"
-    f = _float_text(value, form)
-    if not (f == 0.0 or 1.5 <= f <= 1e6):
-        raise _Bad(form)
-    return f
-
-
-def _stagger(value: Any) -> float:
-    form = "a number >= 1 (1: no stagger), e.g. 2"
-    f = _float_text(value, form)
-    if not 1.0 <= f <= 1e6:
-        raise _Bad(form)
-    return f
-
-
-def _max_wait(value: Any) -> float | None:
-    """`off` switches the time factor off; anything else is a duration."""
-    if isinstance(value, str) and value.strip().lower() == "off":
-        return None
-    try:
-        return parse_duration(value)
-    except _Bad:
-        raise _Bad("'off' or a positive duration with a unit, e.g. '1h', '30 minutes', '500ms'") from None
-
-
-def _max_fragments(value: Any) -> int:
-    form = "an integer >= 1 (the files an inner cube may be spread over)"
-    n = _int_text(value, form)
-    if n < 1:
-        raise _Bad(form)
-    return n
+# --- column and strategy values (the generic forms are in use.optimize.config_values) -------
 
 
 def _column(value: Any) -> str:
     text = str(value).strip()
     if not text or "," in text:
-        raise _Bad("one column name, e.g. event_time (nested fields as a.b)")
+        raise BadValue("one column name, e.g. event_time (nested fields as a.b)")
     return text
 
 
@@ -231,11 +127,11 @@ def _column_list(value: Any) -> tuple[str, ...]:
     elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         names = tuple(v.strip() for v in value)
     else:
-        raise _Bad(form)
+        raise BadValue(form)
     if not names or any(not n for n in names):
-        raise _Bad(form)
+        raise BadValue(form)
     if len({n.lower() for n in names}) != len(names):
-        raise _Bad("distinct " + form)
+        raise BadValue("distinct " + form)
     return names
 
 
@@ -250,56 +146,11 @@ def _strategy_list(value: Any) -> tuple[str, ...]:
 
     items = [str(v).strip() for v in (value.split(",") if isinstance(value, str) else value)]
     if not items or any(not s for s in items):
-        raise _Bad("a comma-separated list of strategy names, e.g. UnindexedFilesSelection,LeveledCompaction")
+        raise BadValue("a comma-separated list of strategy names, e.g. UnindexedFilesSelection,LeveledCompaction")
     names = tuple(registry.canonical_name(s) for s in items)
     if len(set(names)) != len(names):
-        raise _Bad("a comma-separated list of distinct strategy names")
+        raise BadValue("a comma-separated list of distinct strategy names")
     return names
-
-
-_TS_FORM = "epoch milliseconds (integer >= 0) or a UTC time 'YYYY-MM-DD HH:MM:SS' (or 'YYYY-MM-DD')"
-
-
-def _timestamp_ms(value: Any) -> int:
-    if isinstance(value, _dt.datetime):
-        dt = value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
-        return int(dt.timestamp() * 1000)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        n = _int_text(value, _TS_FORM)
-        if n < 0:
-            raise _Bad(_TS_FORM)
-        return n
-    text = str(value).strip()
-    if re.fullmatch(r"\d+", text):
-        return int(text)
-    for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d"):
-        try:
-            dt = _dt.datetime.strptime(text, fmt).replace(tzinfo=_dt.timezone.utc)
-        except ValueError:
-            continue
-        return int(dt.timestamp() * 1000)
-    raise _Bad(_TS_FORM)
-
-
-_DURATION_UNITS = {
-    "ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
-    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
-    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
-    "h": 3600.0, "hour": 3600.0, "hours": 3600.0,
-    "d": 86400.0, "day": 86400.0, "days": 86400.0,
-}  # fmt: skip
-
-
-def parse_duration(value: Any) -> float:
-    """A Spark-style duration ("10 minutes", "30s", "1h", "500ms") in seconds; must be > 0."""
-    form = "a positive duration with a unit, e.g. '10 minutes', '30s', '1h', '500ms'"
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*", str(value))
-    if not m or m.group(2).lower() not in _DURATION_UNITS:
-        raise _Bad(form)
-    seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2).lower()]
-    if seconds <= 0:
-        raise _Bad(form)
-    return seconds
 
 
 # --- the key table ------------------------------------------------------------------------------
@@ -327,55 +178,55 @@ CONFIG_KEYS: tuple[KeySpec, ...] = (
             "strategy for indexed revisions (CubeDefragmentation, LeveledCompaction, ...); plain Delta tables use it when it applies to them"),
     KeySpec("strategies", "strategies", _strategy_list, "comma-separated strategy names", "unset",
             "the whole ordered strategy chain; the first strategy that selects work wins"),
-    KeySpec("bytes-per-iter", "bytes_per_iter", _positive_bytes, "integer bytes > 0", str(DEFAULT_BYTES_PER_ITER),
+    KeySpec("bytes-per-iter", "bytes_per_iter", parse_positive_bytes, "integer bytes > 0", str(DEFAULT_BYTES_PER_ITER),
             "bytes rewritten per iteration (one plan)"),
-    KeySpec("revision-rewrite", "revision_rewrite", _bool, "true/false", "false",
+    KeySpec("revision-rewrite", "revision_rewrite", parse_bool, "true/false", "false",
             "rewrite every file of the revision, once after each change to it (one-shot: a rewritten revision is not rewritten again)"),
-    KeySpec("revision-id", "revision_id", _revision_id, "integer >= 0", "latest",
+    KeySpec("revision-id", "revision_id", parse_revision_id, "integer >= 0", "latest",
             "revision to optimize (0 = only the staging files)"),
-    KeySpec("task-max-bytes", "task_max_bytes", _positive_bytes, "integer bytes > 0", "bytes-per-iter",
+    KeySpec("task-max-bytes", "task_max_bytes", parse_positive_bytes, "integer bytes > 0", "bytes-per-iter",
             "IO limit of one merge task (Relyt's task IO limitation)"),
-    KeySpec("sampling-fraction", "sampling_fraction", _fraction, "number in (0, 1)", "unset",
+    KeySpec("sampling-fraction", "sampling_fraction", parse_fraction, "number in (0, 1)", "unset",
             "sample fraction f whose overhead SamplingOverheadReduction removes (required by it)"),
-    KeySpec("max-file-size", "max_file_size", _positive_bytes, "integer bytes > 0", str(DEFAULT_MAX_FILE_SIZE),
+    KeySpec("max-file-size", "max_file_size", parse_positive_bytes, "integer bytes > 0", str(DEFAULT_MAX_FILE_SIZE),
             "bin-packing target file size (Delta optimize.maxFileSize)"),
-    KeySpec("min-file-size", "min_file_size", _positive_bytes, "integer bytes > 0", "max-file-size",
+    KeySpec("min-file-size", "min_file_size", parse_positive_bytes, "integer bytes > 0", "max-file-size",
             "files smaller than this are bin-packing candidates (Delta optimize.minFileSize)"),
-    KeySpec("small-files.max-size", "small_files_max_size", _positive_bytes, "integer bytes > 0", str(DEFAULT_SMALL_FILE_SIZE),
+    KeySpec("small-files.max-size", "small_files_max_size", parse_positive_bytes, "integer bytes > 0", str(DEFAULT_SMALL_FILE_SIZE),
             "a file smaller than this counts as small (SmallFiles)"),
-    KeySpec("small-files.count-threshold", "small_files_count_threshold", _count_threshold, "integer >= 2", str(DEFAULT_SMALL_FILE_COUNT),
+    KeySpec("small-files.count-threshold", "small_files_count_threshold", parse_count_threshold, "integer >= 2", str(DEFAULT_SMALL_FILE_COUNT),
             "SmallFiles acts when the table has at least this many small files"),
     KeySpec("overlap.cluster-key", "overlap_cluster_key", _column, "a column name", "unset",
             "key column whose min/max overlap ClusterKeyOverlap reduces (required by it)"),
-    KeySpec("overlap.depth-threshold", "overlap_depth_threshold", _depth_threshold, "integer >= 1", str(DEFAULT_OVERLAP_DEPTH),
+    KeySpec("overlap.depth-threshold", "overlap_depth_threshold", parse_depth_threshold, "integer >= 1", str(DEFAULT_OVERLAP_DEPTH),
             "ClusterKeyOverlap acts when the overlap depth exceeds this"),
-    KeySpec("open-file-cost", "open_file_cost", _non_negative_bytes, "integer bytes >= 0", str(DEFAULT_OPEN_FILE_COST),
+    KeySpec("open-file-cost", "open_file_cost", parse_non_negative_bytes, "integer bytes >= 0", str(DEFAULT_OPEN_FILE_COST),
             "read cost of opening one file, in bytes, used by the task scores (Spark's openCostInBytes)"),
     KeySpec("zorder-by", "zorder_by", _column_list, "comma-separated column names", "unset",
             "key columns of the ZOrder and Hilbert strategies (Delta's ZORDER BY columns; required by them)"),
-    KeySpec("zorder.min-cube-size", "zorder_min_cube_size", _positive_bytes, "integer bytes > 0", "100 x max-file-size",
+    KeySpec("zorder.min-cube-size", "zorder_min_cube_size", parse_positive_bytes, "integer bytes > 0", "100 x max-file-size",
             "a ZCube (the files one ZOrder/Hilbert task wrote) of at least this size is left alone; smaller ones are re-clustered with new files (Delta's minCubeSize)"),
-    KeySpec("tiering.ratio", "tiering_ratio", _tier_ratio, "0 or a number >= 1.5", str(DEFAULT_TIERING_RATIO),
+    KeySpec("tiering.ratio", "tiering_ratio", parse_tier_ratio, "0 or a number >= 1.5", str(DEFAULT_TIERING_RATIO),
             "inner-cube consolidation merges a cube's smaller files together and takes a larger file in only when they add up to 1/ratio of it (a larger file joins once the merge reads at least 1/ratio of its bytes in new rows, so a merge reads at most 1 + ratio bytes per new byte: a smaller ratio rewrites less and leaves more rows in smaller files, up to max-fragments; a cube's rows in a file of one of its ancestors count as no fragment); 0 merges every fragmented inner cube into one file each time"),
-    KeySpec("tiering.stagger", "tiering_stagger", _stagger, "a number >= 1", str(DEFAULT_TIERING_STAGGER),
+    KeySpec("tiering.stagger", "tiering_stagger", parse_stagger, "a number >= 1", str(DEFAULT_TIERING_STAGGER),
             "the cubes in odd positions among their siblings (taking their parent's upper half along an odd number of the indexed columns) use tiering.ratio times this: sibling cubes alternate between two ratios, so that a range query across siblings, which rows arriving evenly would otherwise find all waiting on a fragment at the same round, finds about half of them so; 1 gives every cube tiering.ratio"),
-    KeySpec("tiering.max-fragments", "tiering_max_fragments", _max_fragments, "integer >= 1", str(DEFAULT_TIERING_MAX_FRAGMENTS),
+    KeySpec("tiering.max-fragments", "tiering_max_fragments", parse_max_fragments, "integer >= 1", str(DEFAULT_TIERING_MAX_FRAGMENTS),
             "an inner cube spread over more files than this (besides its ancestors' files) is merged whatever the tiers (the root: root-max-fragments)"),
-    KeySpec("tiering.root-max-fragments", "tiering_root_max_fragments", _max_fragments, "integer >= 1", str(DEFAULT_TIERING_ROOT_MAX_FRAGMENTS),
+    KeySpec("tiering.root-max-fragments", "tiering_root_max_fragments", parse_max_fragments, "integer >= 1", str(DEFAULT_TIERING_ROOT_MAX_FRAGMENTS),
             "the same bound for the root cube, which every sample and query reads (read cost weighted by depth)"),
-    KeySpec("tiering.max-wait", "tiering_max_wait", _max_wait, "a duration, e.g. '30 minutes', or off", "1h",
+    KeySpec("tiering.max-wait", "tiering_max_wait", parse_max_wait, "a duration, e.g. '30 minutes', or off", "1h",
             "a file of a fragmented inner cube older than this is merged with the cube's other files whatever the tiers, and a file that has waited this long holding rows of full deeper cubes (the buffer in an ancestor's file) is merged with those cubes' files, so a table that has gone quiet reaches the layout of one write (Relyt's time factor)"),
-    KeySpec("autoOptimize.enabled", "auto_optimize_enabled", _bool, "true/false", "unset",
+    KeySpec("autoOptimize.enabled", "auto_optimize_enabled", parse_bool, "true/false", "unset",
             "continuous optimization of this table by the service"),
-    KeySpec("autoOptimize.revisionId", "auto_optimize_revision_id", _revision_id, "integer >= 0", "latest",
+    KeySpec("autoOptimize.revisionId", "auto_optimize_revision_id", parse_revision_id, "integer >= 0", "latest",
             "revision for leveled compaction; revision-id wins when both are set"),
-    KeySpec(_U + "enabled", "optimize_unindexed_enabled", _bool, "true/false", "true",
+    KeySpec(_U + "enabled", "optimize_unindexed_enabled", parse_bool, "true/false", "true",
             "index the staging (revision 0) files into the latest revision"),
-    KeySpec(_U + "prioritize", "optimize_unindexed_prioritize", _bool, "true/false", "true",
+    KeySpec(_U + "prioritize", "optimize_unindexed_prioritize", parse_bool, "true/false", "true",
             "select staging files before optimizing indexed revisions"),
-    KeySpec(_U + "batchBytes", "unindexed_batch_bytes", _positive_bytes, "integer bytes > 0", str(DEFAULT_BATCH_BYTES),
+    KeySpec(_U + "batchBytes", "unindexed_batch_bytes", parse_positive_bytes, "integer bytes > 0", str(DEFAULT_BATCH_BYTES),
             "bytes of staging files indexed per iteration"),
-    KeySpec(_U + "fromTimestamp", "unindexed_from_timestamp", _timestamp_ms, "epoch ms or 'YYYY-MM-DD HH:MM:SS' (UTC)", "0",
+    KeySpec(_U + "fromTimestamp", "unindexed_from_timestamp", parse_timestamp_ms, "epoch ms or 'YYYY-MM-DD HH:MM:SS' (UTC)", "0",
             "staging files modified before this time are not indexed"),
 )  # fmt: skip
 
@@ -597,7 +448,7 @@ class OptimizationConfig:
                 values[spec.field] = spec.parse(raw)
             except UnknownStrategyError as e:
                 raise UnknownStrategyError(f"bad value {str(raw)!r} for {key}: {e}", hints=hints) from None
-            except _Bad as e:
+            except BadValue as e:
                 raise _error(key, raw, str(e), hints) from None
             sources[spec.field] = argument or key
 
@@ -655,7 +506,7 @@ class OptimizationConfig:
             if value == getattr(defaults, f.name) or f.name not in _BY_FIELD:
                 continue  # defaults, and inputs that are not table properties (now_ms)
             spec = _BY_FIELD[f.name]
-            if spec.parse is _max_wait:
+            if spec.parse is parse_max_wait:
                 text = "off" if value is None else f"{value:g}s"
             elif isinstance(value, bool):
                 text = "true" if value else "false"
@@ -691,8 +542,8 @@ def gc_enabled(props: Mapping[str, str] | None) -> bool:
     if raw is None:
         return False
     try:
-        return _bool(raw)
-    except _Bad as e:
+        return parse_bool(raw)
+    except BadValue as e:
         raise _error(GC_ENABLED_KEY, raw, str(e)) from None
 
 
@@ -701,7 +552,7 @@ def _conf_value(conf: Mapping[str, str], key: str, parse: Callable[[Any], Any], 
         return default
     try:
         return parse(conf[key])
-    except _Bad as e:
+    except BadValue as e:
         raise _error(key, conf[key], str(e)) from None
 
 
@@ -724,6 +575,6 @@ class ServiceConfig:
         OptimizationConfig.from_properties({}, spark_conf=conf)  # validates the session defaults
         return cls(
             optimization_interval_s=_conf_value(conf, INTERVAL_KEY, parse_duration, DEFAULT_INTERVAL_SECONDS),
-            max_concurrent_optimizations=_conf_value(conf, MAX_CONCURRENT_KEY, _positive_int, DEFAULT_MAX_CONCURRENT),
+            max_concurrent_optimizations=_conf_value(conf, MAX_CONCURRENT_KEY, parse_positive_int, DEFAULT_MAX_CONCURRENT),
             gc_interval_s=_conf_value(conf, GC_INTERVAL_KEY, parse_duration, DEFAULT_GC_INTERVAL_SECONDS),
         )
