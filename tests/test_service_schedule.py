@@ -13,7 +13,7 @@ import pytest
 
 from use.errors import ConfigError, TableNotFoundError
 from use.optimize.executor import IterationMetrics
-from use.service.schedule import (
+from use.service.records import (
     DROPPED,
     FAILED,
     IDLE,
@@ -27,11 +27,9 @@ from use.service.schedule import (
     UNSET,
     Estimate,
     GcRecord,
-    Scheduler,
     SchedulerSettings,
-    backoff_s,
-    weight,
 )
+from use.service.schedule import Scheduler, backoff_s, weight
 
 AUTO = {"use.optimization.autoOptimize.enabled": "true"}
 TYPE = {"use.optimization.type": "CubeDefragmentation", "use.optimization.bytes-per-iter": "5000000"}

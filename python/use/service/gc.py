@@ -15,7 +15,7 @@ deleting files is metadata work.
 from __future__ import annotations
 
 from use.delta.vacuum import vacuum, vacuum_candidates
-from use.service.schedule import GcRecord
+from use.service.records import GcRecord
 from use.service.sources import delta_log
 
 __all__ = ["collect_garbage"]

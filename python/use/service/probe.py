@@ -25,7 +25,7 @@ from use.optimize.config import OptimizationConfig
 from use.optimize.executor import num_records
 from use.optimize.planner import Planner
 from use.qbeast.snapshot import QbeastSnapshot
-from use.service.schedule import Estimate, LayoutFigures, Settings
+from use.service.records import Estimate, LayoutFigures, Settings
 from use.service.sources import delta_log
 
 __all__ = ["probe", "layout_figures", "HealthFn", "ProbeFn"]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from use.optimize.config import SPARK_PREFIX
 from use.optimize.loop import StopToken, optimize_path, session_conf
-from use.service.schedule import RunStart
+from use.service.records import RunStart
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession

@@ -48,16 +48,16 @@ from use.service import state as state_file
 from use.service.gc import collect_garbage
 from use.service.probe import ProbeFn, probe
 from use.service.registry import TableChange, TableEvent, TableInfo, TableRegistry, TableSource
-from use.service.schedule import (
+from use.service.records import (
     FAILED,
     SERVICE_STOPPING,
     GcRecord,
     ManualDecision,
     RunStart,
-    Scheduler,
     SchedulerSettings,
     TableState,
 )
+from use.service.schedule import Scheduler
 from use.service.sources import forget_log, read_table
 from use.service.status import service_status, table_states
 

@@ -24,15 +24,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from use.service.schedule import (
-    Estimate,
-    GcRecord,
-    LayoutFigures,
-    Progress,
-    Run,
-    RunRecord,
-    TableState,
-)
+from use.service.records import Estimate, GcRecord, LayoutFigures, Progress, Run, RunRecord, TableState
 
 __all__ = ["STATE_FILE", "FORMAT", "save_states", "load_states", "state_to_dict", "state_from_dict"]
 

@@ -19,7 +19,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from use.service.schedule import IDLE, Scheduler, TableState
+from use.service.records import IDLE, TableState
+from use.service.schedule import Scheduler
 
 __all__ = ["SERVICE_STATUS_SCHEMA", "TABLE_STATE_SCHEMA", "service_status", "table_states", "QUEUED"]
 
