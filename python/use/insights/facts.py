@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from use.delta import DeltaLog, HistoryEntry, Snapshot
 from use.errors import TableNotFoundError
 from use.optimize.config import OptimizationConfig
-from use.qbeast.revision import REVISION_PREFIX, Revision, revisions_from_configuration
+from use.qbeast.revision import Revision, is_qbeast, revisions_from_configuration
 from use.qbeast.snapshot import QbeastSnapshot
 
 
@@ -71,7 +71,7 @@ class TableFacts:
 
     @property
     def is_qbeast(self) -> bool:
-        return any(k.startswith(REVISION_PREFIX) for k in self.snapshot.configuration)
+        return is_qbeast(self.snapshot.configuration)
 
     @cached_property
     def revisions(self) -> Mapping[int, Revision]:

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from use.errors import CLI, PYTHON, ConfigError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from use.optimize.config import OptimizationConfig
 
 #: Keys the Qbeast format owns (revisions and their bookkeeping): never set or unset by hand.
 QBEAST_PREFIX = "qbeast."
@@ -112,18 +115,19 @@ def _check_use_keys(conf: Mapping[str, str], changed: Iterable[str]) -> None:
         check(conf)
 
 
-def _check_against_table(conf: Mapping[str, str], changed: Iterable[str], snapshot: Any) -> None:
-    """Changed values that name parts of the table: a revision it has, columns of its schema. The
-    planner checks the same when it runs; checking here keeps a bad value out of the table, where it
-    made every later optimization (and the service's runs) fail."""
-    from use.optimize.config import PREFIX, OptimizationConfig
+def _check_against_table(
+    conf: Mapping[str, str], config: OptimizationConfig, changed: Iterable[str], snapshot: Any
+) -> None:
+    """Changed values that name parts of the table: a revision it has, columns of its schema (with
+    the checks the planner and the strategies run, `check_revision_id`, `resolve_key_columns`,
+    `resolve_cluster_key`); checking here keeps a bad value out of the table, where it made every
+    later optimization (and the service's runs) fail. `config` is `conf` parsed."""
+    from use.optimize.config import PREFIX
     from use.optimize.planner import check_revision_id
-    from use.qbeast.revision import REVISION_PREFIX, revisions_from_configuration
+    from use.qbeast.revision import is_qbeast, revisions_from_configuration
 
     changed = set(changed)
-    config = OptimizationConfig.from_properties(conf)
-    qbeast = any(k.startswith(REVISION_PREFIX) for k in conf)
-    revisions = revisions_from_configuration(conf) if qbeast else None
+    revisions = revisions_from_configuration(conf) if is_qbeast(conf) else None
     for key, value in (("revision-id", config.revision_id), ("autoOptimize.revisionId", config.auto_optimize_revision_id)):
         if PREFIX + key in changed and value is not None:
             check_revision_id(value, PREFIX + key, revisions, snapshot.table_root)
@@ -132,13 +136,9 @@ def _check_against_table(conf: Mapping[str, str], changed: Iterable[str], snapsh
 
         resolve_key_columns(snapshot, config.zorder_by)
     if PREFIX + "overlap.cluster-key" in changed and config.overlap_cluster_key:
-        from use.delta.stats import resolve_path
+        from use.optimize.strategies.overlap import resolve_cluster_key
 
-        if resolve_path(snapshot.schema, config.overlap_cluster_key) is None:
-            raise ConfigError(
-                f"{PREFIX}overlap.cluster-key={config.overlap_cluster_key!r} is not a column of the table "
-                f"(columns: {', '.join(snapshot.schema.names)})"
-            )
+        resolve_cluster_key(snapshot.schema, config.overlap_cluster_key)
 
 
 def check_configuration(conf: Mapping[str, str], previous: Mapping[str, str] | None = None, snapshot: Any = None) -> None:
@@ -153,11 +153,11 @@ def check_configuration(conf: Mapping[str, str], previous: Mapping[str, str] | N
     changed = [k for k, v in conf.items() if old.get(k) != v]
     for k in changed:
         _check_key(k)
-    OptimizationConfig.from_properties(conf)
+    config = OptimizationConfig.from_properties(conf)
     _check_use_keys(conf, changed)
     validate_configuration(dict(conf), dict(old))
     if snapshot is not None:
-        _check_against_table(conf, changed, snapshot)
+        _check_against_table(conf, config, changed, snapshot)
 
 
 def alter_properties(

@@ -542,6 +542,11 @@ def _current(base: Revision, t: Transformer) -> Transformation | None:
 # --- table properties ---------------------------------------------------------------------------
 
 
+def is_qbeast(configuration: Mapping[str, str]) -> bool:
+    """A table is a Qbeast table when its properties hold a revision (`qbeast.revision.<id>`)."""
+    return any(k.startswith(REVISION_PREFIX) for k in configuration)
+
+
 def revisions_from_configuration(config: Mapping[str, str]) -> dict[int, Revision]:
     """Every `qbeast.revision.<id>` of the table properties, by id (empty for a plain Delta table)."""
     out: dict[int, Revision] = {}

@@ -22,6 +22,7 @@ from use.qbeast.revision import (
     LAST_REVISION_KEY,
     REVISION_PREFIX,
     Revision,
+    is_qbeast as _is_qbeast,
     latest_revision_id as _configured_latest,
     revisions_from_configuration,
 )
@@ -104,7 +105,7 @@ class QbeastSnapshot:
 
     @property
     def is_qbeast(self) -> bool:
-        return any(k.startswith(REVISION_PREFIX) for k in self.configuration)
+        return _is_qbeast(self.configuration)
 
     @property
     def latest_revision_id(self) -> int:

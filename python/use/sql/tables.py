@@ -31,7 +31,7 @@ from use.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY, REVISION_PREFIX
+from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY, is_qbeast
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -89,10 +89,6 @@ def snapshot_of(location: str, version: int | None = None, timestamp_ms: int | N
     if timestamp_ms is not None:
         return log.snapshot(timestamp=int(timestamp_ms))
     return log.snapshot(version=None if version is None else int(version))
-
-
-def is_qbeast(configuration: Mapping[str, str]) -> bool:
-    return any(k.startswith(REVISION_PREFIX) for k in configuration)
 
 
 def table_json(snapshot: Snapshot, provider: str) -> dict[str, Any]:

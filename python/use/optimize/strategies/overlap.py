@@ -65,16 +65,24 @@ class OverlapSweep:
         return np.flatnonzero(alive & (self.start_pos <= pos) & (self.end_pos > pos))
 
 
-def key_intervals(snapshot: Any, key: str, idx: np.ndarray) -> tuple[np.ndarray, pa.Array, pa.Array]:
-    """(files with both bounds known, their mins, their maxs) on `key` from the Delta stats."""
+def resolve_cluster_key(schema: pa.Schema | None, key: str) -> tuple[str, ...]:
+    """The column path of `overlap.cluster-key` in the table's schema; ConfigError naming the
+    columns when it is none of them (the strategy when it runs, ALTER TABLE when it is set)."""
     from use.delta.stats import resolve_path
-    from use.delta.stats_parse import parse_stats, stat_column
 
-    schema = getattr(snapshot, "schema", None)
     path = resolve_path(schema, key) if schema is not None and len(schema) else None
     if path is None:
         names = ", ".join(schema.names) if schema is not None else "(no schema)"
         raise ConfigError(f"{PREFIX}overlap.cluster-key={key!r} is not a column of the table (columns: {names})")
+    return path
+
+
+def key_intervals(snapshot: Any, key: str, idx: np.ndarray) -> tuple[np.ndarray, pa.Array, pa.Array]:
+    """(files with both bounds known, their mins, their maxs) on `key` from the Delta stats."""
+    from use.delta.stats_parse import parse_stats, stat_column
+
+    schema = getattr(snapshot, "schema", None)
+    path = resolve_cluster_key(schema, key)
     files = snapshot.files.select(["stats"])
     if idx.size != files.num_rows or (idx.size and (idx[0] != 0 or idx[-1] != idx.size - 1)):
         files = files.take(pa.array(idx, pa.int64()))
