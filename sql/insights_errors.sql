@@ -13,6 +13,9 @@ SELECT * FROM use_catalog.path.`${SCRATCH}/none`.files;
 SELECT * FROM use_catalog.spark_catalog.golden_insights_errors.p.files;
 -- the table itself is a name only (ALTER TABLE on it is the manual trigger); read it in its catalog
 SELECT * FROM use_catalog.spark_catalog.golden_insights_errors.t;
+-- Delta's DESCRIBE HISTORY ... LIMIT takes a count of commits
+DESCRIBE HISTORY golden_insights_errors.t LIMIT -1;
+DESCRIBE HISTORY golden_insights_errors.t LIMIT many;
 
 -- DDL on use_catalog is refused
 CREATE TABLE use_catalog.spark_catalog.golden_insights_errors.n (id INT);

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -75,8 +76,21 @@ def test_describe_history_reads_the_history_insight_newest_first(spark, db) -> N
             rows = spark.sql(f"{verb} {name}").collect()
             assert [r["version"] for r in rows] == versions, (verb, name)
             assert rows[0]["operation"] == "WRITE"
+    # Delta's LIMIT (the newest n commits) and a table by its quoted location, which Spark's grammar cannot read
+    assert [r["version"] for r in spark.sql(f"DESCRIBE HISTORY {db}.t LIMIT 1").collect()] == versions[:1]
+    assert [r["version"] for r in spark.sql(f"desc history delta.`{root}` limit 2 ;").collect()] == versions[:2]
+    assert spark.sql("DESCRIBE HISTORY t LIMIT 0").collect() == []
+    assert [r["version"] for r in spark.sql(f"DESCRIBE HISTORY '{root}'").collect()] == versions
+    assert [r["version"] for r in spark.sql(f'DESCRIBE HISTORY "{root}" LIMIT 2').collect()] == versions[:2]
+    for bad in ("-1", "x", "1.5"):
+        with refused(f"USE_INVALID_ARGUMENT_ERROR.*LIMIT takes .*got '{re.escape(bad)}'"):
+            spark.sql(f"DESCRIBE HISTORY t LIMIT {bad}")
+    with refused("PARSE_SYNTAX_ERROR"):  # every other statement is Spark's parser's, its errors too
+        spark.sql("SELEC 1")
     with refused("TABLE_OR_VIEW_NOT_FOUND.*nosuch"):
         spark.sql("DESCRIBE HISTORY spark_catalog.nosuchdb.nosuch").collect()
+    with refused("TABLE_OR_VIEW_NOT_FOUND.*nosuch"):
+        spark.sql("DESCRIBE HISTORY spark_catalog.nosuchdb.nosuch LIMIT 3").collect()
     # a table really named history keeps DESCRIBE's own meaning (a column of it)
     spark.sql("CREATE TABLE history (id INT) USING delta")
     assert spark.sql("DESCRIBE history id").collect()[0][0] == "col_name"

@@ -12,9 +12,11 @@ import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 /** USE's Spark SQL extension (`spark.sql.extensions=use.sql.UseSparkSessionExtension`), used with
   * `spark.sql.catalog.spark_catalog=use.sql.UseCatalog`: the analysis rule that reads USE tables
   * with Spark's parquet reader and refuses what is not supported yet, and the optimizer rule that
-  * plans each query's files. */
+  * plans each query's files, and the parser that reads Delta's `DESCRIBE HISTORY ... LIMIT n`
+  * (`UseParser`). */
 class UseSparkSessionExtension extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
+    extensions.injectParser((_, delegate) => UseParser.wrap(delegate))
     extensions.injectResolutionRule(spark => new UseAnalysis(spark))
     extensions.injectPreCBORule(spark => new UsePrepareScans(spark))
   }
@@ -85,6 +87,7 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
 
   override def apply(plan: LogicalPlan): LogicalPlan = {
     plan.foreach {
+      case UseParser.Refused(error) => throw error
       case d: DeleteFromTable if isUseTarget(d.table) => notSupported("DELETE")
       case u: UpdateTable if isUseTarget(u.table) => notSupported("UPDATE")
       case m: MergeIntoTable if isUseTarget(m.targetTable) => notSupported("MERGE")
