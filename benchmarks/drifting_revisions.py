@@ -102,7 +102,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from use.display import text_table
-    from use.qbeast.revision import DEFAULT_REVISION_MARGIN
+    from use.qbeast.revision_change import DEFAULT_REVISION_MARGIN
     from use.session import spark_session
     from use.table import QbeastTable
 

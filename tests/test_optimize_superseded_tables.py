@@ -71,7 +71,7 @@ def test_drifting_appends_widen_the_range_by_as_much_as_the_data_has_moved(spark
     widened one reaches at least twice as far beyond the first revision's edge as the one before,
     so a table drifting for long opens O(log) revisions and re-indexes each row about twice."""
     from pyspark.sql import functions as F
-    from use.qbeast.revision import widening_origin
+    from use.qbeast.revision_change import widening_origin
     from use.table import QbeastTable
 
     path = str(tmp_path / "t")

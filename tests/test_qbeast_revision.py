@@ -13,14 +13,13 @@ from qbeast_fixtures import REVISION_JSON
 from use.errors import CorruptIndexMetadataError, IndexColumnError, InvalidArgumentError, UnsupportedTypeError
 from use.qbeast.revision import (
     Revision,
-    compute_revision_change,
     configuration_with_revision,
     parse_column_specs,
     revisions_from_configuration,
     staging_revision,
     stats_aggregations,
-    widening_origin,
 )
+from use.qbeast.revision_change import compute_revision_change, widening_origin
 from use.qbeast.transform import HashTransformation, IdentityTransformation, LinearTransformation
 from use.qbeast.transform_quantiles import CDFNumericQuantilesTransformation
 from use.qbeast.transformers import EmptyTransformer, HashTransformer, LinearTransformer
@@ -216,7 +215,7 @@ def test_samples_of_a_fixed_range_open_one_revision_after_the_first_and_drift_ke
 
 
 def test_the_widening_origin_is_the_oldest_revision_the_latest_contains():
-    from use.qbeast.revision import widened
+    from use.qbeast.revision_change import widened
 
     ts = parse_column_specs("x,y", XY)
     r1, _ = compute_revision_change(None, ts, _xy_stats(np.array([0.0, 100.0]), np.array([0.0, 100.0])), 10, None, "/t", 1)
@@ -241,7 +240,7 @@ def test_the_widening_origin_is_the_oldest_revision_the_latest_contains():
 
 
 def test_the_margin_keeps_integral_bounds_within_their_type():
-    from use.qbeast.revision import widened
+    from use.qbeast.revision_change import widened
 
     old = LinearTransformation(0, 2**31 - 10, 0, "IntegerDataType")
     merged = LinearTransformation(0, 2**31 - 2, 0, "IntegerDataType")

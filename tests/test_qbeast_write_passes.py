@@ -7,7 +7,8 @@ import pytest
 
 from use.qbeast import index_plan
 from use.qbeast.index_plan import _input_domains, collect_stats, with_weight
-from use.qbeast.revision import compute_revision_change, parse_column_specs
+from use.qbeast.revision import parse_column_specs
+from use.qbeast.revision_change import compute_revision_change
 from use.qbeast.writer import _arrow_schema
 
 pytestmark = pytest.mark.spark

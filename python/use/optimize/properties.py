@@ -87,7 +87,7 @@ USE_PREFIX = "use."
 def _other_use_keys() -> dict[str, Any]:
     """The `use.*` table properties outside `use.optimization.*`, each with the parser its user runs."""
     from use.optimize.config import GC_ENABLED_KEY, gc_enabled
-    from use.qbeast.revision import REVISION_MARGIN_PROPERTY, parse_revision_margin
+    from use.qbeast.revision_change import REVISION_MARGIN_PROPERTY, parse_revision_margin
 
     return {
         GC_ENABLED_KEY: lambda conf: gc_enabled(conf),

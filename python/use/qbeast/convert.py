@@ -47,12 +47,6 @@ class ConvertResult:
     converted: bool
 
 
-def _check_cube_size(cube_size: Any) -> int:
-    if isinstance(cube_size, bool) or not isinstance(cube_size, int) or cube_size < 1:
-        raise InvalidArgumentError(f"cube_size must be a positive int (rows per cube, e.g. 5000000), got {cube_size!r}")
-    return cube_size
-
-
 def _check_spec_syntax(columns_to_index: Any) -> None:
     from use.qbeast.revision import split_column_specs
 
@@ -147,12 +141,12 @@ def convert_to_qbeast(path: str, columns_to_index: Sequence[str] | str, cube_siz
     given); arguments that differ are refused rather than ignored: the caller asked for an index the
     table does not have, and converting cannot give it one (an overwrite re-indexes)."""
     from use.delta import DeltaLog
-    from use.qbeast.revision import configuration_with_revision, staging_revision
+    from use.qbeast.revision import check_cube_size, configuration_with_revision, staging_revision
     from use.qbeast.snapshot import QbeastSnapshot
 
     if not isinstance(path, str) or not path:
         raise InvalidArgumentError(f"path must be a non-empty string, got {path!r}")
-    given_cube_size = None if cube_size is None else _check_cube_size(cube_size)
+    given_cube_size = None if cube_size is None else check_cube_size(cube_size)
     cube_size = DEFAULT_CUBE_SIZE if given_cube_size is None else given_cube_size
     if not os.path.isdir(path):
         raise TableNotFoundError(f"cannot convert {path!r}: no such directory (expected a parquet directory or a Delta table)")

@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyarrow as pa
 
 from use.delta.actions import AddFile, Metadata
@@ -37,14 +36,8 @@ from use.qbeast.index_plan import (
     plan_rewrite,
     with_weight,
 )
-from use.qbeast.revision import (
-    DEFAULT_CUBE_SIZE,
-    Revision,
-    compute_revision_change,
-    configuration_with_revision,
-    parse_column_specs,
-    widening_origin,
-)
+from use.qbeast.revision import DEFAULT_CUBE_SIZE, Revision, check_cube_size, configuration_with_revision, parse_column_specs
+from use.qbeast.revision_change import compute_revision_change, widening_origin
 from use.qbeast.write_commit import MODES, commit_write, metadata_with_configuration
 from use.qbeast.write_shuffle import (
     DEFAULT_MAX_READ_SLOWDOWN,
@@ -109,14 +102,6 @@ def _check_mode(mode: Any) -> str:
     if not isinstance(mode, str) or mode.lower() not in MODES:
         raise InvalidArgumentError(f"mode must be 'append' or 'overwrite', got {mode!r}")
     return mode.lower()
-
-
-def _check_cube_size(cube_size: Any) -> int:
-    if isinstance(cube_size, bool) or not isinstance(cube_size, (int, np.integer)) or int(cube_size) <= 0:
-        raise InvalidArgumentError(
-            f"cube_size must be a positive integer (rows per cube, e.g. 5000000), got {cube_size!r}"
-        )
-    return int(cube_size)
 
 
 def _arrow_schema(df: DataFrame) -> pa.Schema:
@@ -192,11 +177,11 @@ def _decide_shuffle(
 
 
 def _revision_margin(spark: SparkSession, configuration: Mapping[str, str] | None) -> float:
-    """The `revisionMargin` a write widens a linear range by (see `revision.widened`): the Spark conf
+    """The `revisionMargin` a write widens a linear range by (see `revision_change.widened`): the Spark conf
     `spark.qbeast.index.revisionMargin`, else the table property `use.qbeast.revisionMargin`, else
     `DEFAULT_REVISION_MARGIN`. A fraction of the range's span, 0 (the exact union, as qbeast-spark)
     to 10."""
-    from use.qbeast.revision import DEFAULT_REVISION_MARGIN, REVISION_MARGIN_PROPERTY, parse_revision_margin
+    from use.qbeast.revision_change import DEFAULT_REVISION_MARGIN, REVISION_MARGIN_PROPERTY, parse_revision_margin
 
     for source, raw in (
         (_REVISION_MARGIN_CONF, spark.conf.get(_REVISION_MARGIN_CONF, None)),
@@ -303,7 +288,7 @@ def write(
     from use.delta.log import DeltaLog
 
     mode = _check_mode(mode)
-    size = None if cube_size is None else _check_cube_size(cube_size)
+    size = None if cube_size is None else check_cube_size(cube_size)
     _check_txn(txn_app_id, txn_version)
     root = _table_root(path)
     data_schema = _arrow_schema(df)
@@ -334,7 +319,7 @@ def write(
             f"{', '.join(existing_rev.columns)} of {root}; append with the same columns, or overwrite the table to "
             f"index other columns"
         )
-    from use.qbeast.revision import parse_column_stats
+    from use.qbeast.revision_change import parse_column_stats
 
     parse_column_stats(column_stats, transformers)
     if size is None:
