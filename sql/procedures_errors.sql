@@ -36,6 +36,15 @@ CALL use_catalog.system.vacuum(table => 't', retention_hours => 1);
 
 CALL use_catalog.system.convert_to_qbeast(table => 't', columns_to_index => 'no_such_column');
 
+-- Delta's OPTIMIZE and VACUUM statements run the procedures, with their checks
+OPTIMIZE t WHERE a = 1;
+
+OPTIMIZE no_such_table ZORDER BY (a);
+
+VACUUM t RETAIN 1 HOURS;
+
+VACUUM t LITE;
+
 -- this connection's own optimization defaults are the procedures' defaults
 SET `spark.qbeast.use.optimization.bytes-per-iter`=-5;
 

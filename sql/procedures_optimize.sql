@@ -27,6 +27,9 @@ CALL use_catalog.system.optimize(table => 'spark_catalog.golden_procedures_optim
 -- a strategy that does not apply to a plain Delta table selects nothing: the row says so
 CALL use_catalog.system.optimize(table => 't', strategy => 'LeveledCompactionSelection');
 
+-- Delta's statement: the procedure's dry run
+OPTIMIZE golden_procedures_optimize.t;
+
 -- vacuum: the removed files are younger than the 168 h retention, so nothing is deleted
 CALL use_catalog.system.vacuum(table => 't');
 

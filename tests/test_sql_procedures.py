@@ -189,6 +189,67 @@ def test_convert_to_qbeast_of_a_delta_table_and_a_parquet_directory(spark, db, t
     assert row["converted"] and row["source_format"] == "parquet" and row["version"] == 0
 
 
+# --- Delta's OPTIMIZE and VACUUM statements -----------------------------------------------------------
+
+
+def test_delta_s_optimize_and_vacuum_statements_run_the_procedures(spark, db) -> None:
+    """Delta users type OPTIMIZE and VACUUM, which Spark's grammar cannot read (an empty syntax
+    error); they run the procedures, with the tables named as the procedures take them."""
+    root = _delta_table(spark)
+    out = spark.sql("OPTIMIZE t").collect()
+    assert [r["status"] for r in out] == ["committed"] and _live_files(root) == 1
+    assert rows(spark, "SELECT count(*) FROM t") == [(8,)]
+    (again,) = spark.sql(f"optimize delta.`{root}` ;").collect()  # by path, converged: the one row saying why
+    assert again["kind"] == "none" and again["status"] == "nothing_selected"
+    z = _delta_table(spark, "z")
+    out = spark.sql("OPTIMIZE z ZORDER BY (a, `b`)").collect()
+    assert {r["strategy"] for r in out} == {"ZOrder"} and all(r["status"] == "committed" for r in out)
+    zorder = [r for r in spark.sql("DESCRIBE HISTORY z LIMIT 1").collect()]
+    assert zorder[0]["operation"] == "OPTIMIZE" and '"a","b"' in zorder[0]["parameters"]["zOrderBy"]
+    (n,) = spark.sql(f"OPTIMIZE '{z}' ZORDER BY a, b").collect()  # a quoted path, no parentheses
+    assert n["kind"] == "none"
+
+    before = state(root)
+    with refused(r"below the table's delta.deletedFileRetentionDuration of 168 hours.*VACUUM: RETAIN 168 HOURS.*"
+                 r"retentionDurationCheck.enabled = false"):
+        spark.sql("VACUUM t RETAIN 0 HOURS").collect()
+    assert state(root) == before
+    assert spark.sql("VACUUM t").collect() == []  # within the week's retention: nothing deleted (VACUUM START/END commits)
+    before = state(root)
+    try:
+        spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+        listed = spark.sql("VACUUM t FULL RETAIN 0 HOURS DRY RUN").collect()
+        assert len(listed) == len(before[1]) - 1 and not any(r["deleted"] for r in listed)
+        assert state(root) == before
+        deleted = spark.sql("vacuum t retain 0.0 hours").collect()
+    finally:
+        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+    assert sorted(r["path"] for r in deleted) == sorted(r["path"] for r in listed) and all(r["deleted"] for r in deleted)
+    assert rows(spark, "SELECT count(*) FROM t") == [(8,)] and _live_files(root) == 1
+
+
+@pytest.mark.parametrize(
+    ("statement", "message"),
+    [
+        ("OPTIMIZE t WHERE a = 1", r"USE_INVALID_ARGUMENT_ERROR.*OPTIMIZE ... WHERE .* is not supported yet: optimize the whole table"),
+        ("OPTIMIZE t ZORDER BY ()", r"ZORDER BY takes a list of columns, e.g. ZORDER BY \(a, b\), got '\(\)'"),
+        ("OPTIMIZE t ZORDER BY (a, nope)", r"nope"),
+        ("OPTIMIZE no_such_table", r"USE_TABLE_NOT_FOUND_ERROR.*no table spark_catalog\.t_\w+\.no_such_table"),
+        ("OPTIMIZE t FULL", r"table 't FULL' is neither a table name"),
+        ("VACUUM t LITE", r"VACUUM ... LITE is not supported"),
+        ("VACUUM t RETAIN -1 HOURS", r"VACUUM ... RETAIN takes a number of hours \(0 or more\), got '-1'"),
+        ("VACUUM t RETAIN a HOURS DRY RUN", r"got 'a'"),
+        ("VACUUM '/no/such/dir'", r"USE_TABLE_NOT_FOUND_ERROR.*no Delta table at /no/such/dir"),
+    ],
+)
+def test_bad_optimize_and_vacuum_statements_are_clean_errors_and_change_nothing(spark, db, statement: str, message: str) -> None:
+    root = _delta_table(spark, inserts=2)
+    before = state(root)
+    with refused(message):
+        spark.sql(statement).collect()
+    assert state(root) == before
+
+
 # --- the manual trigger ------------------------------------------------------------------------------
 
 

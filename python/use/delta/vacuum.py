@@ -208,8 +208,9 @@ def vacuum(
                 "if nothing reads older versions",
                 CLI: f"use --retention-hours {default_ms / _HOUR_MS:g} or more, or add --force if nothing reads "
                 "older versions",
-                SQL: f"use retention_hours => {default_ms / _HOUR_MS:g} or more, or add force => true if nothing reads "
-                "older versions",
+                SQL: f"use retention_hours => {default_ms / _HOUR_MS:g} or more (VACUUM: RETAIN {default_ms / _HOUR_MS:g} "
+                "HOURS), or add force => true (VACUUM: SET spark.databricks.delta.retentionDurationCheck.enabled = false) "
+                "if nothing reads older versions",
             },
         )
     paths, sizes, directories, snap = vacuum_candidates(log, retention_ms)

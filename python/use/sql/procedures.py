@@ -181,6 +181,9 @@ def _nothing_selected(result: "OptimizeResult") -> pa.Table:
     return pa.Table.from_pylist([row], schema=ITERATION_METRICS_SCHEMA)
 
 
+#: Delta's session switch for VACUUM's retention check: `false` is `force => true`.
+RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
+
 #: The result columns of `vacuum`: one row per file deleted (or that a dry run would delete).
 VACUUM_SCHEMA = pa.schema([("path", pa.string()), ("bytes", pa.int64()), ("deleted", pa.bool_())])
 
@@ -193,6 +196,8 @@ def _vacuum(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> 
     for key, value in (("dry_run", dry_run), ("force", force)):
         if not isinstance(value, bool):
             raise InvalidArgumentError(f"{key} must be true or false, got {value!r}")
+    # Delta's switch for its VACUUM's check, as Delta users turn it off (also for the VACUUM statement)
+    force = force or str(spark.conf.get(RETENTION_CHECK_CONF, "true")).strip().lower() == "false"
     result = vacuum(log_for(table.root), args.get("retention_hours"), dry_run=dry_run, enforce_retention_check=not force)
     return pa.table(
         {

@@ -7,13 +7,18 @@ import org.apache.spark.sql.catalyst.parser.ParserInterface
 import org.apache.spark.sql.catalyst.expressions.Attribute
 import org.apache.spark.sql.catalyst.plans.logical.{LeafNode, Limit, LogicalPlan}
 
-/** The SQL parser of a session with USE's extension: Spark's own, plus the two forms of Delta's
-  * `DESCRIBE HISTORY` that Spark's grammar cannot read at all (the plain `DESCRIBE HISTORY <table>`
-  * parses, as a column of a table named HISTORY, and `UseAnalysis` turns it into the `history`
-  * insight table):
+/** The SQL parser of a session with USE's extension: Spark's own, plus the Delta statements that
+  * Spark's grammar cannot read at all, each rewritten into the statement that does the same here:
   *  - `DESCRIBE HISTORY <table> LIMIT <n>`: the statement without its LIMIT, under a limit of n rows
-  *    (the newest n commits, as Delta's);
-  *  - `DESCRIBE HISTORY '<path>'` (a table by its location, quoted): read as ``delta.`<path>` ``.
+  *    (the newest n commits, as Delta's; the plain `DESCRIBE HISTORY <table>` parses, as a column of
+  *    a table named HISTORY, and `UseAnalysis` turns it into the `history` insight table);
+  *  - `DESCRIBE HISTORY '<path>'` (a table by its location, quoted): read as ``delta.`<path>` ``;
+  *  - `OPTIMIZE <table> [ZORDER BY (<col>, ...)]`: `CALL use_catalog.system.optimize(table => ...,
+  *    zorder_by => ...)` (the table's optimization; with ZORDER BY, Delta's Z-order clustering);
+  *  - `VACUUM <table> [FULL] [RETAIN <n> HOURS] [DRY RUN]`: `CALL use_catalog.system.vacuum(table
+  *    => ..., retention_hours => n, dry_run => true)`.
+  * Their forms USE does not have (OPTIMIZE's WHERE, VACUUM LITE) and bad values are refused with
+  * one clear error each; `<table>` is a name or a path as the procedures take it (also quoted).
   *
   * Why a proxy rather than a class: `ParserInterface` gains abstract methods across Spark versions
   * (4.3 adds `splitStatements`, of a type 4.1 does not have), so no one class compiles against
@@ -23,6 +28,10 @@ object UseParser {
   /** `DESC[RIBE] HISTORY <name> [LIMIT <x>]`, case-insensitive, over the whole statement. */
   private val History = """(?is)\s*(desc|describe)\s+history\s+(.+?)(?:\s+limit\s+(\S+?))?\s*;?\s*""".r
   private val Quoted = """(?s)'(.*)'|"(.*)"""".r
+  /** `OPTIMIZE <table> [WHERE <predicate>] [ZORDER BY <columns>]`. */
+  private val Optimize = """(?is)\s*optimize\s+(.+?)(?:\s+where\s+(.+?))?(?:\s+zorder\s+by\s+(.+?))?\s*;?\s*""".r
+  /** `VACUUM <table> [LITE|FULL] [RETAIN <x> HOURS] [DRY RUN]`. */
+  private val Vacuum = """(?is)\s*vacuum\s+(.+?)(?:\s+(lite|full))?(?:\s+retain\s+(\S+)\s+hours)?(\s+dry\s+run)?\s*;?\s*""".r
 
   def wrap(delegate: ParserInterface): ParserInterface =
     Proxy.newProxyInstance(classOf[ParserInterface].getClassLoader, Array[Class[_]](classOf[ParserInterface]), new Handler(delegate))
@@ -38,14 +47,48 @@ object UseParser {
       }
       if (limit == null && table == name.trim) None
       else Some((s"$verb HISTORY $table", Option(limit).map(limitOf)))
+    case Optimize(table, where, zorder) =>
+      if (where != null) refuse(
+        "OPTIMIZE ... WHERE (a partition predicate) is not supported yet: optimize the whole table (OPTIMIZE <table>), " +
+          "or rewrite chosen files with CALL use_catalog.system.optimize(table => '<table>', files => array('<path in the log>', ...))")
+      val args = Seq(s"table => ${literal(tableText(table))}") ++ Option(zorder).map(z => s"zorder_by => ${literal(zorderColumns(z))}")
+      Some((s"CALL use_catalog.system.optimize(${args.mkString(", ")})", None))
+    case Vacuum(table, mode, retain, dryRun) =>
+      if (mode != null && mode.equalsIgnoreCase("lite")) refuse(
+        "VACUUM ... LITE is not supported: VACUUM lists the table's directory (FULL, the default); drop LITE")
+      val hours = Option(retain).map { raw =>
+        scala.util.Try(raw.toDouble).toOption.filter(h => h >= 0 && !h.isInfinite).getOrElse(refuse(
+          s"VACUUM ... RETAIN takes a number of hours (0 or more), got '$raw'; e.g. VACUUM db.t RETAIN 168 HOURS"))
+      }
+      val args = Seq(s"table => ${literal(tableText(table))}") ++ hours.map(h => s"retention_hours => $h") ++
+        Option(dryRun).map(_ => "dry_run => true")
+      Some((s"CALL use_catalog.system.vacuum(${args.mkString(", ")})", None))
     case _ => None
   }
 
-  private def limitOf(raw: String): Int = scala.util.Try(raw.toInt).toOption.filter(_ >= 0).getOrElse {
-    throw new UseException(
-      s"DESCRIBE HISTORY ... LIMIT takes the number of newest commits to show (an integer of 0 or more), got '$raw'; " +
-        "e.g. DESCRIBE HISTORY db.t LIMIT 5", UseException.Kinds.InvalidArgument)
+  private def refuse(message: String): Nothing = throw new UseException(message, UseException.Kinds.InvalidArgument)
+
+  /** The table as the procedures' `table` argument takes it: a quoted path unquoted, a name as written. */
+  private def tableText(raw: String): String = raw.trim match {
+    case Quoted(single, double) => Option(single).getOrElse(double)
+    case other => other
   }
+
+  /** A Spark SQL string literal of `text` (backslashes and quotes escaped). */
+  private def literal(text: String): String = "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+  /** `(a, `b c`)` or `a, b` -> `a,b c`: the procedure's `zorder_by`. */
+  private def zorderColumns(raw: String): String = {
+    val inner = raw.trim.stripPrefix("(").stripSuffix(")")
+    val names = inner.split(",").map(_.trim.stripPrefix("`").stripSuffix("`")).toSeq
+    if (names.isEmpty || names.exists(_.isEmpty)) refuse(
+      s"OPTIMIZE ... ZORDER BY takes a list of columns, e.g. ZORDER BY (a, b), got '${raw.trim}'")
+    names.mkString(",")
+  }
+
+  private def limitOf(raw: String): Int = scala.util.Try(raw.toInt).toOption.filter(_ >= 0).getOrElse(refuse(
+    s"DESCRIBE HISTORY ... LIMIT takes the number of newest commits to show (an integer of 0 or more), got '$raw'; " +
+      "e.g. DESCRIBE HISTORY db.t LIMIT 5"))
 
   /** A statement refused as it was parsed (a bad LIMIT): its error is raised by `UseAnalysis`, as
     * a parser may only throw Spark's ParseException (the proxy turns any other into an
