@@ -1,4 +1,4 @@
--- use_catalog's per-table insight tables (issue 12): history, files, cubes, revisions, layout and
+-- use_catalog's per-table insight tables (issue 12): history, detail, files, cubes, revisions, layout and
 -- plan of a Qbeast table and a partitioned Delta table. Volatile columns (file names, times,
 -- bytes) are left out; the data is deterministic, so is the index.
 CREATE TABLE q (id INT, x DOUBLE) USING qbeast OPTIONS ('columnsToIndex'='id,x', 'cubeSize'='100');
@@ -35,6 +35,13 @@ SELECT partition_values['p'] AS p, count(*) AS files, sum(records) AS records, m
 FROM use_catalog.spark_catalog.golden_insights_tables.d.files GROUP BY partition_values['p'] ORDER BY p;
 
 SELECT count(*) AS cubes FROM use_catalog.spark_catalog.golden_insights_tables.d.cubes;
+
+SELECT format, version, num_files, partition_columns, clustering_columns, min_reader_version, min_writer_version
+FROM use_catalog.spark_catalog.golden_insights_tables.d.detail;
+
+-- Delta's DESCRIBE DETAIL reads the same insight (ids and times differ per run)
+-- golden: columns only
+DESCRIBE DETAIL golden_insights_tables.q;
 
 SELECT revision_id, num_files, rows, small_files FROM use_catalog.spark_catalog.golden_insights_tables.d.layout;
 

@@ -125,6 +125,31 @@ def test_optimizations_are_the_events_with_their_commit_version() -> None:
         insights.optimizations([bad])
 
 
+def test_detail_describes_a_table_written_by_delta_rs_as_describe_detail_does(tmp_path) -> None:
+    import os
+
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    root = str(tmp_path / "t")
+    first = pa.table({"a": [1, 2, 3], "p": ["x", "y", "x"]})
+    write_deltalake(root, first, partition_by=["p"], name="events", description="the events",
+                    configuration={"delta.appendOnly": "true"})  # fmt: skip
+    write_deltalake(root, pa.table({"a": [4], "p": ["y"]}), mode="append")
+    (row,) = insights.for_path(root, "detail").to_pylist()
+    table = DeltaTable(root)
+    assert _pick(row, "format", "name", "description", "location", "version") == ("delta", "events", "the events", root, 1)
+    assert row["id"] == table.metadata().id and row["partition_columns"] == ["p"] and row["clustering_columns"] == []
+    assert row["num_files"] == len(table.file_uris()) == 3
+    assert row["size_in_bytes"] == sum(os.path.getsize(u.removeprefix("file://")) for u in table.file_uris())
+    assert ("delta.appendOnly", "true") in row["properties"]
+    protocol = table.protocol()
+    assert (row["min_reader_version"], row["min_writer_version"]) == (protocol.min_reader_version, protocol.min_writer_version)
+    assert row["table_features"] == sorted(set(protocol.reader_features or []) | set(protocol.writer_features or []))
+    assert row["created_at"] <= row["last_modified"] and row["last_modified"].tzinfo is not None
+    assert insights.for_path(root, "detail").schema == insights.schema("detail")
+
+
 def test_plan_is_the_planners_next_plan() -> None:
     snap = fragmented()
     t = insights.plan(snap)
@@ -159,7 +184,7 @@ def test_empty_tables_have_the_declared_schemas() -> None:
 
 
 def test_unknown_insight_names_list_the_valid_ones(tmp_path) -> None:
-    with pytest.raises(InvalidArgumentError, match="optimizations, history, files, cubes, revisions, layout, plan"):
+    with pytest.raises(InvalidArgumentError, match="optimizations, history, detail, files, cubes, revisions, layout, plan"):
         insights.for_path(str(tmp_path), "nope")
     with pytest.raises(InvalidArgumentError, match="unknown insight table"):
         insights.schema("Files")

@@ -15,7 +15,7 @@ from sql_support import location, refused, state
 
 from use.optimize.events import EVENT_TAG
 
-INSIGHTS = ("optimizations", "history", "files", "cubes", "revisions", "layout", "plan")
+INSIGHTS = ("optimizations", "history", "detail", "files", "cubes", "revisions", "layout", "plan")
 
 
 def qbeast_table(spark, name: str, rows: int = 400, writes: int = 1) -> str:
@@ -65,7 +65,7 @@ def test_events_from_sql_equal_the_events_in_the_log(spark, db) -> None:
     assert [r[0] for r in history] == [e["version"] for e in expected]
 
 
-def test_describe_history_reads_the_history_insight_newest_first(spark, db) -> None:
+def test_describe_history_and_detail_read_the_insights(spark, db) -> None:
     """Delta users type DESCRIBE HISTORY; without Delta's parser Spark read it as a column of a table
     named HISTORY ("table HISTORY cannot be found")."""
     root = qbeast_table(spark, "t", rows=50, writes=2)
@@ -91,9 +91,18 @@ def test_describe_history_reads_the_history_insight_newest_first(spark, db) -> N
         spark.sql("DESCRIBE HISTORY spark_catalog.nosuchdb.nosuch").collect()
     with refused("TABLE_OR_VIEW_NOT_FOUND.*nosuch"):
         spark.sql("DESCRIBE HISTORY spark_catalog.nosuchdb.nosuch LIMIT 3").collect()
-    # a table really named history keeps DESCRIBE's own meaning (a column of it)
+    # DESCRIBE DETAIL: the `detail` insight, one row
+    for statement in (f"DESCRIBE DETAIL {db}.t", f"desc detail '{root}'", f"DESCRIBE DETAIL delta.`{root}`"):
+        (detail,) = spark.sql(statement).collect()
+        assert (detail["format"], detail["version"], detail["location"]) == ("qbeast", 2, root), statement
+        assert detail["num_files"] >= 1 and detail["size_in_bytes"] > 0 and "qbeast.revision.1" in detail["properties"]
+    with refused("TABLE_OR_VIEW_NOT_FOUND.*nosuch"):
+        spark.sql("DESCRIBE DETAIL nosuch").collect()
+    # a table really named history (or detail) keeps DESCRIBE's own meaning (a column of it)
     spark.sql("CREATE TABLE history (id INT) USING delta")
     assert spark.sql("DESCRIBE history id").collect()[0][0] == "col_name"
+    spark.sql("CREATE TABLE detail (id INT) USING delta")
+    assert spark.sql("DESCRIBE detail id").collect()[0][0] == "col_name"
 
 
 def test_every_insight_table_reads_and_has_the_python_api_schema(spark, db) -> None:
@@ -209,7 +218,7 @@ def test_metastore_summary_and_service_status_show_the_running_service(spark, db
 @pytest.mark.parametrize(
     "name, message",
     [
-        ("{db}.t.nope", "the valid names are optimizations, history, files, cubes, revisions, layout, plan"),
+        ("{db}.t.nope", "the valid names are optimizations, history, detail, files, cubes, revisions, layout, plan"),
         ("{db}.missing.files", "there is no table spark_catalog.{db}.missing"),
         ("system_lake_tables_x.t.files", "TABLE_OR_VIEW_NOT_FOUND"),
     ],

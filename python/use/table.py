@@ -60,7 +60,7 @@ class Insights:
     _path: str
 
     def insight(self, name: str, **options: Any) -> "pa.Table":
-        """The insight table `name` (optimizations, history, files, cubes, revisions, layout, plan;
+        """The insight table `name` (optimizations, history, detail, files, cubes, revisions, layout, plan;
         see `use.insights`) of the latest snapshot, as a `pyarrow.Table` (no Spark job). The
         session's `spark.qbeast.use.optimization.*` defaults count for `layout` and `plan`, as they
         do for `optimize()`; `plan` also takes `revision_id`. The same rows as SQL's

@@ -10,6 +10,7 @@ with `TableFacts.load` and computes the table.
 Per-table insights (`TABLE_INSIGHTS`):
     optimizations  one row per OptimizationEvent (the seed's fields) + its commit version
     history        one row per commit (DESCRIBE HISTORY), with is_optimization
+    detail         one row: format, location, files, size, properties, protocol (DESCRIBE DETAIL)
     files          one row per live file: size, records, revision, level, blocks, cubes, weights
     cubes          one row per cube of every indexed revision: counts, fill, weights, files
     revisions      one row per revision: columns, transformations, cube size, files, rows
@@ -42,11 +43,13 @@ from use.insights.lake import (
 from use.insights.planning import PLAN_SCHEMA, plan
 from use.insights.tables import (
     CUBES_SCHEMA,
+    DETAIL_SCHEMA,
     FILES_SCHEMA,
     HISTORY_SCHEMA,
     OPTIMIZATIONS_SCHEMA,
     REVISIONS_SCHEMA,
     cubes,
+    detail,
     files,
     history,
     optimizations,
@@ -55,6 +58,7 @@ from use.insights.tables import (
 
 __all__ = [
     "CUBES_SCHEMA",
+    "DETAIL_SCHEMA",
     "FILES_SCHEMA",
     "HISTORY_SCHEMA",
     "LAKE_INSIGHTS",
@@ -72,6 +76,7 @@ __all__ = [
     "TableIdentity",
     "check",
     "cubes",
+    "detail",
     "files",
     "for_path",
     "health_score",
@@ -129,6 +134,7 @@ TABLE_INSIGHTS: Mapping[str, Insight] = {
     for i in (
         Insight("optimizations", OPTIMIZATIONS_SCHEMA, lambda f, **_: optimizations(f.history), "one row per optimization event"),
         Insight("history", HISTORY_SCHEMA, lambda f, **_: history(f.history), "one row per commit"),
+        Insight("detail", DETAIL_SCHEMA, lambda f, **_: detail(f.snapshot, f.location), "the table: format, files, size, properties, protocol"),
         Insight("files", FILES_SCHEMA, lambda f, **_: files(f.qsnap), "one row per live data file"),
         Insight("cubes", CUBES_SCHEMA, lambda f, **_: cubes(f.qsnap), "one row per cube of each indexed revision"),
         Insight("revisions", REVISIONS_SCHEMA, lambda f, **_: revisions(f.qsnap), "one row per revision"),

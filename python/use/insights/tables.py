@@ -37,11 +37,13 @@ STRING_MAP = pa.map_(pa.string(), pa.string())
 
 __all__ = [
     "CUBES_SCHEMA",
+    "DETAIL_SCHEMA",
     "FILES_SCHEMA",
     "HISTORY_SCHEMA",
     "OPTIMIZATIONS_SCHEMA",
     "REVISIONS_SCHEMA",
     "cubes",
+    "detail",
     "files",
     "history",
     "optimizations",
@@ -60,6 +62,27 @@ HISTORY_SCHEMA = pa.schema(
         ("read_version", pa.int64()),
         ("isolation_level", pa.string()),
         ("is_blind_append", pa.bool_()),
+    ]
+)
+
+DETAIL_SCHEMA = pa.schema(
+    [
+        ("format", pa.string()),
+        ("id", pa.string()),
+        ("name", pa.string()),
+        ("description", pa.string()),
+        ("location", pa.string()),
+        ("created_at", TIMESTAMP),
+        ("last_modified", TIMESTAMP),
+        ("version", pa.int64()),
+        ("partition_columns", pa.list_(pa.string())),
+        ("clustering_columns", pa.list_(pa.string())),
+        ("num_files", pa.int64()),
+        ("size_in_bytes", pa.int64()),
+        ("properties", STRING_MAP),
+        ("min_reader_version", pa.int64()),
+        ("min_writer_version", pa.int64()),
+        ("table_features", pa.list_(pa.string())),
     ]
 )
 
@@ -227,6 +250,51 @@ def optimizations(history_entries: Iterable[Any]) -> pa.Table:
     """
     entries = sorted(history_entries, key=lambda e: int(e.version))
     return events_from_history(entries)
+
+
+def detail(snapshot: Any, location: str) -> pa.Table:
+    """`<table>.detail`: one row describing the table as of `snapshot` (a `use.delta.Snapshot`), as
+    Delta's DESCRIBE DETAIL does, in this module's names: `format` is qbeast for a table with an
+    index revision, else delta; `name`/`description` are the log's metaData fields (null unless a
+    writer set them: the metastore name is the catalog's); `clustering_columns` are liquid
+    clustering's (the `delta.clustering` domain), empty otherwise; `table_features` the protocol's
+    reader and writer features (empty for a legacy protocol: its versions say it all)."""
+    from use.qbeast.revision import is_qbeast
+
+    meta, protocol = snapshot.metadata, snapshot.protocol
+    configuration = dict(snapshot.configuration)
+    clustering: list[str] = []
+    raw = snapshot.domain_metadata.get("delta.clustering")
+    if raw:
+        try:
+            columns = json.loads(raw).get("clusteringColumns") or []
+            clustering = [".".join(c) if isinstance(c, list) else str(c) for c in columns]
+        except (ValueError, AttributeError):
+            clustering = []
+    features = sorted(set(protocol.reader_features or ()) | set(protocol.writer_features or ()))
+    row = {
+        "format": "qbeast" if is_qbeast(configuration) else "delta",
+        "id": meta.id,
+        "name": meta.name,
+        "description": meta.description,
+        "location": location,
+        "created_at": meta.created_time,
+        "last_modified": int(snapshot.timestamp),
+        "version": int(snapshot.version),
+        "partition_columns": list(meta.partition_columns),
+        "clustering_columns": clustering,
+        "num_files": int(snapshot.num_files),
+        "size_in_bytes": int(pc.sum(snapshot.files.column("size")).as_py() or 0),
+        "properties": sorted(configuration.items()),
+        "min_reader_version": int(protocol.min_reader_version),
+        "min_writer_version": int(protocol.min_writer_version),
+        "table_features": features,
+    }
+    ms = DETAIL_SCHEMA.set(5, pa.field("created_at", pa.int64())).set(6, pa.field("last_modified", pa.int64()))
+    table = pa.Table.from_pylist([row], schema=ms)
+    for i in (5, 6):
+        table = table.set_column(i, DETAIL_SCHEMA.field(i), timestamps(table.column(i)))
+    return table
 
 
 def history(history_entries: Iterable[Any]) -> pa.Table:

@@ -29,9 +29,9 @@ class UseSparkSessionExtension extends (SparkSessionExtensions => Unit) {
   *  - a dynamic partition overwrite becomes an append whose write replaces the partitions it
   *    writes (Spark's V1 write fallback has no dynamic overwrite of its own);
   *  - DELETE, UPDATE and MERGE fail with one clear "not supported yet";
-  *  - Delta's `DESCRIBE HISTORY <table>` (which Spark's parser, without Delta's, reads as the
-  *    column `<table>` of a table named HISTORY) reads the table's `history` insight table, newest
-  *    commit first as Delta's does.
+  *  - Delta's `DESCRIBE HISTORY <table>` and `DESCRIBE DETAIL <table>` (which Spark's parser,
+  *    without Delta's, reads as the column `<table>` of a table named HISTORY or DETAIL) read the
+  *    table's `history` insight table, newest commit first as Delta's does, and its `detail`.
   */
 class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
 
@@ -56,24 +56,25 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
     relation.copy(output = r.output)
   }
 
-  /** The table name of `DESCRIBE HISTORY <name>` as Spark parses it (the column `<name>` of a
-    * table HISTORY), by field rather than by extractor: the node's arity differs across Spark versions. */
-  private def describeHistoryOf(d: DescribeColumn): Option[Seq[String]] = (d.relation, d.column) match {
-    case (u: UnresolvedTableOrView, a: UnresolvedAttribute)
-        if u.multipartIdentifier.length == 1 && u.multipartIdentifier.head.equalsIgnoreCase("history") && !historyIsATable =>
-      Some(a.nameParts)
+  /** The insight and table name of Delta's `DESCRIBE HISTORY <name>` / `DESCRIBE DETAIL <name>` as
+    * Spark parses them (the column `<name>` of a table HISTORY or DETAIL), by field rather than by
+    * extractor: the node's arity differs across Spark versions. */
+  private def describeInsightOf(d: DescribeColumn): Option[(String, Seq[String])] = (d.relation, d.column) match {
+    case (u: UnresolvedTableOrView, a: UnresolvedAttribute) if u.multipartIdentifier.length == 1 =>
+      val insight = u.multipartIdentifier.head.toLowerCase(java.util.Locale.ROOT)
+      if (UseAnalysis.DescribeInsights.contains(insight) && !isATable(insight)) Some((insight, a.nameParts)) else None
     case _ => None
   }
 
-  /** A table or view really named `history` keeps `DESCRIBE history col` its Spark meaning. */
-  private def historyIsATable: Boolean = {
+  /** A table or view really named `history` (or `detail`) keeps `DESCRIBE history col` its Spark meaning. */
+  private def isATable(name: String): Boolean = {
     val cm = spark.sessionState.catalogManager
-    cm.currentCatalog.name == "spark_catalog" && spark.sessionState.catalog.tableExists(TableIdentifier("history"))
+    cm.currentCatalog.name == "spark_catalog" && spark.sessionState.catalog.tableExists(TableIdentifier(name))
   }
 
-  /** `use_catalog.<catalog>.<namespace>.<table>.history` for the name as DESCRIBE HISTORY wrote it:
+  /** `use_catalog.<catalog>.<namespace>.<table>.<insight>` for the name as DESCRIBE wrote it:
     * `t` and `db.t` in the current catalog, `cat.db.t` as is, ``delta.`/path` `` (or qbeast) by location. */
-  private def historyInsight(parts: Seq[String]): Seq[String] = {
+  private def insightTable(insight: String, parts: Seq[String]): Seq[String] = {
     val cm = spark.sessionState.catalogManager
     val full = parts match {
       case Seq(fmt, path) if (fmt.equalsIgnoreCase("delta") || fmt.equalsIgnoreCase("qbeast")) && path.contains("/") =>
@@ -82,7 +83,14 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
       case _ if parts.length >= 3 && cm.isCatalogRegistered(parts.head) => parts
       case _ => cm.currentCatalog.name +: parts
     }
-    ("use_catalog" +: full) :+ "history"
+    ("use_catalog" +: full) :+ insight
+  }
+
+  /** DESCRIBE HISTORY: the `history` insight newest commit first, as Delta's; DESCRIBE DETAIL: the `detail` insight. */
+  private def describeInsight(insight: String, parts: Seq[String]): LogicalPlan = {
+    val relation = UnresolvedRelation(insightTable(insight, parts))
+    if (insight == "history") Sort(Seq(SortOrder(UnresolvedAttribute(Seq("version")), Descending)), global = true, relation)
+    else relation
   }
 
   override def apply(plan: LogicalPlan): LogicalPlan = {
@@ -94,9 +102,9 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
       case _ =>
     }
     plan.resolveOperatorsUp {
-      case d: DescribeColumn if describeHistoryOf(d).isDefined =>
-        Sort(Seq(SortOrder(UnresolvedAttribute(Seq("version")), Descending)), global = true,
-          UnresolvedRelation(historyInsight(describeHistoryOf(d).get)))
+      case d: DescribeColumn if describeInsightOf(d).isDefined =>
+        val (insight, parts) = describeInsightOf(d).get
+        describeInsight(insight, parts)
       case o: OverwritePartitionsDynamic if o.resolved && isUseTarget(o.table) =>
         AppendData.byName(o.table, o.query, o.writeOptions + (UseAnalysis.DynamicOverwrite -> "true"))
       case r: DataSourceV2Relation if r.table.isInstanceOf[UseTable] => toRelation(r)
@@ -105,6 +113,9 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
 }
 
 object UseAnalysis {
+  /** Delta's DESCRIBE statements read as USE's insight tables of the same name. */
+  val DescribeInsights: Set[String] = Set("history", "detail")
+
   /** Write option marking an append that is a dynamic partition overwrite (see `UseAnalysis`). */
   val DynamicOverwrite = "__use_dynamic_partition_overwrite"
 }

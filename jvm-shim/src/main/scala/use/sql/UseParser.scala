@@ -12,7 +12,8 @@ import org.apache.spark.sql.catalyst.plans.logical.{LeafNode, Limit, LogicalPlan
   *  - `DESCRIBE HISTORY <table> LIMIT <n>`: the statement without its LIMIT, under a limit of n rows
   *    (the newest n commits, as Delta's; the plain `DESCRIBE HISTORY <table>` parses, as a column of
   *    a table named HISTORY, and `UseAnalysis` turns it into the `history` insight table);
-  *  - `DESCRIBE HISTORY '<path>'` (a table by its location, quoted): read as ``delta.`<path>` ``;
+  *  - `DESCRIBE HISTORY '<path>'` and `DESCRIBE DETAIL '<path>'` (a table by its location,
+  *    quoted): read as ``delta.`<path>` ``;
   *  - `OPTIMIZE <table> [ZORDER BY (<col>, ...)]`: `CALL use_catalog.system.optimize(table => ...,
   *    zorder_by => ...)` (the table's optimization; with ZORDER BY, Delta's Z-order clustering);
   *  - `VACUUM <table> [FULL] [RETAIN <n> HOURS] [DRY RUN]`: `CALL use_catalog.system.vacuum(table
@@ -25,8 +26,8 @@ import org.apache.spark.sql.catalyst.plans.logical.{LeafNode, Limit, LogicalPlan
   * both; the proxy implements the interface of whichever Spark loads it and hands every call but
   * the two `parsePlan` forms to Spark's parser unchanged. */
 object UseParser {
-  /** `DESC[RIBE] HISTORY <name> [LIMIT <x>]`, case-insensitive, over the whole statement. */
-  private val History = """(?is)\s*(desc|describe)\s+history\s+(.+?)(?:\s+limit\s+(\S+?))?\s*;?\s*""".r
+  /** `DESC[RIBE] HISTORY|DETAIL <name> [LIMIT <x>]`, case-insensitive, over the whole statement. */
+  private val Describe = """(?is)\s*(desc|describe)\s+(history|detail)\s+(.+?)(?:\s+limit\s+(\S+?))?\s*;?\s*""".r
   private val Quoted = """(?s)'(.*)'|"(.*)"""".r
   /** `OPTIMIZE <table> [WHERE <predicate>] [ZORDER BY <columns>]`. */
   private val Optimize = """(?is)\s*optimize\s+(.+?)(?:\s+where\s+(.+?))?(?:\s+zorder\s+by\s+(.+?))?\s*;?\s*""".r
@@ -40,13 +41,13 @@ object UseParser {
   /** The statement Spark's parser is given instead of `sql`, and the limit to put over its plan;
     * None for every statement but the two forms above. */
   private[sql] def rewrite(sql: String): Option[(String, Option[Int])] = sql match {
-    case History(verb, name, limit) =>
+    case Describe(verb, what, name, limit) =>
       val table = name.trim match {
         case Quoted(single, double) => "delta.`" + Option(single).getOrElse(double).replace("`", "``") + "`"
         case other => other
       }
       if (limit == null && table == name.trim) None
-      else Some((s"$verb HISTORY $table", Option(limit).map(limitOf)))
+      else Some((s"$verb $what $table", Option(limit).map(limitOf)))
     case Optimize(table, where, zorder) =>
       if (where != null) refuse(
         "OPTIMIZE ... WHERE (a partition predicate) is not supported yet: optimize the whole table (OPTIMIZE <table>), " +
