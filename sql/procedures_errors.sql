@@ -45,6 +45,10 @@ VACUUM t RETAIN 1 HOURS;
 
 VACUUM t LITE;
 
+RESTORE TABLE t TO VERSION AS OF 99;
+
+RESTORE t TO TIMESTAMP AS OF now();
+
 -- this connection's own optimization defaults are the procedures' defaults
 SET `spark.qbeast.use.optimization.bytes-per-iter`=-5;
 

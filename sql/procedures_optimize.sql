@@ -42,6 +42,13 @@ CALL use_catalog.system.vacuum(table => 't', retention_hours => 0, dry_run => tr
 
 SELECT count(*) AS n FROM t;
 
+-- Delta's RESTORE: one new commit back to version 1 (one row: versions, files and sizes), then the
+-- table reads as it did
+-- golden: columns only
+RESTORE TABLE t TO VERSION AS OF 1;
+
+SELECT count(*) AS n, sum(a) AS total FROM t;
+
 -- convert a parquet directory by path, then index its staging files
 CREATE TABLE p (x INT, y INT) USING parquet LOCATION '${SCRATCH}/p';
 INSERT INTO p VALUES (1, 2);

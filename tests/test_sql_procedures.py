@@ -228,9 +228,41 @@ def test_delta_s_optimize_and_vacuum_statements_run_the_procedures(spark, db) ->
     assert rows(spark, "SELECT count(*) FROM t") == [(8,)] and _live_files(root) == 1
 
 
+def test_restore_statement_and_procedure_bring_a_qbeast_table_back(spark, db) -> None:
+    """RESTORE of a Qbeast table after an optimization: the files of the version come back with
+    their blocks and the revisions they name, and the table reads and optimizes as before."""
+    from use.delta import DeltaLog
+    from use.qbeast.snapshot import QbeastSnapshot
+
+    root = _qbeast_table(spark)  # versions 0 (create) .. 4 (the fourth insert)
+    spark.sql(f"CALL {OPT}('q')").collect()
+    log = DeltaLog.for_path(root)
+    optimized = log.snapshot().version
+    expected = rows(spark, "SELECT x, y FROM q VERSION AS OF 2 ORDER BY x, y")
+    (row,) = spark.sql("RESTORE TABLE q TO VERSION AS OF 2").collect()
+    assert (row["restored_version"], row["version"]) == (2, optimized + 1) and row["num_restored_files"] > 0
+    assert rows(spark, "SELECT x, y FROM q ORDER BY x, y") == expected
+    now, then = (QbeastSnapshot.from_delta(s) for s in (log.snapshot(), log.snapshot(version=2)))
+    blocks = [dict(zip(q.files.column("path").to_pylist(), q.files.column("tags").to_pylist())) for q in (now, then)]
+    assert now.revisions == then.revisions and blocks[0] == blocks[1]
+    assert rows(spark, "SELECT count(*) FROM q TABLESAMPLE (10 PERCENT)")[0][0] < 240  # the index prunes again
+    (back,) = spark.sql(f"CALL use_catalog.system.restore(table => 'q', version => {optimized})").collect()
+    assert back["version"] == optimized + 2 and rows(spark, "SELECT count(*) FROM q") == [(480,)]
+    (same,) = spark.sql(f"restore q version as of {optimized} ;").collect()  # already there: nothing committed
+    assert same["version"] is None
+    at = spark.sql("SELECT timestamp FROM use_catalog.spark_catalog.{}.q.history WHERE version = 1".format(db)).first()[0]
+    (by_time,) = spark.sql(f"RESTORE q TO TIMESTAMP AS OF '{at.strftime('%Y-%m-%d %H:%M:%S.%f')}'").collect()
+    assert by_time["restored_version"] == 1 and rows(spark, "SELECT count(*) FROM q") == [(120,)]
+
+
 @pytest.mark.parametrize(
     ("statement", "message"),
     [
+        ("RESTORE TABLE t TO VERSION AS OF -1", r"RESTORE ... VERSION AS OF takes a table version .*got '-1'"),
+        ("RESTORE t TO VERSION AS OF 99", r"99"),
+        ("RESTORE t TO TIMESTAMP AS OF current_timestamp()", r"TIMESTAMP AS OF takes a quoted time"),
+        ("RESTORE no_such_table TO VERSION AS OF 0", r"USE_TABLE_NOT_FOUND_ERROR"),
+        ("CALL use_catalog.system.restore(table => 't')", r"exactly one of version"),
         ("OPTIMIZE t WHERE a = 1", r"USE_INVALID_ARGUMENT_ERROR.*OPTIMIZE ... WHERE .* is not supported yet: optimize the whole table"),
         ("OPTIMIZE t ZORDER BY ()", r"ZORDER BY takes a list of columns, e.g. ZORDER BY \(a, b\), got '\(\)'"),
         ("OPTIMIZE t ZORDER BY (a, nope)", r"nope"),
@@ -310,7 +342,7 @@ def test_manual_trigger_refuses_bad_settings_and_other_changes(spark, db) -> Non
         (f"CALL {OPT}(table => 't', revision_id => 7)", r"revision"),
         (f"CALL {OPT}(table => 't', no_such_argument => 1)", r"no_such_argument"),
         (f"CALL {OPT}()", r"table"),
-        ("CALL use_catalog.system.no_such_procedure('t')", r"the procedures are use_catalog\.system\.convert_to_qbeast, use_catalog\.system\.optimize, use_catalog\.system\.vacuum"),
+        ("CALL use_catalog.system.no_such_procedure('t')", r"the procedures are use_catalog\.system\.convert_to_qbeast, use_catalog\.system\.optimize, use_catalog\.system\.restore, use_catalog\.system\.vacuum"),
         ("CALL use_catalog.system.vacuum(table => 't', retention_hours => -1, force => true)", r"retention"),
         ("CALL use_catalog.system.convert_to_qbeast(table => 't', columns_to_index => 'no_such_column')", r"no_such_column"),
     ],

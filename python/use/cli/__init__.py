@@ -15,7 +15,7 @@ from typing import Sequence
 from use.errors import CLI, UseError
 
 # Subcommand modules, in the order `use --help` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("demo", "optimize", "vacuum", "history", "properties", "serve")
+SUBCOMMANDS: tuple[str, ...] = ("demo", "optimize", "vacuum", "restore", "history", "properties", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

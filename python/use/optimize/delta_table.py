@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from use.delta.log import DeltaLog
     from use.delta.snapshot import Snapshot
+    from use.delta.restore import RestoreResult
     from use.delta.vacuum import VacuumResult
     from use.optimize.executor import IterationMetrics
     from use.optimize.loop import OptimizeResult, StopLike
@@ -146,6 +147,13 @@ class TableSurface:
         from use.delta.vacuum import vacuum
 
         return vacuum(self.log, retention_hours, dry_run=dry_run, enforce_retention_check=enforce_retention_check)
+
+    def restore(self, version: int | None = None, *, timestamp: Any = None) -> "RestoreResult":
+        """Bring the table back to `version`, or to the version current at `timestamp`, in one new
+        commit (Delta RESTORE): the history stays, and the restore is undone by another restore."""
+        from use.delta.restore import restore
+
+        return restore(self.log, version, timestamp)
 
 
 @dataclass(frozen=True)

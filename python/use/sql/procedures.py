@@ -235,6 +235,35 @@ def _convert(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) ->
     )  # fmt: skip
 
 
+#: The result of `restore`: one row, Delta's RESTORE columns plus the versions.
+RESTORE_SCHEMA = pa.schema(
+    [
+        ("restored_version", pa.int64()),
+        ("version", pa.int64()),
+        ("table_size_after_restore", pa.int64()),
+        ("num_of_files_after_restore", pa.int64()),
+        ("num_removed_files", pa.int64()),
+        ("num_restored_files", pa.int64()),
+        ("removed_files_size", pa.int64()),
+        ("restored_files_size", pa.int64()),
+    ]
+)
+
+
+def _restore(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
+    from use.delta.restore import restore
+    from use.sql.tables import log_for
+
+    r = restore(log_for(table.root), args.get("version"), args.get("timestamp"))
+    return pa.Table.from_pylist(
+        [{"restored_version": r.restored_version, "version": r.version, "table_size_after_restore": r.size,
+          "num_of_files_after_restore": r.num_files, "num_removed_files": r.num_removed_files,
+          "num_restored_files": r.num_restored_files, "removed_files_size": r.removed_files_size,
+          "restored_files_size": r.restored_files_size}],
+        schema=RESTORE_SCHEMA,
+    )  # fmt: skip
+
+
 PROCEDURES: Mapping[str, Procedure] = {
     p.name: p
     for p in (
@@ -266,6 +295,16 @@ PROCEDURES: Mapping[str, Procedure] = {
                 Parameter("force", "boolean", "false", "allow a retention below the table's safety threshold"),
             ),
             _vacuum,
+        ),
+        Procedure(
+            "restore",
+            "Bring a Delta/Qbeast table back to an earlier version in one new commit (Delta RESTORE): one row",
+            (
+                _table_param("restore"),
+                Parameter("version", "bigint", "NULL", "the version to restore (or give timestamp)"),
+                Parameter("timestamp", "string", "NULL", "restore the version current at this time, e.g. '2025-01-01 00:00:00' (UTC)"),
+            ),
+            _restore,
         ),
         Procedure(
             "convert_to_qbeast",

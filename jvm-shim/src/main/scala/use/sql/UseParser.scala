@@ -17,7 +17,9 @@ import org.apache.spark.sql.catalyst.plans.logical.{LeafNode, Limit, LogicalPlan
   *  - `OPTIMIZE <table> [ZORDER BY (<col>, ...)]`: `CALL use_catalog.system.optimize(table => ...,
   *    zorder_by => ...)` (the table's optimization; with ZORDER BY, Delta's Z-order clustering);
   *  - `VACUUM <table> [FULL] [RETAIN <n> HOURS] [DRY RUN]`: `CALL use_catalog.system.vacuum(table
-  *    => ..., retention_hours => n, dry_run => true)`.
+  *    => ..., retention_hours => n, dry_run => true)`;
+  *  - `RESTORE [TABLE] <table> [TO] VERSION AS OF <n>` (or `TIMESTAMP AS OF '<time>'`): `CALL
+  *    use_catalog.system.restore(table => ..., version => n)` (or `timestamp => ...`).
   * Their forms USE does not have (OPTIMIZE's WHERE, VACUUM LITE) and bad values are refused with
   * one clear error each; `<table>` is a name or a path as the procedures take it (also quoted).
   *
@@ -31,6 +33,8 @@ object UseParser {
   private val Quoted = """(?s)'(.*)'|"(.*)"""".r
   /** `OPTIMIZE <table> [WHERE <predicate>] [ZORDER BY <columns>]`. */
   private val Optimize = """(?is)\s*optimize\s+(.+?)(?:\s+where\s+(.+?))?(?:\s+zorder\s+by\s+(.+?))?\s*;?\s*""".r
+  /** `RESTORE [TABLE] <table> [TO] VERSION|TIMESTAMP AS OF <x>`. */
+  private val Restore = """(?is)\s*restore\s+(?:table\s+)?(.+?)\s+(?:to\s+)?(version|timestamp)\s+as\s+of\s+(.+?)\s*;?\s*""".r
   /** `VACUUM <table> [LITE|FULL] [RETAIN <x> HOURS] [DRY RUN]`. */
   private val Vacuum = """(?is)\s*vacuum\s+(.+?)(?:\s+(lite|full))?(?:\s+retain\s+(\S+)\s+hours)?(\s+dry\s+run)?\s*;?\s*""".r
 
@@ -64,6 +68,17 @@ object UseParser {
       val args = Seq(s"table => ${literal(tableText(table))}") ++ hours.map(h => s"retention_hours => $h") ++
         Option(dryRun).map(_ => "dry_run => true")
       Some((s"CALL use_catalog.system.vacuum(${args.mkString(", ")})", None))
+    case Restore(table, kind, at) =>
+      val target = if (kind.equalsIgnoreCase("version")) {
+        val v = scala.util.Try(at.trim.toLong).toOption.filter(_ >= 0).getOrElse(refuse(
+          s"RESTORE ... VERSION AS OF takes a table version (an integer of 0 or more), got '${at.trim}'; e.g. RESTORE TABLE db.t TO VERSION AS OF 3"))
+        s"version => $v"
+      } else at.trim match {
+        case Quoted(single, double) => s"timestamp => ${literal(Option(single).getOrElse(double))}"
+        case other => refuse(
+          s"RESTORE ... TIMESTAMP AS OF takes a quoted time, e.g. TIMESTAMP AS OF '2025-01-01 00:00:00' (UTC), got '$other'")
+      }
+      Some((s"CALL use_catalog.system.restore(table => ${literal(tableText(table))}, $target)", None))
     case _ => None
   }
 
