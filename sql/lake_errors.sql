@@ -41,7 +41,7 @@ ALTER TABLE t SET TBLPROPERTIES ('use.optimization.bytes-per-iter' = '-1');
 
 ALTER TABLE t SET TBLPROPERTIES ('qbeast.columnsToIndex' = 'id');
 
-ALTER TABLE t ADD COLUMNS (extra INT);
+ALTER TABLE t DROP COLUMN name;
 
 INSERT INTO t VERSION AS OF 0 VALUES (3, 'c');
 

@@ -124,6 +124,77 @@ def test_qbeast_table_create_insert_and_register(spark, db, tmp_path) -> None:
     assert rows(spark, "SELECT count(*) FROM r") == [(300,)]
 
 
+@pytest.mark.parametrize("provider", ["delta", "qbeast"])
+def test_add_columns_and_column_comments_are_one_metadata_commit_each(spark, db, provider) -> None:
+    """ADD COLUMNS (FIRST/AFTER, into a struct) and ALTER COLUMN ... COMMENT: the rows already
+    written read NULL for the new column (no file is skipped on it), delta-rs reads the same."""
+    from deltalake import DeltaTable as RsTable
+
+    options = " OPTIONS ('columnsToIndex'='id,x', 'cubeSize'='50')" if provider == "qbeast" else ""
+    spark.sql(f"CREATE TABLE t (id INT, x DOUBLE, s STRUCT<a: INT>) USING {provider}{options}")
+    spark.sql("INSERT INTO t SELECT CAST(id AS INT), id / 2.0, named_struct('a', CAST(id AS INT)) FROM range(100)")
+    root = location(spark, "t")
+    version = RsTable(root).version()
+    spark.sql("ALTER TABLE t ADD COLUMNS (z STRING COMMENT 'zed', w INT FIRST, s.b STRING)")
+    assert RsTable(root).version() == version + 1
+    (added,) = [a["commitInfo"] for a in commit_actions(root, version + 1) if "commitInfo" in a]
+    assert added["operation"] == "ADD COLUMNS" and '"name":"z"' in added["operationParameters"]["columns"]
+    spark.sql("ALTER TABLE t ALTER COLUMN x COMMENT 'the x'")
+    described = {r[0]: (r[1], r[2]) for r in spark.sql("DESCRIBE TABLE t").collect()}
+    assert described["x"] == ("double", "the x") and described["z"] == ("string", "zed")
+    assert [r[0] for r in spark.sql("DESCRIBE TABLE t").collect()][:5] == ["w", "id", "x", "s", "z"]
+    spark.sql("INSERT INTO t SELECT 7, 1000, 0.5, named_struct('a', 1, 'b', 'bee'), 'new'")
+    assert rows(spark, "SELECT count(*) FROM t WHERE z IS NULL AND w IS NULL AND s.b IS NULL") == [(100,)]
+    assert rows(spark, "SELECT id, w, z, s.b FROM t WHERE z = 'new'") == [(1000, 7, "new", "bee")]
+    back = RsTable(root).to_pyarrow_table()
+    assert back.schema.names == ["w", "id", "x", "s", "z"] and back.column("z").null_count == 100
+    if provider == "qbeast":
+        assert rows(spark, "SELECT count(*) FROM t TABLESAMPLE (50 PERCENT)")[0][0] > 0
+
+
+def test_column_changes_that_need_a_rewrite_or_mapping_are_refused_and_change_nothing(spark, db, tmp_path) -> None:
+    from test_delta_column_mapping import make_table
+
+    spark.sql("CREATE TABLE t (id INT, name STRING) USING delta")
+    spark.sql("INSERT INTO t VALUES (1, 'a')")
+    root = location(spark, "t")
+    before = state(root)
+    for statement, message in [
+        ("ALTER TABLE t ADD COLUMNS (n INT NOT NULL)", r"USE_INVALID_ARGUMENT_ERROR.*column n is NOT NULL.*add it without NOT NULL"),
+        ("ALTER TABLE t ADD COLUMNS (d INT DEFAULT 3)", r"USE_NOT_SUPPORTED_ERROR.*DEFAULT"),
+        ("ALTER TABLE t RENAME COLUMN name TO label", r"USE_NOT_SUPPORTED_ERROR.*RENAME COLUMN .*column mapping"),
+        ("ALTER TABLE t DROP COLUMN name", r"USE_NOT_SUPPORTED_ERROR.*DROP COLUMN .*CREATE OR REPLACE TABLE"),
+        ("ALTER TABLE t ALTER COLUMN id TYPE BIGINT", r"USE_NOT_SUPPORTED_ERROR.*TYPE .*CAST"),
+        ("ALTER TABLE t ADD COLUMNS (id INT)", r"FIELD_ALREADY_EXISTS"),
+        ("ALTER TABLE t ADD COLUMNS (ntz TIMESTAMP_NTZ)", r"USE_UNSUPPORTED_FEATURE_ERROR.*table feature"),
+    ]:
+        with refused(message):
+            spark.sql(statement)
+        assert state(root) == before, statement
+    # a schema computed from a version whose metadata changed since is a conflict, not a lost change
+    import json
+
+    from use.errors import MetadataChangedError
+    from use.sql.tables import alter_schema
+
+    read = len(before[0]) - 1
+    spark.sql("ALTER TABLE t SET TBLPROPERTIES ('owner.team'='lake')")
+    schema = json.loads(next(a["metaData"]["schemaString"] for a in commit_actions(root, 0) if "metaData" in a))
+    schema["fields"].append({"name": "z", "type": "integer", "nullable": True, "metadata": {}})
+    changed = state(root)
+    with pytest.raises(MetadataChangedError):
+        alter_schema(spark, {"table": {"location": root, "provider": "delta"}, "schema": json.dumps(schema), "readVersion": read,
+                             "added": ["z"]}, [])  # fmt: skip
+    assert state(root) == changed
+    mapped = str(tmp_path / "cm")
+    make_table(mapped)
+    spark.sql(f"CREATE TABLE cm USING delta LOCATION '{mapped}'")
+    before = state(mapped)
+    with refused(r"USE_UNSUPPORTED_FEATURE_ERROR.*column mapping"):
+        spark.sql("ALTER TABLE cm ADD COLUMNS (z INT)")
+    assert state(mapped) == before
+
+
 def test_ctas_and_create_or_replace_keep_one_commit_each(spark, db) -> None:
     spark.sql("CREATE TABLE d USING delta PARTITIONED BY (p) AS SELECT id, id % 3 AS p FROM range(30)")
     root = location(spark, "d")

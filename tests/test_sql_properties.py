@@ -68,7 +68,7 @@ def test_bad_values_are_refused_and_nothing_changes(spark, db) -> None:
     with refused("USE_CONFIG_ERROR.*delta.appendOnyl"):
         spark.sql("ALTER TABLE q SET TBLPROPERTIES ('delta.appendOnyl'='true')")
     with refused("USE_NOT_SUPPORTED_ERROR"):
-        spark.sql("ALTER TABLE q ADD COLUMNS (z INT)")
+        spark.sql("ALTER TABLE q RENAME COLUMN x TO y")
     assert state(root) == before
     assert "use.optimization.bytes-per-iter" not in _props(spark, "q")
 

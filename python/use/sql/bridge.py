@@ -40,6 +40,7 @@ def _methods() -> dict[str, Method]:
         "stage": tables.stage,
         "commitStaged": tables.commit_staged,
         "alterProperties": tables.alter_properties,
+        "alterSchema": tables.alter_schema,
         "truncate": tables.truncate,
         "planScans": scan.plan_scans,
         "write": write.write,

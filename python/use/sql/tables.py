@@ -30,6 +30,7 @@ from use.errors import (
     SchemaMismatchError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    UnsupportedFeatureError,
 )
 from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY, is_qbeast
 
@@ -446,6 +447,49 @@ def alter_properties(spark: SparkSession, req: dict[str, Any], args: list[Any]) 
         to_unset = [k for k in to_unset if k != "comment"]
     if to_set or to_unset:
         alter(snap.table_root, to_set, to_unset)
+    return {"table": table_json(log_for(snap.table_root).snapshot(), table["provider"])}
+
+
+def alter_schema(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """ALTER TABLE ... ADD COLUMNS / ALTER COLUMN ... COMMENT: the schema Spark computed for the
+    statement (`req["schema"]`, from the table as of `req["readVersion"]`) committed as one metaData
+    action, `ADD COLUMNS` (parameters: the columns, as Delta writes them) or `CHANGE COLUMN`. The rows
+    already written read NULL for a new column (their files do not have it, and their statistics say
+    nothing of it, so no file is skipped on it).
+
+    Refused, nothing written: a table with Delta column mapping (a new column needs a physical name
+    and id, which USE does not assign yet), a column type the table's protocol does not allow (e.g.
+    TIMESTAMP_NTZ on a table without that feature), and a concurrent change of the table's metadata."""
+    from use.delta.columnmapping import column_mapping_mode
+    from use.delta.transaction import Transaction
+
+    table = req["table"]
+    # the version Spark computed the schema from: a commit since is the transaction's to check (a
+    # concurrent schema change is a conflict, an append is not)
+    snap = snapshot_of(table["location"], version=int(req["readVersion"]))
+    if column_mapping_mode(snap.protocol, snap.metadata) != "none":
+        raise UnsupportedFeatureError(
+            f"ALTER TABLE ... ADD COLUMNS on {snap.table_root}: the table uses Delta column mapping "
+            "(delta.columnMapping.mode), whose new columns need a physical name and id USE does not assign yet; "
+            "add the column with Delta itself, or rewrite the table (CREATE OR REPLACE TABLE ... AS SELECT)",
+            feature="columnMapping",
+        )
+    schema_string = json.dumps(json.loads(req["schema"]), separators=(",", ":"))
+    schema = spark_schema_to_arrow(schema_string)
+    if protocol_upgrade(snap, schema, snap.configuration) is not None:
+        raise UnsupportedFeatureError(
+            f"ALTER TABLE on {snap.table_root}: the new schema needs a table feature its protocol does not have "
+            "(e.g. TIMESTAMP_NTZ needs timestampNtz); rewrite the table with the column (CREATE OR REPLACE TABLE ... AS SELECT)"
+        )
+    added = [str(c) for c in req.get("added") or []]
+    txn = Transaction(log_for(snap.table_root), snap)
+    txn.add(replace(snap.metadata, schema_string=schema_string))
+    if added:
+        by_name = {f["name"]: f for f in json.loads(schema_string)["fields"]}
+        columns = [{"column": by_name.get(c, {"name": c})} for c in added]
+        txn.commit("ADD COLUMNS", {"columns": json.dumps(columns, separators=(",", ":"))})
+    else:
+        txn.commit("CHANGE COLUMN", {})
     return {"table": table_json(log_for(snap.table_root).snapshot(), table["provider"])}
 
 

@@ -292,6 +292,52 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
   override def alterTable(ident: Identifier, changes: TableChange*): Table = {
     val ct = catalogTableOf(ident).filter(isUse)
     if (ct.isEmpty) return super.alterTable(ident, changes: _*)
+    val (columnChanges, propertyChanges) = changes.partition(_.isInstanceOf[TableChange.ColumnChange])
+    if (columnChanges.nonEmpty) {
+      val meta = alterColumns(ident, ct.get, columnChanges.toSeq)
+      updateRegistration(ct.get, meta)
+      if (propertyChanges.isEmpty) return new UseTable(meta, catalogTableOf(ident), ct.get.identifier.unquotedString, pinned = false)
+    }
+    alterProperties(ident, ct.get, propertyChanges.toSeq)
+  }
+
+  /** ADD COLUMNS and ALTER COLUMN ... COMMENT: the new schema (Spark's own `applySchemaChanges`, which
+    * places a column FIRST or AFTER another and adds into structs) committed as one metaData action.
+    * A NOT NULL or DEFAULT column is refused (the rows already written have no value for it), and so
+    * are the changes that need Delta's column mapping or a rewrite (RENAME, DROP, a type change). */
+  private def alterColumns(ident: Identifier, ct: CatalogTable, changes: Seq[TableChange]): TableMeta = {
+    def name(parts: Array[String]): String = parts.map(p => if (p.matches("[A-Za-z_][A-Za-z0-9_]*")) p else s"`$p`").mkString(".")
+    def refuse(what: String, why: String): Nothing =
+      throw new UseException(s"ALTER TABLE ... $what is not supported for Delta/Qbeast tables yet: $why", UseException.Kinds.NotSupported)
+    val added = Bridge.arr()
+    changes.foreach {
+      case a: TableChange.AddColumn =>
+        if (!a.isNullable) throw new UseException(s"ALTER TABLE ... ADD COLUMNS: column ${name(a.fieldNames)} is NOT NULL, " +
+          "which the rows already in the table cannot satisfy (they have no value for it); add it without NOT NULL",
+          UseException.Kinds.InvalidArgument)
+        if (a.defaultValue() != null) refuse("ADD COLUMNS ... DEFAULT", s"add ${name(a.fieldNames)} without a DEFAULT (its value is NULL in the rows already written)")
+        added.add(name(a.fieldNames))
+      case _: TableChange.UpdateColumnComment =>
+      case _: TableChange.RenameColumn => refuse("RENAME COLUMN", "renaming needs Delta column mapping, which USE does not write; add a new column, or rewrite the table (CREATE OR REPLACE TABLE ... AS SELECT)")
+      case _: TableChange.DeleteColumn => refuse("DROP COLUMN", "dropping needs Delta column mapping, which USE does not write; rewrite the table without it (CREATE OR REPLACE TABLE ... AS SELECT)")
+      case _: TableChange.UpdateColumnType => refuse("ALTER COLUMN ... TYPE", "a type change rewrites the data; rewrite the table with the new type (CREATE OR REPLACE TABLE ... AS SELECT CAST(...))")
+      case other => refuse(s"(${other.getClass.getSimpleName})", "the column changes supported are ADD COLUMNS and ALTER COLUMN ... COMMENT")
+    }
+    val current = load(ident, None, None)(super.loadTable(ident)) match {
+      case t: UseTable => t.meta
+      case _ => throw new UseException(s"${ct.identifier.unquotedString} is not a Delta/Qbeast table", UseException.Kinds.Internal)
+    }
+    val schema = UseCatalog.applySchemaChanges(current.schema, changes, ct.provider)
+    val req = Bridge.obj()
+    req.set[ObjectNode]("table", TableMeta.ref(ct.location.toString, ct.provider.get))
+    req.put("schema", schema.json)
+    req.put("readVersion", current.version)
+    req.set[ObjectNode]("added", added)
+    TableMeta.fromJson(Bridge.call("alterSchema", req).get("table"))
+  }
+
+  private def alterProperties(ident: Identifier, table: CatalogTable, changes: Seq[TableChange]): Table = {
+    val ct = Some(table)
     val set = Bridge.obj()
     val unset = Bridge.arr()
     var owner: Option[String] = None
@@ -304,7 +350,7 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
       case r: RemoveProperty => unset.add(r.property())
       case other =>
         throw new UseException(s"ALTER TABLE (${other.getClass.getSimpleName}) is not supported for Delta/Qbeast tables yet; " +
-          "only SET/UNSET TBLPROPERTIES", UseException.Kinds.NotSupported)
+          "only SET/UNSET TBLPROPERTIES, ADD COLUMNS and ALTER COLUMN ... COMMENT", UseException.Kinds.NotSupported)
     }
     val req = Bridge.obj()
     req.set[ObjectNode]("table", TableMeta.ref(ct.get.location.toString, ct.get.provider.get))
@@ -350,4 +396,16 @@ private[sql] class BestEffortStagedTable(table: Table, drop: () => Unit) extends
     }
   override def commitStagedChanges(): Unit = ()
   override def abortStagedChanges(): Unit = drop()
+}
+
+object UseCatalog {
+  /** Spark's own `CatalogV2Util.applySchemaChanges` (positions, nested fields, comments, as Spark's
+    * v2 tables get them): the object is private to Spark's `sql` package, so it is called by
+    * reflection on its public static forwarder (the same signature in Spark 4.1 and 4.3). */
+  def applySchemaChanges(schema: StructType, changes: Seq[TableChange], provider: Option[String]): StructType = {
+    val method = Class.forName("org.apache.spark.sql.connector.catalog.CatalogV2Util").getMethod(
+      "applySchemaChanges", classOf[StructType], classOf[scala.collection.immutable.Seq[_]], classOf[Option[_]], classOf[String])
+    try method.invoke(null, schema, changes.toList, provider, "ALTER TABLE").asInstanceOf[StructType]
+    catch { case e: java.lang.reflect.InvocationTargetException if e.getCause != null => throw e.getCause }
+  }
 }
