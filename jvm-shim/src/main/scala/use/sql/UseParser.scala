@@ -2,9 +2,8 @@ package use.sql
 
 import java.lang.reflect.{InvocationHandler, InvocationTargetException, Method, Proxy}
 
-import org.apache.spark.sql.catalyst.expressions.Literal
+import org.apache.spark.sql.catalyst.expressions.{Attribute, Literal}
 import org.apache.spark.sql.catalyst.parser.ParserInterface
-import org.apache.spark.sql.catalyst.expressions.Attribute
 import org.apache.spark.sql.catalyst.plans.logical.{LeafNode, Limit, LogicalPlan}
 
 /** The SQL parser of a session with USE's extension: Spark's own, plus the Delta statements that
@@ -43,7 +42,7 @@ object UseParser {
       .asInstanceOf[ParserInterface]
 
   /** The statement Spark's parser is given instead of `sql`, and the limit to put over its plan;
-    * None for every statement but the two forms above. */
+    * None for every statement but the forms above (a UseException for a bad value in one). */
   private[sql] def rewrite(sql: String): Option[(String, Option[Int])] = sql match {
     case Describe(verb, what, name, limit) =>
       val table = name.trim match {
@@ -106,7 +105,7 @@ object UseParser {
     s"DESCRIBE HISTORY ... LIMIT takes the number of newest commits to show (an integer of 0 or more), got '$raw'; " +
       "e.g. DESCRIBE HISTORY db.t LIMIT 5"))
 
-  /** A statement refused as it was parsed (a bad LIMIT): its error is raised by `UseAnalysis`, as
+  /** A statement refused as it was parsed (a bad value, a form USE does not have): its error is raised by `UseAnalysis`, as
     * a parser may only throw Spark's ParseException (the proxy turns any other into an
     * UndeclaredThrowableException). */
   private[sql] case class Refused(error: UseException) extends LeafNode {
