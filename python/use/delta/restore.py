@@ -91,10 +91,10 @@ def restore(
         raise InvalidArgumentError("restore needs exactly one of version (e.g. 3) and timestamp (e.g. '2025-01-01 00:00:00')")
     if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
         raise InvalidArgumentError(f"version must be a table version (an integer of 0 or more), got {version!r}")
-    current = log.snapshot()  # a missing table is the log's TableNotFoundError, in each surface's terms
+    # the target first, so it is never newer than the state restored over (a version past the
+    # latest is the log's VersionNotFoundError, a missing table its TableNotFoundError)
     target = log.snapshot(version=version) if version is not None else log.snapshot(timestamp=timestamp)
-    if target.version > current.version:  # a version past the latest is the log's VersionNotFoundError
-        raise InvalidArgumentError(f"cannot restore {log.table_root} to version {target.version}: it is the latest")
+    current = log.snapshot()
     now, then = current.files, target.files
     back = then.filter(pc.invert(pc.is_in(then.column("path"), value_set=now.column("path"))))
     gone = now.filter(pc.invert(pc.is_in(now.column("path"), value_set=then.column("path"))))
