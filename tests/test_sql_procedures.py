@@ -228,6 +228,48 @@ def test_delta_s_optimize_and_vacuum_statements_run_the_procedures(spark, db) ->
     assert rows(spark, "SELECT count(*) FROM t") == [(8,)] and _live_files(root) == 1
 
 
+def test_optimize_where_rewrites_only_the_partitions_it_selects(spark, db) -> None:
+    """Delta's OPTIMIZE ... WHERE on partition columns (Spark SQL semantics: dates, IS NULL, IN),
+    from the statement, CALL and the Python API; a predicate on other columns is refused."""
+    from use.delta import DeltaLog
+    from use.optimize.delta_table import DeltaTable
+
+    spark.sql("CREATE TABLE e (id INT, day DATE, k STRING) USING delta PARTITIONED BY (day, k)")
+    for i in range(3):
+        spark.sql(f"INSERT INTO e VALUES ({i}, DATE'2024-01-01', 'a'), ({i}, DATE'2024-01-02', 'a'), "
+                  f"({i}, DATE'2024-01-02', 'b'), ({i}, NULL, 'b')")  # fmt: skip
+    root = location(spark, "e")
+
+    def files_per_partition() -> dict:
+        out: dict = {}
+        for v in DeltaLog.for_path(root).snapshot().files.column("partition_values").to_pylist():
+            key = (dict(v)["day"], dict(v)["k"])
+            out[key] = out.get(key, 0) + 1
+        return out
+
+    assert set(files_per_partition().values()) == {3}
+    (row,) = spark.sql("OPTIMIZE e WHERE day >= '2024-01-02' AND k = 'a'").collect()
+    assert (row["files_in"], row["files_out"]) == (3, 1)
+    assert files_per_partition() == {("2024-01-01", "a"): 3, ("2024-01-02", "a"): 1, ("2024-01-02", "b"): 3, (None, "b"): 3}
+    spark.sql("CALL use_catalog.system.optimize(table => 'e', where => 'day IS NULL')").collect()
+    DeltaTable.for_path(spark, root).optimize(where="k IN ('b') AND day = DATE'2024-01-02'", progress=False)
+    assert files_per_partition() == {("2024-01-01", "a"): 3, ("2024-01-02", "a"): 1, ("2024-01-02", "b"): 1, (None, "b"): 1}
+    (none,) = spark.sql("OPTIMIZE e WHERE k = 'zzz'").collect()
+    assert none["kind"] == "none" and files_per_partition()[("2024-01-01", "a")] == 3
+    assert rows(spark, "SELECT count(*), sum(id) FROM e") == [(12, 12)]
+    before = state(root)
+    for where, message in [
+        ("id = 1", r"where \(id = 1\) must be a predicate on the partition columns \(day, k\).*UNRESOLVED_COLUMN"),
+        ("k", r"where \(k\) must be a condition"),
+        ("nonsense(", r"PARSE_SYNTAX_ERROR"),
+    ]:
+        with refused(message):
+            spark.sql(f"OPTIMIZE e WHERE {where}").collect()
+        assert state(root) == before, where
+    with refused("where and files cannot be combined"):
+        spark.sql("CALL use_catalog.system.optimize(table => 'e', where => \"k = 'a'\", files => array('x.parquet'))").collect()
+
+
 def test_restore_statement_and_procedure_bring_a_qbeast_table_back(spark, db) -> None:
     """RESTORE of a Qbeast table after an optimization: the files of the version come back with
     their blocks and the revisions they name, and the table reads and optimizes as before."""
@@ -263,7 +305,7 @@ def test_restore_statement_and_procedure_bring_a_qbeast_table_back(spark, db) ->
         ("RESTORE t TO TIMESTAMP AS OF current_timestamp()", r"TIMESTAMP AS OF takes a quoted time"),
         ("RESTORE no_such_table TO VERSION AS OF 0", r"USE_TABLE_NOT_FOUND_ERROR"),
         ("CALL use_catalog.system.restore(table => 't')", r"exactly one of version"),
-        ("OPTIMIZE t WHERE a = 1", r"USE_INVALID_ARGUMENT_ERROR.*OPTIMIZE ... WHERE .* is not supported yet: optimize the whole table"),
+        ("OPTIMIZE t WHERE a = 1", r"USE_INVALID_ARGUMENT_ERROR.*where \(a = 1\) selects partitions, and .* has no partition columns"),
         ("OPTIMIZE t ZORDER BY ()", r"ZORDER BY takes a list of columns, e.g. ZORDER BY \(a, b\), got '\(\)'"),
         ("OPTIMIZE t ZORDER BY (a, nope)", r"nope"),
         ("OPTIMIZE no_such_table", r"USE_TABLE_NOT_FOUND_ERROR.*no table spark_catalog\.t_\w+\.no_such_table"),

@@ -35,6 +35,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="columns to cluster by, e.g. a,b: Delta's OPTIMIZE ZORDER BY (the ZOrder strategy, or the key of --strategy Hilbert)",
     )
+    parser.add_argument(
+        "--where",
+        default=None,
+        help="a predicate on partition columns, e.g. \"date >= '2024-01-01'\": Delta's OPTIMIZE WHERE (only those partitions)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     parser.add_argument("--max-iterations", default=None, help="stop after this many merge tasks")
     parser.add_argument(
@@ -71,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         revision_id=revision_id,
         strategy=args.strategy,
         zorder_by=args.zorder_by,
+        where=args.where,
         bytes_per_iter=args.bytes_per_iter,
         revision_rewrite=True if args.revision_rewrite else None,
         dry_run=args.dry_run,

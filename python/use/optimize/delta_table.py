@@ -316,13 +316,15 @@ class DeltaTable(TableSurface):
         all_tasks: bool = False,
         zorder_by: str | Sequence[str] | None = None,
         progress: Progress = True,
+        where: str | None = None,
         **config_overrides: Any,
     ) -> "OptimizeResult":
         """Optimize until nothing is selected (see `use.optimize.loop.optimize_path`); prints one line
         per iteration unless `progress=False`, and `print(result)` shows the metrics table.
 
         `zorder_by` (columns, or "a,b") is Delta's OPTIMIZE ... ZORDER BY: the `ZOrder` strategy, or
-        the key of `strategy="Hilbert"`. `config_overrides` are `use.optimization.*` keys given as
+        the key of `strategy="Hilbert"`; `where` (e.g. `"date >= '2024-01-01'"`, on partition columns)
+        is Delta's OPTIMIZE ... WHERE: only the partitions it selects are rewritten. `config_overrides` are `use.optimization.*` keys given as
         keyword arguments (field names such as `max_file_size=...`, or a mapping passed as
         `overrides=`); they win over table properties.
         """
@@ -333,7 +335,7 @@ class DeltaTable(TableSurface):
         return optimize_path(
             self._spark, self._path, files=files, strategy=strategy, bytes_per_iter=bytes_per_iter, zorder_by=zorder_by,
             dry_run=dry_run, max_iterations=max_iterations, stop=stop, all_tasks=all_tasks, overrides=overrides,
-            on_iteration=progress_callback(progress),
+            on_iteration=progress_callback(progress), where=where,
         )  # fmt: skip
 
     def __repr__(self) -> str:

@@ -323,6 +323,7 @@ def optimize_path(
     cancel: StopLike = None,
     job_group: str | None = None,
     job_description: str | None = None,
+    where: str | None = None,
 ) -> OptimizeResult:
     """Optimize the table at `location` until the planner selects nothing (the guide's optimize()).
 
@@ -330,7 +331,9 @@ def optimize_path(
     `spark.qbeast.use.optimization.*` defaults and `overrides`, with the keyword arguments winning.
     `strategy` replaces the strategy chain (one name or several); `zorder_by` (columns, or "a,b")
     is Delta's OPTIMIZE ... ZORDER BY (the `ZOrder` strategy, or the key of `strategy="Hilbert"`);
-    `files` rewrites exactly those files once. Every argument is checked, and the first plan made,
+    `files` rewrites exactly those files once; `where` (a predicate on partition columns, Delta's
+    OPTIMIZE ... WHERE) keeps the run to the partitions it selects when the run starts
+    (`use.optimize.partition_filter`). Every argument is checked, and the first plan made,
     before anything is written, so bad input raises a typed error and leaves the table as it was;
     an error about an argument names it and says how to pass it on each surface (the Python API,
     `use optimize` and `CALL use_catalog.system.optimize` all call this).
@@ -369,6 +372,13 @@ def optimize_path(
             f"no table at {location!r}: there is no Delta log with commits; check the path or write the table first"
         )
     first = log.snapshot()
+    scope = None
+    if where is not None:
+        from use.optimize.partition_filter import partition_filter
+
+        if files is not None:
+            raise InvalidArgumentError("where and files cannot be combined: files names the data files to rewrite already")
+        scope = partition_filter(spark, first, where)
     if not dry_run:
         # Before any file is rewritten: a feature USE reads but cannot write refuses here.
         check_write_support(first.protocol, first.metadata, first.table_root)
@@ -386,8 +396,8 @@ def optimize_path(
     planned_once = [False]
 
     def snapshot_fn() -> tuple[Any, Any]:
-        snap = log.snapshot()
-        return snap, QbeastSnapshot.from_delta(snap)
+        snap = log.snapshot()  # the commit is made on the whole snapshot; the plan sees the scope's files
+        return snap, QbeastSnapshot.from_delta(snap if scope is None else scope.restrict(snap))
 
     def plan_fn(state: tuple[Any, Any]) -> Plan:
         _, qsnap = state

@@ -132,7 +132,7 @@ def _optimize(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -
     dry_run = args.get("dry_run")
     result = optimize_path(
         spark, table.root, revision_id=args.get("revision_id"), files=args.get("files"), strategy=args.get("strategy"),
-        bytes_per_iter=args.get("bytes_per_iter"), zorder_by=args.get("zorder_by"), dry_run=dry_run,
+        bytes_per_iter=args.get("bytes_per_iter"), zorder_by=args.get("zorder_by"), where=args.get("where"), dry_run=dry_run,
         max_iterations=args.get("max_iterations"), job_group=f"use-call-{uuid.uuid4().hex}",
         job_description=f"CALL {PREFIX}optimize({table.name})",
     )  # fmt: skip
@@ -281,6 +281,7 @@ PROCEDURES: Mapping[str, Procedure] = {
                 Parameter("dry_run", "boolean", "false", "plan only: one row per task, nothing written"),
                 Parameter("files", "array<string>", "NULL", "rewrite exactly these data files (paths as in the log), once"),
                 Parameter("zorder_by", "string", "NULL", "columns to cluster by, e.g. 'a,b' (Delta's OPTIMIZE ZORDER BY)"),
+                Parameter("where", "string", "NULL", "only the partitions this predicate on partition columns selects (Delta's OPTIMIZE WHERE)"),
             ),
             _optimize,
         ),

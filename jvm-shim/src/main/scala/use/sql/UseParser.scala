@@ -13,13 +13,14 @@ import org.apache.spark.sql.catalyst.plans.logical.{LeafNode, Limit, LogicalPlan
   *    a table named HISTORY, and `UseAnalysis` turns it into the `history` insight table);
   *  - `DESCRIBE HISTORY '<path>'` and `DESCRIBE DETAIL '<path>'` (a table by its location,
   *    quoted): read as ``delta.`<path>` ``;
-  *  - `OPTIMIZE <table> [ZORDER BY (<col>, ...)]`: `CALL use_catalog.system.optimize(table => ...,
-  *    zorder_by => ...)` (the table's optimization; with ZORDER BY, Delta's Z-order clustering);
+  *  - `OPTIMIZE <table> [WHERE <predicate>] [ZORDER BY (<col>, ...)]`: `CALL
+  *    use_catalog.system.optimize(table => ..., where => ..., zorder_by => ...)` (the table's
+  *    optimization, of the partitions the predicate selects; with ZORDER BY, Delta's Z-order);
   *  - `VACUUM <table> [FULL] [RETAIN <n> HOURS] [DRY RUN]`: `CALL use_catalog.system.vacuum(table
   *    => ..., retention_hours => n, dry_run => true)`;
   *  - `RESTORE [TABLE] <table> [TO] VERSION AS OF <n>` (or `TIMESTAMP AS OF '<time>'`): `CALL
   *    use_catalog.system.restore(table => ..., version => n)` (or `timestamp => ...`).
-  * Their forms USE does not have (OPTIMIZE's WHERE, VACUUM LITE) and bad values are refused with
+  * The forms USE does not have (VACUUM LITE) and bad values are refused with
   * one clear error each; `<table>` is a name or a path as the procedures take it (also quoted).
   *
   * Why a proxy rather than a class: `ParserInterface` gains abstract methods across Spark versions
@@ -52,10 +53,8 @@ object UseParser {
       if (limit == null && table == name.trim) None
       else Some((s"$verb $what $table", Option(limit).map(limitOf)))
     case Optimize(table, where, zorder) =>
-      if (where != null) refuse(
-        "OPTIMIZE ... WHERE (a partition predicate) is not supported yet: optimize the whole table (OPTIMIZE <table>), " +
-          "or rewrite chosen files with CALL use_catalog.system.optimize(table => '<table>', files => array('<path in the log>', ...))")
-      val args = Seq(s"table => ${literal(tableText(table))}") ++ Option(zorder).map(z => s"zorder_by => ${literal(zorderColumns(z))}")
+      val args = Seq(s"table => ${literal(tableText(table))}") ++ Option(where).map(w => s"where => ${literal(w.trim)}") ++
+        Option(zorder).map(z => s"zorder_by => ${literal(zorderColumns(z))}")
       Some((s"CALL use_catalog.system.optimize(${args.mkString(", ")})", None))
     case Vacuum(table, mode, retain, dryRun) =>
       if (mode != null && mode.equalsIgnoreCase("lite")) refuse(

@@ -1,0 +1,90 @@
+"""Delta's `OPTIMIZE ... WHERE <predicate>`: which partitions a run may rewrite.
+
+The predicate names partition columns only (as Delta requires: a rewrite works on whole files, and
+only partition values are the same for every row of a file). It is evaluated by Spark itself, over
+the table's distinct partition values cast to the columns' types, so its semantics are Spark SQL's
+(`date >= '2024-01-01'`, `p IN ('a', 'b')`, `p IS NULL`, functions); the result is the set of
+partitions, fixed when the run starts, as Delta evaluates it against the snapshot it read. The run
+then plans on a snapshot restricted to those partitions' files (`restrict`), so every strategy
+plans, budgets and scores as usual, just never outside them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from use.errors import CLI, PYTHON, SQL, InvalidArgumentError
+
+__all__ = ["PartitionFilter", "partition_filter"]
+
+
+def _hints(example: str) -> dict[str, str]:
+    return {PYTHON: f"pass where=\"{example}\"", CLI: f"pass --where \"{example}\"", SQL: f"OPTIMIZE <table> WHERE {example}"}
+
+
+class PartitionFilter:
+    """The partitions (sorted (column, value) pairs, values as the log stores them) a run may rewrite."""
+
+    def __init__(self, where: str, partitions: frozenset[tuple[tuple[str, str | None], ...]]) -> None:
+        self.where = where
+        self.partitions = partitions
+
+    def mask(self, files: pa.Table) -> pa.Array:
+        """Per row of a snapshot's `files`: is the file in one of the partitions?"""
+        keys = [tuple(sorted(dict(v or []).items())) for v in files.column("partition_values").to_pylist()]
+        return pa.array([k in self.partitions for k in keys], pa.bool_())
+
+    def restrict(self, snapshot: Any) -> Any:
+        """`snapshot` (a `use.delta.Snapshot`) with only the files of the partitions."""
+        from dataclasses import replace
+
+        state = snapshot._state
+        return replace(snapshot, _state=replace(state, files=state.files.filter(self.mask(state.files))))
+
+
+def partition_filter(spark: Any, snapshot: Any, where: Any) -> PartitionFilter:
+    """The partitions of `snapshot` (a `use.delta.Snapshot`) that satisfy `where`, evaluated by Spark
+    (module docstring). InvalidArgumentError for an empty predicate, a table without partition
+    columns, a predicate on other columns or one Spark cannot read."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    if not isinstance(where, str) or not where.strip():
+        raise InvalidArgumentError(f"where must be a predicate on partition columns, e.g. \"p = 'a'\", got {where!r}", hints=_hints("p = 'a'"))
+    columns = list(snapshot.metadata.partition_columns)
+    if not columns:
+        raise InvalidArgumentError(
+            f"where ({where}) selects partitions, and {snapshot.table_root} has no partition columns: optimize the "
+            "whole table (leave where out)",
+            hints={PYTHON: "leave where out", CLI: "leave --where out", SQL: "OPTIMIZE <table> without WHERE"},
+        )
+    values = snapshot.files.column("partition_values")
+    distinct = sorted({tuple(sorted(dict(v or []).items())) for v in values.to_pylist()}, key=repr)
+    rows = [tuple(dict(k).get(c) for c in columns) for k in distinct]
+    schema = snapshot.schema
+    names = ", ".join(columns)
+    quoted = [f"`{c.replace('`', '``')}`" for c in columns]
+    try:
+        df = spark.createDataFrame(rows, ", ".join(f"{q} string" for q in quoted))
+        typed = df.select(*[F.col(q).cast(from_arrow_type(schema.field(c).type)).alias(c) for q, c in zip(quoted, columns)])
+        # one boolean per partition, in the order of `rows` (a local relation, no shuffle): the
+        # predicate sees the partition columns and nothing else
+        verdicts = [r[0] for r in typed.select(F.expr(where).alias("keep")).collect()]
+    except PySparkException as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise InvalidArgumentError(
+            f"where ({where}) must be a predicate on the partition columns ({names}) of {snapshot.table_root}: "
+            f"Spark could not use it: {first}",
+            hints=_hints(f"{columns[0]} = '...'"),
+        ) from None
+    if any(v is not None and not isinstance(v, bool) for v in verdicts):
+        raise InvalidArgumentError(
+            f"where ({where}) must be a condition (true or false for each partition), e.g. {columns[0]} = '...'",
+            hints=_hints(f"{columns[0]} = '...'"),
+        )
+    chosen = frozenset(key for key, keep in zip(distinct, verdicts) if keep)
+    return PartitionFilter(where, chosen)
+
