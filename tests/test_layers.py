@@ -34,6 +34,7 @@ SPARK_MODULES = {
     "use.optimize.clustering",
     "use.optimize.loop",
     "use.optimize.delta_table",
+    "use.optimize.partition_filter",
     "use.service.runner",
 }
 
