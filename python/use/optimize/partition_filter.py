@@ -11,9 +11,12 @@ plans, budgets and scores as usual, just never outside them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from use.errors import CLI, PYTHON, SQL, InvalidArgumentError
 
@@ -24,24 +27,45 @@ def _hints(example: str) -> dict[str, str]:
     return {PYTHON: f"pass where=\"{example}\"", CLI: f"pass --where \"{example}\"", SQL: f"OPTIMIZE <table> WHERE {example}"}
 
 
-class PartitionFilter:
-    """The partitions (sorted (column, value) pairs, values as the log stores them) a run may rewrite."""
+def _partition_table(files: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """The partition columns of a snapshot's `files`, one string column each (null: a null value)."""
+    values = files.column("partition_values")
+    return pa.table({c: pc.map_lookup(values, pa.scalar(c, pa.string()), "first") for c in columns})
 
-    def __init__(self, where: str, partitions: frozenset[tuple[tuple[str, str | None], ...]]) -> None:
+
+class PartitionFilter:
+    """The partitions a run may rewrite: `partitions`, one row per partition, one string column per
+    partition column (values as the log stores them). Matching is columnar, so restricting the
+    snapshot each iteration costs a few Arrow passes, not a Python object per file."""
+
+    def __init__(self, where: str, partitions: pa.Table) -> None:
         self.where = where
         self.partitions = partitions
 
-    def mask(self, files: pa.Table) -> pa.Array:
+    def mask(self, files: pa.Table) -> np.ndarray:
         """Per row of a snapshot's `files`: is the file in one of the partitions?"""
-        keys = [tuple(sorted(dict(v or []).items())) for v in files.column("partition_values").to_pylist()]
-        return pa.array([k in self.partitions for k in keys], pa.bool_())
+        n, m = files.num_rows, self.partitions.num_rows
+        if m == 0 or n == 0:
+            return np.zeros(n, dtype=bool)
+        found = _partition_table(files, self.partitions.column_names)
+        # one key per row of files + partitions, equal exactly when every column's value is: per
+        # column a code among the kept partitions' values (null matches null; a value no kept
+        # partition has is code 0, which no kept row gets), folded in and made dense again
+        key = np.zeros(n + m, dtype=np.int64)
+        for c in self.partitions.column_names:
+            kept = self.partitions.column(c)
+            values = pc.unique(kept)
+            codes = pc.index_in(pa.concat_arrays([*found.column(c).chunks, *kept.chunks]), value_set=values, skip_nulls=False)
+            key = key * (len(values) + 1) + codes.fill_null(-1).to_numpy(zero_copy_only=False) + 1
+            key = np.unique(key, return_inverse=True)[1].astype(np.int64)
+        return np.isin(key[:n], key[n:])
 
     def restrict(self, snapshot: Any) -> Any:
         """`snapshot` (a `use.delta.Snapshot`) with only the files of the partitions."""
         from dataclasses import replace
 
         state = snapshot._state
-        return replace(snapshot, _state=replace(state, files=state.files.filter(self.mask(state.files))))
+        return replace(snapshot, _state=replace(state, files=state.files.filter(pa.array(self.mask(state.files)))))
 
 
 def partition_filter(spark: Any, snapshot: Any, where: Any) -> PartitionFilter:
@@ -61,9 +85,8 @@ def partition_filter(spark: Any, snapshot: Any, where: Any) -> PartitionFilter:
             "whole table (leave where out)",
             hints={PYTHON: "leave where out", CLI: "leave --where out", SQL: "OPTIMIZE <table> without WHERE"},
         )
-    values = snapshot.files.column("partition_values")
-    distinct = sorted({tuple(sorted(dict(v or []).items())) for v in values.to_pylist()}, key=repr)
-    rows = [tuple(dict(k).get(c) for c in columns) for k in distinct]
+    distinct = _partition_table(snapshot.files, columns).group_by(columns).aggregate([])
+    rows = [tuple(r[c] for c in columns) for r in distinct.to_pylist()]
     schema = snapshot.schema
     names = ", ".join(columns)
     quoted = [f"`{c.replace('`', '``')}`" for c in columns]
@@ -85,6 +108,5 @@ def partition_filter(spark: Any, snapshot: Any, where: Any) -> PartitionFilter:
             f"where ({where}) must be a condition (true or false for each partition), e.g. {columns[0]} = '...'",
             hints=_hints(f"{columns[0]} = '...'"),
         )
-    chosen = frozenset(key for key, keep in zip(distinct, verdicts) if keep)
-    return PartitionFilter(where, chosen)
+    return PartitionFilter(where, distinct.filter(pa.array([v is True for v in verdicts], pa.bool_())))
 
