@@ -336,8 +336,7 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     TableMeta.fromJson(Bridge.call("alterSchema", req).get("table"))
   }
 
-  private def alterProperties(ident: Identifier, table: CatalogTable, changes: Seq[TableChange]): Table = {
-    val ct = Some(table)
+  private def alterProperties(ident: Identifier, ct: CatalogTable, changes: Seq[TableChange]): Table = {
     val set = Bridge.obj()
     val unset = Bridge.arr()
     var owner: Option[String] = None
@@ -353,12 +352,12 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
           "only SET/UNSET TBLPROPERTIES, ADD COLUMNS and ALTER COLUMN ... COMMENT", UseException.Kinds.NotSupported)
     }
     val req = Bridge.obj()
-    req.set[ObjectNode]("table", TableMeta.ref(ct.get.location.toString, ct.get.provider.get))
+    req.set[ObjectNode]("table", TableMeta.ref(ct.location.toString, ct.provider.get))
     req.set[ObjectNode]("set", set)
     req.set[ObjectNode]("unset", unset)
     val meta = TableMeta.fromJson(Bridge.call("alterProperties", req).get("table"))
-    updateRegistration(ct.get, meta, owner)
-    new UseTable(meta, catalogTableOf(ident), ct.get.identifier.unquotedString, pinned = false)
+    updateRegistration(ct, meta, owner)
+    new UseTable(meta, catalogTableOf(ident), ct.identifier.unquotedString, pinned = false)
   }
 
   // --- DROP -----------------------------------------------------------------------------------------
