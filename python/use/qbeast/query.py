@@ -448,6 +448,18 @@ def select_blocks(blocks: pa.Table, revisions: Any, predicate: Predicate | None,
     return keep
 
 
+def files_by_stats(qsnap: Any, files: pa.Table, predicate: Predicate) -> pa.BooleanArray:
+    """Delta data skipping (`use.delta.skipping.files_matching`) of rows of `qsnap.files` for
+    `predicate`: True where a file may hold a matching row."""
+    from use.delta.skipping import files_matching
+
+    mapping = getattr(qsnap, "column_mapping", None)
+    if mapping is not None and mapping.active:
+        # The files' stats and partition values are keyed by physical names.
+        return files_matching(files, predicate, qsnap.schema, partition_columns=qsnap.partition_columns, column_mapping=mapping)
+    return files_matching(files, predicate, qsnap.schema)
+
+
 def select_files(
     qsnap: Any,
     predicate: Predicate | None = None,
@@ -472,19 +484,7 @@ def select_files(
         if lo == hi:  # [lo, lo) holds no row (a sample of 0): not even a staging file is read
             return pa.array(np.zeros(n, dtype=bool), type=pa.bool_())
     if stats_mask is None:
-        if predicate is not None and n:
-            from use.delta.skipping import files_matching
-
-            mapping = getattr(qsnap, "column_mapping", None)
-            if mapping is not None and mapping.active:
-                # The files' stats and partition values are keyed by physical names.
-                stats_mask = files_matching(
-                    files, predicate, qsnap.schema, partition_columns=qsnap.partition_columns, column_mapping=mapping
-                )
-            else:
-                stats_mask = files_matching(files, predicate, qsnap.schema)
-        else:
-            stats_mask = np.ones(n, dtype=bool)
+        stats_mask = files_by_stats(qsnap, files, predicate) if predicate is not None and n else np.ones(n, dtype=bool)
     if isinstance(stats_mask, (pa.Array, pa.ChunkedArray)):
         mask = np.asarray(stats_mask.to_numpy(zero_copy_only=False), dtype=bool)
     else:
