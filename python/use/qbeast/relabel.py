@@ -1,0 +1,212 @@
+"""Moving a superseded revision's files into the latest revision without rewriting them.
+
+Data that drifts (timestamps, ids) keeps passing the latest revision's range, and every new
+revision used to make the optimizer re-index the whole table into it (`SupersededRevisionsSelection`):
+each row was rewritten about 1.4 times over the table's life just for the index to follow the
+drift (issue 14: 1.64x of the appended bytes in the trade-off benchmark's drift, a third of its
+rewriting). When a linear range grows upward by a power of two from the same minimum
+(`aligned_growth`, the revision policy of `use.qbeast.revision_change.widened` for data that keeps
+drifting upward), every row's transformed coordinate is the old one times 2^-k exactly in IEEE
+arithmetic: `(x - min) * (1 / (2^k * span))` is `(x - min) * (1 / span)` scaled by a power of two.
+So a cube of the old revision lies inside one cube of the new revision at the same depth (its
+coordinate bits along that column shifted down by k levels, the upper k bits 0), and the old
+file's rows are already where the new revision puts them: only the file's `tags` change (the
+revision id and its blocks' cube ids), one `add` action per file re-adding the same path.
+
+What that gives up: 2^k old cubes along the grown column (siblings and cousins) become one new
+cube, so their blocks share a cube (the cube's status maxWeight is the minimum of its blocks', so
+sampling and pruning stay exact: a row sits in a block whose weight range holds it, and any cube
+a sample must descend below has a status weight under the sample's, §3.0), and their rows are in a
+cube holding up to 2^k cubes' worth of rows. Compactions of the new revision place rows by its
+status weights, so such a cube's rows above the status weight move down when it is next merged.
+
+Exactness: rows whose value equals the old maximum sit in the old last cube (a coordinate of 1.0
+is closed into it) but fall on a cube boundary of the new revision (2^-k), where they belong to
+the cube above: files that may hold such a row (their stats' maximum reaches the old maximum, or
+they have none) are re-indexed, not relabelled (`edge_predicate`). Only Double, Integer and Long
+columns (exact float64 coordinates within 2^53) with the same null value qualify; any other
+change of the revision is a re-index.
+
+Pure: revisions and cube strings in, cube strings and block tags out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from use.delta.actions import AddFile
+from use.delta.predicates import Comparison, Or, Predicate
+from use.errors import InvalidArgumentError
+from use.qbeast.cube import CubeId
+from use.qbeast.revision import Revision
+
+#: Column types whose linear coordinates stay exact under an aligned growth (float64 arithmetic).
+ALIGNED_TYPES = ("DoubleDataType", "IntegerDataType", "LongDataType")
+_EXACT = 2**53
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """How an older revision's cubes map into a newer one: `shifts[i]` is k when column i's range
+    grew 2^k times from the same minimum (0: unchanged)."""
+
+    old: Revision
+    new: Revision
+    shifts: tuple[int, ...]
+
+    def relabel(self, cube: str) -> str:
+        """The newer revision's cube holding the older revision's cube `cube` (module docstring)."""
+        d = len(self.shifts)
+        c = CubeId.from_string(d, cube)
+        bits = 0
+        for level in range(c.depth):
+            for dim, k in enumerate(self.shifts):
+                src = level - k
+                if src >= 0 and c.bits >> (src * d + dim) & 1:
+                    bits |= 1 << (level * d + dim)
+        return CubeId(d, c.depth, bits).to_string()
+
+    def edge_predicate(self) -> Predicate:
+        """Rows a relabel would misplace: a grown column at exactly its old maximum (or above,
+        which no row of the old revision has)."""
+        preds = [
+            Comparison(col, ">=", self.old.transformations[i].max_number)  # type: ignore[attr-defined]
+            for i, col in enumerate(self.old.columns)
+            if self.shifts[i]
+        ]
+        out: Predicate = preds[0]
+        for p in preds[1:]:
+            out = Or(out, p)
+        return out
+
+
+def _exact(t: Any) -> bool:
+    return (
+        t.ordered_data_type in ALIGNED_TYPES
+        and all(abs(float(v)) < _EXACT for v in (t.min_number, t.max_number, t.null_value))
+    )
+
+
+def growth_shift(old: Any, new: Any) -> int | None:
+    """k when linear range `new` is `old` grown 2^k times upward from the same minimum with the
+    same null value, exactly in float64 (0 when they are equal); None otherwise."""
+    from use.qbeast.transform import LinearTransformation
+
+    if old == new:
+        return 0
+    if not (isinstance(old, LinearTransformation) and isinstance(new, LinearTransformation)):
+        return None
+    if old.ordered_data_type != new.ordered_data_type or not (_exact(old) and _exact(new)):
+        return None
+    if old.min_number != new.min_number or old.null_value != new.null_value:
+        return None
+    span_old = float(old.max_number) - float(old.min_number)
+    span_new = float(new.max_number) - float(new.min_number)
+    ratio = span_new / span_old
+    k = int(round(ratio)).bit_length() - 1
+    if k < 1 or span_new != span_old * 2.0**k:
+        return None
+    return k
+
+
+def alignment(old: Revision, new: Revision) -> Alignment | None:
+    """The `Alignment` from `old` into `new`, or None when `old`'s files must be re-indexed."""
+    if (
+        old.columns != new.columns
+        or old.column_transformers != new.column_transformers
+        or old.desired_cube_size != new.desired_cube_size
+        or len(old.transformations) != len(new.transformations)
+        or not old.transformations
+    ):
+        return None
+    shifts = []
+    for o, n in zip(old.transformations, new.transformations):
+        k = growth_shift(o, n)
+        if k is None:
+            return None
+        shifts.append(k)
+    if not any(shifts):
+        return None
+    return Alignment(old, new, tuple(shifts))
+
+
+def aligned_growth(old: Any, needed_max: float) -> Any | None:
+    """`old` (a linear transformation) grown upward 2^k times from its minimum, for the smallest
+    k >= 1 reaching `needed_max`, keeping its null value; None when its type or bounds cannot grow
+    exactly (`growth_shift` must recognise the result)."""
+    from dataclasses import replace
+
+    from use.qbeast.transform import LinearTransformation
+
+    if not isinstance(old, LinearTransformation) or not _exact(old):
+        return None
+    lo, span = old.min_number, old.max_number - old.min_number
+    k = 1
+    while float(lo) + float(span) * 2**k < needed_max:
+        k += 1
+        if k > 60:
+            return None
+    hi = lo + span * 2**k
+    if isinstance(hi, float) and not float(hi) < _EXACT:
+        return None
+    if isinstance(hi, int) and (abs(hi) >= _EXACT or (old.ordered_data_type == "IntegerDataType" and hi > 2**31 - 1)):
+        return None
+    grown = replace(old, max_number=hi)
+    return grown if growth_shift(old, grown) == k else None
+
+
+def relabelled_cubes(alignment: Alignment, cubes: Sequence[str]) -> list[str]:
+    """`Alignment.relabel` of each cube, computed once per distinct cube."""
+    memo: dict[str, str] = {}
+    out = []
+    for c in cubes:
+        r = memo.get(c)
+        if r is None:
+            r = memo[c] = alignment.relabel(c)
+        out.append(r)
+    return out
+
+
+def relabelled_adds(files: Any, blocks: Any, alignments: Mapping[int, Alignment]) -> list[AddFile]:
+    """The `add` actions re-adding `files` (rows of a snapshot's files, all of revisions in
+    `alignments`) to the newer revision: same path, size, stats and partition values, with the
+    revision tag of the newer revision and each block's cube relabelled (`dataChange=false`: no row
+    changes). `blocks` are their block-table rows, `file_index` counting positions in `files`.
+    A file may then hold two blocks of one cube (siblings the growth folds together): both keep
+    their own weight ranges, which is what exact sampling needs (module docstring)."""
+    from use.qbeast.blocks import BLOCKS_TAG, REVISION_TAG, Block, blocks_json, revision_ids
+
+    n = files.num_rows
+    rids = revision_ids(files).to_numpy(zero_copy_only=False).astype(np.int64)
+    fi = blocks.column("file_index").to_numpy(zero_copy_only=False).astype(np.int64)
+    cubes = blocks.column("cube_id").to_pylist()
+    lo = blocks.column("min_weight").to_numpy(zero_copy_only=False)
+    hi = blocks.column("max_weight").to_numpy(zero_copy_only=False)
+    cnt = blocks.column("element_count").to_numpy(zero_copy_only=False)
+    per_file: list[list[Block]] = [[] for _ in range(n)]
+    relabelled: dict[int, list[str]] = {}
+    for rid in np.unique(rids).tolist():
+        if rid not in alignments:
+            raise InvalidArgumentError(f"revision {rid} has no alignment into the newer revision; its files must be re-indexed")
+        rows = np.flatnonzero(rids[fi] == rid)
+        relabelled[rid] = relabelled_cubes(alignments[rid], [cubes[i] for i in rows])
+        for i, cube in zip(rows.tolist(), relabelled[rid]):
+            per_file[int(fi[i])].append(Block(cube, int(lo[i]), int(hi[i]), int(cnt[i])))
+    paths = files.column("path").to_pylist()
+    sizes = files.column("size").to_pylist()
+    mtimes = files.column("modification_time").to_pylist()
+    stats = files.column("stats").to_pylist()
+    pvs = files.column("partition_values").to_pylist()
+    tags = files.column("tags").to_pylist()
+    out = []
+    for j in range(n):
+        new_rev = alignments[int(rids[j])].new.revision_id
+        t = dict(tags[j] or [])
+        t[REVISION_TAG] = str(int(new_rev))
+        t[BLOCKS_TAG] = blocks_json(per_file[j])
+        out.append(AddFile(path=paths[j], size=int(sizes[j]), modification_time=int(mtimes[j]), data_change=False,
+                           partition_values=dict(pvs[j] or []), stats=stats[j], tags=t))  # fmt: skip
+    return out
