@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from use.delta.actions import AddFile, Metadata, add_files_table, paths_in, remove_actions
 from use.errors import ConcurrentModificationError, InvalidArgumentError, RowCountMismatchError
-from use.optimize.plan import KIND_INDEX, REVISION_REWRITE_TAG
+from use.optimize.plan import KIND_INDEX, KIND_RELABEL, REVISION_REWRITE_TAG
 from use.session import job_group as spark_job_group
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -316,6 +316,26 @@ def _rewrite(
     raise InvalidArgumentError(f"unknown merge task kind {task.kind!r}")  # MergeTask validates; defensive
 
 
+def _relabel(qsnap: QbeastSnapshot, in_files: pa.Table, in_blocks: pa.Table) -> Rewrite:
+    """A relabel task's output: its files re-added into the latest revision (`use.qbeast.relabel`).
+    The plan was made on this snapshot, so every file's revision still aligns; a task naming any
+    other file is refused before anything is committed."""
+    from use.qbeast.blocks import revision_ids
+    from use.qbeast.relabel import alignment, relabelled_adds
+
+    latest = qsnap.revisions[qsnap.latest_revision_id]
+    alignments = {}
+    for rid in pc.unique(revision_ids(in_files)).to_pylist():
+        al = alignment(qsnap.revisions[int(rid)], latest) if rid in qsnap.revisions else None
+        if al is None:
+            raise InvalidArgumentError(
+                f"revision {rid} of {qsnap.table_root} does not grow into revision {latest.revision_id} by powers of "
+                "two, so its files cannot move by their tags; re-index them (SupersededRevisionsSelection plans that)"
+            )
+        alignments[int(rid)] = al
+    return Rewrite(tuple(relabelled_adds(in_files, in_blocks, alignments)), None, latest.revision_id)
+
+
 def _files_holding_columns(qsnap: QbeastSnapshot, task: MergeTask) -> tuple[str, ...]:
     """The task's files as local paths when they hold the table's data columns under their own
     names (no column mapping, no partition columns), so their first rows can be read directly;
@@ -439,19 +459,22 @@ def run_task(
     # in its input's. The iteration's metrics and the OptimizationEvent both report it; until the
     # rewrite has run (an abandoned task wrote nothing) it is the input's revision, as planned.
     into = task.revision_id
+    relabel = task.kind == KIND_RELABEL
 
     def metrics(status: str, *, version: int | None, out_files: pa.Table | None, out_blocks: pa.Table | None,
                 rows: int | None, error: str | None = None) -> IterationMetrics:  # fmt: skip
         out_sizes = _sizes(out_files) if out_files is not None else np.zeros(0, np.int64)
+        # a relabel reads and writes no data: its bytes are 0, its files those it moved
+        moved = 0 if relabel else 1
         cubes_out, blocks_out = _cubes_and_blocks(out_blocks) if out_blocks is not None else (0, 0)
         mn_in, mx_in, avg_in = _size_stats(in_sizes)
         mn_out, mx_out, avg_out = _size_stats(out_sizes)
         return IterationMetrics(
             strategy=task.strategy, kind=task.kind, reason=task.reason, revision_id=into,
             status=status, read_version=snapshot.version, version=version,
-            files_in=int(in_sizes.size), bytes_in=int(in_sizes.sum()), min_file_size_in=mn_in,
+            files_in=int(in_sizes.size), bytes_in=int(in_sizes.sum()) * moved, min_file_size_in=mn_in,
             max_file_size_in=mx_in, avg_file_size_in=avg_in,
-            files_out=int(out_sizes.size), bytes_out=int(out_sizes.sum()), min_file_size_out=mn_out,
+            files_out=int(out_sizes.size), bytes_out=int(out_sizes.sum()) * moved, min_file_size_out=mn_out,
             max_file_size_out=mx_out, avg_file_size_out=avg_out,
             cubes_in=cubes_in, cubes_out=cubes_out, blocks_in=blocks_in, blocks_out=blocks_out,
             rows=int(rows if rows is not None else (rows_in or 0)),
@@ -464,9 +487,15 @@ def run_task(
     with spark_job_group(spark, group, f"{job_description}: {what}" if job_description else f"USE optimize: {what}"):
         watcher = _StopWatcher(sc, group, stop)
         try:
-            df = scan(spark, qsnap, in_files)
-            result = _rewrite(spark, df, qsnap, task, config, InputBlocks(in_stats_blocks, int(idx.size), rows_in))
-            written, into = result.adds, int(result.revision_id)
+            if relabel:
+                # metadata only: the same files re-added with the latest revision's tags (never
+                # `written`: on failure nothing is deleted, they are the table's live files)
+                result = _relabel(qsnap, in_files, in_stats_blocks)
+                into = int(result.revision_id)
+            else:
+                df = scan(spark, qsnap, in_files)
+                result = _rewrite(spark, df, qsnap, task, config, InputBlocks(in_stats_blocks, int(idx.size), rows_in))
+                written, into = result.adds, int(result.revision_id)
             if watcher.requested():
                 # the stop came while the rewrite ran, but its jobs ended between two cancels (a small
                 # task's job can take less than the watcher's period): abandon it all the same
@@ -494,7 +523,12 @@ def run_task(
                 output_files_stats=events.FileStats.from_blocks(out_files, out_blocks),
             )
             txn = Transaction(log, snapshot)
-            txn.add(*remove_actions(in_files, data_change=False), *result.adds)
+            if relabel:
+                # a re-added path replaces its add (the protocol's reconciliation); a concurrent
+                # remove of one of them must abort this commit, or it would bring the file back
+                txn.read_files(in_files.column("path")).add(*result.adds)
+            else:
+                txn.add(*remove_actions(in_files, data_change=False), *result.adds)
             if result.metadata is not None:
                 txn.add(result.metadata)
             parameters = {
@@ -516,7 +550,7 @@ def run_task(
             version = txn.commit(
                 OPERATION,
                 parameters,
-                operation_metrics(in_sizes, _sizes(out_files), rows_out),
+                operation_metrics(np.zeros(0, np.int64) if relabel else in_sizes, _sizes(out_files), rows_out),
                 tags={events.EVENT_TAG: event.to_json()},
             )
         except ConcurrentModificationError as exc:

@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from use.optimize.config import OptimizationConfig
-from use.optimize.plan import KIND_BINPACK, KIND_CLUSTER, KIND_COMPACT, KIND_INDEX, Gain, MergeTask, Plan
+from use.optimize.plan import KIND_BINPACK, KIND_CLUSTER, KIND_COMPACT, KIND_INDEX, KIND_RELABEL, Gain, MergeTask, Plan
 from use.optimize.strategies._common import distinct, io_limit, output_files
 from use.optimize.strategies.overlap import build_sweep
 from use.optimize.strategies.sampling import overhead_per_file
@@ -133,6 +133,11 @@ def estimate(snapshot: Any, tasks: Sequence[MergeTask], config: OptimizationConf
     overhead: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     gains: list[Gain] = []
     for i, task in enumerate(tasks):
+        if task.kind == KIND_RELABEL:
+            # nothing is rewritten: the files join the latest revision's tree, where its
+            # consolidation can merge them with the cubes they now share (measured by the next plan)
+            gains.append(Gain(read_cost=float(task.num_files)))
+            continue
         if task.kind in (KIND_INDEX, KIND_CLUSTER):
             # Clustering selects only files not yet clustered by its key (or small ZCubes of it):
             # the strategy's selection is its fixed point, and the files' key ranges are the gain.

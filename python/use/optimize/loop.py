@@ -198,14 +198,14 @@ def delivered(task: Any, m: IterationMetrics) -> bool:
     """Did a committed rewrite deliver the gain its plan estimated (`MergeTask.gain`)?
 
     Indexing always does (staging files leave revision 0), so does clustering (its files become one
-    ZCube of the key, which is not selected again). A file gain must show as fewer files out
+    ZCube of the key, which is not selected again) and relabelling (its files leave their revision). A file gain must show as fewer files out
     than in; a block gain as fewer blocks beyond one per cube (blocks - cubes: a compaction puts
     each cube in one file, though rows moving down into child cubes may add blocks of new cubes) or
     fewer files. A read-cost gain is not measurable from the commit and is taken as delivered: the
     next plan judges it (its files are not selected again). A task without an estimate (not from
     the planner) must reduce files or blocks.
     """
-    if m.kind in ("index", "cluster"):
+    if m.kind in ("index", "cluster", "relabel"):
         return True
     fewer_files = m.files_out < m.files_in
     gain = getattr(task, "gain", None)

@@ -22,12 +22,15 @@ from use.optimize.curves import CURVES
 #: "compact": files of one indexed revision are rewritten with that revision's existing cube weights;
 #: "binpack": files are rewritten as plain Delta files (optionally sorted by `sort_columns`);
 #: "cluster": files are rewritten as plain Delta files ordered by the `curve` key of `cluster_by`
-#: (ZOrder/Hilbert, `use.optimize.clustering`), tagged as one ZCube.
+#: (ZOrder/Hilbert, `use.optimize.clustering`), tagged as one ZCube;
+#: "relabel": files of a superseded revision move into the latest by their tags alone, nothing read
+#: or written (`use.qbeast.relabel`).
 KIND_INDEX = "index"
 KIND_COMPACT = "compact"
 KIND_BINPACK = "binpack"
 KIND_CLUSTER = "cluster"
-KINDS = (KIND_INDEX, KIND_COMPACT, KIND_BINPACK, KIND_CLUSTER)
+KIND_RELABEL = "relabel"
+KINDS = (KIND_INDEX, KIND_COMPACT, KIND_BINPACK, KIND_CLUSTER, KIND_RELABEL)
 
 #: `revision_id` of tasks on a plain Delta table (no Qbeast revisions at all).
 PLAIN_DELTA_REVISION = -1

@@ -13,13 +13,21 @@ take, `UnindexedFilesSelection`), without opening yet another revision. Only rev
 one really contains (`Revision.contains`) are selected; one made for a changed transformer is left
 alone (re-indexing it would open a new revision, and it can be rewritten on request).
 
-Selection: the files of every contained older revision, oldest revision first, then oldest file
+Moved, not rewritten, where it can be: a revision whose ranges the latest grew from by powers of
+two upward (`use.qbeast.relabel`, the revision policy of a range that keeps drifting up) has its
+rows already in the latest revision's cubes, so its files become the latest revision's by their
+tags alone: one "relabel" task of all such files, nothing read or written, scored above any
+rewrite. A file whose stats do not rule out a row at the old maximum of a grown column (that row
+would sit on a cube boundary of the new space) is re-indexed with the rest.
+
+Selection: the other files of every contained older revision, oldest revision first, then oldest file
 first, in tasks of at most the index IO limit (`batchBytes`, as for staging files: one index write
 per batch keeps the latest revision less fragmented than many small ones), up to `bytes-per-iter`
 per plan (at least one task). Every such task gains (`use.optimize.gain`): once re-indexed, the
 files no longer sit beside the latest revision's, which every query of its space also reads.
 
-Score (`_common` units): `open_file_cost * files / bytes`. A query over the table opens, per older
+Score (`_common` units): a move `open_file_cost * files` (per byte of nothing); a re-index
+`open_file_cost * files / bytes`. A query over the table opens, per older
 revision, the files holding the cubes it reaches there (at least one, the root's, for any sample);
 after the rewrite those rows sit in cubes of the latest revision the query reads anyway, so the
 files' open cost is what each query saves. Unlike staging files the older files are indexed, so no
@@ -34,10 +42,11 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+import pyarrow as pa
 
 from use.display import format_bytes
 from use.optimize.config import OptimizationConfig
-from use.optimize.plan import KIND_INDEX, MergeTask, Plan
+from use.optimize.plan import KIND_INDEX, KIND_RELABEL, MergeTask, Plan
 from use.optimize.strategies._common import chunks, io_limit, paths_of, revision_ids_of, sizes_of, sort_files
 from use.optimize.strategies.registry import register
 
@@ -69,12 +78,27 @@ class SupersededRevisionsSelection:
         idx = np.flatnonzero(np.isin(rids, np.asarray(older, dtype=np.int64))).astype(np.int64)
         if idx.size == 0:
             return None
+        latest = int(snapshot.latest_revision_id)
+        tasks: list[MergeTask] = []
+        movable = relabelable(snapshot, idx)
+        if movable.any():
+            moved = idx[movable]
+            revs = sorted({int(r) for r in rids[moved]})
+            n = int(moved.size)
+            reason = (
+                f"move {n} file(s) of superseded revision(s) {', '.join(map(str, revs))} into revision {latest} "
+                f"by their tags (its ranges grew from theirs by powers of two: the rows already sit in its cubes)"
+            )
+            # nothing is read or written: the task is worth its files' open cost whatever their size
+            score = config.open_file_cost * n
+            tasks.append(MergeTask(self.name, revs[0], paths_of(snapshot, moved), 0, n, score, reason, KIND_RELABEL))
+            idx = idx[~movable]
+        if idx.size == 0:
+            return Plan(tuple(tasks), self.name, snapshot.version)
         # oldest revision first, then oldest file: the revision that has waited longest goes first
         idx = sort_files(snapshot, idx, [("modification_time", "ascending")])
         idx = idx[np.argsort(rids[idx], kind="stable")]
         sizes = sizes_of(snapshot)[idx]
-        latest = int(snapshot.latest_revision_id)
-        tasks: list[MergeTask] = []
         total = 0
         for i, j in chunks(sizes, io_limit(KIND_INDEX, config)):
             nbytes, n = int(sizes[i:j].sum()), j - i
@@ -91,3 +115,26 @@ class SupersededRevisionsSelection:
             # reports the revision the rows went to.
             tasks.append(MergeTask(self.name, revs[0], paths_of(snapshot, idx[i:j]), nbytes, n, score, reason, KIND_INDEX))
         return Plan(tuple(tasks), self.name, snapshot.version)
+
+
+def relabelable(snapshot: Any, idx: np.ndarray) -> np.ndarray:
+    """Which of the files at `idx` (of contained older revisions) can move into the latest
+    revision by their tags (`use.qbeast.relabel`): their revision aligns with the latest and their
+    stats rule out a row at the old maximum of a grown column."""
+    from use.qbeast.query import files_by_stats
+    from use.qbeast.relabel import alignment
+
+    latest = snapshot.revisions[int(snapshot.latest_revision_id)]
+    rids = revision_ids_of(snapshot)[idx]
+    out = np.zeros(idx.size, dtype=bool)
+    for rid in np.unique(rids).tolist():
+        al = alignment(snapshot.revisions[int(rid)], latest)
+        if al is None:
+            continue
+        mine = np.flatnonzero(rids == rid)
+        files = snapshot.files.take(pa.array(idx[mine], pa.int64()))
+        keep = ~np.asarray(files_by_stats(snapshot, files, al.edge_predicate()), dtype=bool)
+        if "deletion_vector" in files.column_names:  # re-adding such a file would drop its vector
+            keep &= np.asarray(files.column("deletion_vector").is_null(), dtype=bool)
+        out[mine[keep]] = True
+    return out
