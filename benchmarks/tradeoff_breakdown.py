@@ -96,8 +96,10 @@ def run(spark: Any, s: Settings, shape: str, k: int, work: str, show_tasks: bool
                 break
             kinds = kinds_of(snapshot, task, appended)
             result = QbeastTable.for_path(spark, path).optimize(progress=False, max_iterations=1, **overrides)
-            if not result.totals()["bytes_in"]:
+            if not result.committed:
                 break  # planned but not committed (a guard or a conflict): the round ends as optimize() would
+            if task.kind == "relabel":
+                kinds = {}  # files moved by their tags: nothing read
             for kind, n in kinds.items():
                 totals[kind] = totals.get(kind, 0) + n
             if show_tasks:
