@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -373,6 +373,23 @@ def action_json_line(action: Action | CommitInfo) -> str:
 
 def _map_column_to_dicts(col: pa.ChunkedArray | pa.Array) -> list[dict[str, str | None] | None]:
     return [None if v is None else dict(v) for v in col.to_pylist()]
+
+
+def add_actions(files: pa.Table, data_change: bool, tags: Sequence[Mapping[str, str] | None] | None = None) -> list[AddFile]:
+    """`AddFile`s re-adding rows of `Snapshot.files` as they are (RESTORE brings files back, a
+    relabel re-tags them), column-wise as `remove_actions`; `tags`, one per row, replace theirs."""
+    paths = files.column("path").to_pylist()
+    sizes = files.column("size").to_pylist()
+    mtimes = files.column("modification_time").to_pylist()
+    stats = files.column("stats").to_pylist()
+    pvs = _map_column_to_dicts(files.column("partition_values"))
+    if tags is None:
+        tags = _map_column_to_dicts(files.column("tags")) if "tags" in files.column_names else [None] * len(paths)
+    return [
+        AddFile(path=p, size=int(n), modification_time=int(m), data_change=data_change, partition_values=pv or {},
+                stats=st, tags=None if t is None else dict(t))  # fmt: skip
+        for p, n, m, st, pv, t in zip(paths, sizes, mtimes, stats, pvs, tags)
+    ]
 
 
 def remove_actions(files: pa.Table, data_change: bool, deletion_timestamp: int | None = None) -> list[RemoveFile]:

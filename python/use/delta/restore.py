@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from use.delta.actions import AddFile, remove_actions
+from use.delta.actions import add_actions, remove_actions
 from use.delta.log import DeltaLog
 from use.delta.storage import absolute_path
 from use.delta.transaction import Transaction
@@ -58,21 +58,6 @@ class RestoreResult:
             f"{plural(self.num_removed_files, 'file')} ({format_bytes_exact(self.removed_files_size)}) removed; "
             f"now {plural(self.num_files, 'file')}, {format_bytes_exact(self.size)}"
         )
-
-
-def _adds(files: pa.Table) -> list[AddFile]:
-    """`AddFile`s (dataChange=true) for rows of `Snapshot.files`, column-wise as `remove_actions` does."""
-    paths = files.column("path").to_pylist()
-    sizes = files.column("size").to_pylist()
-    mtimes = files.column("modification_time").to_pylist()
-    stats = files.column("stats").to_pylist()
-    pvs = files.column("partition_values").to_pylist()
-    tags = files.column("tags").to_pylist()
-    return [
-        AddFile(path=p, size=int(s), modification_time=int(m), data_change=True,
-                partition_values=dict(pv or []), stats=st, tags=None if t is None else dict(t))  # fmt: skip
-        for p, s, m, st, pv, t in zip(paths, sizes, mtimes, stats, pvs, tags)
-    ]
 
 
 def _bytes(files: pa.Table) -> int:
@@ -113,7 +98,7 @@ def restore(
         return result
     txn = Transaction(log, current)
     txn.read_whole_table()
-    txn.add(*_adds(back), *remove_actions(gone, data_change=True))
+    txn.add(*add_actions(back, data_change=True), *remove_actions(gone, data_change=True))
     if metadata_changed:
         txn.add(target.metadata)
     parameters = {"version": str(target.version)} if version is not None else {"timestamp": str(timestamp)}

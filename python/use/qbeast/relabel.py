@@ -37,7 +37,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from use.delta.actions import AddFile
+from use.delta.actions import AddFile, add_actions
 from use.delta.predicates import Comparison, Or, Predicate
 from use.errors import InvalidArgumentError
 from use.qbeast.cube import CubeId
@@ -195,18 +195,11 @@ def relabelled_adds(files: Any, blocks: Any, alignments: Mapping[int, Alignment]
         relabelled[rid] = relabelled_cubes(alignments[rid], [cubes[i] for i in rows])
         for i, cube in zip(rows.tolist(), relabelled[rid]):
             per_file[int(fi[i])].append(Block(cube, int(lo[i]), int(hi[i]), int(cnt[i])))
-    paths = files.column("path").to_pylist()
-    sizes = files.column("size").to_pylist()
-    mtimes = files.column("modification_time").to_pylist()
-    stats = files.column("stats").to_pylist()
-    pvs = files.column("partition_values").to_pylist()
-    tags = files.column("tags").to_pylist()
-    out = []
+    old_tags = files.column("tags").to_pylist()
+    tags = []
     for j in range(n):
-        new_rev = alignments[int(rids[j])].new.revision_id
-        t = dict(tags[j] or [])
-        t[REVISION_TAG] = str(int(new_rev))
+        t = dict(old_tags[j] or [])
+        t[REVISION_TAG] = str(int(alignments[int(rids[j])].new.revision_id))
         t[BLOCKS_TAG] = blocks_json(per_file[j])
-        out.append(AddFile(path=paths[j], size=int(sizes[j]), modification_time=int(mtimes[j]), data_change=False,
-                           partition_values=dict(pvs[j] or []), stats=stats[j], tags=t))  # fmt: skip
-    return out
+        tags.append(t)
+    return add_actions(files, data_change=False, tags=tags)
