@@ -130,3 +130,34 @@ def test_a_concurrent_remove_of_a_file_to_move_abandons_the_move(spark, tmp_path
     task = next(t for t in planner.plan(qsnap).tasks if t.kind == KIND_RELABEL)
     assert run_task(spark, log, log.snapshot(), qsnap, task, planner.config).status == COMMITTED
     assert deltars_rows(path) == rows
+
+
+def test_drifting_timestamps_move_by_their_tags_and_time_ranges_read_the_same_rows(spark, tmp_path) -> None:
+    """Timestamps are the commonest drift: each day of events a little past the last."""
+    from deltalake import DeltaTable
+    from pyspark.sql import functions as F
+    from use.table import QbeastTable
+
+    path, reference = str(tmp_path / "t"), str(tmp_path / "once")
+    day = 86_400
+    for k in range(6):  # day k's events span [k/2, k/2 + 1) days from the start
+        df = spark.range(k * 300, (k + 1) * 300).select(
+            F.col("id"),
+            F.timestamp_seconds(F.lit(1_700_000_000 + k * day // 2) + F.floor(F.rand(k) * day)).alias("ts"),
+            (F.rand(50 + k) * 60 + 20).alias("y"),
+        )
+        QbeastTable.write(df, path, ["ts", "y"], cube_size=50)
+    qsnap = load_snapshot(path)
+    revs = [qsnap.revisions[r] for r in sorted(qsnap.revisions) if r]
+    assert any(alignment(a, b) is not None for a, b in zip(revs, revs[1:])), [r.transformations[0] for r in revs]
+    QbeastTable.write(spark.read.format("qbeast").load(path), reference, ["ts", "y"], cube_size=50)
+
+    result = optimize_path(spark, path, max_iterations=40)
+    assert result.outcome == CONVERGED and any(m.kind == KIND_RELABEL for m in result.committed)
+    ours, once = QbeastTable.for_path(spark, path), QbeastTable.for_path(spark, reference)
+    for cond in (None, "ts >= timestamp'2023-11-15 12:00:00' AND ts < timestamp'2023-11-16 06:00:00'",
+                 "ts > timestamp'2023-11-16 20:00:00'", "ts < timestamp'2023-11-15 00:00:00' AND y > 50"):  # fmt: skip
+        for f in (None, 0.1, 0.5):
+            got = sorted(r.id for r in ours.read(sample=f, filter=cond).select("id").collect())
+            assert got == sorted(r.id for r in once.read(sample=f, filter=cond).select("id").collect()), (cond, f)
+    assert sorted(DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == list(range(1800))

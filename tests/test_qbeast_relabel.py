@@ -118,3 +118,21 @@ def test_relabelled_adds_keep_the_file_and_rewrite_only_its_tags() -> None:
     assert add.tags["blocks"] == blocks_json([Block("", 0, 100, 10), Block(merged, 100, 900, 5), Block(merged, 100, 950, 6)])
     with pytest.raises(Exception, match="re-index"):
         relabelled_adds(files, block_rows, {})
+
+
+def test_timestamp_and_date_ranges_grow_exactly_and_their_edge_is_a_stats_value() -> None:
+    import datetime as dt
+
+    ms = 1_700_000_000_000
+    ts = LinearTransformation(ms, ms + 86_400_000, ms + 5, "TimestampDataType")
+    grown = aligned_growth(ts, ms + 3 * 86_400_000)
+    assert grown is not None and grown.max_number == ms + 4 * 86_400_000 and growth_shift(ts, grown) == 2
+    r1, r2 = _rev(1, (0.0, 1.0)), _rev(2, (0.0, 1.0))
+    r1 = replace(r1, transformations=(ts, r1.transformations[1]))
+    r2 = replace(r2, transformations=(grown, r2.transformations[1]))
+    edge = alignment(r1, r2).edge_predicate()
+    assert edge == Comparison("x", ">=", dt.datetime(2023, 11, 15, 22, 13, 20, tzinfo=dt.timezone.utc))
+    d = LinearTransformation(0, 10 * 86_400_000 + 1, 0, "DateDataType")  # a widened bound, not a midnight
+    r1 = replace(r1, transformations=(d, r1.transformations[1]))
+    r2 = replace(r2, transformations=(aligned_growth(d, 15 * 86_400_000), r2.transformations[1]))
+    assert alignment(r1, r2).edge_predicate() == Comparison("x", ">=", dt.date(1970, 1, 11))  # the day holding it

@@ -23,15 +23,16 @@ status weights, so such a cube's rows above the status weight move down when it 
 Exactness: rows whose value equals the old maximum sit in the old last cube (a coordinate of 1.0
 is closed into it) but fall on a cube boundary of the new revision (2^-k), where they belong to
 the cube above: files that may hold such a row (their stats' maximum reaches the old maximum, or
-they have none) are re-indexed, not relabelled (`edge_predicate`). Only Double, Integer and Long
-columns (exact float64 coordinates within 2^53) with the same null value qualify; any other
-change of the revision is a re-index.
+they have none) are re-indexed, not relabelled (`edge_predicate`). Only Double, Integer, Long,
+Timestamp and Date columns (exact float64 coordinates within 2^53; timestamps and dates are epoch
+millis) with the same null value qualify; any other change of the revision is a re-index.
 
 Pure: revisions and cube strings in, cube strings and block tags out.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -43,8 +44,9 @@ from use.errors import InvalidArgumentError
 from use.qbeast.cube import CubeId
 from use.qbeast.revision import Revision
 
-#: Column types whose linear coordinates stay exact under an aligned growth (float64 arithmetic).
-ALIGNED_TYPES = ("DoubleDataType", "IntegerDataType", "LongDataType")
+#: Column types whose linear coordinates stay exact under an aligned growth (float64 arithmetic):
+#: timestamps and dates are integral epoch millis in the transformation, the commonest drift.
+ALIGNED_TYPES = ("DoubleDataType", "IntegerDataType", "LongDataType", "TimestampDataType", "DateDataType")
 _EXACT = 2**53
 
 
@@ -73,7 +75,7 @@ class Alignment:
         """Rows a relabel would misplace: a grown column at exactly its old maximum (or above,
         which no row of the old revision has)."""
         preds = [
-            Comparison(col, ">=", self.old.transformations[i].max_number)  # type: ignore[attr-defined]
+            Comparison(col, ">=", _stats_value(self.old.transformations[i]))
             for i, col in enumerate(self.old.columns)
             if self.shifts[i]
         ]
@@ -81,6 +83,16 @@ class Alignment:
         for p in preds[1:]:
             out = Or(out, p)
         return out
+
+
+def _stats_value(t: Any) -> Any:
+    """A linear range's maximum as a value Delta stats compare with: timestamps and dates are epoch
+    millis in the transformation, a datetime (UTC) and the date holding it in the stats."""
+    if t.ordered_data_type == "TimestampDataType":
+        return _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=int(t.max_number))
+    if t.ordered_data_type == "DateDataType":
+        return _dt.date(1970, 1, 1) + _dt.timedelta(days=int(t.max_number) // 86_400_000)
+    return t.max_number
 
 
 def _exact(t: Any) -> bool:
