@@ -48,6 +48,11 @@ from use.qbeast.revision import Revision
 #: timestamps and dates are integral epoch millis in the transformation, the commonest drift.
 ALIGNED_TYPES = ("DoubleDataType", "IntegerDataType", "LongDataType", "TimestampDataType", "DateDataType")
 _EXACT = 2**53
+#: The largest growth (2^k) whose cubes move by their tags: a new cube then holds up to 2^k old
+#: cubes' rows along the column, twice or four times its size. A range that jumps further (a
+#: one-off outlier, ids from a new range) is re-indexed into a space where the old rows get cubes
+#: of their own size, and widens by the margin rules rather than to a power it would not use.
+MAX_SHIFT = 2
 
 
 @dataclass(frozen=True)
@@ -137,7 +142,7 @@ def alignment(old: Revision, new: Revision) -> Alignment | None:
     shifts = []
     for o, n in zip(old.transformations, new.transformations):
         k = growth_shift(o, n)
-        if k is None:
+        if k is None or k > MAX_SHIFT:
             return None
         shifts.append(k)
     if not any(shifts):
@@ -148,7 +153,7 @@ def alignment(old: Revision, new: Revision) -> Alignment | None:
 def aligned_growth(old: Any, needed_max: float) -> Any | None:
     """`old` (a linear transformation) grown upward 2^k times from its minimum, for the smallest
     k >= 1 reaching `needed_max`, keeping its null value; None when its type or bounds cannot grow
-    exactly (`growth_shift` must recognise the result)."""
+    exactly (`growth_shift` must recognise the result) or k would pass `MAX_SHIFT`."""
     from dataclasses import replace
 
     from use.qbeast.transform import LinearTransformation
@@ -159,7 +164,7 @@ def aligned_growth(old: Any, needed_max: float) -> Any | None:
     k = 1
     while float(lo) + float(span) * 2**k < needed_max:
         k += 1
-        if k > 60:
+        if k > MAX_SHIFT:
             return None
     hi = lo + span * 2**k
     if isinstance(hi, float) and not float(hi) < _EXACT:
