@@ -13,8 +13,9 @@ Default chain (when neither the caller nor `use.optimization.strategies` gives o
 
 * Qbeast table: `UnindexedFilesSelection` first (if `optimizeUnindexedFiles.enabled` and
   `.prioritize`; last if not prioritized), then `use.optimization.type` or, by default,
-  `SupersededRevisionsSelection` (when the table has older revisions the latest contains: they are
-  re-indexed into it; not when a revision is targeted), then `LeveledCompactionSelection` on the latest revision (or
+  `SupersededRevisionsSelection` (when the table has older revisions the latest contains: their
+  files move into it by their tags when its ranges grew from theirs by powers of two, else they
+  are re-indexed into it; not when a revision is targeted), then `LeveledCompactionSelection` on the latest revision (or
   `revision-id` / `autoOptimize.revisionId`).
   With revision id 0 only `UnindexedFilesSelection` runs; with `revision-rewrite` the unindexed
   strategy is left out (the user asked to rewrite one revision).
