@@ -464,17 +464,16 @@ def run_task(
     def metrics(status: str, *, version: int | None, out_files: pa.Table | None, out_blocks: pa.Table | None,
                 rows: int | None, error: str | None = None) -> IterationMetrics:  # fmt: skip
         out_sizes = _sizes(out_files) if out_files is not None else np.zeros(0, np.int64)
-        # a relabel reads and writes no data: its bytes are 0, its files those it moved
-        moved = 0 if relabel else 1
         cubes_out, blocks_out = _cubes_and_blocks(out_blocks) if out_blocks is not None else (0, 0)
         mn_in, mx_in, avg_in = _size_stats(in_sizes)
         mn_out, mx_out, avg_out = _size_stats(out_sizes)
         return IterationMetrics(
             strategy=task.strategy, kind=task.kind, reason=task.reason, revision_id=into,
             status=status, read_version=snapshot.version, version=version,
-            files_in=int(in_sizes.size), bytes_in=int(in_sizes.sum()) * moved, min_file_size_in=mn_in,
+            # a relabel reads and writes no data: its bytes are 0, its files those it moved
+            files_in=int(in_sizes.size), bytes_in=0 if relabel else int(in_sizes.sum()), min_file_size_in=mn_in,
             max_file_size_in=mx_in, avg_file_size_in=avg_in,
-            files_out=int(out_sizes.size), bytes_out=int(out_sizes.sum()) * moved, min_file_size_out=mn_out,
+            files_out=int(out_sizes.size), bytes_out=0 if relabel else int(out_sizes.sum()), min_file_size_out=mn_out,
             max_file_size_out=mx_out, avg_file_size_out=avg_out,
             cubes_in=cubes_in, cubes_out=cubes_out, blocks_in=blocks_in, blocks_out=blocks_out,
             rows=int(rows if rows is not None else (rows_in or 0)),

@@ -156,7 +156,7 @@ def aligned_growth(old: Any, needed_max: float) -> Any | None:
     exactly (`growth_shift` must recognise the result) or k would pass `MAX_SHIFT`."""
     from dataclasses import replace
 
-    from use.qbeast.transform import LinearTransformation
+    from use.qbeast.transform import INTEGRAL_BOUNDS, LinearTransformation
 
     if not isinstance(old, LinearTransformation) or not _exact(old):
         return None
@@ -167,10 +167,12 @@ def aligned_growth(old: Any, needed_max: float) -> Any | None:
         if k > MAX_SHIFT:
             return None
     hi = lo + span * 2**k
-    if isinstance(hi, float) and not float(hi) < _EXACT:
+    if abs(float(hi)) >= _EXACT:
         return None
-    if isinstance(hi, int) and (abs(hi) >= _EXACT or (old.ordered_data_type == "IntegerDataType" and hi > 2**31 - 1)):
-        return None
+    if isinstance(hi, int):
+        least, most = INTEGRAL_BOUNDS[old.ordered_data_type]  # an Integer column cannot hold 2^31
+        if not least <= hi <= most:
+            return None
     grown = replace(old, max_number=hi)
     return grown if growth_shift(old, grown) == k else None
 
@@ -204,13 +206,11 @@ def relabelled_adds(files: Any, blocks: Any, alignments: Mapping[int, Alignment]
     hi = blocks.column("max_weight").to_numpy(zero_copy_only=False)
     cnt = blocks.column("element_count").to_numpy(zero_copy_only=False)
     per_file: list[list[Block]] = [[] for _ in range(n)]
-    relabelled: dict[int, list[str]] = {}
     for rid in np.unique(rids).tolist():
         if rid not in alignments:
             raise InvalidArgumentError(f"revision {rid} has no alignment into the newer revision; its files must be re-indexed")
         rows = np.flatnonzero(rids[fi] == rid)
-        relabelled[rid] = relabelled_cubes(alignments[rid], [cubes[i] for i in rows])
-        for i, cube in zip(rows.tolist(), relabelled[rid]):
+        for i, cube in zip(rows.tolist(), relabelled_cubes(alignments[rid], [cubes[i] for i in rows])):
             per_file[int(fi[i])].append(Block(cube, int(lo[i]), int(hi[i]), int(cnt[i])))
     old_tags = files.column("tags").to_pylist()
     tags = []

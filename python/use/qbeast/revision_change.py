@@ -171,7 +171,6 @@ def parse_revision_margin(raw: Any, source: str) -> float:
 #: append of a hundred rows or more of a fixed range reaches all of them.
 EDGE_REACH = 0.1
 
-_INT_BOUNDS = {"IntegerDataType": (-(2**31), 2**31 - 1), "LongDataType": (-(2**63), 2**63 - 1)}
 
 
 def _near_edges(old: Transformation, data: Transformation | None, margin: float) -> tuple[bool, bool]:
@@ -232,7 +231,7 @@ def widened(
     cost is the space: up to half of the new range is empty until the data gets there (the
     doubling of the drift alone left up to half of the growth empty).
     """
-    from use.qbeast.transform import INTEGRAL_TYPES, LinearTransformation
+    from use.qbeast.transform import INTEGRAL_BOUNDS, INTEGRAL_TYPES, LinearTransformation
 
     if margin <= 0 or not isinstance(old, LinearTransformation) or not isinstance(merged, LinearTransformation):
         return merged
@@ -259,7 +258,7 @@ def widened(
             return aligned
     dtype = merged.ordered_data_type
     if dtype in INTEGRAL_TYPES:
-        a, b = _INT_BOUNDS.get(dtype, (-(2**63), 2**63 - 1))
+        a, b = INTEGRAL_BOUNDS[dtype]
         new_lo = max(a, min(int(merged.min_number), int(np.floor(lo))))
         new_hi = min(b, max(int(merged.max_number), int(np.ceil(hi))))
         return LinearTransformation.create(new_lo, new_hi, dtype)

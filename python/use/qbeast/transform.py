@@ -55,6 +55,11 @@ STRING = "StringDataType"
 ORDERED_TYPES: frozenset[str] = frozenset({INTEGER, LONG, DOUBLE, FLOAT, DECIMAL, TIMESTAMP, DATE})
 ALL_TYPES: frozenset[str] = ORDERED_TYPES | {STRING}
 INTEGRAL_TYPES = frozenset({INTEGER, LONG, TIMESTAMP, DATE})  # JSON values are integers
+#: The bounds a linear range of an integral type may take (Java Int and Long; timestamps and dates
+#: are Long epoch millis).
+INTEGRAL_BOUNDS: dict[str, tuple[int, int]] = {
+    INTEGER: (-(2**31), 2**31 - 1), LONG: (-(2**63), 2**63 - 1), TIMESTAMP: (-(2**63), 2**63 - 1), DATE: (-(2**63), 2**63 - 1),
+}
 
 TRANSFORMER_TYPES: tuple[str, ...] = ("linear", "hashing", "quantiles")
 """The transformer names a column spec may use (`col:linear`); `histogram` is read-only (deprecated)."""
