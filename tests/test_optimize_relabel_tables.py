@@ -161,3 +161,24 @@ def test_drifting_timestamps_move_by_their_tags_and_time_ranges_read_the_same_ro
             got = sorted(r.id for r in ours.read(sample=f, filter=cond).select("id").collect())
             assert got == sorted(r.id for r in once.read(sample=f, filter=cond).select("id").collect()), (cond, f)
     assert sorted(DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == list(range(1800))
+
+
+def test_a_relabel_task_of_a_revision_that_does_not_align_is_refused_and_nothing_changes(spark, tmp_path) -> None:
+    import dataclasses
+
+    from optimize_support import directory_state
+    from use.errors import InvalidArgumentError
+
+    path = str(tmp_path / "t")
+    _drifted(spark, path)
+    log = DeltaLog.for_path(path)
+    qsnap = load_snapshot(path)
+    planner = Planner()
+    task = next(t for t in planner.plan(qsnap).tasks if t.kind == KIND_RELABEL)
+    # rev1's files ([0, 100] -> [0, 4 M] is no power of two): they must be re-indexed, not moved
+    rev1 = qsnap.files.filter(qsnap.files.column("revision_id").to_numpy() == 1).column("path").to_pylist()
+    bad = dataclasses.replace(task, revision_id=1, paths=tuple(rev1), num_files=len(rev1))
+    before = directory_state(path)
+    with pytest.raises(InvalidArgumentError, match="re-index them"):
+        run_task(spark, log, log.snapshot(), qsnap, bad, planner.config)
+    assert directory_state(path) == before  # no file deleted, no commit
