@@ -512,6 +512,10 @@ def test_tier_tail_merges_small_files_and_a_larger_one_only_once_they_reach_a_ra
     assert tier_tail(np.array([1000, 200, 10, 10]), 4, 9) == 2  # the 10s merge; 20*4 < 200
     assert tier_tail(np.array([1000, 200, 10]), 4, 9) == 3  # one small file: within its tiers
     assert tier_tail(np.array([1000, 200, 10]), 4, 2) == 1  # three files > max 2: the two smallest merge
+    # 5 * 4 < 45: within the tiers, but four files > max 3, so 45 + 5 merge, and climb on: they
+    # reach 200/4, so 200 joins them (not left to the next task); 250 * 4 < 2000
+    assert tier_tail(np.array([2000, 200, 45, 5]), 4, 3) == 1
+    assert tier_tail(np.array([2000, 300, 45, 5]), 4, 3) == 2  # 50 * 4 < 300: the cap's merge only
     assert tier_tail(np.array([1000, 200, 10]), 0, 9) == 0  # ratio 0: every file
     assert tier_tail(np.array([1000, 200, 10]), 4, 9, np.array([False, True, False])) == 0  # waited: every file
     assert tier_tail(np.array([5]), 4, 1) == 1
@@ -680,3 +684,4 @@ def test_the_fold_reaches_a_deeper_cube_whose_parent_lives_in_the_tasks_files() 
     plan = LeveledCompactionSelection().select(qbeast_snapshot(files, blocks), tiered)
     assert sorted(selected(plan)[0]) == ["aa", "main", "s1", "s2"]
     assert "1 file(s) of deeper cubes its rows would join at once" in plan.tasks[0].reason
+

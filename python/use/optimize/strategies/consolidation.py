@@ -113,13 +113,16 @@ def tier_tail(sizes_desc: np.ndarray, ratio: float, max_fragments: int, waited: 
         return n
     if ratio <= 0 or (waited is not None and bool(waited.any())):
         return 0
+    # at most max_fragments files left (the untouched head plus the merged tail's one file); the
+    # tail a cap forced keeps climbing the tiers like any other, else its file would reach 1/ratio
+    # of the next larger one and be merged with it by the very next task (written twice: measured
+    # at k = 1, drifting, a root fragment every few rounds)
+    cap = max(0, max_fragments - 1)
     start = n - 1
     tail = float(sizes_desc[start])
-    while start > 0 and tail * ratio >= float(sizes_desc[start - 1]):
+    while start > 0 and (start > cap or tail * ratio >= float(sizes_desc[start - 1])):
         start -= 1
         tail += float(sizes_desc[start])
-    # more than max_fragments files left (the untouched head plus the merged tail's one file)
-    start = min(start, max(0, max_fragments - 1))
     return start if n - start >= 2 else n
 
 
