@@ -161,12 +161,13 @@ def test_plan_is_the_planners_next_plan() -> None:
     from use.optimize.config import OptimizationConfig
 
     # (size tiers at ratio 3: f0's 100 bytes reach 1/3 of f1's 200, so the root's two files merge;
-    # the default 1.5 lets f0 wait)
+    # the default 1.5 lets f0 wait; f1's root rows above the root's maxWeight move down to A in the
+    # rewrite, a fragment the tiers merge with A's file f2, so f2 is folded into the task)
     off = {"use.optimization.autoOptimize.optimizeUnindexedFiles.enabled": "false"}
     assert insights.plan(snap, OptimizationConfig.from_properties(off)).num_rows == 0
     config = OptimizationConfig.from_properties({**off, "use.optimization.tiering.ratio": "3"})
     (compact,) = insights.plan(snap, config).to_pylist()  # the root cube is spread over f0 and f1
-    assert _pick(compact, "strategy", "kind", "revision_id", "paths") == ("LeveledCompactionSelection", "compact", 1, ["f0", "f1"])
+    assert _pick(compact, "strategy", "kind", "revision_id", "paths") == ("LeveledCompactionSelection", "compact", 1, ["f0", "f1", "f2"])
     (binpack,) = insights.plan(plain()).to_pylist()  # four 1 KB files of one partition: one bin
     assert _pick(binpack, "strategy", "kind", "revision_id", "num_files") == ("BinPacking", "binpack", -1, 4)
     assert binpack["score"] == 4 * 1024**2 * 3 / 4000 and binpack["partition_values"] == [("p", "a")]

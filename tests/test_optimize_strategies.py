@@ -685,3 +685,27 @@ def test_the_fold_reaches_a_deeper_cube_whose_parent_lives_in_the_tasks_files() 
     assert sorted(selected(plan)[0]) == ["aa", "main", "s1", "s2"]
     assert "1 file(s) of deeper cubes its rows would join at once" in plan.tasks[0].reason
 
+
+def test_the_fold_sees_the_rows_the_rewrite_moves_down_to_a_child() -> None:
+    # A's maxWeight is now W(0.6) (its block in `main`), but the appends' blocks of A were written when
+    # it was W(0.9): the rewrite places their rows by weight, so about half of each (those above
+    # W(0.6)) move down to A's child AA, 120 rows: a fragment of AA, which the tiers would merge with
+    # `aa` at once. Counted in place (all 240 in A, none in AA) the fold missed it, and the next task
+    # merged that fragment again (the trade-off benchmark, drifting, k = 10).
+    from use.optimize.strategies._common import RevisionBlocks
+    from use.optimize.strategies.consolidation import _Tree, placed_rows
+
+    files = files_table(["main", "aa", "s1", "s2"], [400, 300, 200, 200], revisions=[1] * 4)
+    blocks = [(0, 1, "", 0, MIN_W, W(0.3), 100), (0, 1, "A", 1, W(0.3), W(0.6), 40), (1, 1, "AA", 2, W(0.6), MAX_W, 100)]
+    for f in (2, 3):
+        blocks += [(f, 1, "", 0, MIN_W, W(0.3), 20), (f, 1, "A", 1, W(0.3), W(0.9), 120)]
+    snap = qbeast_snapshot(files, blocks)
+    rb = RevisionBlocks.of(snap, 1)
+    appends = np.isin(rb.file, [2, 3])
+    placed = dict(zip(rb.cubes.to_pylist(), np.rint(placed_rows(rb, appends, _Tree.of(rb))).tolist()))
+    assert placed == {"": 40, "A": 120, "AA": 120}
+    # rows a block holds below its cube's maxWeight stay where they are
+    assert np.array_equal(placed_rows(rb, np.isin(rb.file, [0, 1]), _Tree.of(rb)), [100, 40, 100])
+    plan = LeveledCompactionSelection().select(snap, cfg(tiering_ratio=3, tiering_root_max_fragments=9))
+    assert sorted(selected(plan)[0]) == ["aa", "main", "s1", "s2"]
+    assert "1 file(s) of deeper cubes its rows would join at once" in plan.tasks[0].reason

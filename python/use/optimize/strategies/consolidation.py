@@ -265,8 +265,8 @@ def _folded_files(view: _Cubes, top: int, files: np.ndarray, own_cube: np.ndarra
     benchmark (k = 10): 1.22 bytes per byte appended, a quarter of all rewriting, were such
     fragments. So the tiers are asked before the merge. Which fragments the rewrite writes is the
     rollup's choice (`use.qbeast.rollup`: a group of fewer than desiredCubeSize rows joins its
-    parent's, a whole inner cube keeps its own), so the task's rows per cube (its files' blocks) go
-    through the same rollup: each group below `top` is a fragment of its cube, at the task's bytes
+    parent's, a whole inner cube keeps its own), so the task's rows per cube (its files' blocks,
+    placed as the rewrite places them: `placed_rows`) go through the same rollup: each group below `top` is a fragment of its cube, at the task's bytes
     per row, and a cube whose own files (`own_cube`/`own_file`: pairs of cubes and files not holding
     an ancestor of theirs, sorted by cube) with that fragment are out of tier (`tier_tail`) has those
     files folded into the task; the rollup is then asked again with them, shallowest groups first,
@@ -291,14 +291,17 @@ def _folded_files(view: _Cubes, top: int, files: np.ndarray, own_cube: np.ndarra
     checked[top] = True
     out: list[np.ndarray] = []
     nbytes = float(sizes_all[files].sum())
+    tree = _Tree.of(rb)
     while nbytes < config.task_limit:
         blk = in_task[rb.file]
-        rows = np.bincount(rb.code[blk], weights=rb.count[blk], minlength=rb.num_cubes)
+        in_place = np.bincount(rb.code[blk], weights=rb.count[blk], minlength=rb.num_cubes)
+        rows = np.rint(placed_rows(rb, blk, tree))
         present = np.flatnonzero(rows > 0)
         if present.size == 0:
             break
         per_row = nbytes / float(rows.sum())
-        whole = {names[c] for c in present.tolist() if inner[c] and rows[c] >= totals[c]}
+        # as the rewrite decides it (`use.qbeast.index_plan.whole_inner_cubes`): by the input's blocks
+        whole = {names[c] for c in present.tolist() if inner[c] and in_place[c] >= totals[c]}
         plan = rollup({names[c]: int(rows[c]) for c in present.tolist()}, desired, dims, whole=whole)
         group_rows: dict[str, float] = {}
         for c in present.tolist():
@@ -338,6 +341,72 @@ def _folded_files(view: _Cubes, top: int, files: np.ndarray, own_cube: np.ndarra
         if not folded:
             break
     return np.concatenate(out).astype(np.int64) if out else none
+
+
+@dataclass(frozen=True)
+class _Tree:
+    """Per cube of a revision: status maxWeight, parent code, depth, and the share of its parent's
+    rows it takes (its blocks' rows over its siblings'), for `placed_rows`."""
+
+    max_weight: np.ndarray
+    parent: np.ndarray
+    depth: np.ndarray
+    share: np.ndarray
+
+    @classmethod
+    def of(cls, rb: RevisionBlocks) -> "_Tree":
+        parent, totals = rb.parent_code(), rb.cube_totals().astype(np.float64)
+        child = parent >= 0
+        siblings = np.bincount(parent[child], weights=totals[child], minlength=rb.num_cubes)
+        share = np.zeros(rb.num_cubes)
+        share[child] = totals[child] / np.maximum(siblings[parent[child]], 1.0)
+        return cls(rb.cube_max_weight().astype(np.float64), parent, rb.cube_depth(), share)
+
+
+def placed_rows(rb: RevisionBlocks, blk: np.ndarray, tree: _Tree) -> np.ndarray:
+    """Rows per cube that a rewrite of the blocks `blk` (a mask over `rb`'s blocks) writes, as the
+    rewrite places them: a block written when its cube's maxWeight was higher than the cube's
+    maxWeight now holds rows the rewrite moves down to the cube's children (the offsets of
+    `use.qbeast.estimate`; `use.qbeast.index_status.counts_in_place`), and they can fill a child
+    enough for the rollup to give it a file of its own. Planning has no rows, only each block's
+    weight range, so a block's rows are taken as spread evenly over it: those above the cube's
+    maxWeight go down, to the children in proportion to their rows in the table (where the data
+    lies), and on down by the same rule; rows that reach a cube without children stay there (a new
+    leaf, rolled into its parent's file). Measured on the trade-off benchmark: counted in place,
+    a fold missed fragments the rewrite then wrote (rows of a depth-2 cube's block that all moved to
+    its children), and the next task merged them again."""
+    n = rb.num_cubes
+    code, count = rb.code[blk], rb.count[blk].astype(np.float64)
+    lo, hi = rb.min_weight[blk].astype(np.float64), rb.max_weight[blk].astype(np.float64)
+    cur = tree.max_weight[code]
+    stay = np.where(hi > cur, np.clip((cur - lo + 1.0) / np.maximum(hi - lo + 1.0, 1.0), 0.0, 1.0), 1.0)
+    rows = np.bincount(code, weights=count * stay, minlength=n)
+    moving = count * (1.0 - stay)
+    pending = np.bincount(code, weights=moving, minlength=n)
+    if not (pending > 0).any():
+        return rows
+    pending_hi = np.bincount(code, weights=moving * hi, minlength=n)  # amount-weighted, for the mean
+    has_child = np.zeros(n, dtype=bool)
+    has_child[tree.parent[tree.parent >= 0]] = True
+    for d in range(int(tree.depth.max()) + 1):
+        # cubes at depth d hand their pending rows to their children (at d + 1), or keep them
+        at = (tree.depth == d) & (pending > 0)
+        keep = at & ~has_child
+        rows[keep] += pending[keep]
+        kids = np.flatnonzero((tree.parent >= 0) & (tree.depth == d + 1))
+        kids = kids[at[tree.parent[kids]]]
+        if kids.size == 0:
+            continue
+        p = tree.parent[kids]
+        amount = pending[p] * tree.share[kids]
+        top = pending_hi[p] / pending[p]
+        low = tree.max_weight[p]
+        mine = tree.max_weight[kids]
+        kid_stay = np.where(mine >= top, 1.0, np.clip((mine - low) / np.maximum(top - low, 1.0), 0.0, 1.0))
+        rows[kids] += amount * kid_stay
+        pending[kids] += amount * (1.0 - kid_stay)
+        pending_hi[kids] += amount * (1.0 - kid_stay) * top
+    return rows
 
 
 def _merge_within_limit(view: _Cubes, files: np.ndarray, reason: Callable[[int], str]) -> MergeTask | None:
