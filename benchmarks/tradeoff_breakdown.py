@@ -104,7 +104,7 @@ def run(spark: Any, s: Settings, shape: str, k: int, work: str, show_tasks: bool
                 totals[kind] = totals.get(kind, 0) + n
             if show_tasks:
                 parts = " ".join(f"{kind}={n / 1000:.0f}k" for kind, n in sorted(kinds.items()))
-                lines.append(f"append {i + 1:>4}: {task.bytes / 1000:>7.0f} kB  {parts}  ({task.strategy})")
+                lines.append(f"append {i + 1:>4}: {task.bytes / 1000:>7.0f} kB  {parts}  ({task.strategy}: {task.reason})")
         live = live_file_sizes(path)
     return totals, appended_bytes, lines
 
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--every", type=int, default=10, help="optimize every k appends (default 10)")
     p.add_argument("--shape", choices=("fixed", "drift"), default="fixed")
     p.add_argument("--appends", type=int, default=200)
-    p.add_argument("--tasks", action="store_true", help="one line per task")
+    p.add_argument("--tasks", action="store_true", help="one line per task, with its strategy and reason")
     p.add_argument("--ours-property", action="append", default=[], metavar="KEY=VALUE",
                    help="a use.optimization.* override for ours (without the prefix), e.g. tiering.ratio=2")
     args = p.parse_args(argv)
