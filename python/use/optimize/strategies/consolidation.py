@@ -255,8 +255,8 @@ def _tiered_task(view: _Cubes, cand: np.ndarray, spread: np.ndarray) -> MergeTas
 
 
 def _folded_files(view: _Cubes, top: int, files: np.ndarray, own_cube: np.ndarray, own_file: np.ndarray) -> np.ndarray:
-    """The files of cubes below `top` that the merge of `files` would hand a fragment the tiers
-    merge with them at once: they join the same task.
+    """The files of cubes below `top` that the merge of `files` would hand a fragment the tiers merge
+    with them at once: they join the same task.
 
     A consolidation's rewrite puts the rows its input holds for a subtree below `top` (an append's
     rows of every depth, a buffer's) in a file of that subtree's own when they are many, and the
@@ -266,12 +266,13 @@ def _folded_files(view: _Cubes, top: int, files: np.ndarray, own_cube: np.ndarra
     fragments. So the tiers are asked before the merge. Which fragments the rewrite writes is the
     rollup's choice (`use.qbeast.rollup`: a group of fewer than desiredCubeSize rows joins its
     parent's, a whole inner cube keeps its own), so the task's rows per cube (its files' blocks,
-    placed as the rewrite places them: `placed_rows`) go through the same rollup: each group below `top` is a fragment of its cube, at the task's bytes
-    per row, and a cube whose own files (`own_cube`/`own_file`: pairs of cubes and files not holding
-    an ancestor of theirs, sorted by cube) with that fragment are out of tier (`tier_tail`) has those
-    files folded into the task; the rollup is then asked again with them, shallowest groups first,
-    until nothing more folds or the task reaches `task-max-bytes`. The rewrite then writes each
-    such cube's file once, as the two tasks would have left it."""
+    placed as the rewrite places them: `placed_rows`) go through the same rollup: each group below
+    `top` is a fragment of its cube, at the task's bytes per row, and a cube whose own files
+    (`own_cube`/`own_file`: pairs of cubes and files not holding an ancestor of theirs, sorted by
+    cube) with that fragment are out of tier (`tier_tail`) has those files folded into the task; the
+    rollup is then asked again with them, shallowest groups first, until nothing more folds or the
+    task reaches `task-max-bytes`. The rewrite then writes each such cube's file once, as the two
+    tasks would have left it."""
     from use.qbeast.rollup import rollup
 
     config, rb, sizes_all, totals, inner, ratios = view.config, view.rb, view.sizes, view.total, view.inner, view.ratios
