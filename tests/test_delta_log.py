@@ -415,6 +415,26 @@ def test_history_of_foreign_and_corrupt_commits(table_path):
         log.history()
 
 
+def test_last_data_change_skips_maintenance_commits(table_path):
+    # tiering.idle-after's input: OPTIMIZE, VACUUM and property changes touch no rows
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA)
+    append(log, [1], partitioned=False)
+    written = log.history(limit=1)[0].timestamp
+    m = log.snapshot().metadata
+    for operation in ("OPTIMIZE", "SET TBLPROPERTIES", "VACUUM START", "VACUUM END", "UNSET TBLPROPERTIES"):
+        txn = log.start_transaction()
+        if "TBLPROPERTIES" in operation:
+            txn.add(Metadata(m.id, m.schema_string, m.partition_columns, {"a.b": operation}, created_time=m.created_time))
+        txn.commit(operation)
+    assert log.snapshot().version == 6
+    assert log.last_data_change_ms() == written
+    # only the newest `scan` commits are read: all maintenance, the oldest one's time (a lower bound)
+    assert log.last_data_change_ms(scan=2) == log.history(limit=2)[1].timestamp
+    append(log, [2], partitioned=False)
+    assert log.last_data_change_ms() == log.history(limit=1)[0].timestamp
+
+
 def test_metadata_change_validates_new_properties(table_path):
     log = DeltaLog.for_path(table_path)
     snap = log.create(SCHEMA)

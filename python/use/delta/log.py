@@ -44,6 +44,10 @@ DAY_MS = 86_400_000
 ADVANCE_LIMIT = 50
 """Beyond this many new commits, a newer checkpoint is read instead of replaying them onto the cache."""
 
+#: Operations that never change a table's rows (`DeltaLog.last_data_change_ms`).
+MAINTENANCE_OPERATIONS = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES", "UNSET TBLPROPERTIES"})
+
+
 @dataclass(frozen=True)
 class HistoryEntry:
     """One commit as `DESCRIBE HISTORY` shows it."""
@@ -412,6 +416,18 @@ class DeltaLog:
                 )
             )
         return out
+
+    def last_data_change_ms(self, scan: int = 100) -> int | None:
+        """When a commit last changed the table's rows (ms since epoch): the newest commit that is not
+        maintenance (`MAINTENANCE_OPERATIONS`: OPTIMIZE rewrites with dataChange=false, VACUUM and
+        property changes touch no rows). Only the newest `scan` commits are read; when all of them are
+        maintenance the oldest one's time is returned (the rows changed before it: a lower bound on
+        how long the table has been quiet). None for a table without commits."""
+        entries = self.history(limit=scan)
+        for entry in entries:
+            if entry.operation not in MAINTENANCE_OPERATIONS:
+                return int(entry.timestamp)
+        return int(entries[-1].timestamp) if entries else None
 
     # --- transactions ------------------------------------------------------------------------------------
 
