@@ -89,6 +89,7 @@ def test_every_key_parses_and_round_trips() -> None:
         P + "tiering.max-fragments": "5",
         P + "tiering.root-max-fragments": "1",
         P + "tiering.max-wait": "2h",
+        P + "tiering.idle-after": "5 minutes",
     }
     c = OptimizationConfig.from_properties(props)
     assert c.strategies == ("UnindexedFilesSelection", "SamplingOverheadReduction", "BinPacking")
@@ -103,6 +104,7 @@ def test_every_key_parses_and_round_trips() -> None:
     assert (c.unindexed_batch_bytes, c.unindexed_from_timestamp) == (99, 1_700_000_000_000)
     assert (c.tiering_ratio, c.tiering_max_fragments, c.tiering_root_max_fragments, c.tiering_max_wait) == (8.0, 5, 1, 7200.0)
     assert c.tiering_stagger == 1.0
+    assert c.tiering_idle_after == 300.0
     assert OptimizationConfig.from_properties(c.to_properties()) == c
     assert len(c.to_properties()) == len(CONFIG_KEYS)
     # the time factor is on by default (1h) and `off` switches it off, round trip included

@@ -9,6 +9,7 @@ The pure counterpart over synthetic snapshots is test_optimize_fixpoint.py.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -177,6 +178,17 @@ def test_a_quiet_table_converges_to_the_layout_of_one_write_with_max_wait(spark,
 
     assert probe(ours, {"tiering.max-wait": "1ms"}, now=time.time())[0].tasks == 1
     assert probe(ours, {"tiering.max-wait": "1h"}, now=time.time())[0].tasks == 0
+    # a quiet table (no commit has changed its rows for tiering.idle-after; OPTIMIZE commits do not
+    # count) gets the same layout without waiting max-wait: the probe finds it, a run reaches it
+    quiet = str(tmp_path / "quiet")
+    shutil.copytree(ours, quiet)
+    assert probe(quiet, {"tiering.idle-after": "1ms"}, now=time.time())[0].tasks == 1
+    assert probe(quiet, {"tiering.idle-after": "1h"}, now=time.time())[0].tasks == 0
+    result = optimize_path(spark, quiet, overrides={"tiering.idle-after": "1ms"})
+    assert result.outcome == CONVERGED and "quiet for tiering.idle-after=0.001s" in result.iterations[0].reason
+    quiet_reads = reads(quiet)
+    assert quiet_reads[0] <= 1.05 * reference[0] and quiet_reads[1] <= reference[1] and quiet_reads[2] <= reference[2]
+    assert table_rows(spark, quiet) == table_rows(spark, once)
     result = optimize_path(spark, ours, overrides={"tiering.max-wait": "1ms"})
     assert result.outcome == CONVERGED and "waited tiering.max-wait" in result.iterations[0].reason
     after = reads(ours)

@@ -577,6 +577,33 @@ def test_rows_waiting_in_an_ancestors_file_move_down_once_it_has_waited_max_wait
     assert LeveledCompactionSelection().select(alone, dataclasses.replace(tiered, now_ms=10**12)) is None
 
 
+def test_a_quiet_table_moves_its_waiting_rows_and_merges_its_fragments_at_once() -> None:
+    # as above, every file written just now (max-wait 1h far off): once no commit has changed the rows
+    # for tiering.idle-after, every file counts as having waited, whatever its age
+    files = files_table(["main", "a", "leaf"], [400, 380, 30], revisions=[1] * 3, mtimes=[1_000, 0, 0])
+    blocks = [(0, 1, "", 0, MIN_W, W(0.5), 91), (0, 1, "A", 1, W(0.5), W(0.8), 3), (1, 1, "A", 1, W(0.5), W(0.8), 95),
+              (0, 1, "Q", 1, W(0.5), MAX_W, 2), (2, 1, "Q", 1, W(0.5), MAX_W, 20)]  # fmt: skip
+    snap = qbeast_snapshot(files, blocks)
+    base = cfg(tiering_ratio=4, tiering_max_fragments=9, tiering_max_wait=3600.0, tiering_idle_after=60.0)
+    just_written = dataclasses.replace(base, now_ms=1_000 + 59_999, last_data_change_ms=1_000)
+    assert not just_written.quiet and LeveledCompactionSelection().select(snap, just_written) is None
+    quiet = dataclasses.replace(just_written, now_ms=1_000 + 60_000)
+    assert quiet.quiet and quiet.tiering_wait_ms == 0
+    plan = LeveledCompactionSelection().select(snap, quiet)
+    assert selected(plan) == [["a", "main"]]
+    assert "quiet for tiering.idle-after=60s" in plan.tasks[0].reason
+    # idle-after off, or the last change unknown (no planning inputs): the tiers and max-wait decide
+    assert LeveledCompactionSelection().select(snap, dataclasses.replace(quiet, tiering_idle_after=None)) is None
+    assert LeveledCompactionSelection().select(snap, dataclasses.replace(quiet, last_data_change_ms=None)) is None
+    # with max-wait off a quiet table still converges
+    assert selected(LeveledCompactionSelection().select(snap, dataclasses.replace(quiet, tiering_max_wait=None))) == [["a", "main"]]
+    # a fragment within its tiers (s1 beside the root's file) is merged too
+    two = qbeast_snapshot(files_table(["main", "s1"], [400, 20], revisions=[1] * 2, mtimes=[0, 5]),
+                          [(0, 1, "", 0, MIN_W, W(0.5), 91), (1, 1, "", 0, MIN_W, MAX_W, 4)])  # fmt: skip
+    assert LeveledCompactionSelection().select(two, dataclasses.replace(just_written, now_ms=10)) is None
+    assert selected(LeveledCompactionSelection().select(two, dataclasses.replace(quiet, now_ms=61_000))) == [["s1", "main"]]
+
+
 def test_tiered_consolidation_merges_new_appends_with_the_roots_file_in_one_task() -> None:
     # the root's file (150 elements, full) and three appends of 40 root rows each: the level rule
     # alone merges the appends (level-1 group of 120 >= 100) and a later consolidation would merge

@@ -38,6 +38,7 @@ Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_
 | `use.optimization.tiering.max-fragments` | integer >= 1 | 3 | an inner cube over more files than this is merged whatever the tiers |
 | `use.optimization.tiering.root-max-fragments` | integer >= 1 | 3 | the same for the root cube, which every sample reads |
 | `use.optimization.tiering.max-wait` | a duration, or off | 1h | a fragment older than this is merged with its cube's other files, and rows waiting this long in an ancestor's file move to their cubes (Relyt's time factor) |
+| `use.optimization.tiering.idle-after` | a duration, or off | 10 minutes | once no commit has changed the table's data for this long, every fragment and buffered row is treated as having waited max-wait: a quiet table reaches the layout of one write (Relyt's idle-time work) |
 | `use.optimization.autoOptimize.enabled` | true/false | unset | continuous optimization of this table by the service |
 | `use.optimization.autoOptimize.revisionId` | integer >= 0 | latest | revision for leveled compaction (revision-id wins if both set) |
 | `use.optimization.autoOptimize.optimizeUnindexedFiles.enabled` | true/false | true | index staging (revision 0) files |
@@ -105,6 +106,7 @@ DEFAULT_TIERING_MAX_FRAGMENTS = 3
 # Relyt's time factor: after an hour, waiting rows and fragments are merged whatever the tiers, so a
 # table that has gone quiet reaches the layout of one write on its own (README: size tiers)
 DEFAULT_TIERING_MAX_WAIT_S = 3600.0
+DEFAULT_TIERING_IDLE_AFTER_S = 600.0
 DEFAULT_TIERING_ROOT_MAX_FRAGMENTS = 3  # the root: its file plus two tiers of new appends
 
 
@@ -216,6 +218,8 @@ CONFIG_KEYS: tuple[KeySpec, ...] = (
             "the same bound for the root cube, which every sample and query reads (read cost weighted by depth)"),
     KeySpec("tiering.max-wait", "tiering_max_wait", parse_max_wait, "a duration, e.g. '30 minutes', or off", "1h",
             "a file of a fragmented inner cube older than this is merged with the cube's other files whatever the tiers, and a file that has waited this long holding rows of full deeper cubes (the buffer in an ancestor's file) is merged with those cubes' files, so a table that has gone quiet reaches the layout of one write (Relyt's time factor)"),
+    KeySpec("tiering.idle-after", "tiering_idle_after", parse_max_wait, "a duration, e.g. '10 minutes', or off", "10 minutes",
+            "once no commit has changed the table's data for this long (appends, deletes, updates; OPTIMIZE, VACUUM and property changes do not count), every file is treated as having waited tiering.max-wait: fragments merge with their cubes' files and buffered rows move down to their cubes, so a table that has gone quiet reaches the layout of one write within one optimization rather than max-wait after its last rewrite (Relyt's idle-time work)"),
     KeySpec("autoOptimize.enabled", "auto_optimize_enabled", parse_bool, "true/false", "unset",
             "continuous optimization of this table by the service"),
     KeySpec("autoOptimize.revisionId", "auto_optimize_revision_id", parse_revision_id, "integer >= 0", "latest",
@@ -384,9 +388,13 @@ class OptimizationConfig:
     tiering_max_fragments: int = DEFAULT_TIERING_MAX_FRAGMENTS
     tiering_root_max_fragments: int = DEFAULT_TIERING_ROOT_MAX_FRAGMENTS
     tiering_max_wait: float | None = DEFAULT_TIERING_MAX_WAIT_S
+    tiering_idle_after: float | None = DEFAULT_TIERING_IDLE_AFTER_S
     #: The planning time (epoch ms) for time-aware rules (`tiering.max-wait`); not a table property:
     #: the optimize loop sets it from the clock, so strategies stay pure functions of their inputs.
     now_ms: int | None = None
+    #: When a commit last changed the table's data (epoch ms; `tiering.idle-after`); not a table
+    #: property: the optimize loop reads it from the log's history, None when unknown.
+    last_data_change_ms: int | None = None
 
     # --- resolved values ------------------------------------------------------------------------
 
@@ -394,6 +402,23 @@ class OptimizationConfig:
     def target_revision_id(self) -> int | None:
         """The revision to optimize: revision-id, else autoOptimize.revisionId, else None (latest)."""
         return self.revision_id if self.revision_id is not None else self.auto_optimize_revision_id
+
+    @property
+    def quiet(self) -> bool:
+        """Has no commit changed the table's data for `tiering.idle-after` (as of `now_ms`)?"""
+        if self.tiering_idle_after is None or self.now_ms is None or self.last_data_change_ms is None:
+            return False
+        return int(self.now_ms) - int(self.last_data_change_ms) >= int(self.tiering_idle_after * 1000)
+
+    @property
+    def tiering_wait_ms(self) -> int | None:
+        """How long a file must have waited for the time factor, in ms: `tiering.max-wait`, or 0 once
+        the table is `quiet` (every file has waited enough); None when no time-aware rule applies."""
+        if self.now_ms is None:
+            return None
+        if self.quiet:
+            return 0
+        return None if self.tiering_max_wait is None else int(self.tiering_max_wait * 1000)
 
     @property
     def task_limit(self) -> int:
@@ -504,7 +529,7 @@ class OptimizationConfig:
         for f in fields(self):
             value = getattr(self, f.name)
             if value == getattr(defaults, f.name) or f.name not in _BY_FIELD:
-                continue  # defaults, and inputs that are not table properties (now_ms)
+                continue  # defaults, and inputs that are not table properties (now_ms, last_data_change_ms)
             spec = _BY_FIELD[f.name]
             if spec.parse is parse_max_wait:
                 text = "off" if value is None else f"{value:g}s"

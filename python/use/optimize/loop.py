@@ -41,6 +41,7 @@ from use.errors import CLI, PYTHON, SQL, InvalidArgumentError
 from use.optimize.executor import ABANDONED, COMMITTED, IterationMetrics
 
 if TYPE_CHECKING:  # pragma: no cover
+    from use.optimize.config import OptimizationConfig
     from use.optimize.plan import MergeTask, Plan
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "IterationMetrics",
     "OptimizeResult",
     "run_loop",
+    "with_planning_time",
     "optimize_path",
     "optimizations",
     "optimizations_table",
@@ -304,6 +306,15 @@ def session_defaults(spark: Any) -> dict[str, str]:
     return session_conf(spark, SPARK_OPT_PREFIX)
 
 
+def with_planning_time(config: OptimizationConfig, log: Any, now: float) -> OptimizationConfig:
+    """`config` with the inputs of the time-aware rules: the planning time `now` (seconds) for
+    `tiering.max-wait`, and when a commit last changed the rows (`DeltaLog.last_data_change_ms`, read
+    only with `tiering.idle-after` on) for `tiering.idle-after`. Inputs, so strategies stay pure; a
+    run's loop and the service's plan check (`use.service.probe`) pass the same."""
+    last_change = log.last_data_change_ms() if config.tiering_idle_after is not None else None
+    return replace(config, now_ms=int(now * 1000), last_data_change_ms=last_change)
+
+
 def optimize_path(
     spark: Any,
     location: str,
@@ -390,8 +401,7 @@ def optimize_path(
     config = OptimizationConfig.from_properties(
         first.configuration, given, spark_conf=session_defaults(spark), arguments=arguments
     )
-    # the planning time of time-aware rules (tiering.max-wait): an input, so strategies stay pure
-    config = replace(config, now_ms=int(time.time() * 1000))
+    config = with_planning_time(config, log, time.time())
     planner = Planner(None, config)
     planned_once = [False]
 

@@ -15,7 +15,6 @@ when that module lands.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -23,6 +22,7 @@ import pyarrow.compute as pc
 
 from use.optimize.config import OptimizationConfig
 from use.optimize.executor import num_records
+from use.optimize.loop import with_planning_time
 from use.optimize.planner import Planner
 from use.qbeast.snapshot import QbeastSnapshot
 from use.service.records import Estimate, LayoutFigures, Settings
@@ -56,10 +56,10 @@ def probe(
     overrides = dict(settings.items() if isinstance(settings, Mapping) else settings)
     config = OptimizationConfig.from_properties(snap.configuration, overrides, spark_conf=session_defaults or {})
     if now > 0:
-        # the planning time of time-aware rules (tiering.max-wait), as a run's loop passes it: without
-        # it a quiet table's time-factor work was never found by the service's plan check, so no run
-        # started for it
-        config = replace(config, now_ms=int(now * 1000))
+        # the inputs of time-aware rules (tiering.max-wait, tiering.idle-after), as a run's loop passes
+        # them: without them a quiet table's time-factor work was never found by the service's plan
+        # check, so no run started for it
+        config = with_planning_time(config, log, now)
     plan = Planner(None, config).plan(qsnap)
     best = max((float(t.score) for t in plan.tasks), default=0.0)
     estimate = Estimate(best, int(plan.bytes), len(plan.tasks), int(snap.version))

@@ -211,9 +211,7 @@ def _tiered_task(view: _Cubes, cand: np.ndarray, spread: np.ndarray) -> MergeTas
     config, rb, sizes_all, ratios, total = view.config, view.rb, view.sizes, view.ratios, view.total
     depth = rb.cube_depth()
     mtime = np.asarray(view.snapshot.files.column("modification_time").to_numpy(zero_copy_only=False), dtype=np.int64)
-    wait_ms = None
-    if config.tiering_max_wait is not None and config.now_ms is not None:
-        wait_ms = int(config.tiering_max_wait * 1000)
+    wait_ms = config.tiering_wait_ms
     # fragments in a file that also holds an ancestor of the cube cost no file open (see the helper)
     buffered = _under_an_ancestor(rb, view.p_cube, view.p_file, view.snapshot.files.num_rows)
     if wait_ms is not None:
@@ -461,11 +459,17 @@ def _stale_buffer_task(view: _Cubes, buffered: np.ndarray, mtime: np.ndarray, wa
     return _merge_within_limit(
         view, files,
         lambda n: (
-            f"consolidation: a file that waited tiering.max-wait={config.tiering_max_wait:g}s holds rows of {cubes.size} full "
+            f"consolidation: a file that {_waited_words(config)} holds rows of {cubes.size} full "
             f"inner cube(s) with files of their own (shallowest cube at depth {int(top[first])}); merging it with "
             f"{n - 1} of their files"
         ),
     )  # fmt: skip
+
+
+def _waited_words(config: OptimizationConfig) -> str:
+    if config.quiet:
+        return f"is in a table quiet for tiering.idle-after={config.tiering_idle_after:g}s"
+    return f"waited tiering.max-wait={config.tiering_max_wait:g}s"
 
 
 def _under_an_ancestor(rb: RevisionBlocks, p_cube: np.ndarray, p_file: np.ndarray, nfiles: int) -> np.ndarray:
