@@ -22,7 +22,8 @@ Goals (issue 13 §5):
 3. idle service overhead on the JDBC query latency <= 5% (median of the loop).
 
 Usage: .venv/bin/python benchmarks/service.py [--minutes 4] [--every 5] [--rows 2000]
-       [--cube-size 2000] [--interval 10s] [--max-wait 30s] [--measure-every 30] [--queries 40] [--keep DIR]
+       [--cube-size 2000] [--interval 10s] [--max-wait 30s] [--idle-after 20s] [--measure-every 30] [--queries 40]
+       [--keep DIR]
 About 9 minutes with the defaults on 2 busy cores; `--minutes 30` for a longer run.
 """
 
@@ -50,6 +51,7 @@ from server_support import ServerProcess  # the one way to run a `use serve` sub
 
 AUTO = "use.optimization.autoOptimize.enabled"
 MAX_WAIT = "use.optimization.tiering.max-wait"
+IDLE_AFTER = "use.optimization.tiering.idle-after"
 SAMPLE = 0.01
 RANGE = ("x", 50.0, 51.0)  # 1% of the indexed space along x
 QUERY = "SELECT count(*) FROM bench WHERE x >= 50 AND x < 51"
@@ -157,6 +159,7 @@ def converged(server: ServerProcess, path: Path) -> bool:
 
 def run_appends(server: ServerProcess, path: Path, args: argparse.Namespace) -> tuple[list[Moment], bool]:
     props = f"'{AUTO}'='true'" + (f", '{MAX_WAIT}'='{args.max_wait}'" if args.max_wait else "")
+    props += f", '{IDLE_AFTER}'='{args.idle_after}'" if args.idle_after else ""
     server.sql(f"CREATE TABLE bench (id BIGINT, x DOUBLE, y DOUBLE, payload STRING) {options(args.cube_size)} "
                 f"TBLPROPERTIES ({props})")  # fmt: skip
     commits = Commits(path)
@@ -190,10 +193,12 @@ def run_appends(server: ServerProcess, path: Path, args: argparse.Namespace) -> 
     deadline = time.monotonic() + CONVERGE_TIMEOUT_S
     while not (done := converged(server, path)) and time.monotonic() < deadline:
         time.sleep(0.5)  # another process: poll its state file
-    if done and args.max_wait:
-        # The time factor acts once the files have waited: converged again, and no commit for
-        # max-wait plus two intervals (the service had a run in which the wait was over).
-        quiet = parse_duration(args.max_wait) + 2 * parse_duration(args.interval)
+    if done and (args.max_wait or args.idle_after):
+        # The time factor acts once the files have waited, or the table has been quiet: converged
+        # again, and no commit for the shorter of max-wait and idle-after plus two intervals (the
+        # service had a run in which the wait was over).
+        waits = [parse_duration(w) for w in (args.max_wait, args.idle_after) if w]
+        quiet = min(waits) + 2 * parse_duration(args.interval)
         while time.monotonic() < deadline and not (converged(server, path) and time.time() - last_commit_s(path) > quiet):
             time.sleep(0.5)
         done = converged(server, path)
@@ -254,6 +259,10 @@ def main() -> None:
     p.add_argument("--max-wait", default=None,
                    help="the table's use.optimization.tiering.max-wait (the time factor; without it the table's default, "
                         "1h, which the run does not wait for); with it the converged moment is measured once the table "
+                        "has been quiet that long")
+    p.add_argument("--idle-after", default=None,
+                   help="the table's use.optimization.tiering.idle-after (without it the table's default, 10 minutes, "
+                        "which the run does not wait for); with it the converged moment is measured once the table "
                         "has been quiet that long")
     p.add_argument("--measure-every", type=float, default=30.0, help="seconds between layout measurements")
     p.add_argument("--queries", type=int, default=40, help="queries per server in the latency loop")
