@@ -168,6 +168,8 @@ BAD_VALUES = [
     ("tiering.root-max-fragments", "x", "integer >= 1"),
     ("tiering.max-wait", "10", "positive duration"),
     ("tiering.max-wait", "never", "'off' or a positive duration"),
+    ("tiering.idle-after", "0s", "'off' or a positive duration"),
+    ("tiering.idle-after", "soon", "'off' or a positive duration"),
 ]
 
 
