@@ -41,6 +41,7 @@ from use.errors import CLI, PYTHON, SQL, InvalidArgumentError
 from use.optimize.executor import ABANDONED, COMMITTED, IterationMetrics
 
 if TYPE_CHECKING:  # pragma: no cover
+    from use.delta.log import DeltaLog
     from use.optimize.config import OptimizationConfig
     from use.optimize.plan import MergeTask, Plan
 
@@ -306,7 +307,7 @@ def session_defaults(spark: Any) -> dict[str, str]:
     return session_conf(spark, SPARK_OPT_PREFIX)
 
 
-def with_planning_time(config: OptimizationConfig, log: Any, now: float) -> OptimizationConfig:
+def with_planning_time(config: OptimizationConfig, log: DeltaLog, now: float) -> OptimizationConfig:
     """`config` with the inputs of the time-aware rules: the planning time `now` (seconds) for
     `tiering.max-wait`, and when a commit last changed the rows (`DeltaLog.last_data_change_ms`, read
     only with `tiering.idle-after` on) for `tiering.idle-after`. Inputs, so strategies stay pure; a
