@@ -420,7 +420,7 @@ def test_last_data_change_skips_maintenance_commits(table_path):
     log = DeltaLog.for_path(table_path)
     log.create(SCHEMA)
     append(log, [1], partitioned=False)
-    written = log.history(limit=1)[0].timestamp
+    written = log.history()[0].timestamp  # times made increasing from version 0, as the scan below makes them
     m = log.snapshot().metadata
     for operation in ("OPTIMIZE", "SET TBLPROPERTIES", "VACUUM START", "VACUUM END", "UNSET TBLPROPERTIES"):
         txn = log.start_transaction()
@@ -429,10 +429,14 @@ def test_last_data_change_skips_maintenance_commits(table_path):
         txn.commit(operation)
     assert log.snapshot().version == 6
     assert log.last_data_change_ms() == written
-    # only the newest `scan` commits are read: all maintenance, the oldest one's time (a lower bound)
-    assert log.last_data_change_ms(scan=2) == log.history(limit=2)[1].timestamp
+    # only the newest `scan` commits are read (and stat'ed): all maintenance, the oldest one's time (a
+    # lower bound), increasing over the scanned range only
+    listing = list_log(LocalLogStore(), log.log_dir)
+    assert log.last_data_change_ms(scan=2) == listing.commit_timestamps(start=5)[5]
     append(log, [2], partitioned=False)
-    assert log.last_data_change_ms() == log.history(limit=1)[0].timestamp
+    assert log.last_data_change_ms() == log.history()[0].timestamp
+    # a table without commits has no last change
+    assert DeltaLog.for_path(str(table_path) + "-none").last_data_change_ms() is None
 
 
 def test_metadata_change_validates_new_properties(table_path):
@@ -596,3 +600,14 @@ def test_in_commit_timestamps_are_commit_times(table_path):
     assert DeltaLog.for_path(table_path).snapshot(version=3).timestamp == ict[3]
     assert DeltaLog.for_path(table_path).snapshot().timestamp == ict[4]
     assert [(h.version, h.timestamp) for h in fresh.history()] == [(4, ict[4]), (3, ict[3]), (2, ict[2]), (1, BASE + 1000), (0, BASE)]
+
+
+def test_last_data_change_stats_only_the_commits_it_scans(table_path):
+    # the service asks this of every table each interval: the newest commits, not the whole log
+    _table_with_checkpoints(table_path)
+    store = CountingStore()
+    log = DeltaLog(os.path.abspath(table_path), store)
+    assert log.last_data_change_ms(scan=3) == BASE + 12_000  # version 12 is an append
+    assert _versions(store.stated) == {10, 11, 12}
+    with pytest.raises(InvalidArgumentError, match="scan must be a positive int, got 0"):
+        log.last_data_change_ms(scan=0)

@@ -8,12 +8,13 @@ that appeared since, so the usual read-commit-read cycle does not re-read checkp
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -392,42 +393,30 @@ class DeltaLog:
         listing = self._listing()
         if listing.is_empty:
             raise self._not_found()
-        stamps = listing.commit_timestamps()
-        out: list[HistoryEntry] = []
-        for v in sorted(listing.commits, reverse=True):
-            if limit is not None and len(out) >= limit:
-                break
-            cf = listing.commits[v]
-            if v not in stamps:
-                continue  # cleaned up while we were listing
-            try:
-                info = _read_commit_info(cf.path)
-            except FileNotFoundError:
-                continue  # cleaned up while we were listing
-            ict = _in_commit_timestamp(info)
-            out.append(
-                HistoryEntry(
-                    version=v,
-                    timestamp=stamps[v] if ict is None else ict,
-                    operation=str(info.get("operation", "UNKNOWN")),
-                    parameters=dict(info.get("operationParameters") or {}),
-                    metrics=dict(info.get("operationMetrics") or {}),
-                    commit_info=info,
-                )
-            )
-        return out
+        entries = _history_entries(listing, listing.commit_timestamps())
+        return list(entries if limit is None else itertools.islice(entries, limit))
 
     def last_data_change_ms(self, scan: int = 100) -> int | None:
         """When a commit last changed the table's rows (ms since epoch): the newest commit that is not
         maintenance (`MAINTENANCE_OPERATIONS`: OPTIMIZE rewrites with dataChange=false, VACUUM and
-        property changes touch no rows). Only the newest `scan` commits are read; when all of them are
-        maintenance the oldest one's time is returned (the rows changed before it: a lower bound on
-        how long the table has been quiet). None for a table without commits."""
-        entries = self.history(limit=scan)
-        for entry in entries:
+        property changes touch no rows). Only the newest `scan` commits are looked at, newest first
+        until one changed rows; when all of them are maintenance the oldest one's time is returned (the
+        rows changed before it: a lower bound on how long the table has been quiet). None for a table
+        without commits. The service asks this of every table each interval, so it stats the scanned
+        commits only (their times made increasing over that range, as Delta does for the range it
+        reads), not every commit the log keeps as `history` does."""
+        if isinstance(scan, bool) or not isinstance(scan, int) or scan < 1:
+            raise InvalidArgumentError(f"scan must be a positive int, got {scan!r}")
+        listing = self._listing()
+        newest = sorted(listing.commits)[-scan:]
+        if not newest:
+            return None
+        last: int | None = None
+        for entry in itertools.islice(_history_entries(listing, listing.commit_timestamps(start=newest[0])), scan):
             if entry.operation not in MAINTENANCE_OPERATIONS:
                 return int(entry.timestamp)
-        return int(entries[-1].timestamp) if entries else None
+            last = int(entry.timestamp)
+        return last
 
     # --- transactions ------------------------------------------------------------------------------------
 
@@ -501,6 +490,27 @@ class DeltaLog:
                 self.store.delete(os.path.join(self.log_dir, name))
                 deleted.append(name)
         return sorted(deleted)
+
+
+def _history_entries(listing: LogListing, stamps: Mapping[int, int]) -> Iterator[HistoryEntry]:
+    """The listed commits with a time in `stamps`, newest first, each commit file read when reached
+    (a commit cleaned up since the listing is left out)."""
+    for v in sorted(listing.commits, reverse=True):
+        if v not in stamps:
+            continue  # cleaned up while we were listing, or outside the stamped range
+        try:
+            info = _read_commit_info(listing.commits[v].path)
+        except FileNotFoundError:
+            continue  # cleaned up while we were listing
+        ict = _in_commit_timestamp(info)
+        yield HistoryEntry(
+            version=v,
+            timestamp=stamps[v] if ict is None else ict,
+            operation=str(info.get("operation", "UNKNOWN")),
+            parameters=dict(info.get("operationParameters") or {}),
+            metrics=dict(info.get("operationMetrics") or {}),
+            commit_info=info,
+        )
 
 
 def _in_commit_timestamp(commit_info: Mapping[str, Any] | None) -> int | None:
