@@ -4,8 +4,10 @@ manual trigger with no service running, and every bad input refused with nothing
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 
 import pytest
 from sql_support import location, refused, rows, state
@@ -263,11 +265,40 @@ def test_optimize_where_rewrites_only_the_partitions_it_selects(spark, db) -> No
         ("k", r"where \(k\) must be a condition"),
         ("nonsense(", r"PARSE_SYNTAX_ERROR"),
     ]:
-        with refused(message):
+        with refused(message), _query_error_logs() as logged:
             spark.sql(f"OPTIMIZE e WHERE {where}").collect()
         assert state(root) == before, where
+        # the typed error is the whole report: PySpark's query-error loggers printed no Java stack
+        assert logged == [], (where, logged)
     with refused("where and files cannot be combined"):
         spark.sql("CALL use_catalog.system.optimize(table => 'e', where => \"k = 'a'\", files => array('x.parquet'))").collect()
+
+
+@contextlib.contextmanager
+def _query_error_logs() -> Iterator[list[str]]:
+    """The messages PySpark's query-error loggers (`use.session.QUERY_ERROR_LOGGERS`) emit in the
+    block. They do not propagate, so a handler of their own collects them."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    from use.session import QUERY_ERROR_LOGGERS
+
+    seen: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage()[:200])
+
+    handler = Collect(level=logging.DEBUG)
+    loggers = [PySparkLogger.getLogger(name) for name in QUERY_ERROR_LOGGERS]
+    for lg in loggers:
+        lg.addHandler(handler)
+    try:
+        yield seen
+    finally:
+        for lg in loggers:
+            lg.removeHandler(handler)
 
 
 def test_restore_statement_and_procedure_bring_a_qbeast_table_back(spark, db) -> None:

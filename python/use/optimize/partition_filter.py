@@ -76,6 +76,8 @@ def partition_filter(spark: Any, snapshot: Any, where: Any) -> PartitionFilter:
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_type
 
+    from use.session import quiet_query_errors
+
     if not isinstance(where, str) or not where.strip():
         raise InvalidArgumentError(f"where must be a predicate on partition columns, e.g. \"p = 'a'\", got {where!r}", hints=_hints("p = 'a'"))
     columns = list(snapshot.metadata.partition_columns)
@@ -94,8 +96,10 @@ def partition_filter(spark: Any, snapshot: Any, where: Any) -> PartitionFilter:
         df = spark.createDataFrame(rows, ", ".join(f"{q} string" for q in quoted))
         typed = df.select(*[F.col(q).cast(from_arrow_type(schema.field(c).type)).alias(c) for q, c in zip(quoted, columns)])
         # one boolean per partition, in the order of `rows` (a local relation, no shuffle): the
-        # predicate sees the partition columns and nothing else
-        verdicts = [r[0] for r in typed.select(F.expr(where).alias("keep")).collect()]
+        # predicate sees the partition columns and nothing else; a bad one's typed error below is
+        # the whole report (no ERROR log with a Java stack beside it)
+        with quiet_query_errors():
+            verdicts = [r[0] for r in typed.select(F.expr(where).alias("keep")).collect()]
     except PySparkException as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
         raise InvalidArgumentError(
