@@ -44,6 +44,7 @@ def _methods() -> dict[str, Method]:
         "truncate": tables.truncate,
         "planScans": scan.plan_scans,
         "write": write.write,
+        "savePath": write.save_path,
         "insightNames": lake.names,
         "insightRead": lake.read_request,
         "procedures": procedures.describe_procedures,

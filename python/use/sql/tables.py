@@ -78,11 +78,19 @@ def log_for(root: str) -> DeltaLog:
         return log
 
 
-def snapshot_of(location: str, version: int | None = None, timestamp_ms: int | None = None) -> Snapshot:
-    """The snapshot a SQL statement reads: the latest, a version, or the one current at a time."""
+def snapshot_of(location: str, version: int | None = None, timestamp_ms: int | None = None, *, by_path: bool = False) -> Snapshot:
+    """The snapshot a SQL statement reads: the latest, a version, or the one current at a time.
+    `by_path`: the statement names the table by its path (`delta.`/p``, `format("delta").load(p)`),
+    not by a metastore entry, which changes what a missing table means."""
     root = table_root(location)
     log = log_for(root)
     if not log.exists():
+        if by_path:
+            raise TableNotFoundError(
+                f"no Delta table at {root}: the path holds no _delta_log with commits; check the path, or write a "
+                "table there first (df.write.format(\"delta\").save(path), or CREATE TABLE <name> USING delta LOCATION "
+                "'<path>' AS SELECT ...)"
+            )
         raise TableNotFoundError(
             f"no Delta table at {root}: the location holds no _delta_log with commits (the data was removed or "
             f"moved); DROP TABLE to unregister it, or register the table where it is now with CREATE TABLE ... LOCATION"
@@ -112,7 +120,7 @@ def table_json(snapshot: Snapshot, provider: str) -> dict[str, Any]:
 
 
 def describe(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
-    snap = snapshot_of(req["location"], req.get("version"), req.get("timestampMs"))
+    snap = snapshot_of(req["location"], req.get("version"), req.get("timestampMs"), by_path=bool(req.get("byPath")))
     return table_json(snap, req["provider"])
 
 
@@ -286,6 +294,12 @@ def create(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[s
         _check_registration(spec, snap, options)
         return {"table": table_json(snap, provider), "created": False}
     if not spec.get("schema"):
+        if spec.get("byPath"):
+            raise TableNotFoundError(
+                f"no Delta table at {root} (no _delta_log with commits there) and no columns to create {name} with; "
+                f"give the columns (CREATE TABLE {name} (id BIGINT, ...) USING {provider}) or create it from a query "
+                f"(CREATE TABLE {name} USING {provider} AS SELECT ...)"
+            )
         raise TableNotFoundError(
             f"no Delta table at LOCATION {root} to register as {name} (no _delta_log with commits there); give the "
             f"columns to create a new table, or point LOCATION at an existing table"

@@ -1,5 +1,5 @@
 """SQL writes: INSERT INTO / INSERT OVERWRITE, `writeTo(...).append()/.overwritePartitions()`,
-`saveAsTable`, CTAS and RTAS. Spark has already resolved and cast the query to the table's schema
+`saveAsTable`, CTAS and RTAS, and `df.write.format("delta").save(path)` (`save_path`). Spark has already resolved and cast the query to the table's schema
 (a mismatch is Spark's own analysis error); the DataFrame arrives here with the write's mode.
 
 Into a Qbeast table the rows go through the OTree write (`use.qbeast.writer.write`, the code
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from use.errors import InvalidArgumentError
+from use.errors import InvalidArgumentError, TableAlreadyExistsError
 from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY
 from use.sql.bridge import dataframe
 from use.sql.tables import (
@@ -33,6 +33,7 @@ from use.sql.tables import (
     snapshot_of,
     spark_schema_to_arrow,
     table_json,
+    table_root,
     write_options,
 )
 
@@ -59,6 +60,64 @@ def write(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str
     else:
         _write_delta(spark, df, snap, mode, req.get("partitionFilters") or [])
     return {"table": table_json(log_for(snap.table_root).snapshot(), table["provider"])}
+
+
+# --- df.write.format("delta").save(path) -------------------------------------------------------------
+
+#: Spark's SaveMode names, as the V1 write passes them, to `DeltaTable.write`'s modes.
+_SAVE_MODES = {"Append": "append", "Overwrite": "overwrite", "ErrorIfExists": "errorifexists", "Ignore": "ignore"}
+
+#: Delta writer options USE does not implement yet, each with what to do instead. Refused rather than
+#: ignored: each changes which rows or which schema the table ends with.
+_UNSUPPORTED_SAVE_OPTIONS = {
+    "mergeschema": "add the new columns first (register the table: CREATE TABLE <name> USING delta LOCATION '<path>', then "
+    "ALTER TABLE <name> ADD COLUMNS (...)), then append",
+    "overwriteschema": "replace the table with DeltaTable.write(df, path, mode='overwrite'), which takes the DataFrame's schema",
+    "replacewhere": "overwrite whole partitions (INSERT OVERWRITE ... PARTITION (p = v)), or the whole table",
+}
+
+
+def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """`df.write.format("delta").save(path)` in any save mode, with Delta's semantics (the shim's
+    `DeltaPathProvider.createRelation`). A path without a table gets one, created by this write in
+    one commit (`DeltaTable.write`: partitioned by `partitionBy`, `delta.*` writer options as its
+    properties) whatever the mode; on an existing table `errorifexists` fails and `ignore` writes
+    nothing, and `append` / `overwrite` are answered `{"write": mode, "root": ...}`: the shim then
+    writes through the catalog as `INSERT INTO` / `INSERT OVERWRITE delta.`root`` do, so rows are
+    matched to the table's columns by name and a Qbeast table's rows are indexed."""
+    from use.optimize.delta_table import DeltaTable
+
+    mode = _SAVE_MODES.get(str(req.get("mode")))
+    if mode is None:
+        raise InvalidArgumentError(f"unknown save mode {req.get('mode')!r}; use append, overwrite, errorifexists or ignore")
+    options = {str(k): str(v) for k, v in (req.get("options") or {}).items()}
+    for key, value in options.items():
+        instead = _UNSUPPORTED_SAVE_OPTIONS.get(key.lower())
+        if instead is not None and (key.lower() == "replacewhere" or value.strip().lower() == "true"):
+            raise InvalidArgumentError(f"the Delta writer option {key}={value} is not supported yet; {instead}")
+    parts = req.get("partitionColumns")
+    root = table_root(req["path"])
+    log = log_for(root)
+    if not log.exists():
+        df = dataframe(spark, args[0])
+        properties = {k: v for k, v in options.items() if k.lower().startswith("delta.")}
+        DeltaTable.write(df, root, mode=mode, partition_by=parts, properties=properties or None)
+        return {"created": True, "root": root}
+    if mode == "errorifexists":
+        raise TableAlreadyExistsError(
+            f"a Delta table already exists at {root} (save mode errorifexists, Spark's default): write with "
+            ".mode(\"append\") to add rows or .mode(\"overwrite\") to replace them, or save to another path"
+        )
+    if mode == "ignore":
+        return {"created": False, "root": root}
+    if parts is not None:
+        current = list(log.snapshot().partition_columns)
+        if [str(p) for p in parts] != current:
+            raise InvalidArgumentError(
+                f"partitionBy({', '.join(map(repr, parts))}) differs from the partitioning of the table at {root} "
+                f"({', '.join(current) or 'none'}); leave partitionBy out to write into the table as it is partitioned"
+            )
+    return {"write": mode, "root": root}
 
 
 # --- Qbeast ------------------------------------------------------------------------------------------

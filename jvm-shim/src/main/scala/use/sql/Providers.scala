@@ -2,14 +2,29 @@ package use.sql {
 
   import java.util
 
-  import org.apache.spark.sql.connector.catalog.{Table, TableProvider}
+  import scala.jdk.CollectionConverters._
+
+  import com.fasterxml.jackson.databind.node.{ArrayNode, ObjectNode}
+  import org.apache.spark.sql.{DataFrame, SQLContext, SaveMode, functions}
+  import org.apache.spark.sql.catalyst.util.CaseInsensitiveMap
+  import org.apache.spark.sql.connector.catalog.{SupportsRead, Table, TableCapability, TableProvider}
   import org.apache.spark.sql.connector.expressions.{Expressions, Transform}
+  import org.apache.spark.sql.connector.read.ScanBuilder
   import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2
+  import org.apache.spark.sql.sources.{BaseRelation, CreatableRelationProvider}
   import org.apache.spark.sql.types.StructType
   import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
-  /** `format("delta")` on a path: the Delta table there, read and written like a catalog table. */
-  class DeltaPathProvider extends TableProvider {
+  /** `format("delta")` on a path: the Delta table there. Reads get the table as a catalog table
+    * reads it. Writes (`df.write.format("delta").save(path)`) take Delta's semantics in every save
+    * mode: the table is created when the path holds none (any mode), `errorifexists` fails and
+    * `ignore` writes nothing when it exists, `append` and `overwrite` write into it as
+    * `INSERT INTO` / `INSERT OVERWRITE delta.`path`` do (rows aligned to the table's columns by
+    * name, Qbeast tables indexed). Spark hands a DSv2 provider's table only the append and
+    * overwrite modes, so the tables served here are read only and every save comes to the V1 write
+    * (`createRelation`), which asks the Python side (`use.sql.write.save_path`) what the mode means
+    * for the path. */
+  class DeltaPathProvider extends TableProvider with CreatableRelationProvider {
     private var described: Option[(String, TableMeta)] = None
 
     private def path(options: util.Map[String, String]): String = {
@@ -23,7 +38,7 @@ package use.sql {
       described.filter(_._1 == p).map(_._2).getOrElse {
         val opts = new CaseInsensitiveStringMap(options)
         val version = Option(opts.get("versionAsOf")).map(_.toLong)
-        val m = TableMeta.describe(p, "delta", version)
+        val m = TableMeta.describe(p, "delta", version, byPath = true)
         described = Some(p -> m)
         m
       }
@@ -34,9 +49,73 @@ package use.sql {
     override def inferPartitioning(options: CaseInsensitiveStringMap): Array[Transform] =
       meta(options).partitionColumns.map(c => Expressions.identity(c): Transform).toArray
 
+    // DataFrameWriter then passes its DataFrame's schema instead of inferring one: the table may
+    // not exist yet. A read without a user schema still infers (and fails on a missing table).
+    override def supportsExternalMetadata(): Boolean = true
+
     override def getTable(schema: StructType, partitioning: Array[Transform], properties: util.Map[String, String]): Table = {
-      val m = meta(properties)
-      new UseTable(m, None, s"delta.`${path(properties)}`", pinned = new CaseInsensitiveStringMap(properties).containsKey("versionAsOf"))
+      val p = path(properties)
+      val pinned = new CaseInsensitiveStringMap(properties).containsKey("versionAsOf")
+      val existing = try Some(meta(properties)) catch {
+        case e: UseException if e.kind == UseException.Kinds.TableNotFound && !pinned => None
+      }
+      existing match {
+        case Some(m) => new UseTable(m, None, s"delta.`$p`", pinned, UseCapabilities.readOnly)
+        case None => new DeltaPathProvider.NoTableYet(p, schema)
+      }
+    }
+
+    override def createRelation(ctx: SQLContext, mode: SaveMode, parameters: Map[String, String], data: DataFrame): BaseRelation = {
+      val options = CaseInsensitiveMap(parameters)
+      val p = options.getOrElse("path", throw new UseException(
+        "format(\"delta\") needs a table path: .save(path)", UseException.Kinds.InvalidArgument))
+      val req = Bridge.obj()
+      req.put("path", p)
+      req.put("mode", mode.name())
+      options.get(DeltaPathProvider.PartitionColumnsKey) match {
+        case Some(encoded) => req.set[ArrayNode]("partitionColumns", Bridge.strings(Bridge.stringList(Bridge.json.readTree(encoded))))
+        case None => req.putNull("partitionColumns")
+      }
+      // Spark passes the options case-insensitively, with lower-cased keys; the user's spelling
+      // matters for the table properties a `delta.*` option sets
+      val given = parameters match {
+        case c: CaseInsensitiveMap[String @unchecked] => c.originalMap
+        case m => m
+      }
+      val writeOptions = given.filterNot { case (k, _) =>
+        k.equalsIgnoreCase("path") || k.equalsIgnoreCase(DeltaPathProvider.PartitionColumnsKey)
+      }
+      req.set[ObjectNode]("options", Bridge.map(writeOptions))
+      val answer = Bridge.call("savePath", req, data)
+      Bridge.optText(answer, "write").foreach { how =>
+        // into an existing table: the catalog's write of `delta.`root``, as INSERT INTO/OVERWRITE
+        val root = answer.get("root").asText()
+        val writer = data.writeTo(s"delta.`${root.replace("`", "``")}`").options(writeOptions.asJava)
+        if (how == "overwrite") writer.overwrite(functions.lit(true)) else writer.append()
+      }
+      val written = data.schema
+      new BaseRelation {
+        override def sqlContext: SQLContext = ctx
+        override def schema: StructType = written
+      }
+    }
+  }
+
+  object DeltaPathProvider {
+    /** Where DataFrameWriter puts `partitionBy(...)` for a V1 write (Spark's DataSourceUtils: a
+      * JSON array of the column names). */
+    val PartitionColumnsKey = "__partition_columns"
+
+    /** What `format("delta")` serves for a path that holds no table yet: the target of a save that
+      * creates it. A read of it (only possible with a user-given schema) fails as a read of a
+      * missing table does. */
+    class NoTableYet(p: String, tableSchema: StructType) extends Table with SupportsRead {
+      override def name(): String = s"delta.`$p`"
+      override def schema(): StructType = tableSchema
+      override def capabilities(): util.Set[TableCapability] = UseCapabilities.readOnly
+      override def newScanBuilder(options: CaseInsensitiveStringMap): ScanBuilder =
+        throw new UseException(s"no Delta table at $p: write one there first (df.write.format(\"delta\").save(path)), " +
+          "or check the path", UseException.Kinds.TableNotFound)
     }
   }
 

@@ -61,10 +61,14 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     new UseTable(meta, Some(ct), ct.identifier.unquotedString, pinned = version.isDefined || timestampMs.isDefined)
   }
 
+  /** How a table named by its path is shown: `delta.`/p``. */
+  private def pathName(ident: Identifier): String =
+    s"${ident.namespace().head.toLowerCase(Locale.ROOT)}.`${ident.name().replace("`", "``")}`"
+
   private def pathTable(ident: Identifier, version: Option[Long], timestampMs: Option[Long]): UseTable = {
     val provider = ident.namespace().head.toLowerCase(Locale.ROOT)
-    val meta = TableMeta.describe(ident.name(), provider, version, timestampMs)
-    new UseTable(meta, None, s"$provider.`${ident.name()}`", pinned = version.isDefined || timestampMs.isDefined)
+    val meta = TableMeta.describe(ident.name(), provider, version, timestampMs, byPath = true)
+    new UseTable(meta, None, pathName(ident), pinned = version.isDefined || timestampMs.isDefined)
   }
 
   /** Metastore properties of a table: the log's properties without Qbeast's revision metadata (kept
@@ -88,6 +92,11 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     }
 
   override def loadTable(ident: Identifier): Table = load(ident, None, None)(super.loadTable(ident))
+
+  // Spark asks this before CREATE (IF NOT EXISTS), CTAS and REPLACE; Spark's own catalog knows
+  // nothing of tables named by their path (delta.`/p`)
+  override def tableExists(ident: Identifier): Boolean =
+    if (isPathIdentifier(ident) && catalogTableOf(ident).isEmpty) pathTableExists(ident) else super.tableExists(ident)
 
   // Write targets are loaded with their privileges; the default of this method calls the one above,
   // this override keeps it so should DelegatingCatalogExtension ever forward it to Spark's catalog.
@@ -127,7 +136,13 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     }
     val givenLocation = props.get(TableCatalog.PROP_LOCATION).orElse(options.find(_._1.equalsIgnoreCase("path")).map(_._2))
     val managedLocation = props.get(TableCatalog.PROP_IS_MANAGED_LOCATION).exists(_.equalsIgnoreCase("true"))
+    val byPath = isPathIdentifier(ident)
+    if (byPath && givenLocation.exists(l => new Path(l).toUri.getPath.stripSuffix("/") != new Path(ident.name()).toUri.getPath.stripSuffix("/"))) {
+      throw new UseException(s"${pathName(ident)} names its table by its path, and LOCATION '${givenLocation.get}' is another one: " +
+        "leave LOCATION out", UseException.Kinds.InvalidArgument)
+    }
     val (location, managed) = existing match {
+      case _ if byPath => (ident.name(), false)
       case Some(ct) =>
         if (givenLocation.exists(l => new Path(l).toUri.getPath.stripSuffix("/") != new Path(ct.location).toUri.getPath.stripSuffix("/"))) {
           throw new UseException(s"${ct.identifier.unquotedString} is at ${ct.location}; REPLACE keeps a table's location: " +
@@ -142,11 +157,12 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     }
     val spec = Bridge.obj()
     spec.put("mode", mode)
-    spec.put("name", tableIdent(ident).unquotedString)
+    spec.put("name", if (byPath) pathName(ident) else tableIdent(ident).unquotedString)
     spec.put("provider", props.getOrElse(TableCatalog.PROP_PROVIDER, "delta").toLowerCase(Locale.ROOT))
     spec.put("location", location)
     spec.put("managed", managed)
-    spec.put("locationGiven", givenLocation.isDefined)
+    spec.put("locationGiven", givenLocation.isDefined || byPath)
+    spec.put("byPath", byPath)
     if (schema.nonEmpty) spec.put("schema", schema.json) else spec.putNull("schema")
     spec.set[ObjectNode]("partitionColumns", Bridge.strings(partitionColumns(partitions)))
     spec.set[ObjectNode]("properties", Bridge.map(userProps))
@@ -209,6 +225,8 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     val spec = createSpec(ident, schema, partitions, props, "create", None)
     val result = Bridge.call("create", spec)
     val meta = TableMeta.fromJson(result.get("table"))
+    // a table named by its path (CREATE TABLE delta.`/p`) has no metastore entry: the log is all of it
+    if (isPathIdentifier(ident)) return new UseTable(meta, None, pathName(ident), pinned = false)
     val ct = try register(ident, spec, meta) catch {
       case e: Throwable =>
         if (result.get("created").asBoolean()) Bridge.call("abandon", meta.ref)
@@ -246,6 +264,7 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
 
   /** Called by a staged table once its commit is made: the metastore follows the log. */
   private[sql] def registerStaged(ident: Identifier, spec: ObjectNode, meta: TableMeta): Unit = {
+    if (isPathIdentifier(ident)) return // named by its path: nothing to register
     if (spec.get("mode").asText() == "replace") {
       catalogTableOf(ident).foreach(ct => updateRegistration(ct, meta, Bridge.optText(spec, "owner"), Bridge.optText(spec, "provider")))
     } else {
@@ -265,6 +284,7 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     else stageNotUse(ident, columns, partitions, props, replace = false)
 
   override def stageReplace(ident: Identifier, columns: Array[Column], partitions: Array[Transform], props: util.Map[String, String]): StagedTable = {
+    if (isPathIdentifier(ident) && pathTableExists(ident)) refusePathReplace(ident)
     val existing = catalogTableOf(ident).getOrElse(throw new NoSuchTableException(ident))
     if (isUseProvider(props)) stage(ident, columns, partitions, props, Some(existing))
     else if (isUse(existing)) {
@@ -276,7 +296,20 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
   override def stageCreateOrReplace(ident: Identifier, columns: Array[Column], partitions: Array[Transform],
                                     props: util.Map[String, String]): StagedTable =
     if (catalogTableOf(ident).isDefined) stageReplace(ident, columns, partitions, props)
-    else stageCreate(ident, columns, partitions, props)
+    else {
+      if (isPathIdentifier(ident) && pathTableExists(ident)) refusePathReplace(ident)
+      stageCreate(ident, columns, partitions, props)
+    }
+
+  private def pathTableExists(ident: Identifier): Boolean =
+    try { pathTable(ident, None, None); true } catch {
+      case e: UseException if e.kind == UseException.Kinds.TableNotFound => false
+    }
+
+  private def refusePathReplace(ident: Identifier): Nothing = throw new UseException(
+    s"replacing ${pathName(ident)}, a table named by its path, is not supported yet: register it (CREATE TABLE <name> USING " +
+      s"${ident.namespace().head.toLowerCase(Locale.ROOT)} LOCATION '${ident.name()}') and CREATE OR REPLACE TABLE <name>, or replace " +
+      s"its rows with INSERT OVERWRITE ${pathName(ident)} SELECT ...", UseException.Kinds.NotSupported)
 
   override def stageCreate(ident: Identifier, info: TableInfo): StagedTable =
     stageCreate(ident, info.columns(), info.partitions(), info.properties())

@@ -69,10 +69,15 @@ object TableMeta {
     sizeInBytes = n.get("sizeInBytes").asLong())
 
   /** The table at `location` (latest, or a version / the version current at a time, ms). */
-  def describe(location: String, provider: String, version: Option[Long] = None, timestampMs: Option[Long] = None): TableMeta = {
+  /** `byPath`: the table is named by its path (`delta.`/p``, `format("delta").load(p)`), not by a
+    * metastore entry, so a missing table is reported as nothing there rather than a registration
+    * whose data went away. */
+  def describe(location: String, provider: String, version: Option[Long] = None, timestampMs: Option[Long] = None,
+               byPath: Boolean = false): TableMeta = {
     val req = ref(location, provider)
     version.foreach(v => req.put("version", v))
     timestampMs.foreach(t => req.put("timestampMs", t))
+    if (byPath) req.put("byPath", true)
     fromJson(Bridge.call("describe", req))
   }
 }
@@ -88,6 +93,10 @@ private[sql] object UseCapabilities {
     TableCapability.TRUNCATE,
     TableCapability.OVERWRITE_BY_FILTER,
     TableCapability.OVERWRITE_DYNAMIC).asJava
+
+  /** A table `format("delta")` serves by path: read only, so that DataFrameWriter.save takes the
+    * provider's V1 write (`DeltaPathProvider.createRelation`) in every save mode. */
+  val readOnly: util.Set[TableCapability] = Set(TableCapability.BATCH_READ).asJava
 }
 
 /** A Delta or Qbeast table as Spark's catalog serves it. `pinned` is true for a time-travel read
@@ -97,7 +106,8 @@ class UseTable(
     val meta: TableMeta,
     val catalogTable: Option[CatalogTable],
     tableName: String,
-    val pinned: Boolean)
+    val pinned: Boolean,
+    capabilitySet: util.Set[TableCapability] = UseCapabilities.all)
   extends Table with SupportsRead with SupportsWrite with TruncatableTable {
 
   override def name(): String = tableName
@@ -131,7 +141,7 @@ class UseTable(
     props
   }
 
-  override def capabilities(): util.Set[TableCapability] = UseCapabilities.all
+  override def capabilities(): util.Set[TableCapability] = capabilitySet
 
   private def checkWritable(): Unit = if (pinned) {
     throw new UseException(

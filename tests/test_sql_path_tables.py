@@ -1,0 +1,147 @@
+"""Tables named by their path, as Delta users write them: `df.write.format("delta").save(path)` in
+every save mode, `CREATE TABLE delta.`/p` ...` (with columns or AS SELECT), and the errors for a path
+that holds no table. Every table is held against delta-rs."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from sql_support import commit_actions, refused, rows, state
+
+
+def _delta_rs(path: str):
+    import deltalake
+
+    return deltalake.DeltaTable(path)
+
+
+def test_save_creates_the_table_in_every_mode_and_keeps_deltas_semantics_once_it_exists(spark, tmp_path) -> None:
+    df = spark.range(6).selectExpr("id", "id * 2 AS v", "CAST(id % 2 AS STRING) AS p")
+    path = str(tmp_path / "t")
+    df.write.format("delta").save(path)  # Spark's default mode, errorifexists: a new table
+    create = commit_actions(path, 0)
+    assert {"protocol", "metaData", "add"} <= {k for a in create for k in a}
+    info = next(a["commitInfo"] for a in create if "commitInfo" in a)
+    assert info["operation"] == "WRITE" and info["operationParameters"]["mode"] == "ErrorIfExists"
+    assert rows(spark, f"SELECT * FROM delta.`{path}`") == sorted(tuple(r) for r in df.collect())
+
+    before = state(path)
+    with refused(r"USE_TABLE_ALREADY_EXISTS_ERROR.*a Delta table already exists at .*t \(save mode errorifexists.*mode\(\"append\"\)"):
+        df.write.format("delta").save(path)
+    df.write.format("delta").mode("ignore").save(path)  # exists: nothing written
+    assert state(path) == before
+
+    # append matches columns by name, as INSERT INTO does; overwrite replaces the rows
+    df.select("p", "v", "id").write.format("delta").mode("append").save(path)
+    assert rows(spark, f"SELECT count(*), sum(id), sum(v) FROM delta.`{path}`") == [(12, 30, 60)]
+    df.where("id < 2").write.format("delta").mode("overwrite").save(path)
+    assert rows(spark, f"SELECT id, v FROM delta.`{path}`") == [(0, 0), (1, 2)]
+    table = _delta_rs(path)
+    assert table.version() == 2 and sorted(table.to_pyarrow_table().column("id").to_pylist()) == [0, 1]
+    assert [h["operation"] for h in table.history()] == ["WRITE", "WRITE", "WRITE"]
+    # time travel through the path reader
+    assert spark.read.format("delta").option("versionAsOf", 1).load(path).count() == 12
+
+    # ignore and append also create a missing table
+    for mode in ("ignore", "append", "overwrite"):
+        target = str(tmp_path / f"new_{mode}")
+        df.write.format("delta").mode(mode).save(target)
+        assert _delta_rs(target).to_pyarrow_table().num_rows == 6, mode
+
+
+def test_save_partitioned_with_properties_and_refusals_change_nothing(spark, tmp_path) -> None:
+    df = spark.range(8).selectExpr("id", "CAST(id % 2 AS STRING) AS p")
+    path = str(tmp_path / "parts")
+    df.write.format("delta").partitionBy("p").option("delta.appendOnly", "true").save(path)
+    table = _delta_rs(path)
+    assert table.metadata().partition_columns == ["p"]
+    assert table.metadata().configuration == {"delta.appendOnly": "true"}  # the user's spelling kept
+    assert sorted(os.listdir(path)) == ["_delta_log", "p=0", "p=1"]
+    df.write.format("delta").mode("append").partitionBy("p").save(path)
+    df.write.format("delta").mode("append").save(path)  # partitionBy left out: the table's
+    assert rows(spark, f"SELECT p, count(*) FROM delta.`{path}` GROUP BY p") == [("0", 12), ("1", 12)]
+
+    before = state(path)
+    cases = [
+        (df.write.format("delta").mode("append").partitionBy("id"), r"partitionBy\('id'\) differs from the partitioning .* \(p\)"),
+        (df.selectExpr("*", "1 AS z").write.format("delta").mode("append").option("mergeSchema", "true"),
+         r"the Delta writer option mergeSchema=true is not supported yet; add the new columns first"),
+        (df.write.format("delta").mode("overwrite").option("replaceWhere", "p = '0'"), r"replaceWhere=p = '0' is not supported yet"),
+        (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true"), r"overwriteSchema=true is not supported yet"),
+        (df.selectExpr("*", "1 AS z").write.format("delta").mode("append"), r"INSERT_COLUMN_ARITY_MISMATCH"),
+        (df.write.format("delta").mode("overwrite"), r"delta.appendOnly"),  # Delta's rule for append-only tables
+    ]  # fmt: skip
+    for writer, message in cases:
+        with refused(message):
+            writer.save(path)
+        assert state(path) == before, message
+    fresh = str(tmp_path / "bad_property")
+    with refused(r"unknown Delta table property 'delta.appendOnlyy'"):
+        df.write.format("delta").option("delta.appendOnlyy", "true").save(fresh)
+    assert not os.path.exists(os.path.join(fresh, "_delta_log"))
+
+
+def test_save_into_a_qbeast_table_by_path_indexes_the_rows(spark, tmp_path) -> None:
+    from use import QbeastTable
+
+    path = str(tmp_path / "q")
+    data = spark.range(400).selectExpr("id", "rand(3) * 100 AS x")
+    QbeastTable.write(data, path, columns_to_index=["x"], cube_size=100)
+    data.write.format("delta").mode("append").save(path)
+    qt = QbeastTable.for_path(spark, path)
+    assert qt.read().count() == 800
+    # the appended rows are indexed like the first ones (no staging files): a sample prunes
+    assert {r for r in qt.snapshot().files.column("revision_id").to_pylist()} == {1}
+    assert qt.read(sample=0.1).count() < 200
+
+
+def test_create_table_by_path_with_columns_or_a_query(spark, db, tmp_path) -> None:
+    a, b, q = (str(tmp_path / n) for n in ("a", "b", "q"))
+    spark.sql(f"CREATE TABLE delta.`{a}` USING delta AS SELECT id FROM range(5)")
+    assert rows(spark, f"SELECT count(*) FROM delta.`{a}`") == [(5,)]
+    with refused(r"TABLE_OR_VIEW_ALREADY_EXISTS"):
+        spark.sql(f"CREATE TABLE delta.`{a}` USING delta AS SELECT id FROM range(5)")
+    before = state(a)
+    spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{a}` USING delta AS SELECT id FROM range(9)")
+    with refused(r"replacing delta.`.*a`, a table named by its path, is not supported yet"):
+        spark.sql(f"CREATE OR REPLACE TABLE delta.`{a}` USING delta AS SELECT id FROM range(7)")
+    assert state(a) == before
+
+    spark.sql(f"CREATE TABLE delta.`{b}` (id BIGINT, s STRING) USING delta PARTITIONED BY (s) TBLPROPERTIES ('delta.appendOnly'='true')")
+    spark.sql(f"INSERT INTO delta.`{b}` SELECT id, 'x' FROM range(3)")
+    table = _delta_rs(b)
+    assert table.metadata().partition_columns == ["s"] and table.to_pyarrow_table().num_rows == 3
+    spark.range(4).writeTo(f"delta.`{tmp_path}/c`").using("delta").create()
+    assert _delta_rs(str(tmp_path / "c")).to_pyarrow_table().num_rows == 4
+
+    spark.sql(f"CREATE TABLE qbeast.`{q}` USING qbeast OPTIONS (columnsToIndex 'x', cubeSize '50') AS SELECT id, rand(1) AS x FROM range(300)")
+    conf = _delta_rs(q).metadata().configuration
+    assert conf["columnsToIndex"] == "x" and json.loads(conf["qbeast.revision.1"])["desiredCubeSize"] == 50
+    assert rows(spark, f"SELECT count(*) FROM qbeast.`{q}`") == [(300,)]
+    assert spark.sql("SHOW TABLES").count() == 0  # named by their paths: nothing registered (the current database is the test's own)
+
+    with refused(r"no Delta table at .*e \(no _delta_log with commits there\) and no columns to create delta.`.*e` with"):
+        spark.sql(f"CREATE TABLE delta.`{tmp_path}/e` USING delta")
+    with refused(r"names its table by its path, and LOCATION .* is another one: leave LOCATION out"):
+        spark.sql(f"CREATE TABLE delta.`{tmp_path}/l` (id INT) USING delta LOCATION '{tmp_path}/other'")
+    assert not os.path.exists(tmp_path / "e") and not os.path.exists(tmp_path / "l") and not os.path.exists(tmp_path / "other")
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda spark, p: spark.read.format("delta").load(p).count(),
+        lambda spark, p: spark.read.format("delta").schema("id BIGINT").load(p).count(),
+        lambda spark, p: spark.sql(f"SELECT * FROM delta.`{p}`").count(),
+    ],
+    ids=["load", "load-with-schema", "sql"],
+)
+def test_a_path_without_a_table_says_so_and_how_to_make_one(spark, tmp_path, read) -> None:
+    missing = str(tmp_path / "nothing")
+    with refused(r"USE_TABLE_NOT_FOUND_ERROR.*no Delta table at .*nothing: the path holds no _delta_log with commits; check "
+                 r"the path, or write a table there first \(df.write.format\(\"delta\"\).save\(path\)"):  # fmt: skip
+        read(spark, missing)
+    assert not os.path.exists(missing)
