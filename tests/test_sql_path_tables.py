@@ -145,3 +145,27 @@ def test_a_path_without_a_table_says_so_and_how_to_make_one(spark, tmp_path, rea
                  r"the path, or write a table there first \(df.write.format\(\"delta\"\).save\(path\)"):  # fmt: skip
         read(spark, missing)
     assert not os.path.exists(missing)
+
+
+def test_alter_a_table_named_by_its_path_and_drop_is_refused(spark, tmp_path) -> None:
+    path = str(tmp_path / "t")
+    spark.range(4).write.format("delta").save(path)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('use.optimization.type'='SmallFiles', 'delta.appendOnly'='true')")
+    spark.sql(f"ALTER TABLE delta.`{path}` UNSET TBLPROPERTIES ('delta.appendOnly')")
+    spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (note STRING COMMENT 'why')")
+    table = _delta_rs(path)
+    assert table.metadata().configuration == {"use.optimization.type": "SmallFiles"}
+    assert [f.name for f in table.schema().fields] == ["id", "note"]
+    assert [h["operation"] for h in table.history()][:3] == ["ADD COLUMNS", "UNSET TBLPROPERTIES", "SET TBLPROPERTIES"]
+    assert dict(rows(spark, f"SHOW TBLPROPERTIES delta.`{path}`"))["use.optimization.type"] == "SmallFiles"
+
+    before = state(path)
+    for statement, message in [
+        (f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('use.optimization.tiering.ratio'='1.2')", r"bad value '1.2' for use.optimization.tiering.ratio"),
+        (f"ALTER TABLE delta.`{path}` RENAME COLUMN note TO n", r"RENAME COLUMN is not supported"),
+        (f"DROP TABLE delta.`{path}`", r"is a table named by its path, not registered in the catalog, so DROP TABLE has nothing to drop: delete its directory"),
+    ]:  # fmt: skip
+        with refused(message):
+            spark.sql(statement)
+        assert state(path) == before, statement
+    spark.sql(f"DROP TABLE IF EXISTS delta.`{tmp_path}/nothing`")  # nothing there: nothing to do

@@ -322,23 +322,34 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
 
   // --- ALTER ----------------------------------------------------------------------------------------
 
+  /** The table an ALTER changes: a registered USE table (`ct`, whose metastore copy follows the
+    * log), or one named by its path (`delta.`/p``: the log is all of it). */
+  private case class AlterTarget(name: String, location: String, provider: String, ct: Option[CatalogTable]) {
+    def ref: ObjectNode = TableMeta.ref(location, provider)
+    def follow(meta: TableMeta, owner: Option[String] = None): Unit = ct.foreach(c => updateRegistration(c, meta, owner))
+  }
+
   override def alterTable(ident: Identifier, changes: TableChange*): Table = {
-    val ct = catalogTableOf(ident).filter(isUse)
-    if (ct.isEmpty) return super.alterTable(ident, changes: _*)
+    val target = catalogTableOf(ident) match {
+      case Some(ct) if isUse(ct) => AlterTarget(ct.identifier.unquotedString, ct.location.toString, ct.provider.get, Some(ct))
+      case None if isPathIdentifier(ident) && pathTableExists(ident) =>
+        AlterTarget(pathName(ident), ident.name(), ident.namespace().head.toLowerCase(Locale.ROOT), None)
+      case _ => return super.alterTable(ident, changes: _*)
+    }
     val (columnChanges, propertyChanges) = changes.partition(_.isInstanceOf[TableChange.ColumnChange])
     if (columnChanges.nonEmpty) {
-      val meta = alterColumns(ident, ct.get, columnChanges.toSeq)
-      updateRegistration(ct.get, meta)
-      if (propertyChanges.isEmpty) return new UseTable(meta, catalogTableOf(ident), ct.get.identifier.unquotedString, pinned = false)
+      val meta = alterColumns(ident, target, columnChanges.toSeq)
+      target.follow(meta)
+      if (propertyChanges.isEmpty) return new UseTable(meta, catalogTableOf(ident), target.name, pinned = false)
     }
-    alterProperties(ident, ct.get, propertyChanges.toSeq)
+    alterProperties(ident, target, propertyChanges.toSeq)
   }
 
   /** ADD COLUMNS and ALTER COLUMN ... COMMENT: the new schema (Spark's own `applySchemaChanges`, which
     * places a column FIRST or AFTER another and adds into structs) committed as one metaData action.
     * A NOT NULL or DEFAULT column is refused (the rows already written have no value for it), and so
     * are the changes that need Delta's column mapping or a rewrite (RENAME, DROP, a type change). */
-  private def alterColumns(ident: Identifier, ct: CatalogTable, changes: Seq[TableChange]): TableMeta = {
+  private def alterColumns(ident: Identifier, target: AlterTarget, changes: Seq[TableChange]): TableMeta = {
     def name(parts: Array[String]): String = parts.map(p => if (p.matches("[A-Za-z_][A-Za-z0-9_]*")) p else s"`$p`").mkString(".")
     def refuse(what: String, why: String): Nothing =
       throw new UseException(s"ALTER TABLE ... $what is not supported for Delta/Qbeast tables yet: $why", UseException.Kinds.NotSupported)
@@ -358,18 +369,18 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     }
     val current = load(ident, None, None)(super.loadTable(ident)) match {
       case t: UseTable => t.meta
-      case _ => throw new UseException(s"${ct.identifier.unquotedString} is not a Delta/Qbeast table", UseException.Kinds.Internal)
+      case _ => throw new UseException(s"${target.name} is not a Delta/Qbeast table", UseException.Kinds.Internal)
     }
-    val schema = UseCatalog.applySchemaChanges(current.schema, changes, ct.provider)
+    val schema = UseCatalog.applySchemaChanges(current.schema, changes, Some(target.provider))
     val req = Bridge.obj()
-    req.set[ObjectNode]("table", TableMeta.ref(ct.location.toString, ct.provider.get))
+    req.set[ObjectNode]("table", target.ref)
     req.put("schema", schema.json)
     req.put("readVersion", current.version)
     req.set[ObjectNode]("added", added)
     TableMeta.fromJson(Bridge.call("alterSchema", req).get("table"))
   }
 
-  private def alterProperties(ident: Identifier, ct: CatalogTable, changes: Seq[TableChange]): Table = {
+  private def alterProperties(ident: Identifier, target: AlterTarget, changes: Seq[TableChange]): Table = {
     val set = Bridge.obj()
     val unset = Bridge.arr()
     var owner: Option[String] = None
@@ -385,12 +396,12 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
           "only SET/UNSET TBLPROPERTIES, ADD COLUMNS and ALTER COLUMN ... COMMENT", UseException.Kinds.NotSupported)
     }
     val req = Bridge.obj()
-    req.set[ObjectNode]("table", TableMeta.ref(ct.location.toString, ct.provider.get))
+    req.set[ObjectNode]("table", target.ref)
     req.set[ObjectNode]("set", set)
     req.set[ObjectNode]("unset", unset)
     val meta = TableMeta.fromJson(Bridge.call("alterProperties", req).get("table"))
-    updateRegistration(ct, meta, owner)
-    new UseTable(meta, catalogTableOf(ident), ct.identifier.unquotedString, pinned = false)
+    target.follow(meta, owner)
+    new UseTable(meta, catalogTableOf(ident), target.name, pinned = false)
   }
 
   // --- DROP -----------------------------------------------------------------------------------------
@@ -408,9 +419,17 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     dropped
   }
 
-  override def dropTable(ident: Identifier): Boolean = dropUse(ident, super.dropTable(ident))
+  override def dropTable(ident: Identifier): Boolean = { refusePathDrop(ident); dropUse(ident, super.dropTable(ident)) }
 
-  override def purgeTable(ident: Identifier): Boolean = dropUse(ident, super.purgeTable(ident))
+  override def purgeTable(ident: Identifier): Boolean = { refusePathDrop(ident); dropUse(ident, super.purgeTable(ident)) }
+
+  /** DROP TABLE removes a registration, and a table named by its path has none: Spark's catalog
+    * would answer "nothing dropped" and the statement succeed with the table untouched. */
+  private def refusePathDrop(ident: Identifier): Unit = if (isPathIdentifier(ident) && catalogTableOf(ident).isEmpty) {
+    throw new UseException(s"${pathName(ident)} is a table named by its path, not registered in the catalog, so DROP TABLE has " +
+      s"nothing to drop: delete its directory (${ident.name()}) to remove the table, or TRUNCATE TABLE ${pathName(ident)} to " +
+      "remove its rows and keep its history", UseException.Kinds.NotSupported)
+  }
 }
 
 /** A staged table for a provider this catalog does not serve: created at once, dropped on abort
