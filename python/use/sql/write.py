@@ -70,8 +70,7 @@ _SAVE_MODES = {"Append": "append", "Overwrite": "overwrite", "ErrorIfExists": "e
 #: Delta writer options USE does not implement yet, each with what to do instead. Refused rather than
 #: ignored: each changes which rows or which schema the table ends with.
 _UNSUPPORTED_SAVE_OPTIONS = {
-    "mergeschema": "add the new columns first (register the table: CREATE TABLE <name> USING delta LOCATION '<path>', then "
-    "ALTER TABLE <name> ADD COLUMNS (...)), then append",
+    "mergeschema": "add the new columns first (ALTER TABLE delta.`<path>` ADD COLUMNS (...)), then append",
     "overwriteschema": "replace the table with DeltaTable.write(df, path, mode='overwrite'), which takes the DataFrame's schema",
     "replacewhere": "overwrite whole partitions (INSERT OVERWRITE ... PARTITION (p = v)), or the whole table",
 }
