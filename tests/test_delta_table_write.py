@@ -158,3 +158,17 @@ def test_history_is_a_dataframe_with_timestamps(spark, tmp_path) -> None:
     assert [r.version for r in rows] == [1, 0] and rows[0].operation == "WRITE"
     assert rows[0].timestamp.year >= 2024 and rows[0].operationMetrics["numOutputRows"] == "30"
     assert os.path.isdir(path)
+
+
+def test_a_new_or_replaced_tables_columns_are_nullable_as_delta_stores_them(spark, tmp_path) -> None:
+    """Spark calls `id` of `range()` NOT NULL; a table created from it must still take NULL ids
+    later (Delta stores a new table's schema as nullable), from any writer."""
+    from deltalake import DeltaTable as RsTable
+
+    path = str(tmp_path / "t")
+    DeltaTable.write(_df(spark, n=4), path)
+    assert all(f.nullable for f in RsTable(path).schema().fields)
+    DeltaTable.write(spark.sql("SELECT CAST(NULL AS BIGINT) AS id, CAST(1 AS DOUBLE) AS amount, 'c9' AS city, DATE'2024-01-01' AS day"), path)
+    assert sorted(RsTable(path).to_pyarrow_table().column("id").to_pylist(), key=lambda v: -1 if v is None else v) == [None, 0, 1, 2, 3]
+    DeltaTable.write(_df(spark, n=2), path, mode="overwrite")
+    assert all(f.nullable for f in RsTable(path).schema().fields)

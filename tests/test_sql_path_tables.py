@@ -67,8 +67,8 @@ def test_save_partitioned_with_properties_and_refusals_change_nothing(spark, tmp
     before = state(path)
     cases = [
         (df.write.format("delta").mode("append").partitionBy("id"), r"partitionBy\('id'\) differs from the partitioning .* \(p\)"),
-        (df.selectExpr("*", "1 AS z").write.format("delta").mode("append").option("mergeSchema", "true"),
-         r"the Delta writer option mergeSchema=true is not supported yet; add the new columns first"),
+        (df.selectExpr("CAST(id AS STRING) AS id", "p", "1 AS z").write.format("delta").mode("append").option("mergeSchema", "true"),
+         r"column id is string in the data and bigint in the table at .*; mergeSchema adds columns, it does not change a column's type"),
         (df.write.format("delta").mode("overwrite").option("replaceWhere", "p = '0'"), r"replaceWhere=p = '0' is not supported yet"),
         (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true"), r"overwriteSchema=true is not supported yet"),
         (df.selectExpr("*", "1 AS z").write.format("delta").mode("append"), r"INSERT_COLUMN_ARITY_MISMATCH"),
@@ -169,3 +169,45 @@ def test_alter_a_table_named_by_its_path_and_drop_is_refused(spark, tmp_path) ->
             spark.sql(statement)
         assert state(path) == before, statement
     spark.sql(f"DROP TABLE IF EXISTS delta.`{tmp_path}/nothing`")  # nothing there: nothing to do
+
+
+def test_merge_schema_adds_the_new_columns_in_the_commit_that_writes_the_rows(spark, tmp_path) -> None:
+    path = str(tmp_path / "m")
+    spark.range(3).selectExpr("id", "CAST(id * 2 AS INT) AS v", "CAST(id % 2 AS STRING) AS k").write.format("delta").partitionBy("k").save(path)
+    assert all(f.nullable for f in _delta_rs(path).schema().fields)  # as Delta stores a new table's columns
+    # a new column, one of the table's missing (NULL), one narrower than the table's (widened)
+    new = spark.range(3, 5).selectExpr("id", "'n' AS note", "CAST(id % 2 AS STRING) AS k", "CAST(1 AS SHORT) AS v")
+    new.write.format("delta").mode("append").option("mergeSchema", "true").save(path)
+    table = _delta_rs(path)
+    assert [f.name for f in table.schema().fields] == ["id", "v", "k", "note"]
+    assert table.version() == 1
+    last = commit_actions(path, 1)
+    assert {k for a in last for k in a} == {"commitInfo", "metaData", "add"}  # one commit: schema and rows
+    info = next(a["commitInfo"] for a in last if "commitInfo" in a)
+    assert info["operationParameters"]["mergeSchema"] == "true" and info["operationParameters"]["mode"] == "Append"
+    assert rows(spark, f"SELECT id, v, k, note FROM delta.`{path}`") == [
+        (0, 0, "0", None), (1, 2, "1", None), (2, 4, "0", None), (3, 1, "1", "n"), (4, 1, "0", "n"),
+    ]  # fmt: skip
+    # overwrite with mergeSchema keeps the table's columns and adds the data's
+    spark.range(2).selectExpr("id", "'0' AS k", "true AS flag").write.format("delta").mode("overwrite").option("mergeSchema", "true").save(path)
+    assert rows(spark, f"SELECT * FROM delta.`{path}`") == [(0, None, "0", None, True), (1, None, "0", None, True)]
+    # nothing new: the usual append (a missing nullable column is NULL)
+    spark.range(9, 10).selectExpr("id").write.format("delta").mode("append").option("mergeSchema", "true").save(path)
+    assert _delta_rs(path).version() == 3 and rows(spark, f"SELECT count(*) FROM delta.`{path}` WHERE id = 9") == [(1,)]
+
+    # a NOT NULL column missing from the data, and a Qbeast table: refused, nothing changed
+    spark.sql(f"CREATE TABLE delta.`{tmp_path}/nn` (id BIGINT NOT NULL, v INT) USING delta")
+    before = state(f"{tmp_path}/nn")
+    with refused(r"the data has no column id, which the table at .*nn declares NOT NULL"):
+        spark.range(1).selectExpr("CAST(id AS INT) AS v", "1 AS z").write.format("delta").mode("append").option("mergeSchema", "true").save(f"{tmp_path}/nn")
+    with refused(r"NULL in column id, which the table at .*nn declares NOT NULL"):
+        spark.sql("SELECT CAST(NULL AS BIGINT) AS id, 1 AS z").write.format("delta").mode("append").option("mergeSchema", "true").save(f"{tmp_path}/nn")
+    assert state(f"{tmp_path}/nn") == before
+    from use import QbeastTable
+
+    q = str(tmp_path / "q")
+    QbeastTable.write(spark.range(50).selectExpr("id", "rand(1) AS x"), q, columns_to_index=["x"], cube_size=20)
+    before = state(q)
+    with refused(r"mergeSchema into the Qbeast table at .*q is not supported yet; add the columns first"):
+        spark.range(5).selectExpr("id", "rand(2) AS x", "1 AS z").write.format("delta").mode("append").option("mergeSchema", "true").save(q)
+    assert state(q) == before

@@ -208,7 +208,7 @@ class DeltaTable(TableSurface):
 
         from use.delta import DeltaLog
         from use.delta.actions import remove_actions
-        from use.delta.schema import check_append_schema, schema_to_json
+        from use.delta.schema import as_nullable, check_append_schema, schema_to_json
         from use.optimize.properties import check_configuration, property_text
         from use.spark_files import check_partition_types, write_dataframe_files
 
@@ -251,7 +251,9 @@ class DeltaTable(TableSurface):
             parts, schema = table_parts, snap.schema
             configuration = dict(snap.metadata.configuration)
         else:
-            schema = data_schema
+            # a new (or replaced) table's columns are nullable, as Delta stores them: a column the first
+            # rows happened to fill must not refuse NULLs in later writes (`as_nullable`)
+            schema = as_nullable(data_schema)
             if snap is not None and partition_by is None:  # an overwrite keeps the partitioning unless told
                 parts = list(snap.metadata.partition_columns)
             check_partition_types(schema, parts, "the DataFrame")

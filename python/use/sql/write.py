@@ -16,11 +16,17 @@ import decimal as _decimal
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from use.errors import InvalidArgumentError, TableAlreadyExistsError
+from use.errors import (
+    InvalidArgumentError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    UnsupportedFeatureError,
+)
 from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY
 from use.sql.bridge import dataframe
 from use.sql.tables import (
@@ -70,9 +76,15 @@ _SAVE_MODES = {"Append": "append", "Overwrite": "overwrite", "ErrorIfExists": "e
 #: Delta writer options USE does not implement yet, each with what to do instead. Refused rather than
 #: ignored: each changes which rows or which schema the table ends with.
 _UNSUPPORTED_SAVE_OPTIONS = {
-    "mergeschema": "add the new columns first (ALTER TABLE delta.`<path>` ADD COLUMNS (...)), then append",
     "overwriteschema": "replace the table with DeltaTable.write(df, path, mode='overwrite'), which takes the DataFrame's schema",
     "replacewhere": "overwrite whole partitions (INSERT OVERWRITE ... PARTITION (p = v)), or the whole table",
+}
+
+#: The type changes `mergeSchema` takes (the data's type -> the table's wider one), as Spark's safe
+#: casts on insert; any other difference is refused (mergeSchema adds columns, it does not retype).
+_WIDENS = {
+    ("byte", "short"), ("byte", "integer"), ("byte", "long"), ("short", "integer"), ("short", "long"),
+    ("integer", "long"), ("float", "double"), ("byte", "double"), ("short", "double"), ("integer", "double"),
 }
 
 
@@ -94,6 +106,7 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
         instead = _UNSUPPORTED_SAVE_OPTIONS.get(key.lower())
         if instead is not None and (key.lower() == "replacewhere" or value.strip().lower() == "true"):
             raise InvalidArgumentError(f"the Delta writer option {key}={value} is not supported yet; {instead}")
+    merge_schema = any(k.lower() == "mergeschema" and v.strip().lower() == "true" for k, v in options.items())
     parts = req.get("partitionColumns")
     root = table_root(req["path"])
     log = log_for(root)
@@ -109,14 +122,113 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
         )
     if mode == "ignore":
         return {"created": False, "root": root}
+    snap = log.snapshot()
     if parts is not None:
-        current = list(log.snapshot().partition_columns)
+        current = list(snap.partition_columns)
         if [str(p) for p in parts] != current:
             raise InvalidArgumentError(
                 f"partitionBy({', '.join(map(repr, parts))}) differs from the partitioning of the table at {root} "
                 f"({', '.join(current) or 'none'}); leave partitionBy out to write into the table as it is partitioned"
             )
+    if merge_schema:
+        df = dataframe(spark, args[0])
+        added = _new_columns(snap, df)
+        if added:
+            _write_merged(df, snap, mode, added)
+            return {"created": False, "root": root}
     return {"write": mode, "root": root}
+
+
+def _new_columns(snap: Snapshot, df: DataFrame) -> list[Any]:
+    """`mergeSchema`: the DataFrame's columns the table does not have (Spark fields, in the data's
+    order), after checking that the columns both have agree on their type (or the table's is wider)."""
+    from pyspark.sql.types import StructType
+
+    if is_qbeast(snap.configuration):
+        raise InvalidArgumentError(
+            f"mergeSchema into the Qbeast table at {snap.table_root} is not supported yet; add the columns first "
+            f"(ALTER TABLE qbeast.`{snap.table_root}` ADD COLUMNS (...)), then append"
+        )
+    table = {f.name.lower(): f for f in StructType.fromJson(json.loads(snap.metadata.schema_string)).fields}
+    added = []
+    for field in df.schema.fields:
+        have = table.get(field.name.lower())
+        if have is None:
+            added.append(field)
+        elif have.dataType != field.dataType and (field.dataType.typeName(), have.dataType.typeName()) not in _WIDENS:
+            raise SchemaMismatchError(
+                f"column {field.name} is {field.dataType.simpleString()} in the data and {have.dataType.simpleString()} in the "
+                f"table at {snap.table_root}; mergeSchema adds columns, it does not change a column's type: cast the column "
+                f"to {have.dataType.simpleString()}"
+            )
+    return added
+
+
+def _write_merged(df: DataFrame, snap: Snapshot, mode: str, added: Sequence[Any]) -> None:
+    """`mergeSchema` with new columns: one commit holding the widened schema (the new columns at the
+    end, nullable, as Delta adds them) and the rows (plus every old file removed, on overwrite).
+    Columns the data lacks are NULL; the table's columns keep their types."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    from use.delta.actions import remove_actions
+    from use.delta.columnmapping import column_mapping_mode
+    from use.delta.transaction import Transaction
+    from use.optimize.executor import delete_written
+    from use.spark_files import write_dataframe_files
+    from use.sql.tables import protocol_upgrade
+
+    root = snap.table_root
+    if column_mapping_mode(snap.protocol, snap.metadata) != "none":
+        raise UnsupportedFeatureError(
+            f"mergeSchema into {root}: the table uses Delta column mapping, whose new columns need a physical name and id "
+            "USE does not assign yet; add the columns with Delta itself",
+            feature="columnMapping",
+        )
+    current = json.loads(snap.metadata.schema_string)
+    merged = {**current, "fields": current["fields"] + [{**f.jsonValue(), "nullable": True} for f in added]}
+    schema_string = json.dumps(merged, separators=(",", ":"))
+    schema = spark_schema_to_arrow(schema_string)
+    if protocol_upgrade(snap, schema, snap.configuration) is not None:
+        raise UnsupportedFeatureError(
+            f"mergeSchema into {root}: a new column needs a table feature the table's protocol does not have (e.g. "
+            "TIMESTAMP_NTZ needs timestampNtz); rewrite the table with the column (CREATE OR REPLACE TABLE ... AS SELECT)"
+        )
+    given = {c.lower(): c for c in df.columns}
+    fields = StructType.fromJson(merged).fields
+    missing = [f.name for f in fields if not f.nullable and f.name.lower() not in given]
+    if missing:
+        raise SchemaMismatchError(
+            f"the data has no column {', '.join(missing)}, which the table at {root} declares NOT NULL; add the column "
+            "to the data"
+        )
+
+    def column(f: Any) -> Any:
+        if f.name.lower() not in given:
+            return F.lit(None).cast(f.dataType).alias(f.name)
+        value = F.col(f"`{given[f.name.lower()]}`").cast(f.dataType)
+        if not f.nullable:  # as Spark's inserts check a NOT NULL column: a clean error on the first NULL
+            value = F.coalesce(value, F.raise_error(F.lit(f"NULL in column {f.name}, which the table at {root} declares NOT NULL")))
+        return value.alias(f.name)
+
+    aligned = df.select(*[column(f) for f in fields])
+    adds = write_dataframe_files(
+        aligned, root, schema, partition_columns=snap.partition_columns, configuration=snap.configuration
+    )
+    try:
+        txn = Transaction(log_for(root), snap)
+        removed = files_to_replace(snap, mode, adds, [])
+        if mode != "append":
+            txn.read_whole_table()
+        txn.add(replace(snap.metadata, schema_string=schema_string))
+        if removed.num_rows:
+            txn.add(*remove_actions(removed, data_change=True))
+        if adds:
+            txn.add(*adds)
+        txn.commit("WRITE", {**_parameters(mode, snap.partition_columns), "mergeSchema": "true"}, _metrics(adds, removed.num_rows))
+    except BaseException:
+        delete_written(root, list(adds))
+        raise
 
 
 # --- Qbeast ------------------------------------------------------------------------------------------
