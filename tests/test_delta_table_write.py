@@ -172,3 +172,22 @@ def test_a_new_or_replaced_tables_columns_are_nullable_as_delta_stores_them(spar
     assert sorted(RsTable(path).to_pyarrow_table().column("id").to_pylist(), key=lambda v: -1 if v is None else v) == [None, 0, 1, 2, 3]
     DeltaTable.write(_df(spark, n=2), path, mode="overwrite")
     assert all(f.nullable for f in RsTable(path).schema().fields)
+
+
+def test_txn_app_id_and_version_make_a_write_idempotent(spark, tmp_path) -> None:
+    path = str(tmp_path / "t")
+    first = DeltaTable.write(_df(spark, n=4), path, txn_app_id="job", txn_version=7)
+    again = DeltaTable.write(_df(spark, n=4), path, txn_app_id="job", txn_version=7)  # a retry: nothing
+    older = DeltaTable.write(_df(spark, n=4), path, mode="overwrite", txn_app_id="job", txn_version=3)
+    assert (first.version, again.version, older.version) == (0, None, None) and len(_deltars(path)) == 4
+    assert DeltaTable.write(_df(spark, 4, 2), path, txn_app_id="job", txn_version=8).version == 1
+    assert [a["txn"]["version"] for a in commit_actions(path, 1) if "txn" in a] == [8]
+    before = directory_state(path)
+    for kwargs, message in [
+        ({"txn_app_id": "job"}, "txn_app_id and txn_version go together"),
+        ({"txn_app_id": "", "txn_version": 1}, "txn_app_id must be a non-empty string"),
+        ({"txn_app_id": "job", "txn_version": -1}, "txn_version must be a non-negative int"),
+    ]:
+        with pytest.raises(InvalidArgumentError, match=message):
+            DeltaTable.write(_df(spark, n=1), path, **kwargs)
+        assert directory_state(path) == before

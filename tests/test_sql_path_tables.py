@@ -96,6 +96,9 @@ def test_save_into_a_qbeast_table_by_path_indexes_the_rows(spark, tmp_path) -> N
     # the appended rows are indexed like the first ones (no staging files): a sample prunes
     assert {r for r in qt.snapshot().files.column("revision_id").to_pylist()} == {1}
     assert qt.read(sample=0.1).count() < 200
+    for _ in range(2):  # idempotent by the txn options: the second save writes nothing
+        data.write.format("delta").mode("append").option("txnAppId", "q").option("txnVersion", 0).save(path)
+    assert qt.read().count() == 1200 and {r for r in qt.snapshot().files.column("revision_id").to_pylist()} == {1}
 
 
 def test_create_table_by_path_with_columns_or_a_query(spark, db, tmp_path) -> None:
@@ -211,3 +214,37 @@ def test_merge_schema_adds_the_new_columns_in_the_commit_that_writes_the_rows(sp
     with refused(r"mergeSchema into the Qbeast table at .*q is not supported yet; add the columns first"):
         spark.range(5).selectExpr("id", "rand(2) AS x", "1 AS z").write.format("delta").mode("append").option("mergeSchema", "true").save(q)
     assert state(q) == before
+
+
+def test_txn_options_make_a_save_idempotent_as_a_foreach_batch_needs(spark, tmp_path) -> None:
+    """Delta's txnAppId / txnVersion writer options: a batch written again (a streaming query's retry)
+    writes nothing; the commit holds the `txn` action delta-rs reads."""
+    path = str(tmp_path / "s")
+    batch = spark.range(3).selectExpr("id", "CAST(id AS STRING) AS s")
+
+    def save(version: int, mode: str = "append", data=batch) -> None:
+        data.write.format("delta").mode(mode).option("txnAppId", "query-1").option("txnVersion", version).save(path)
+
+    save(0)  # creates the table
+    save(0)  # the same batch again: nothing
+    save(1)
+    save(1, mode="overwrite")  # batch 1 is done whatever the mode
+    assert rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(6,)]
+    assert _delta_rs(path).version() == 1
+    txn = [a["txn"] for a in commit_actions(path, 1) if "txn" in a]
+    assert [(t["appId"], t["version"]) for t in txn] == [("query-1", 1)]
+    # a streaming query's foreachBatch, exactly as Delta's docs write it
+    src = spark.range(10).selectExpr("id", "CAST(id AS STRING) AS s")
+    for batch_id in (2, 2, 3):
+        src.where(f"id % 2 = {batch_id % 2}").write.format("delta").mode("append").option("txnAppId", "query-1").option("txnVersion", batch_id).save(path)
+    assert rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(16,)]
+
+    before = state(path)
+    for options, message in [
+        ({"txnAppId": "q"}, r"the writer options txnAppId and txnVersion go together"),
+        ({"txnAppId": "q", "txnVersion": "soon"}, r"txnVersion must be a non-negative integer \(e.g. the batch id\), got 'soon'"),
+        ({"txnAppId": "q", "txnVersion": "-1"}, r"txnAppId and txnVersion go together \(an app id and a non-negative integer\)"),
+    ]:
+        with refused(message):
+            batch.write.format("delta").mode("append").options(**options).save(path)
+        assert state(path) == before, options

@@ -437,4 +437,16 @@ class Transaction:
             )
 
 
-__all__ = ["Transaction", "engine_info"]
+def check_app_transaction(app_id: Any, version: Any) -> None:
+    """The arguments of an idempotent write (Delta's `txn` action, a streaming query's id and batch):
+    both or neither; a non-empty app id and a non-negative int version."""
+    if (app_id is None) != (version is None):
+        raise InvalidArgumentError("txn_app_id and txn_version go together: give both (idempotent write) or neither")
+    if app_id is not None:
+        if not isinstance(app_id, str) or not app_id:
+            raise InvalidArgumentError(f"txn_app_id must be a non-empty string, got {app_id!r}")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise InvalidArgumentError(f"txn_version must be a non-negative int, got {version!r}")
+
+
+__all__ = ["Transaction", "check_app_transaction", "engine_info"]

@@ -194,6 +194,8 @@ class DeltaTable(TableSurface):
         partition_by: Sequence[str] | str | None = None,
         *,
         properties: Mapping[str, Any] | None = None,
+        txn_app_id: str | None = None,
+        txn_version: int | None = None,
     ) -> DeltaWriteResult:
         """Write `df` to the plain Delta table at `path` in one commit (the table is created if missing).
 
@@ -203,12 +205,16 @@ class DeltaTable(TableSurface):
         `partition_by` names the partition columns; on append it must match the table's.
         `properties` are the table properties of a new table. Files are written by the Spark tasks,
         with Delta stats from their parquet footers; readable by every Delta reader.
+        `txn_app_id`/`txn_version` make the write idempotent (Delta's `txn` action, as a streaming
+        `foreachBatch` uses its query id and batch id): a version the table has already committed
+        for that app id writes nothing.
         """
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from use.delta import DeltaLog
         from use.delta.actions import remove_actions
         from use.delta.schema import as_nullable, check_append_schema, schema_to_json
+        from use.delta.transaction import check_app_transaction
         from use.optimize.properties import check_configuration, property_text
         from use.spark_files import check_partition_types, write_dataframe_files
 
@@ -217,10 +223,15 @@ class DeltaTable(TableSurface):
             raise InvalidArgumentError(f"mode must be one of {', '.join(WRITE_MODES)}, got {mode!r}")
         if not isinstance(path, str) or not path:
             raise InvalidArgumentError(f"a table path must be a non-empty string, got {path!r}")
+        check_app_transaction(txn_app_id, txn_version)
         parts = _partition_list(partition_by)
         root = os.path.abspath(path)
         log = DeltaLog.for_path(root)
         snap = log.snapshot() if log.exists() else None
+        if snap is not None and txn_app_id is not None:
+            done = snap.app_transaction_version(txn_app_id)
+            if done is not None and done >= int(txn_version):  # type: ignore[arg-type]
+                return DeltaWriteResult(None, 0, 0)  # this write already happened
         if snap is not None:
             if mode_key in ("error", "errorifexists"):
                 raise TableAlreadyExistsError(
@@ -280,6 +291,8 @@ class DeltaTable(TableSurface):
         try:
             adds = write_dataframe_files(df, root, schema, partition_columns=parts, configuration=configuration)
             txn.add(*adds)
+            if txn_app_id is not None:
+                txn.set_app_transaction(txn_app_id, int(txn_version))  # type: ignore[arg-type]
             rows = _rows_of(adds)
             spark_mode = {"append": "Append", "overwrite": "Overwrite", "ignore": "Ignore"}.get(mode_key, "ErrorIfExists")
             version = txn.commit(

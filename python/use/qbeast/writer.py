@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from use.delta.actions import AddFile, Metadata
 from use.delta.schema import check_append_schema
+from use.delta.transaction import check_app_transaction
 from use.errors import IndexColumnError, InvalidArgumentError
 from use.qbeast.index_plan import (
     DATA_BYTES_ALIAS,
@@ -108,16 +109,6 @@ def _arrow_schema(df: DataFrame) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(df.schema, prefers_large_types=False)
-
-
-def _check_txn(txn_app_id: Any, txn_version: Any) -> None:
-    if (txn_app_id is None) != (txn_version is None):
-        raise InvalidArgumentError("txn_app_id and txn_version go together: give both (idempotent write) or neither")
-    if txn_app_id is not None:
-        if not isinstance(txn_app_id, str) or not txn_app_id:
-            raise InvalidArgumentError(f"txn_app_id must be a non-empty string, got {txn_app_id!r}")
-        if isinstance(txn_version, bool) or not isinstance(txn_version, int) or txn_version < 0:
-            raise InvalidArgumentError(f"txn_version must be a non-negative int, got {txn_version!r}")
 
 
 def _optimize_write(
@@ -289,7 +280,7 @@ def write(
 
     mode = _check_mode(mode)
     size = None if cube_size is None else check_cube_size(cube_size)
-    _check_txn(txn_app_id, txn_version)
+    check_app_transaction(txn_app_id, txn_version)
     root = _table_root(path)
     data_schema = _arrow_schema(df)
     log = DeltaLog.for_path(root)

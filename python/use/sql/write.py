@@ -107,13 +107,16 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
         if instead is not None and (key.lower() == "replacewhere" or value.strip().lower() == "true"):
             raise InvalidArgumentError(f"the Delta writer option {key}={value} is not supported yet; {instead}")
     merge_schema = any(k.lower() == "mergeschema" and v.strip().lower() == "true" for k, v in options.items())
+    app_id, app_version = _txn_options(options)
     parts = req.get("partitionColumns")
     root = table_root(req["path"])
     log = log_for(root)
     if not log.exists():
         df = dataframe(spark, args[0])
         properties = {k: v for k, v in options.items() if k.lower().startswith("delta.")}
-        DeltaTable.write(df, root, mode=mode, partition_by=parts, properties=properties or None)
+        DeltaTable.write(
+            df, root, mode=mode, partition_by=parts, properties=properties or None, txn_app_id=app_id, txn_version=app_version
+        )
         return {"created": True, "root": root}
     if mode == "errorifexists":
         raise TableAlreadyExistsError(
@@ -123,6 +126,10 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
     if mode == "ignore":
         return {"created": False, "root": root}
     snap = log.snapshot()
+    if app_id is not None:
+        done = snap.app_transaction_version(app_id)
+        if done is not None and done >= app_version:  # type: ignore[operator]
+            return {"created": False, "root": root}  # this batch was written already
     if parts is not None:
         current = list(snap.partition_columns)
         if [str(p) for p in parts] != current:
@@ -134,9 +141,54 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
         df = dataframe(spark, args[0])
         added = _new_columns(snap, df)
         if added:
-            _write_merged(df, snap, mode, added)
+            _write_merged(df, snap, mode, added, (app_id, app_version))
             return {"created": False, "root": root}
+    if app_id is not None:
+        _write_idempotent(spark, dataframe(spark, args[0]), snap, mode, app_id, int(app_version))  # type: ignore[arg-type]
+        return {"created": False, "root": root}
     return {"write": mode, "root": root}
+
+
+def _txn_options(options: Mapping[str, str]) -> tuple[str | None, int | None]:
+    """Delta's writer options for an idempotent write, `txnAppId` and `txnVersion` (a streaming
+    `foreachBatch` passes its query id and batch id), checked as `DeltaTable.write` checks them."""
+    from use.delta.transaction import check_app_transaction
+
+    lowered = {k.lower(): v for k, v in options.items()}
+    app_id, text = lowered.get("txnappid"), lowered.get("txnversion")
+    version: int | None = None
+    if text is not None:
+        try:
+            version = int(text)
+        except ValueError:
+            raise InvalidArgumentError(f"txnVersion must be a non-negative integer (e.g. the batch id), got {text!r}") from None
+    try:
+        check_app_transaction(app_id, version)
+    except InvalidArgumentError:
+        raise InvalidArgumentError(
+            f"the writer options txnAppId and txnVersion go together (an app id and a non-negative integer), got "
+            f"txnAppId={app_id!r}, txnVersion={text!r}"
+        ) from None
+    return app_id, version
+
+
+def _write_idempotent(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str, app_id: str, version: int) -> None:
+    """An append or overwrite with `txnAppId`/`txnVersion` into an existing table: written here, so
+    that its commit holds the `txn` action with the rows (the catalog's write has no place for it).
+    The data's columns must be the table's (an overwrite keeps the table's schema, as Delta's does)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from use.delta.schema import check_append_schema
+    from use.optimize.delta_table import DeltaTable
+
+    check_append_schema(to_arrow_schema(df.schema, prefers_large_types=False), snap.schema, snap.table_root)
+    df = df.select(*[df[c] for c in snap.schema.names])
+    if is_qbeast(snap.configuration):
+        from use.qbeast.writer import write as otree_write
+
+        otree_write(spark, df, snap.table_root, _indexed_columns(snap), mode=mode, txn_app_id=app_id, txn_version=version)
+    else:
+        DeltaTable.write(df, snap.table_root, mode=mode, txn_app_id=app_id, txn_version=version)
 
 
 def _new_columns(snap: Snapshot, df: DataFrame) -> list[Any]:
@@ -164,7 +216,7 @@ def _new_columns(snap: Snapshot, df: DataFrame) -> list[Any]:
     return added
 
 
-def _write_merged(df: DataFrame, snap: Snapshot, mode: str, added: Sequence[Any]) -> None:
+def _write_merged(df: DataFrame, snap: Snapshot, mode: str, added: Sequence[Any], app: tuple[str | None, int | None]) -> None:
     """`mergeSchema` with new columns: one commit holding the widened schema (the new columns at the
     end, nullable, as Delta adds them) and the rows (plus every old file removed, on overwrite).
     Columns the data lacks are NULL; the table's columns keep their types."""
@@ -179,6 +231,7 @@ def _write_merged(df: DataFrame, snap: Snapshot, mode: str, added: Sequence[Any]
     from use.sql.tables import protocol_upgrade
 
     root = snap.table_root
+    app_id, app_version = app  # txnAppId / txnVersion, when given
     if column_mapping_mode(snap.protocol, snap.metadata) != "none":
         raise UnsupportedFeatureError(
             f"mergeSchema into {root}: the table uses Delta column mapping, whose new columns need a physical name and id "
@@ -225,6 +278,8 @@ def _write_merged(df: DataFrame, snap: Snapshot, mode: str, added: Sequence[Any]
             txn.add(*remove_actions(removed, data_change=True))
         if adds:
             txn.add(*adds)
+        if app_id is not None:
+            txn.set_app_transaction(app_id, int(app_version))  # type: ignore[arg-type]
         txn.commit("WRITE", {**_parameters(mode, snap.partition_columns), "mergeSchema": "true"}, _metrics(adds, removed.num_rows))
     except BaseException:
         delete_written(root, list(adds))
