@@ -248,3 +248,49 @@ def test_txn_options_make_a_save_idempotent_as_a_foreach_batch_needs(spark, tmp_
         with refused(message):
             batch.write.format("delta").mode("append").options(**options).save(path)
         assert state(path) == before, options
+
+
+def test_write_stream_into_a_path_exactly_once(spark, tmp_path) -> None:
+    """`writeStream.format("delta").start(path)`: each micro-batch is one commit carrying the query's
+    id and the batch id (Delta's txn action), so a restart from the checkpoint writes nothing twice;
+    complete output mode rewrites the table each batch; update mode is refused."""
+    incoming, ckpt, path = tmp_path / "in", str(tmp_path / "ckpt"), str(tmp_path / "events")
+    incoming.mkdir()
+
+    def arrive(name: str, ids: range) -> None:
+        (incoming / f"{name}.json").write_text("".join(f'{{"id": {i}, "k": "{"ab"[i % 2]}"}}\n' for i in ids))
+
+    source = spark.readStream.schema("id BIGINT, k STRING").json(str(incoming))
+
+    def run(query_source=source, target=path, mode="append", checkpoint=ckpt) -> None:
+        q = (query_source.writeStream.format("delta").outputMode(mode).partitionBy("k") if mode == "append"
+             else query_source.writeStream.format("delta").outputMode(mode))  # fmt: skip
+        q = q.option("checkpointLocation", checkpoint).trigger(availableNow=True).start(target)
+        q.awaitTermination()
+        assert q.exception() is None
+
+    arrive("a", range(0, 4))
+    run()
+    # a crash after the table's commit and before the checkpoint's: the batch runs again, writes nothing
+    last = max(int(f.name) for f in (tmp_path / "ckpt" / "commits").iterdir() if f.name.isdigit())
+    for name in (str(last), f".{last}.crc"):  # the checkpoint's record of the batch, and its checksum
+        (tmp_path / "ckpt" / "commits" / name).unlink(missing_ok=True)
+    version = _delta_rs(path).version()
+    run()
+    assert _delta_rs(path).version() == version and rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(4,)]
+    arrive("b", range(4, 10))
+    arrive("c", range(10, 12))
+    run()  # the restart reads only the new files
+    assert rows(spark, f"SELECT count(*), count(DISTINCT id), sum(id) FROM delta.`{path}`") == [(12, 12, 66)]
+    table = _delta_rs(path)
+    assert table.metadata().partition_columns == ["k"]
+    txns = [a["txn"] for v in range(table.version() + 1) for a in commit_actions(path, v) if "txn" in a]
+    assert [t["version"] for t in txns] == list(range(len(txns))) and len({t["appId"] for t in txns}) == 1
+
+    totals = str(tmp_path / "totals")
+    run(source.groupBy("k").count(), totals, "complete", str(tmp_path / "ckpt2"))
+    assert rows(spark, f"SELECT * FROM delta.`{totals}`") == [("a", 6), ("b", 6)]
+    with pytest.raises(Exception, match=r"takes a stream's rows in append or complete output mode, not update"):
+        source.groupBy("k").count().writeStream.format("delta").outputMode("update").option(
+            "checkpointLocation", str(tmp_path / "ckpt3")).start(str(tmp_path / "u"))  # fmt: skip
+    assert not os.path.exists(tmp_path / "u")

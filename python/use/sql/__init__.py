@@ -95,3 +95,17 @@ def install(spark: "SparkSession") -> None:
     register_bridge(spark)
     path_source.register(spark)
     insight_source.register(spark)
+    _stream_through_v1_sink(spark)
+
+
+#: The shim's `format("delta")` provider class, as Spark names it in `disabledV2Writers`.
+DELTA_PROVIDER_CLASS = "delta.DefaultSource"
+_DISABLED_V2_WRITERS = "spark.sql.streaming.disabledV2Writers"
+
+
+def _stream_through_v1_sink(spark: "SparkSession") -> None:
+    """`writeStream.format("delta")` takes the provider's micro-batch sink only when Spark is told not
+    to look for a DSv2 streaming write on it (the provider's tables have none); other entries kept."""
+    current = [c.strip() for c in (spark.conf.get(_DISABLED_V2_WRITERS, "") or "").split(",") if c.strip()]
+    if DELTA_PROVIDER_CLASS not in current:
+        spark.conf.set(_DISABLED_V2_WRITERS, ",".join([*current, DELTA_PROVIDER_CLASS]))

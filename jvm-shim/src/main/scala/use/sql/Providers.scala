@@ -11,7 +11,11 @@ package use.sql {
   import org.apache.spark.sql.connector.expressions.{Expressions, Transform}
   import org.apache.spark.sql.connector.read.ScanBuilder
   import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2
-  import org.apache.spark.sql.sources.{BaseRelation, CreatableRelationProvider}
+  import org.apache.spark.sql.Row
+  import org.apache.spark.sql.catalyst.encoders.ExpressionEncoder
+  import org.apache.spark.sql.execution.streaming.Sink
+  import org.apache.spark.sql.sources.{BaseRelation, CreatableRelationProvider, StreamSinkProvider}
+  import org.apache.spark.sql.streaming.OutputMode
   import org.apache.spark.sql.types.StructType
   import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
@@ -24,7 +28,7 @@ package use.sql {
     * overwrite modes, so the tables served here are read only and every save comes to the V1 write
     * (`createRelation`), which asks the Python side (`use.sql.write.save_path`) what the mode means
     * for the path. */
-  class DeltaPathProvider extends TableProvider with CreatableRelationProvider {
+  class DeltaPathProvider extends TableProvider with CreatableRelationProvider with StreamSinkProvider {
     private var described: Option[(String, TableMeta)] = None
 
     private def path(options: util.Map[String, String]): String = {
@@ -99,9 +103,61 @@ package use.sql {
         override def schema: StructType = written
       }
     }
+
+    /** `df.writeStream.format("delta").start(path)`: a micro-batch sink (`DeltaPathProvider.StreamSink`).
+      * Spark takes this V1 sink because `use.sql.install` lists the provider in
+      * `spark.sql.streaming.disabledV2Writers` (its DSv2 tables have no streaming write). */
+    override def createSink(ctx: SQLContext, parameters: Map[String, String], partitionColumns: Seq[String],
+                            outputMode: OutputMode): Sink = {
+      val p = CaseInsensitiveMap(parameters).getOrElse("path", throw new UseException(
+        "writeStream.format(\"delta\") needs a table path: .start(path) or .option(\"path\", ...)", UseException.Kinds.InvalidArgument))
+      val mode = outputMode.toString
+      if (mode != "Append" && mode != "Complete") {
+        throw new UseException(s"a Delta table takes a stream's rows in append or complete output mode, not ${mode.toLowerCase}: " +
+          "use .outputMode(\"append\") (new rows) or .outputMode(\"complete\") (the whole result each batch)",
+          UseException.Kinds.InvalidArgument)
+      }
+      val given = parameters match {
+        case c: CaseInsensitiveMap[String @unchecked] => c.originalMap
+        case m => m
+      }
+      new DeltaPathProvider.StreamSink(p, if (mode == "Complete") "Overwrite" else "Append", partitionColumns,
+        given.filterNot { case (k, _) => k.equalsIgnoreCase("path") || k.equalsIgnoreCase("checkpointLocation") })
+    }
   }
 
   object DeltaPathProvider {
+    /** Writes each micro-batch as `df.write.format("delta").save(path)` does (`use.sql.write.save_path`),
+      * idempotently: the batch carries the query's id and the batch id as Delta's `txnAppId` /
+      * `txnVersion`, so a batch the table has already committed (a restart after the commit, before
+      * the checkpoint) writes nothing: exactly once. Complete output mode overwrites the table. */
+    class StreamSink(p: String, saveMode: String, partitionColumns: Seq[String], options: Map[String, String]) extends Sink {
+      override def addBatch(batchId: Long, data: DataFrame): Unit = {
+        val session = data.sparkSession
+        // the micro-batch's plan is the stream's; its rows as a batch DataFrame the writers can plan again
+        val rows = data.asInstanceOf[org.apache.spark.sql.classic.Dataset[Row]].queryExecution.toRdd
+        val encoder = ExpressionEncoder(data.schema).resolveAndBind()
+        val batch = session.createDataFrame(rows.mapPartitions { it =>
+          val toRow = encoder.createDeserializer()
+          it.map(r => toRow(r))
+        }, data.schema)
+        val queryId = session.sparkContext.getLocalProperty("sql.streaming.queryId")
+        val req = Bridge.obj()
+        req.put("path", p)
+        req.put("mode", saveMode)
+        if (partitionColumns.nonEmpty) req.set[ArrayNode]("partitionColumns", Bridge.strings(partitionColumns))
+        else req.putNull("partitionColumns")
+        val opts = options ++ Option(queryId).map(id => Map("txnAppId" -> id, "txnVersion" -> batchId.toString)).getOrElse(Map.empty)
+        req.set[ObjectNode]("options", Bridge.map(opts))
+        val answer = Bridge.call("savePath", req, batch)
+        Bridge.optText(answer, "write").foreach { how =>
+          throw new UseException(s"internal: the stream batch into $p was not written ($how)", UseException.Kinds.Internal)
+        }
+      }
+
+      override def toString: String = s"USE Delta sink at $p"
+    }
+
     /** Where DataFrameWriter puts `partitionBy(...)` for a V1 write (Spark's DataSourceUtils: a
       * JSON array of the column names). */
     val PartitionColumnsKey = "__partition_columns"
