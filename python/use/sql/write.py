@@ -95,7 +95,11 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
     properties) whatever the mode; on an existing table `errorifexists` fails and `ignore` writes
     nothing, and `append` / `overwrite` are answered `{"write": mode, "root": ...}`: the shim then
     writes through the catalog as `INSERT INTO` / `INSERT OVERWRITE delta.`root`` do, so rows are
-    matched to the table's columns by name and a Qbeast table's rows are indexed."""
+    matched to the table's columns by name and a Qbeast table's rows are indexed. Written here
+    instead, in one commit each: `mergeSchema` with new columns (`_write_merged`: the widened
+    schema and the rows) and a write with `txnAppId`/`txnVersion` (`_write_idempotent`: the rows
+    and the `txn` action; a version already committed for the app id writes nothing), which the
+    streaming sink uses for every micro-batch."""
     from use.optimize.delta_table import DeltaTable
 
     mode = _SAVE_MODES.get(str(req.get("mode")))
