@@ -161,3 +161,19 @@ def test_every_error_class_follows_one_naming_rule() -> None:
     for path in named:
         for kind in set(re.findall(r"\bUSE_[A-Z0-9_]+\b", path.read_text())) - environment:
             assert kind in known, (path.name, kind)
+
+
+def test_a_spark_error_without_a_message_is_named_not_none(spark) -> None:
+    """A Spark job cancelled under a statement (a stream stopped mid-batch) fails with an exception
+    that has no message; SQL users got "[USE_SPARK_ERROR] None"."""
+    from types import SimpleNamespace
+
+    from use.sql.bridge import _spark_message
+
+    jvm = spark.sparkContext._jvm
+    cancelled = SimpleNamespace(java_exception=jvm.java.util.concurrent.CancellationException())
+    assert _spark_message(cancelled) == (
+        "java.util.concurrent.CancellationException without a message: a Spark job of this statement failed or was cancelled"
+    )
+    spark_error = SimpleNamespace(java_exception=jvm.java.lang.RuntimeException("outer", jvm.org.apache.spark.SparkException("the cause")))
+    assert _spark_message(spark_error) == "the cause"

@@ -100,7 +100,13 @@ def _spark_message(exc: BaseException) -> str | None:
             if cause.getClass().getName().startswith("org.apache.spark") and cause.getMessage() is not None:
                 chosen = cause
             cause, seen = cause.getCause(), seen + 1
-        text = str(chosen.getMessage())
+        message = chosen.getMessage()
+        # a job cancelled under the statement (a stopped stream, a killed query) fails with no message
+        text = (
+            str(message)
+            if message is not None
+            else f"{chosen.getClass().getName()} without a message: a Spark job of this statement failed or was cancelled"
+        )
     except Exception:  # noqa: BLE001 - the JVM side is gone; fall back to the Python text
         return None
     lines = []
