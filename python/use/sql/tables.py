@@ -464,6 +464,26 @@ def alter_properties(spark: SparkSession, req: dict[str, Any], args: list[Any]) 
     return {"table": table_json(log_for(snap.table_root).snapshot(), table["provider"])}
 
 
+def check_schema_change(snap: Snapshot, schema: pa.Schema, what: str) -> None:
+    """A new schema USE can commit to the table (`what` names the statement and the table): refused
+    on a table with Delta column mapping (a new column needs a physical name and id USE does not
+    assign yet) and when the schema needs a table feature the table's protocol does not have."""
+    from use.delta.columnmapping import column_mapping_mode
+
+    if column_mapping_mode(snap.protocol, snap.metadata) != "none":
+        raise UnsupportedFeatureError(
+            f"{what}: the table uses Delta column mapping (delta.columnMapping.mode), whose new columns need a physical "
+            "name and id USE does not assign yet; add the column with Delta itself, or rewrite the table (CREATE OR "
+            "REPLACE TABLE ... AS SELECT)",
+            feature="columnMapping",
+        )
+    if protocol_upgrade(snap, schema, snap.configuration) is not None:
+        raise UnsupportedFeatureError(
+            f"{what}: the new schema needs a table feature its protocol does not have (e.g. TIMESTAMP_NTZ needs "
+            "timestampNtz); rewrite the table with the column (CREATE OR REPLACE TABLE ... AS SELECT)"
+        )
+
+
 def alter_schema(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """ALTER TABLE ... ADD COLUMNS / ALTER COLUMN ... COMMENT: the schema Spark computed for the
     statement (`req["schema"]`, from the table as of `req["readVersion"]`) committed as one metaData
@@ -474,27 +494,14 @@ def alter_schema(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
     Refused, nothing written: a table with Delta column mapping (a new column needs a physical name
     and id, which USE does not assign yet), a column type the table's protocol does not allow (e.g.
     TIMESTAMP_NTZ on a table without that feature), and a concurrent change of the table's metadata."""
-    from use.delta.columnmapping import column_mapping_mode
     from use.delta.transaction import Transaction
 
     table = req["table"]
     # the version Spark computed the schema from: a commit since is the transaction's to check (a
     # concurrent schema change is a conflict, an append is not)
     snap = snapshot_of(table["location"], version=int(req["readVersion"]))
-    if column_mapping_mode(snap.protocol, snap.metadata) != "none":
-        raise UnsupportedFeatureError(
-            f"ALTER TABLE ... ADD COLUMNS on {snap.table_root}: the table uses Delta column mapping "
-            "(delta.columnMapping.mode), whose new columns need a physical name and id USE does not assign yet; "
-            "add the column with Delta itself, or rewrite the table (CREATE OR REPLACE TABLE ... AS SELECT)",
-            feature="columnMapping",
-        )
     schema_string = json.dumps(json.loads(req["schema"]), separators=(",", ":"))
-    schema = spark_schema_to_arrow(schema_string)
-    if protocol_upgrade(snap, schema, snap.configuration) is not None:
-        raise UnsupportedFeatureError(
-            f"ALTER TABLE on {snap.table_root}: the new schema needs a table feature its protocol does not have "
-            "(e.g. TIMESTAMP_NTZ needs timestampNtz); rewrite the table with the column (CREATE OR REPLACE TABLE ... AS SELECT)"
-        )
+    check_schema_change(snap, spark_schema_to_arrow(schema_string), f"ALTER TABLE on {snap.table_root}")
     added = [str(c) for c in req.get("added") or []]
     txn = Transaction(log_for(snap.table_root), snap)
     txn.add(replace(snap.metadata, schema_string=schema_string))

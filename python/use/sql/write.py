@@ -21,17 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from use.errors import (
-    InvalidArgumentError,
-    SchemaMismatchError,
-    TableAlreadyExistsError,
-    UnsupportedFeatureError,
-)
+from use.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
 from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY
 from use.sql.bridge import dataframe
 from use.sql.tables import (
     _cube_size,
     check_properties,
+    check_schema_change,
     is_qbeast,
     log_for,
     new_configuration,
@@ -145,7 +141,7 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
         df = dataframe(spark, args[0])
         added = _new_columns(snap, df)
         if added:
-            _write_merged(df, snap, mode, added, (app_id, app_version))
+            _write_merged(spark, df, snap, mode, added, (app_id, app_version))
             return {"created": False, "root": root}
     if app_id is not None:
         _write_idempotent(spark, dataframe(spark, args[0]), snap, mode, app_id, int(app_version))  # type: ignore[arg-type]
@@ -220,37 +216,20 @@ def _new_columns(snap: Snapshot, df: DataFrame) -> list[Any]:
     return added
 
 
-def _write_merged(df: DataFrame, snap: Snapshot, mode: str, added: Sequence[Any], app: tuple[str | None, int | None]) -> None:
+def _write_merged(
+    spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str, added: Sequence[Any], app: tuple[str | None, int | None]
+) -> None:
     """`mergeSchema` with new columns: one commit holding the widened schema (the new columns at the
     end, nullable, as Delta adds them) and the rows (plus every old file removed, on overwrite).
     Columns the data lacks are NULL; the table's columns keep their types."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    from use.delta.actions import remove_actions
-    from use.delta.columnmapping import column_mapping_mode
-    from use.delta.transaction import Transaction
-    from use.optimize.executor import delete_written
-    from use.spark_files import write_dataframe_files
-    from use.sql.tables import protocol_upgrade
-
     root = snap.table_root
-    app_id, app_version = app  # txnAppId / txnVersion, when given
-    if column_mapping_mode(snap.protocol, snap.metadata) != "none":
-        raise UnsupportedFeatureError(
-            f"mergeSchema into {root}: the table uses Delta column mapping, whose new columns need a physical name and id "
-            "USE does not assign yet; add the columns with Delta itself",
-            feature="columnMapping",
-        )
     current = json.loads(snap.metadata.schema_string)
     merged = {**current, "fields": current["fields"] + [{**f.jsonValue(), "nullable": True} for f in added]}
     schema_string = json.dumps(merged, separators=(",", ":"))
-    schema = spark_schema_to_arrow(schema_string)
-    if protocol_upgrade(snap, schema, snap.configuration) is not None:
-        raise UnsupportedFeatureError(
-            f"mergeSchema into {root}: a new column needs a table feature the table's protocol does not have (e.g. "
-            "TIMESTAMP_NTZ needs timestampNtz); rewrite the table with the column (CREATE OR REPLACE TABLE ... AS SELECT)"
-        )
+    check_schema_change(snap, spark_schema_to_arrow(schema_string), f"mergeSchema into {root}")
     given = {c.lower(): c for c in df.columns}
     fields = StructType.fromJson(merged).fields
     missing = [f.name for f in fields if not f.nullable and f.name.lower() not in given]
@@ -268,26 +247,7 @@ def _write_merged(df: DataFrame, snap: Snapshot, mode: str, added: Sequence[Any]
             value = F.coalesce(value, F.raise_error(F.lit(f"NULL in column {f.name}, which the table at {root} declares NOT NULL")))
         return value.alias(f.name)
 
-    aligned = df.select(*[column(f) for f in fields])
-    adds = write_dataframe_files(
-        aligned, root, schema, partition_columns=snap.partition_columns, configuration=snap.configuration
-    )
-    try:
-        txn = Transaction(log_for(root), snap)
-        removed = files_to_replace(snap, mode, adds, [])
-        if mode != "append":
-            txn.read_whole_table()
-        txn.add(replace(snap.metadata, schema_string=schema_string))
-        if removed.num_rows:
-            txn.add(*remove_actions(removed, data_change=True))
-        if adds:
-            txn.add(*adds)
-        if app_id is not None:
-            txn.set_app_transaction(app_id, int(app_version))  # type: ignore[arg-type]
-        txn.commit("WRITE", {**_parameters(mode, snap.partition_columns), "mergeSchema": "true"}, _metrics(adds, removed.num_rows))
-    except BaseException:
-        delete_written(root, list(adds))
-        raise
+    _write_delta(spark, df.select(*[column(f) for f in fields]), snap, mode, [], schema_string=schema_string, app=app)
 
 
 # --- Qbeast ------------------------------------------------------------------------------------------
@@ -326,27 +286,46 @@ def _write_qbeast(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str)
 # --- Delta -------------------------------------------------------------------------------------------
 
 
-def _write_delta(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str, filters: list[Any]) -> None:
+def _write_delta(
+    spark: SparkSession,
+    df: DataFrame,
+    snap: Snapshot,
+    mode: str,
+    filters: list[Any],
+    *,
+    schema_string: str | None = None,
+    app: tuple[str | None, int | None] = (None, None),
+) -> None:
+    """The rows of a write into a Delta table, and the files it replaces, in one commit.
+    `schema_string`: a widened schema committed with them (mergeSchema); `app`: the `txn` action
+    (txnAppId / txnVersion) the commit carries, when given."""
     from use.delta.actions import remove_actions
     from use.delta.transaction import Transaction
     from use.optimize.executor import delete_written
     from use.spark_files import write_dataframe_files
 
     root = snap.table_root
-    adds = write_dataframe_files(
-        df, root, snap.schema, partition_columns=snap.partition_columns, configuration=snap.configuration
-    )
+    schema = snap.schema if schema_string is None else spark_schema_to_arrow(schema_string)
+    app_id, app_version = app
+    adds = write_dataframe_files(df, root, schema, partition_columns=snap.partition_columns, configuration=snap.configuration)
     try:
         removed = files_to_replace(snap, mode, adds, filters)
         txn = Transaction(log_for(root), snap)
         if mode != "append":
             txn.read_whole_table()
+        if schema_string is not None:
+            txn.add(replace(snap.metadata, schema_string=schema_string))
         if removed.num_rows:
             txn.add(*remove_actions(removed, data_change=True))
         if adds:
             txn.add(*adds)
-        if adds or removed.num_rows:
-            txn.commit("WRITE", _parameters(mode, snap.partition_columns), _metrics(adds, removed.num_rows))
+        if app_id is not None:
+            txn.set_app_transaction(app_id, int(app_version))  # type: ignore[arg-type]
+        if adds or removed.num_rows or schema_string is not None or app_id is not None:
+            parameters = _parameters(mode, snap.partition_columns)
+            if schema_string is not None:
+                parameters["mergeSchema"] = "true"
+            txn.commit("WRITE", parameters, _metrics(adds, removed.num_rows))
     except BaseException:
         delete_written(root, list(adds))
         raise
