@@ -430,6 +430,14 @@ class Snapshot:
         entry = self._state.txns.get(app_id)
         return None if entry is None else entry[0]
 
+    def has_app_transaction(self, app_id: str | None, version: int | None) -> bool:
+        """Has `app_id` committed `version` (or a later one)? An idempotent write then writes nothing;
+        False without an app id (a write that is not idempotent)."""
+        if app_id is None or version is None:
+            return False
+        done = self.app_transaction_version(app_id)
+        return done is not None and done >= int(version)
+
     @property
     def app_transactions(self) -> Mapping[str, int]:
         return {k: v[0] for k, v in self._state.txns.items()}

@@ -228,10 +228,8 @@ class DeltaTable(TableSurface):
         root = os.path.abspath(path)
         log = DeltaLog.for_path(root)
         snap = log.snapshot() if log.exists() else None
-        if snap is not None and txn_app_id is not None:
-            done = snap.app_transaction_version(txn_app_id)
-            if done is not None and done >= int(txn_version):  # type: ignore[arg-type]
-                return DeltaWriteResult(None, 0, 0)  # this write already happened
+        if snap is not None and snap.has_app_transaction(txn_app_id, txn_version):
+            return DeltaWriteResult(None, 0, 0)  # this write already happened
         if snap is not None:
             if mode_key in ("error", "errorifexists"):
                 raise TableAlreadyExistsError(

@@ -289,10 +289,8 @@ def write(
     shuffle = _optimize_write(spark, optimize_write, snapshot.metadata.configuration if snapshot is not None else None)
     max_read_slowdown = _max_read_slowdown(spark) if shuffle is None else DEFAULT_MAX_READ_SLOWDOWN
 
-    if snapshot is not None and txn_app_id is not None:
-        done = snapshot.app_transaction_version(txn_app_id)
-        if done is not None and done >= int(txn_version):  # type: ignore[arg-type]
-            return WriteResult(snapshot.version, qsnap.latest_revision_id if qsnap else 0, 0, 0)
+    if snapshot is not None and snapshot.has_app_transaction(txn_app_id, txn_version):
+        return WriteResult(snapshot.version, qsnap.latest_revision_id if qsnap else 0, 0, 0)
 
     existing_rev: Revision | None = None
     origin_rev: Revision | None = None

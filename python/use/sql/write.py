@@ -126,10 +126,8 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
     if mode == "ignore":
         return {"created": False, "root": root}
     snap = log.snapshot()
-    if app_id is not None:
-        done = snap.app_transaction_version(app_id)
-        if done is not None and done >= app_version:  # type: ignore[operator]
-            return {"created": False, "root": root}  # this batch was written already
+    if snap.has_app_transaction(app_id, app_version):
+        return {"created": False, "root": root}  # this batch was written already
     if parts is not None:
         current = list(snap.partition_columns)
         if [str(p) for p in parts] != current:
