@@ -80,13 +80,7 @@ package use.sql {
         case Some(encoded) => req.set[ArrayNode]("partitionColumns", Bridge.strings(Bridge.stringList(Bridge.json.readTree(encoded))))
         case None => req.putNull("partitionColumns")
       }
-      // Spark passes the options case-insensitively, with lower-cased keys; the user's spelling
-      // matters for the table properties a `delta.*` option sets
-      val given = parameters match {
-        case c: CaseInsensitiveMap[String @unchecked] => c.originalMap
-        case m => m
-      }
-      val writeOptions = given.filterNot { case (k, _) =>
+      val writeOptions = DeltaPathProvider.asGiven(parameters).filterNot { case (k, _) =>
         k.equalsIgnoreCase("path") || k.equalsIgnoreCase(DeltaPathProvider.PartitionColumnsKey)
       }
       req.set[ObjectNode]("options", Bridge.map(writeOptions))
@@ -117,16 +111,20 @@ package use.sql {
           "use .outputMode(\"append\") (new rows) or .outputMode(\"complete\") (the whole result each batch)",
           UseException.Kinds.InvalidArgument)
       }
-      val given = parameters match {
-        case c: CaseInsensitiveMap[String @unchecked] => c.originalMap
-        case m => m
-      }
       new DeltaPathProvider.StreamSink(p, if (mode == "Complete") "Overwrite" else "Append", partitionColumns,
-        given.filterNot { case (k, _) => k.equalsIgnoreCase("path") || k.equalsIgnoreCase("checkpointLocation") })
+        DeltaPathProvider.asGiven(parameters).filterNot { case (k, _) => k.equalsIgnoreCase("path") || k.equalsIgnoreCase("checkpointLocation") })
     }
   }
 
   object DeltaPathProvider {
+    /** The writer's options as the user spelled them: Spark passes V1 writes and sinks a
+      * case-insensitive map that lists lower-cased keys, and a `delta.*` option's key becomes a
+      * table property's name. */
+    def asGiven(parameters: Map[String, String]): Map[String, String] = parameters match {
+      case c: CaseInsensitiveMap[String @unchecked] => c.originalMap
+      case m => m
+    }
+
     /** Writes each micro-batch as `df.write.format("delta").save(path)` does (`use.sql.write.save_path`),
       * idempotently: the batch carries the query's id and the batch id as Delta's `txnAppId` /
       * `txnVersion`, so a batch the table has already committed (a restart after the commit, before

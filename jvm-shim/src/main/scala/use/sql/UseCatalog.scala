@@ -61,13 +61,14 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     new UseTable(meta, Some(ct), ct.identifier.unquotedString, pinned = version.isDefined || timestampMs.isDefined)
   }
 
+  /** The provider a table named by its path names (`delta` of `delta.`/p``). */
+  private def pathProvider(ident: Identifier): String = ident.namespace().head.toLowerCase(Locale.ROOT)
+
   /** How a table named by its path is shown: `delta.`/p``. */
-  private def pathName(ident: Identifier): String =
-    s"${ident.namespace().head.toLowerCase(Locale.ROOT)}.`${ident.name().replace("`", "``")}`"
+  private def pathName(ident: Identifier): String = s"${pathProvider(ident)}.`${ident.name().replace("`", "``")}`"
 
   private def pathTable(ident: Identifier, version: Option[Long], timestampMs: Option[Long]): UseTable = {
-    val provider = ident.namespace().head.toLowerCase(Locale.ROOT)
-    val meta = TableMeta.describe(ident.name(), provider, version, timestampMs, byPath = true)
+    val meta = TableMeta.describe(ident.name(), pathProvider(ident), version, timestampMs, byPath = true)
     new UseTable(meta, None, pathName(ident), pinned = version.isDefined || timestampMs.isDefined)
   }
 
@@ -308,7 +309,7 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
 
   private def refusePathReplace(ident: Identifier): Nothing = throw new UseException(
     s"replacing ${pathName(ident)}, a table named by its path, is not supported yet: register it (CREATE TABLE <name> USING " +
-      s"${ident.namespace().head.toLowerCase(Locale.ROOT)} LOCATION '${ident.name()}') and CREATE OR REPLACE TABLE <name>, or replace " +
+      s"${pathProvider(ident)} LOCATION '${ident.name()}') and CREATE OR REPLACE TABLE <name>, or replace " +
       s"its rows with INSERT OVERWRITE ${pathName(ident)} SELECT ...", UseException.Kinds.NotSupported)
 
   override def stageCreate(ident: Identifier, info: TableInfo): StagedTable =
@@ -333,7 +334,7 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     val target = catalogTableOf(ident) match {
       case Some(ct) if isUse(ct) => AlterTarget(ct.identifier.unquotedString, ct.location.toString, ct.provider.get, Some(ct))
       case None if isPathIdentifier(ident) && pathTableExists(ident) =>
-        AlterTarget(pathName(ident), ident.name(), ident.namespace().head.toLowerCase(Locale.ROOT), None)
+        AlterTarget(pathName(ident), ident.name(), pathProvider(ident), None)
       case _ => return super.alterTable(ident, changes: _*)
     }
     val (columnChanges, propertyChanges) = changes.partition(_.isInstanceOf[TableChange.ColumnChange])
