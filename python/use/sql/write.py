@@ -1,6 +1,9 @@
 """SQL writes: INSERT INTO / INSERT OVERWRITE, `writeTo(...).append()/.overwritePartitions()`,
-`saveAsTable`, CTAS and RTAS, and `df.write.format("delta").save(path)` (`save_path`). Spark has already resolved and cast the query to the table's schema
+`saveAsTable`, CTAS and RTAS. Spark has already resolved and cast the query to the table's schema
 (a mismatch is Spark's own analysis error); the DataFrame arrives here with the write's mode.
+Also `df.write.format("delta").save(path)` and the streaming sink (`save_path`), whose DataFrame
+arrives as the user gave it: it decides what the save mode means for the path, and the writes it
+makes itself (mergeSchema, txnAppId/txnVersion) check the schema themselves.
 
 Into a Qbeast table the rows go through the OTree write (`use.qbeast.writer.write`, the code
 behind `QbeastTable.write`, JVM path included); into a Delta table through Spark's file write of
