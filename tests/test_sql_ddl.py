@@ -269,3 +269,41 @@ def test_replace_a_qbeast_table_by_a_delta_one(spark, db) -> None:
     props = {r[0] for r in spark.sql("SHOW TBLPROPERTIES r").collect()}
     assert described["Provider"] == "delta" and not any(k.startswith("qbeast.") for k in props)
     assert rows(spark, "SELECT count(*) FROM r") == [(3,)]
+
+
+def test_qbeast_index_options_as_tblproperties(spark, db) -> None:
+    """qbeast-spark's `CREATE TABLE ... USING qbeast TBLPROPERTIES ('columnsToIndex'=...)` declares the
+    index as OPTIONS do; managed tables say so in their first commit (`isManaged`)."""
+    from use import QbeastTable
+
+    spark.sql(
+        "CREATE TABLE tp (x INT, y DOUBLE, s STRING) USING qbeast "
+        "TBLPROPERTIES ('columnsToIndex'='x,y', 'cubeSize'='40', 'k'='v', 'tableFormat'='delta')"
+    )
+    root = location(spark, "tp")
+    qt = QbeastTable.for_path(spark, root)
+    assert qt.indexed_columns() == ["x", "y"] and qt.cube_size() == 40
+    create = commit_actions(root, 0)
+    assert create[0]["commitInfo"]["operationParameters"]["isManaged"] == "true"
+    spark.sql("INSERT INTO tp SELECT CAST(id AS INT), id / 2.0, 'a' FROM range(200)")
+    props = dict((r[0], r[1]) for r in spark.sql("SHOW TBLPROPERTIES tp").collect())
+    assert props["k"] == "v" and props["columnsToIndex"] == "x,y" and qt.latest_revision_id == 1
+
+    spark.sql("CREATE TABLE tc USING qbeast TBLPROPERTIES ('columnsToIndex'='x') AS SELECT * FROM tp")
+    assert QbeastTable.for_path(spark, location(spark, "tc")).indexed_columns() == ["x"]
+    assert rows(spark, "SELECT count(*) FROM tc") == [(200,)]
+
+    # the same option twice with different values, or another table format: refused, nothing created
+    df = spark.range(3).selectExpr("CAST(id AS INT) AS x", "CAST(id AS INT) AS y")
+    with pytest.raises(Exception, match="USE_INVALID_ARGUMENT_ERROR.*columnsToIndex is given twice"):
+        df.writeTo("bad").using("qbeast").option("columnsToIndex", "x").tableProperty("columnsToIndex", "y").create()
+    with refused("USE_CONFIG_ERROR.*format is 'delta'"):
+        spark.sql("CREATE TABLE bad (x INT) USING qbeast TBLPROPERTIES ('columnsToIndex'='x', 'tableFormat'='iceberg')")
+    assert "bad" not in [r.tableName for r in spark.sql("SHOW TABLES").collect()]
+    # on a Delta table the keys stay the Qbeast index's, as before
+    with refused("USE_CONFIG_ERROR.*option of the Qbeast index"):
+        spark.sql("CREATE TABLE bad (x INT) USING delta TBLPROPERTIES ('columnsToIndex'='x')")
+
+    statement = spark.sql("SHOW CREATE TABLE tp").collect()[0][0]
+    spark.sql(statement.replace("spark_catalog.", "").replace(f"{db}.tp", "tp2"))
+    assert QbeastTable.for_path(spark, location(spark, "tp2")).indexed_columns() == ["x", "y"]

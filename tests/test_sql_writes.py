@@ -89,6 +89,7 @@ def test_ctas_and_insert_into_qbeast_give_the_index_of_qbeast_table_write(spark,
     assert rows(spark, "SELECT * FROM i") == sorted(tuple(r) for r in df.collect())
 
     spark.sql("INSERT OVERWRITE i SELECT * FROM src WHERE x < 10")
+    spark.catalog.dropTempView("src")  # temp views are listed by every database's SHOW TABLES
     assert rows(spark, "SELECT count(*) FROM i") == [(10,)]
     assert QbeastTable.for_path(spark, location(spark, "i")).indexed_columns() == ["x", "y"]
 

@@ -138,13 +138,15 @@ class DeltaLog:
         operation: str = "CREATE TABLE",
         operation_parameters: Mapping[str, Any] | None = None,
         operation_metrics: Mapping[str, Any] | None = None,
+        managed: bool = False,
     ) -> Snapshot:
         """Create the table (version 0: protocol, metaData, commitInfo 'CREATE TABLE').
 
         With `actions` the table is created together with its first files (and application
         transactions) in that one commit, as Delta writes a new table or converts a parquet
         directory: no reader ever sees the table without them. `operation` and its parameters and
-        metrics then name what made it (e.g. `WRITE`, `CONVERT`).
+        metrics then name what made it (e.g. `WRITE`, `CONVERT`). `managed`: the table's directory
+        belongs to a metastore entry (Delta's `isManaged` in the commit).
         """
         protocol, metadata, conf = self._new_table(schema, partition_columns, configuration, name, description)
         parts = tuple(metadata.partition_columns)
@@ -157,7 +159,7 @@ class DeltaLog:
         first = _first_actions(actions, parts)
         if operation_parameters is None:
             operation_parameters = {
-                "isManaged": "false",
+                "isManaged": "true" if managed else "false",
                 **({"description": description} if description is not None else {}),
                 "partitionBy": json.dumps(list(parts)),
                 "properties": json.dumps(conf),

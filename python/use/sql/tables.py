@@ -32,7 +32,7 @@ from use.errors import (
     TableNotFoundError,
     UnsupportedFeatureError,
 )
-from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY, is_qbeast
+from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY, TABLE_FORMAT_KEY, is_qbeast
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -149,6 +149,39 @@ def provider_options(provider: str, options: Mapping[str, str]) -> dict[str, str
             raise InvalidArgumentError(f"unknown option {key!r} for USING {provider} (accepted: {accepted})")
         out[canonical] = str(value)
     return out
+
+
+def table_settings(provider: str, properties: Mapping[str, str], options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """A CREATE statement's TBLPROPERTIES and OPTIONS, with a Qbeast table's index options taken from
+    either: qbeast-spark's `CREATE TABLE t (...) USING qbeast TBLPROPERTIES ('columnsToIndex'='id')`
+    declares the index as its OPTIONS do, so those keys move to the options (the writer then keeps
+    them as properties, in step with the revisions); `tableFormat` is the writer's own and may only
+    say `delta`. Refused when both clauses give one option different values."""
+    options = provider_options(provider, options)
+    if provider != "qbeast":
+        return {str(k): str(v) for k, v in properties.items()}, options
+    known = PROVIDER_OPTIONS[provider]
+    props: dict[str, str] = {}
+    for key, value in properties.items():
+        key, value = str(key), str(value)
+        if key.lower() == TABLE_FORMAT_KEY.lower():
+            if value.strip().lower() != "delta":
+                raise ConfigError(
+                    f"TBLPROPERTIES {key}={value!r}: a Qbeast table's format is 'delta' (its index lives in the Delta "
+                    "log); omit the property"
+                )
+            continue
+        canonical = known.get(key.lower())
+        if canonical is None:
+            props[key] = value
+            continue
+        if canonical in options and options[canonical] != value:
+            raise InvalidArgumentError(
+                f"{canonical} is given twice, OPTIONS ({canonical}={options[canonical]!r}) and TBLPROPERTIES "
+                f"({key}={value!r}); give it once"
+            )
+        options[canonical] = value
+    return props, options
 
 
 def spark_schema_to_arrow(schema_json: str) -> pa.Schema:
@@ -282,7 +315,8 @@ def create(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[s
     (one commit)."""
     root = table_root(spec["location"])
     provider, name = spec["provider"], spec["name"]
-    options = provider_options(provider, spec.get("options") or {})
+    properties, options = table_settings(provider, spec.get("properties") or {}, spec.get("options") or {})
+    spec = {**spec, "properties": properties, "options": options}
     log = log_for(root)
     if log.exists():
         if not spec.get("locationGiven"):
@@ -308,10 +342,10 @@ def create(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[s
     schema = spark_schema_to_arrow(spec["schema"])
     parts = list(spec.get("partitionColumns") or [])
     _check_partitioning(provider, parts, schema)
-    conf = new_configuration(provider, spec.get("properties") or {}, options, schema, root)
+    conf = new_configuration(provider, properties, options, schema, root)
     created_dir = not os.path.exists(root)
     try:
-        snap = log.create(schema, parts, configuration=conf, description=spec.get("comment"))
+        snap = log.create(schema, parts, configuration=conf, description=spec.get("comment"), managed=bool(spec.get("managed")))
     except BaseException:
         if created_dir:
             _remove_created(root)
@@ -342,7 +376,7 @@ def stage(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[st
     executed by `write.write` (with data) or `commit_staged` (without)."""
     root = table_root(spec["location"])
     provider, name = spec["provider"], spec["name"]
-    options = provider_options(provider, spec.get("options") or {})
+    properties, options = table_settings(provider, spec.get("properties") or {}, spec.get("options") or {})
     schema = spark_schema_to_arrow(spec["schema"])
     parts = list(spec.get("partitionColumns") or [])
     _check_partitioning(provider, parts, schema)
@@ -358,19 +392,26 @@ def stage(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[st
                 f"TABLE {name} USING {provider} LOCATION '{root}' and INSERT INTO it"
             )
         _check_empty_location(root, name)
-    new_configuration(provider, spec.get("properties") or {}, options, schema, root, require_columns=spec["mode"] == "replace")
-    return {"spec": {**spec, "root": root, "options": options}}
+    new_configuration(provider, properties, options, schema, root, require_columns=spec["mode"] == "replace")
+    return {"spec": {**spec, "root": root, "properties": properties, "options": options}}
 
 
 def write_options(provider: str, staged: Mapping[str, str], given: Mapping[str, str]) -> dict[str, str]:
     """A CTAS's table options: OPTIONS (...) of the statement, then the DataFrameWriter's options
-    (`saveAsTable` passes them as write options) that the provider knows; others are the write's."""
+    (`saveAsTable` passes them as write options) that the provider knows; others are the write's.
+    One option given both ways with different values is refused (neither would be right to drop)."""
     known = PROVIDER_OPTIONS.get(provider, {})
     out = dict(staged)
     for key, value in given.items():
         canonical = known.get(key.lower())
-        if canonical is not None and canonical not in out:
-            out[canonical] = str(value)
+        if canonical is None:
+            continue
+        if canonical in out and out[canonical] != str(value):
+            raise InvalidArgumentError(
+                f"{canonical} is given twice, as the table's ({canonical}={out[canonical]!r}, OPTIONS or TBLPROPERTIES) "
+                f"and as a write option ({key}={value!r}); give it once"
+            )
+        out[canonical] = str(value)
     return out
 
 
@@ -417,7 +458,13 @@ def commit_staged(spark: SparkSession, spec: dict[str, Any], args: list[Any]) ->
     conf = new_configuration(provider, spec.get("properties") or {}, spec.get("options") or {}, schema, root)
     log = log_for(root)
     if spec["mode"] != "replace":
-        snap = log.create(schema, list(spec.get("partitionColumns") or []), configuration=conf, description=spec.get("comment"))
+        snap = log.create(
+            schema,
+            list(spec.get("partitionColumns") or []),
+            configuration=conf,
+            description=spec.get("comment"),
+            managed=bool(spec.get("managed")),
+        )
         return {"table": table_json(snap, provider)}
     txn = replacement(log, log.snapshot(), spec, schema, conf)
     txn.commit("REPLACE TABLE", {"isManaged": json.dumps(bool(spec.get("managed"))), "properties": json.dumps(conf)})
