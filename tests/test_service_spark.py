@@ -48,6 +48,22 @@ def events(path: str) -> int:
     return optimizations_table(path).num_rows
 
 
+def optimize_autos(path: str) -> set[str]:
+    """The `auto` parameter of the table's OPTIMIZE commits (Delta: true when no one asked for it)."""
+    import json
+
+    log_dir = os.path.join(path, "_delta_log")
+    found = set()
+    for name in sorted(os.listdir(log_dir)):
+        if name.endswith(".json") and name[:-5].isdigit():
+            with open(os.path.join(log_dir, name)) as f:
+                for line in f:
+                    info = json.loads(line).get("commitInfo")
+                    if info and info.get("operation") == "OPTIMIZE":
+                        found.add(info["operationParameters"]["auto"])
+    return found
+
+
 def stage_pools_and_descriptions(spark, group: str) -> tuple[set[str], set[str]]:
     """The scheduler pools of the stages, and the descriptions, of the jobs of one job group."""
     sc = spark.sparkContext
@@ -73,7 +89,7 @@ def test_properties_set_by_another_writer_start_runs_that_converge_and_unset_sto
     await_service(svc, converged(path), "the table to converge")
     st = svc.table(path)
     assert st.state == "scheduled" and st.continuous and st.failures == 0 and st.last_run.outcome == "converged"
-    assert events(path) >= 1 and table_rows(spark, path) == expected
+    assert events(path) >= 1 and table_rows(spark, path) == expected and optimize_autos(path) == {"true"}
     assert st.layout.version == DeltaLog.for_path(path).snapshot().version and st.layout.records == sum(expected.values())
     # The run's jobs went to the service's pool, with its job group and a description naming the run.
     pools, descriptions = stage_pools_and_descriptions(spark, job_group(st.last_run.run_id))
@@ -157,6 +173,7 @@ def test_manual_trigger_runs_once_on_an_idle_table_and_is_ignored_on_a_continuou
     st = svc.table(idle)
     assert st.last_run.trigger == "manual" and st.last_run.outcome == "converged" and st.state == "idle"
     assert st.note == "manual optimization done" and events(idle) >= 1 and table_rows(spark, idle) == expected
+    assert optimize_autos(idle) == {"false"}  # asked for, as OPTIMIZE and CALL optimize are
     assert dict(DeltaLog.for_path(idle).snapshot().configuration) == props_before  # properties untouched
 
     ignored = svc.trigger(auto, {"use.optimization.type": "LeveledCompaction"})

@@ -424,6 +424,7 @@ def run_task(
     stop: Any = None,
     job_group: str | None = None,
     job_description: str | None = None,
+    auto: bool = False,
 ) -> IterationMetrics:
     """Run one merge task planned on `snapshot` and commit it; ABANDONED metrics on a lost conflict.
 
@@ -436,7 +437,9 @@ def run_task(
     The task's Spark jobs run in job group `job_group` (default: a fresh group per task), which is
     what a stop cancels, so a caller running tasks one after another on one thread (the service's
     runs) may give all of them its own group; `job_description` prefixes their description so
-    operators see whose work it is in the Spark UI.
+    operators see whose work it is in the Spark UI. `auto`: nobody asked for this task, a table's
+    properties did (the service's scheduled runs); the commit says so as Delta's auto compaction does
+    (`auto` in its operationParameters).
     """
     from use.delta.transaction import Transaction
     from use.optimize import events
@@ -533,7 +536,7 @@ def run_task(
             parameters = {
                 "predicate": "[]",
                 "zOrderBy": "[]",
-                "auto": "false",
+                "auto": "true" if auto else "false",
                 "strategy": task.strategy,
                 "kind": task.kind,
                 "revisionId": str(task.revision_id),

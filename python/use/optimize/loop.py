@@ -336,6 +336,7 @@ def optimize_path(
     job_group: str | None = None,
     job_description: str | None = None,
     where: str | None = None,
+    auto: bool = False,
 ) -> OptimizeResult:
     """Optimize the table at `location` until the planner selects nothing (the guide's optimize()).
 
@@ -353,7 +354,8 @@ def optimize_path(
     `stop` ends the run between tasks; `cancel` (default: `stop` itself) also cancels the Spark jobs
     of the task that is running, which is then abandoned. Passing a separate `cancel` lets a caller
     ask for "finish the current task, then end" (the service on UNSET) and keep the hard stop for a
-    shutdown. `job_group`/`job_description` label the run's Spark jobs (see `run_task`).
+    shutdown. `job_group`/`job_description` label the run's Spark jobs (see `run_task`); `auto`
+    marks the commits of a run the table's properties scheduled (`run_task`).
     """
     from use.delta import DeltaLog
     from use.delta.snapshot import check_write_support
@@ -426,7 +428,7 @@ def optimize_path(
         snap, qsnap = state
         return run_task(
             spark, log, snap, qsnap, task, config, stop=stop if cancel is None else cancel,
-            job_group=job_group, job_description=job_description,
+            job_group=job_group, job_description=job_description, auto=auto,
         )
 
     result = run_loop(

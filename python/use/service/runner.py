@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from use.optimize.config import SPARK_PREFIX
 from use.optimize.loop import StopToken, optimize_path, session_conf
-from use.service.records import RunStart
+from use.service.records import SCHEDULED_TRIGGER, RunStart
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -73,6 +73,7 @@ class SparkRunner:
                 on_iteration=on_iteration,
                 job_group=job_group(start.run_id),
                 job_description=f"USE service: {start.trigger} optimization of {start.name} (run {start.run_id})",
+                auto=start.trigger == SCHEDULED_TRIGGER,
             )
         finally:
             sc.setLocalProperty(POOL_PROPERTY, None)  # type: ignore[arg-type]
