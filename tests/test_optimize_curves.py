@@ -129,6 +129,8 @@ def test_zorder_by_is_parsed_from_text_lists_and_backticks() -> None:
     [
         ({"zorder-by": ""}, "zorder-by"),
         ({"zorder-by": "a,A"}, "distinct"),
+        ({"zorder-by": "a,,b"}, "zorder-by.*comma-separated column names"),
+        ({"zorder-by": "a,"}, "zorder-by.*comma-separated column names"),
         ({"zorder-by": []}, "zorder-by"),
         ({"zorder-by": [1, 2]}, "zorder-by"),
         ({"zorder-by": "`a"}, "backtick"),

@@ -96,8 +96,10 @@ class StatsConfig:
         return cls(num_indexed_cols=n, columns=cols)
 
 
-def parse_column_list(text: str, *, key: str = STATS_COLUMNS_KEY) -> tuple[str, ...]:
-    """`a, b.c, \\`odd.name\\`` -> ("a", "b.c", "odd.name") (backticks quote a name with dots)."""
+def parse_column_list(text: str, *, key: str = STATS_COLUMNS_KEY, drop_empty: bool = True) -> tuple[str, ...]:
+    """`a, b.c, \\`odd.name\\`` -> ("a", "b.c", "odd.name") (backticks quote a name with dots).
+    Empty names (`a,,b`, a trailing comma) are dropped, or kept with `drop_empty=False` for a
+    caller that refuses them."""
     names: list[str] = []
     current: list[str] = []
     in_quote = False
@@ -113,8 +115,7 @@ def parse_column_list(text: str, *, key: str = STATS_COLUMNS_KEY) -> tuple[str, 
     if in_quote:
         raise ConfigError(f"table property {key}={text!r} has an unclosed backtick; quote names as `name`")
     names.append("".join(current).strip())
-    names = [n for n in names if n]
-    return tuple(names)
+    return tuple(n for n in names if n or not drop_empty)
 
 
 # --- schema walking ------------------------------------------------------------------------------

@@ -125,7 +125,7 @@ def _column_list(value: Any) -> tuple[str, ...]:
 
     form = "comma-separated column names, e.g. a,b (nested fields as a.b, `odd.name` for a name with dots)"
     if isinstance(value, str):
-        names = parse_column_list(value, key=PREFIX + "zorder-by")
+        names = parse_column_list(value, key=PREFIX + "zorder-by", drop_empty=False)
     elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         names = tuple(v.strip() for v in value)
     else:
