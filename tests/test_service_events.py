@@ -128,3 +128,36 @@ def test_the_metastore_source_lists_delta_tables_of_every_database(spark, tmp_pa
         assert combined[resolve_table_root(str(registered))].version == 0
     finally:
         spark.sql("DROP DATABASE svc_db CASCADE")
+
+
+def test_a_schema_another_process_changed_reaches_the_metastore_mirror(spark, tmp_path) -> None:
+    """JDBC metadata calls (a BI tool's GetColumns) read the metastore's copy of a table's schema:
+    after delta-rs adds a column, the service's next listing, or the table's next load, brings it up
+    to the log."""
+    import deltalake
+    import pyarrow as pa
+
+    from use.delta.storage import resolve_table_root
+    from use.service.metastore import MetastoreSource
+
+    external = spark._jsparkSession.sharedState().externalCatalog()
+
+    def mirrored_columns() -> list[str]:
+        return list(external.getTable("svc_mirror", "m").schema().fieldNames())
+
+    spark.sql("CREATE DATABASE IF NOT EXISTS svc_mirror")
+    try:
+        spark.sql("CREATE TABLE svc_mirror.m (a INT) USING delta")
+        root = resolve_table_root(str(external.getTable("svc_mirror", "m").location()))
+        source = MetastoreSource(spark)
+        source.list_tables()
+        deltalake.write_deltalake(root, pa.table({"a": pa.array([1], pa.int32()), "extra": ["e"]}), mode="append", schema_mode="merge")
+        assert mirrored_columns() == ["a"]  # another process: the metastore does not know yet
+        source.list_tables()
+        assert mirrored_columns() == ["a", "extra"]
+
+        deltalake.write_deltalake(root, pa.table({"a": pa.array([2], pa.int32()), "more": [1.5]}), mode="append", schema_mode="merge")
+        assert spark.sql("SELECT count(*) FROM svc_mirror.m").collect()[0][0] == 2  # a load catches up too
+        assert mirrored_columns() == ["a", "extra", "more"]
+    finally:
+        spark.sql("DROP DATABASE svc_mirror CASCADE")

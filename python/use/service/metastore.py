@@ -71,6 +71,7 @@ class MetastoreSource:
 
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
+        self._versions: dict[str, int | None] = {}
 
     def locations(self) -> list[tuple[str, str]]:
         """(location, `spark_catalog.db.t`) of every served table now; raises if the listing fails."""
@@ -93,7 +94,25 @@ class MetastoreSource:
             info = read_table(location, name)
             if info is not None:
                 out.append(info)
+                self._catch_up_mirror(info)
         return out
+
+    def _catch_up_mirror(self, info: TableInfo) -> None:
+        """A registered table whose log moved since the last listing (or that is listed for the
+        first time) is loaded once through the session catalog, whose load brings the metastore's
+        mirror of its schema and properties up to its log (`UseCatalog.catchUpMirror`): a table
+        another process changed then shows its columns to JDBC metadata calls (BI tools) within one
+        interval, as its properties reach the schedules. Nothing is read when the version is the
+        one already seen; a failure is the next query's to report."""
+        seen = self._versions.get(info.location, -1)
+        self._versions[info.location] = info.version
+        if info.error is not None or info.version is None or seen == info.version:
+            return
+        database, _, table = info.name[len(CATALOG) + 1 :].partition(".")
+        try:
+            self.spark.table(f"{CATALOG}.`{database.replace('`', '``')}`.`{table.replace('`', '``')}`")
+        except Exception as exc:  # noqa: BLE001 - the mirror is for tools only; the log is the truth
+            _log.debug("loading %s to refresh its metastore entry failed: %s", info.name, exc)
 
 
 class CombinedSource:

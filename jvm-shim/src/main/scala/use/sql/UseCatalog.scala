@@ -58,7 +58,24 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
 
   private def useTable(ct: CatalogTable, version: Option[Long], timestampMs: Option[Long]): UseTable = {
     val meta = TableMeta.describe(ct.location.toString, ct.provider.get, version, timestampMs)
-    new UseTable(meta, Some(ct), ct.identifier.unquotedString, pinned = version.isDefined || timestampMs.isDefined)
+    val pinned = version.isDefined || timestampMs.isDefined
+    if (!pinned) catchUpMirror(ct, meta)
+    new UseTable(meta, Some(ct), ct.identifier.unquotedString, pinned = pinned)
+  }
+
+  /** A table another process changed (delta-rs, a write by its path) leaves the metastore's mirror
+    * of its schema and properties behind; the mirror catches up when the table is next loaded here,
+    * so tools that read the metastore, not the log (JDBC GetColumns of BI tools), see its columns.
+    * Compared once per table and log version (per JVM), so a load costs no metastore write when
+    * nothing changed; a failure only leaves the mirror as it was (the log stays the truth). */
+  private def catchUpMirror(ct: CatalogTable, meta: TableMeta): Unit = {
+    val key = s"${ct.identifier.unquotedString}@${meta.root}"
+    val previous = UseCatalog.mirrorChecked.put(key, java.lang.Long.valueOf(meta.version))
+    if (previous != null && previous.longValue == meta.version) return
+    val props = ct.properties.filterNot(_._1.startsWith("transient_"))
+    if (ct.schema != meta.schema || props != mirrored(meta.configuration) || ct.comment != meta.description) {
+      try updateRegistration(ct, meta) catch { case NonFatal(_) => UseCatalog.mirrorChecked.remove(key) }
+    }
   }
 
   /** The provider a table named by its path names (`delta` of `delta.`/p``). */
@@ -451,6 +468,9 @@ private[sql] class BestEffortStagedTable(table: Table, drop: () => Unit) extends
 }
 
 object UseCatalog {
+  /** `catchUpMirror`'s table -> the log version its mirror was last compared at. */
+  private[sql] val mirrorChecked = new java.util.concurrent.ConcurrentHashMap[String, java.lang.Long]()
+
   /** Spark's own `CatalogV2Util.applySchemaChanges` (positions, nested fields, comments, as Spark's
     * v2 tables get them): the object is private to Spark's `sql` package, so it is called by
     * reflection on its public static forwarder (the same signature in Spark 4.1 and 4.3). */
