@@ -71,6 +71,13 @@ DESCRIBE again;
 
 SELECT * FROM again ORDER BY k;
 
+-- DELETE (copy-on-write, one commit) returns the rows it deleted; one that matches nothing commits nothing
+DELETE FROM again WHERE k = 1;
+
+DELETE FROM again WHERE v = 'none';
+
+SELECT * FROM again ORDER BY k;
+
 -- a path identifier reads a table without registering it
 SELECT count(*) FROM delta.`${SCRATCH}/ext`;
 

@@ -31,7 +31,7 @@ INSERT INTO t VALUES ('not a number', 'x');
 
 INSERT INTO q SELECT 1, 'two';
 
-DELETE FROM t WHERE id = 1;
+DELETE FROM t WHERE rand() < 0.5;
 
 UPDATE t SET name = 'z' WHERE id = 2;
 

@@ -71,12 +71,40 @@ class Insights:
         return for_path(self._path, name, spark_conf=session_defaults(self._spark), **options)
 
 
-class DeltaTable(_OptimizeDeltaTable, Insights):
+class Deletes:
+    """`delete(where)` for the tables of the Python API: SQL's DELETE (the shim's copy-on-write
+    command and `use.sql.delete`). Here, not in `TableSurface`: the SQL layer sits above the
+    optimizer, which defines the table surface."""
+
+    _spark: "SparkSession"
+    _path: str
+
+    def delete(self, where: str | None = None) -> int:
+        """Delete the rows matching `where` (a SQL condition on the table's columns; every row without
+        one) as SQL's `DELETE FROM` does: copy-on-write, one commit (README: DELETE); the rows deleted.
+        It runs that statement, so the session needs USE's SQL extension (`use.session.spark_session()`
+        has it)."""
+        import use.sql
+        from use.delta import DeltaLog
+        from use.qbeast.revision import is_qbeast
+
+        if where is not None and not isinstance(where, str):
+            raise InvalidArgumentError(f"where must be a SQL condition (a string such as \"id < 10\"), got {where!r}")
+        if not use.sql.installed(self._spark):
+            use.sql.install(self._spark)
+        provider = "qbeast" if is_qbeast(DeltaLog.for_path(self._path).snapshot().configuration) else "delta"
+        statement = f"DELETE FROM {provider}.`{self._path.replace('`', '``')}`"
+        if where is not None and where.strip():
+            statement += f" WHERE {where}"
+        return int(self._spark.sql(statement).collect()[0][0])
+
+
+class DeltaTable(_OptimizeDeltaTable, Insights, Deletes):
     """A plain Delta table at a path (`use.DeltaTable`): everything of
-    `use.optimize.delta_table.DeltaTable` plus `insight(name)`."""
+    `use.optimize.delta_table.DeltaTable` plus `insight(name)` and `delete(where)`."""
 
 
-class QbeastTable(TableSurface, Insights):
+class QbeastTable(TableSurface, Insights, Deletes):
     """A Qbeast table at a path: write, read/sample, revisions, index metrics, optimize, and what
     every table offers (`TableSurface`: history, properties, optimizations, vacuum)."""
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from use.qbeast.snapshot import QbeastSnapshot
 
 
-def _file_uris(root_uri: str, paths: list[str]) -> list[str]:
+def file_uris(root_uri: str, paths: list[str]) -> list[str]:
     """Log paths (URL-encoded, relative to the root, or absolute URIs) as file URIs."""
     prefix = root_uri.rstrip("/") + "/"
     return [p if ":" in p.split("/", 1)[0] else prefix + p for p in paths]
@@ -44,7 +44,7 @@ def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any) -> dict[s
         weight = {"columns": list(plan.indexed_columns), "upper": int(plan.weight_range[1])}
     return {
         "version": qsnap.version,
-        "paths": _file_uris(Path(qsnap.table_root).as_uri(), files.column("path").to_pylist()),
+        "paths": file_uris(Path(qsnap.table_root).as_uri(), files.column("path").to_pylist()),
         "sizes": files.column("size").to_pylist(),
         "mtimes": files.column("modification_time").to_pylist(),
         "partitionValues": partition_values,

@@ -336,11 +336,13 @@ def _parameters(mode: str, partition_columns: Any) -> dict[str, Any]:
     return {"mode": _MODES[mode], "partitionBy": json.dumps(list(partition_columns))}
 
 
+def rows_written(adds: Sequence[AddFile]) -> int:
+    """The rows of new files, from the stats the write put in their adds."""
+    return sum(int(json.loads(a.stats).get("numRecords", 0)) if a.stats else 0 for a in adds)
+
+
 def _metrics(adds: Sequence[Any], removed: int) -> dict[str, Any]:
-    rows = 0
-    for a in adds:
-        rows += int(json.loads(a.stats).get("numRecords", 0)) if a.stats else 0
-    return {"numFiles": str(len(adds)), "numOutputRows": str(rows), "numRemovedFiles": str(removed)}
+    return {"numFiles": str(len(adds)), "numOutputRows": str(rows_written(adds)), "numRemovedFiles": str(removed)}
 
 
 # --- CTAS / RTAS -------------------------------------------------------------------------------------

@@ -42,6 +42,9 @@ object UseException {
     val ReadOnlyCatalog = "USE_READ_ONLY_CATALOG_ERROR"
     val ProcedureNotFound = "USE_PROCEDURE_NOT_FOUND_ERROR"
     val NotInstalled = "USE_NOT_INSTALLED_ERROR"
+    // raised by the Python side's commits; the shim retries on them (UseDeleteCommand)
+    val ConcurrentDeleteRead = "USE_CONCURRENT_DELETE_READ_ERROR" // use.errors.ConcurrentDeleteReadError
+    val ConcurrentDeleteDelete = "USE_CONCURRENT_DELETE_DELETE_ERROR" // use.errors.ConcurrentDeleteDeleteError
   }
 
   /** The SQLSTATE of an error raised on the JVM side (the Python side sends its own). */

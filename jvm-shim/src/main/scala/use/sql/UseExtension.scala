@@ -28,7 +28,8 @@ class UseSparkSessionExtension extends (SparkSessionExtensions => Unit) {
   *    into parquet and partition pruning are Spark's own; the index lists only the log's files;
   *  - a dynamic partition overwrite becomes an append whose write replaces the partitions it
   *    writes (Spark's V1 write fallback has no dynamic overwrite of its own);
-  *  - DELETE, UPDATE and MERGE fail with one clear "not supported yet";
+  *  - DELETE becomes `UseDeleteCommand` (copy-on-write, one commit); UPDATE and MERGE fail with one
+  *    clear "not supported yet";
   *  - Delta's `DESCRIBE HISTORY <table>` and `DESCRIBE DETAIL <table>` (which Spark's parser,
   *    without Delta's, reads as the column `<table>` of a table named HISTORY or DETAIL) read the
   *    table's `history` insight table, newest commit first as Delta's does, and its `detail`.
@@ -41,8 +42,8 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
   }
 
   private def notSupported(what: String): Nothing = throw new UseException(
-    s"$what on Delta/Qbeast tables is not supported yet: rewrite the table (INSERT OVERWRITE, or CREATE OR REPLACE " +
-      "TABLE ... AS SELECT) with the rows it should keep", UseException.Kinds.NotSupported)
+    s"$what on Delta/Qbeast tables is not supported yet: DELETE the rows it would change and INSERT them as they " +
+      "should be, or rewrite the table (INSERT OVERWRITE, or CREATE OR REPLACE TABLE ... AS SELECT)", UseException.Kinds.NotSupported)
 
   private def toRelation(r: DataSourceV2Relation): LogicalPlan = {
     val table = r.table.asInstanceOf[UseTable]
@@ -96,7 +97,6 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
   override def apply(plan: LogicalPlan): LogicalPlan = {
     plan.foreach {
       case UseParser.Refused(error) => throw error
-      case d: DeleteFromTable if isUseTarget(d.table) => notSupported("DELETE")
       case u: UpdateTable if isUseTarget(u.table) => notSupported("UPDATE")
       case m: MergeIntoTable if isUseTarget(m.targetTable) => notSupported("MERGE")
       case _ =>
@@ -108,6 +108,8 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
       case o: OverwritePartitionsDynamic if o.resolved && isUseTarget(o.table) =>
         AppendData.byName(o.table, o.query, o.writeOptions + (UseAnalysis.DynamicOverwrite -> "true"))
       case r: DataSourceV2Relation if r.table.isInstanceOf[UseTable] => toRelation(r)
+      case d: DeleteFromTable if d.resolved && isUseTarget(d.table) && UseFileIndex.of(EliminateSubqueryAliases(d.table)).isDefined =>
+        UseDeleteCommand(d.table, new DeletePredicate(d.condition))
     }
   }
 }

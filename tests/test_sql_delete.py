@@ -1,0 +1,186 @@
+"""SQL DELETE on Delta and Qbeast tables: copy-on-write, one commit, readable by delta-rs."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from sql_support import commit_actions, location, refused, rows, state
+
+
+def _delta_rs_rows(root: str, column: str) -> list:
+    import deltalake
+
+    return sorted(deltalake.DeltaTable(root).to_pyarrow_table().column(column).to_pylist())
+
+
+def _last_commit(root: str) -> tuple[dict, list[dict]]:
+    names = sorted(n for n in os.listdir(os.path.join(root, "_delta_log")) if n.endswith(".json"))
+    actions = commit_actions(root, int(names[-1][:-5]))
+    return next(a["commitInfo"] for a in actions if "commitInfo" in a), actions
+
+
+def test_delete_rewrites_only_the_files_holding_matching_rows(spark, db) -> None:
+    spark.sql("CREATE TABLE d (id BIGINT, v STRING) USING delta")
+    for lo in (0, 100, 200):  # three appends: the condition matches rows of one of them only
+        spark.sql(f"INSERT INTO d SELECT /*+ REPARTITION(1) */ id, CAST(id AS STRING) FROM range({lo}, {lo + 100})")
+    root = location(spark, "d")
+    assert spark.sql("DELETE FROM d WHERE id % 10 = 3 AND id < 100").collect()[0][0] == 10
+    assert rows(spark, "SELECT count(*) FROM d") == [(290,)]
+    info, actions = _last_commit(root)
+    assert info["operation"] == "DELETE" and json.loads(info["operationParameters"]["predicate"]) != ["true"]
+    metrics = info["operationMetrics"]
+    assert (metrics["numRemovedFiles"], metrics["numAddedFiles"], metrics["numDeletedRows"], metrics["numCopiedRows"]) == (
+        "1", "1", "10", "90",
+    )  # fmt: skip
+    assert all(a["remove"]["dataChange"] for a in actions if "remove" in a)
+    assert _delta_rs_rows(root, "id") == sorted(i for i in range(300) if not (i % 10 == 3 and i < 100))
+    # nothing matches: no commit; a row whose condition is null stays
+    before = state(root)
+    assert spark.sql("DELETE FROM d WHERE id > 1000").collect()[0][0] == 0
+    assert state(root) == before
+    spark.sql("INSERT INTO d VALUES (NULL, 'n')")
+    spark.sql("DELETE FROM d WHERE id > 250")
+    assert rows(spark, "SELECT count(*) FROM d WHERE id IS NULL") == [(1,)]
+    # a subquery in the condition
+    spark.sql("DELETE FROM d WHERE id IN (SELECT id FROM range(0, 300, 2))")
+    assert rows(spark, "SELECT count(*) FROM d WHERE id % 2 = 0") == [(0,)]
+    # no condition: every file goes, nothing is read
+    spark.sql("DELETE FROM d")
+    assert rows(spark, "SELECT count(*) FROM d") == [(0,)] and _delta_rs_rows(root, "id") == []
+    assert rows(spark, "SELECT count(*) FROM d VERSION AS OF 3") == [(300,)]  # the history stays
+
+
+def test_delete_by_partition_removes_whole_files(spark, db) -> None:
+    spark.sql("CREATE TABLE p (id BIGINT, day STRING) USING delta PARTITIONED BY (day)")
+    spark.sql("INSERT INTO p SELECT id, CASE WHEN id < 40 THEN 'a' WHEN id < 70 THEN 'b' ELSE 'c' END FROM range(100)")
+    root = location(spark, "p")
+    assert spark.sql("DELETE FROM p WHERE day IN ('a', 'c')").collect()[0][0] == 70
+    info, actions = _last_commit(root)
+    assert info["operationMetrics"]["numAddedFiles"] == "0" and not any("add" in a for a in actions)
+    assert rows(spark, "SELECT DISTINCT day FROM p") == [("b",)]
+    # a condition on a partition and a data column rewrites the partition's files only
+    spark.sql("DELETE FROM p WHERE day = 'b' AND id < 50")
+    assert rows(spark, "SELECT min(id), count(*) FROM p") == [(50, 20)]
+    assert _delta_rs_rows(root, "id") == list(range(50, 70))
+
+
+def test_delete_from_a_qbeast_table_keeps_reads_and_samples_exact(spark, db) -> None:
+    from use import QbeastTable
+
+    spark.sql("CREATE TABLE q (x DOUBLE, y DOUBLE) USING qbeast OPTIONS ('columnsToIndex'='x,y', 'cubeSize'='200')")
+    spark.sql("INSERT INTO q SELECT rand(1) * 100, rand(2) * 100 FROM range(3000)")
+    root = location(spark, "q")
+    qt = QbeastTable.for_path(spark, root)
+    expected = sorted(r for r in qt.read().collect() if not r.x < 20)
+    spark.sql("DELETE FROM q WHERE x < 20")
+    assert sorted(qt.read().collect()) == expected
+    assert rows(spark, "SELECT count(*) FROM q WHERE x < 20") == [(0,)]
+    # a sample is still exactly the rows under the sample's weight: the reference is the same rows
+    # written at once, whose sample holds the same rows as ours
+    sample = {tuple(r) for r in spark.sql("SELECT * FROM q TABLESAMPLE (10 PERCENT)").collect()}
+    ref = root + "_ref"
+    QbeastTable.write(spark.createDataFrame(expected), ref, ["x", "y"], cube_size=200)
+    assert sample == {tuple(r) for r in QbeastTable.for_path(spark, ref).read(sample=0.1).collect()}
+    # the optimizer indexes the rewritten (staging) files again
+    qt.optimize(progress=False)
+    assert 0 not in set(qt.snapshot().files.column("revision_id").to_pylist())
+    assert sorted(qt.read().collect()) == expected
+
+
+def test_bad_deletes_are_refused_and_change_nothing(spark, db) -> None:
+    spark.sql("CREATE TABLE a (id BIGINT) USING delta TBLPROPERTIES ('delta.appendOnly'='true')")
+    spark.sql("INSERT INTO a SELECT id FROM range(10)")
+    root = location(spark, "a")
+    before = state(root)
+    with refused("USE_TABLE_CONSTRAINT_ERROR.*append-only.*UNSET TBLPROPERTIES"):
+        spark.sql("DELETE FROM a WHERE id = 1")
+    assert state(root) == before
+    spark.sql("ALTER TABLE a UNSET TBLPROPERTIES ('delta.appendOnly')")
+    before = state(root)
+    with refused("USE_INVALID_ARGUMENT_ERROR.*not deterministic"):
+        spark.sql("DELETE FROM a WHERE rand() < 0.5")
+    with refused("UNRESOLVED_COLUMN"):
+        spark.sql("DELETE FROM a WHERE nope = 1")
+    assert state(root) == before and rows(spark, "SELECT count(*) FROM a") == [(10,)]
+    with refused("USE_NOT_SUPPORTED_ERROR.*UPDATE"):
+        spark.sql("UPDATE a SET id = 0")
+
+
+def test_delete_by_path_and_a_concurrent_compaction_is_a_conflict(spark, tmp_path) -> None:
+    """A table named by its path deletes as a registered one. The commit declares the files it
+    rewrites read: when a compaction removed one since the DELETE planned, the commit is refused
+    (the shim then runs the DELETE again on the new snapshot), so no deleted row comes back."""
+    from pathlib import Path
+
+    from use.delta import DeltaLog
+    from use.errors import ConcurrentDeleteReadError
+    from use.optimize.delta_table import DeltaTable
+    from use.sql.delete import delete
+    from use.sql.scan import file_uris
+
+    path = str(tmp_path / "t")
+    for lo in (0, 50):
+        spark.range(lo, lo + 50, numPartitions=1).write.format("delta").mode("append").save(path)
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id < 5")
+    assert rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(95,)]
+
+    planned = DeltaLog.for_path(path).snapshot()
+    first = file_uris(Path(path).as_uri(), planned.files.column("path").to_pylist())[:1]
+    DeltaTable.for_path(spark, path).optimize(strategy="BinPacking", progress=False)  # removes every file
+    before = state(path)
+    request = {"table": {"location": path}, "version": planned.version, "remove": first, "wholeFiles": True, "predicate": "id < 50"}
+    with pytest.raises(ConcurrentDeleteReadError):
+        delete(spark, request, [])
+    assert state(path) == before and rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(95,)]
+
+
+def test_a_delete_that_loses_to_a_compaction_runs_again_on_the_new_snapshot(spark, tmp_path, monkeypatch) -> None:
+    """A real race: the first attempt's commit comes after a compaction of the files it read (run
+    from inside the bridge call, before the DELETE's own commit); the shim plans again and the
+    second attempt commits. The deleted rows stay deleted and every other row stays."""
+    import use.sql.bridge as bridge
+    from use.optimize.delta_table import DeltaTable
+    from use.sql.delete import delete
+
+    path = str(tmp_path / "t")
+    for lo in (0, 50):
+        spark.range(lo, lo + 50, numPartitions=1).write.format("delta").mode("append").save(path)
+    calls = []
+
+    def racing(spark_, req, args):
+        calls.append(req["version"])
+        if len(calls) == 1:
+            DeltaTable.for_path(spark, path).optimize(strategy="BinPacking", progress=False)
+        return delete(spark_, req, args)
+
+    monkeypatch.setitem(bridge._registered._methods, "delete", racing)
+    assert spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 10 = 0").collect()[0][0] == 10
+    assert len(calls) == 2 and calls[1] > calls[0]
+    assert rows(spark, f"SELECT count(*), sum(id) FROM delta.`{path}`") == [(90, sum(i for i in range(100) if i % 10))]
+    assert [h["operation"] for h in _history(path)][-2:] == ["OPTIMIZE", "DELETE"]
+
+
+def _history(root: str) -> list[dict]:
+    names = sorted(n for n in os.listdir(os.path.join(root, "_delta_log")) if n.endswith(".json"))
+    return [next(a["commitInfo"] for a in commit_actions(root, int(n[:-5])) if "commitInfo" in a) for n in names]
+
+
+def test_the_python_api_deletes_as_sql_does(spark, tmp_path) -> None:
+    from use import DeltaTable, QbeastTable
+    from use.errors import InvalidArgumentError
+
+    path = str(tmp_path / "d")
+    spark.range(20).write.format("delta").save(path)
+    dt = DeltaTable.for_path(spark, path)
+    assert dt.delete("id < 5") == 5 and dt.read().count() == 15
+    assert dt.history(1).collect()[0]["operation"] == "DELETE"
+    with pytest.raises(InvalidArgumentError, match="where must be a SQL condition"):
+        dt.delete(5)  # type: ignore[arg-type]
+    qpath = str(tmp_path / "q")
+    QbeastTable.write(spark.range(100).selectExpr("id", "id * 1.0 AS x"), qpath, ["x"], cube_size=30)
+    qt = QbeastTable.for_path(spark, qpath)
+    assert qt.delete("x >= 90") == 10 and qt.read().count() == 90
+    assert dt.delete() == 15 and dt.read().count() == 0
