@@ -76,6 +76,9 @@ DELETE FROM again WHERE k = 1;
 
 DELETE FROM again WHERE v = 'none';
 
+-- UPDATE likewise (one commit, the files holding a matching row rewritten)
+UPDATE again SET v = upper(v) WHERE k = 2;
+
 SELECT * FROM again ORDER BY k;
 
 -- a path identifier reads a table without registering it

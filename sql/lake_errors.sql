@@ -33,7 +33,7 @@ INSERT INTO q SELECT 1, 'two';
 
 DELETE FROM t WHERE rand() < 0.5;
 
-UPDATE t SET name = 'z' WHERE id = 2;
+UPDATE t SET name = uuid() WHERE id = 2;
 
 MERGE INTO t USING (SELECT 1 AS id, 'm' AS name) s ON t.id = s.id WHEN MATCHED THEN UPDATE SET name = s.name;
 

@@ -71,19 +71,36 @@ class Insights:
         return for_path(self._path, name, spark_conf=session_defaults(self._spark), **options)
 
 
-class Deletes:
-    """`delete(where)` for the tables of the Python API: SQL's DELETE (the shim's copy-on-write
-    command and `use.sql.delete`). Here, not in `TableSurface`: the SQL layer sits above the
-    optimizer, which defines the table surface."""
+class RowChanges:
+    """`delete(where)` and `update(values, where)` for the tables of the Python API: SQL's DELETE and
+    UPDATE (the shim's copy-on-write command and `use.sql.dml`). Here, not in `TableSurface`: the
+    SQL layer sits above the optimizer, which defines the table surface."""
 
     _spark: "SparkSession"
     _path: str
 
     def delete(self, where: str | None = None) -> int:
         """Delete the rows matching `where` (a SQL condition on the table's columns; every row without
-        one) as SQL's `DELETE FROM` does: copy-on-write, one commit (README: DELETE); the rows deleted.
-        It runs that statement, so the session needs USE's SQL extension (`use.session.spark_session()`
-        has it)."""
+        one) as SQL's `DELETE FROM` does: copy-on-write, one commit (README: DELETE and UPDATE); the
+        rows deleted."""
+        return self._row_statement("DELETE FROM {table}", where)
+
+    def update(self, values: Mapping[str, str], where: str | None = None) -> int:
+        """Set columns of the rows matching `where` (every row without one) to SQL expressions
+        (`{"v": "upper(v)", "n": "n + 1"}`, evaluated on each row's old values) as SQL's `UPDATE`
+        does: copy-on-write, one commit; the rows updated."""
+        if not isinstance(values, Mapping) or not values or not all(
+            isinstance(k, str) and k and isinstance(v, str) and v.strip() for k, v in values.items()
+        ):
+            raise InvalidArgumentError(
+                f"values must map column names to SQL expressions (e.g. {{\"v\": \"upper(v)\"}}), got {values!r}"
+            )
+        assignments = ", ".join(f"`{k.replace('`', '``')}` = {v}" for k, v in values.items())
+        return self._row_statement(f"UPDATE {{table}} SET {assignments}", where)
+
+    def _row_statement(self, template: str, where: str | None) -> int:
+        """Runs the statement on this table (`{table}` in `template`) with `where`; its row count.
+        The session needs USE's SQL extension (`use.session.spark_session()` has it)."""
         import use.sql
         from use.delta import DeltaLog
         from use.qbeast.revision import is_qbeast
@@ -93,18 +110,18 @@ class Deletes:
         if not use.sql.installed(self._spark):
             use.sql.install(self._spark)
         provider = "qbeast" if is_qbeast(DeltaLog.for_path(self._path).snapshot().configuration) else "delta"
-        statement = f"DELETE FROM {provider}.`{self._path.replace('`', '``')}`"
+        statement = template.replace("{table}", f"{provider}.`{self._path.replace('`', '``')}`")
         if where is not None and where.strip():
             statement += f" WHERE {where}"
         return int(self._spark.sql(statement).collect()[0][0])
 
 
-class DeltaTable(_OptimizeDeltaTable, Insights, Deletes):
+class DeltaTable(_OptimizeDeltaTable, Insights, RowChanges):
     """A plain Delta table at a path (`use.DeltaTable`): everything of
-    `use.optimize.delta_table.DeltaTable` plus `insight(name)` and `delete(where)`."""
+    `use.optimize.delta_table.DeltaTable` plus `insight(name)`, `delete(where)` and `update(values, where)`."""
 
 
-class QbeastTable(TableSurface, Insights, Deletes):
+class QbeastTable(TableSurface, Insights, RowChanges):
     """A Qbeast table at a path: write, read/sample, revisions, index metrics, optimize, and what
     every table offers (`TableSurface`: history, properties, optimizations, vacuum)."""
 

@@ -31,7 +31,7 @@ _registered: Bridge | None = None
 
 
 def _methods() -> dict[str, Method]:
-    from use.sql import delete, lake, procedures, scan, tables, write
+    from use.sql import dml, lake, procedures, scan, tables, write
 
     return {
         "describe": tables.describe,
@@ -45,7 +45,7 @@ def _methods() -> dict[str, Method]:
         "planScans": scan.plan_scans,
         "write": write.write,
         "savePath": write.save_path,
-        "delete": delete.delete,
+        "rewriteRows": dml.rewrite_rows,
         "insightNames": lake.names,
         "insightRead": lake.read_request,
         "procedures": procedures.describe_procedures,

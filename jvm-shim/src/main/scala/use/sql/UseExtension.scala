@@ -3,7 +3,7 @@ package use.sql
 import org.apache.spark.sql.{SparkSession, SparkSessionExtensions}
 import org.apache.spark.sql.catalyst.TableIdentifier
 import org.apache.spark.sql.catalyst.analysis.{EliminateSubqueryAliases, UnresolvedAttribute, UnresolvedRelation, UnresolvedTableOrView}
-import org.apache.spark.sql.catalyst.expressions.{Descending, SortOrder}
+import org.apache.spark.sql.catalyst.expressions.{Descending, Literal, SortOrder}
 import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable, DescribeColumn, LogicalPlan, MergeIntoTable, OverwritePartitionsDynamic, Sort, UpdateTable}
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.execution.datasources.{HadoopFsRelation, LogicalRelation}
@@ -28,8 +28,8 @@ class UseSparkSessionExtension extends (SparkSessionExtensions => Unit) {
   *    into parquet and partition pruning are Spark's own; the index lists only the log's files;
   *  - a dynamic partition overwrite becomes an append whose write replaces the partitions it
   *    writes (Spark's V1 write fallback has no dynamic overwrite of its own);
-  *  - DELETE becomes `UseDeleteCommand` (copy-on-write, one commit); UPDATE and MERGE fail with one
-  *    clear "not supported yet";
+  *  - DELETE and UPDATE become `UseRowLevelCommand`s (copy-on-write, one commit); MERGE fails with
+  *    one clear "not supported yet";
   *  - Delta's `DESCRIBE HISTORY <table>` and `DESCRIBE DETAIL <table>` (which Spark's parser,
   *    without Delta's, reads as the column `<table>` of a table named HISTORY or DETAIL) read the
   *    table's `history` insight table, newest commit first as Delta's does, and its `detail`.
@@ -41,9 +41,12 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
     case other => UseFileIndex.of(other).isDefined
   }
 
+  /** A DELETE or UPDATE target once its relation is the file scan `toRelation` makes. */
+  private def isUseScan(p: LogicalPlan): Boolean = UseFileIndex.of(EliminateSubqueryAliases(p)).isDefined
+
   private def notSupported(what: String): Nothing = throw new UseException(
-    s"$what on Delta/Qbeast tables is not supported yet: DELETE the rows it would change and INSERT them as they " +
-      "should be, or rewrite the table (INSERT OVERWRITE, or CREATE OR REPLACE TABLE ... AS SELECT)", UseException.Kinds.NotSupported)
+    s"$what on Delta/Qbeast tables is not supported yet: run its clauses as UPDATE, DELETE and INSERT INTO statements, " +
+      "or rewrite the table (INSERT OVERWRITE, or CREATE OR REPLACE TABLE ... AS SELECT)", UseException.Kinds.NotSupported)
 
   private def toRelation(r: DataSourceV2Relation): LogicalPlan = {
     val table = r.table.asInstanceOf[UseTable]
@@ -97,7 +100,6 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
   override def apply(plan: LogicalPlan): LogicalPlan = {
     plan.foreach {
       case UseParser.Refused(error) => throw error
-      case u: UpdateTable if isUseTarget(u.table) => notSupported("UPDATE")
       case m: MergeIntoTable if isUseTarget(m.targetTable) => notSupported("MERGE")
       case _ =>
     }
@@ -108,8 +110,11 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
       case o: OverwritePartitionsDynamic if o.resolved && isUseTarget(o.table) =>
         AppendData.byName(o.table, o.query, o.writeOptions + (UseAnalysis.DynamicOverwrite -> "true"))
       case r: DataSourceV2Relation if r.table.isInstanceOf[UseTable] => toRelation(r)
-      case d: DeleteFromTable if d.resolved && isUseTarget(d.table) && UseFileIndex.of(EliminateSubqueryAliases(d.table)).isDefined =>
-        UseDeleteCommand(d.table, new DeletePredicate(d.condition))
+      case d: DeleteFromTable if d.resolved && isUseScan(d.table) =>
+        UseRowLevelCommand(d.table, new RowLevelSpec(d.condition, Deletion))
+      case u: UpdateTable if u.resolved && isUseScan(u.table) =>
+        val values = UseRowLevelCommand.columnValues(u.table.output, u.assignments)
+        UseRowLevelCommand(u.table, new RowLevelSpec(u.condition.getOrElse(Literal.TrueLiteral), Modification(values)))
     }
   }
 }

@@ -1,4 +1,4 @@
-"""SQL DELETE on Delta and Qbeast tables: copy-on-write, one commit, readable by delta-rs."""
+"""SQL DELETE and UPDATE on Delta and Qbeast tables: copy-on-write, one commit, readable by delta-rs."""
 
 from __future__ import annotations
 
@@ -105,8 +105,8 @@ def test_bad_deletes_are_refused_and_change_nothing(spark, db) -> None:
     with refused("UNRESOLVED_COLUMN"):
         spark.sql("DELETE FROM a WHERE nope = 1")
     assert state(root) == before and rows(spark, "SELECT count(*) FROM a") == [(10,)]
-    with refused("USE_NOT_SUPPORTED_ERROR.*UPDATE"):
-        spark.sql("UPDATE a SET id = 0")
+    with refused("USE_NOT_SUPPORTED_ERROR.*MERGE"):
+        spark.sql("MERGE INTO a USING (SELECT 1 AS id) s ON a.id = s.id WHEN MATCHED THEN DELETE")
 
 
 def test_delete_by_path_and_a_concurrent_compaction_is_a_conflict(spark, tmp_path) -> None:
@@ -118,7 +118,7 @@ def test_delete_by_path_and_a_concurrent_compaction_is_a_conflict(spark, tmp_pat
     from use.delta import DeltaLog
     from use.errors import ConcurrentDeleteReadError
     from use.optimize.delta_table import DeltaTable
-    from use.sql.delete import delete
+    from use.sql.dml import rewrite_rows
     from use.sql.scan import file_uris
 
     path = str(tmp_path / "t")
@@ -131,9 +131,10 @@ def test_delete_by_path_and_a_concurrent_compaction_is_a_conflict(spark, tmp_pat
     first = file_uris(Path(path).as_uri(), planned.files.column("path").to_pylist())[:1]
     DeltaTable.for_path(spark, path).optimize(strategy="BinPacking", progress=False)  # removes every file
     before = state(path)
-    request = {"table": {"location": path}, "version": planned.version, "remove": first, "wholeFiles": True, "predicate": "id < 50"}
+    request = {"operation": "DELETE", "table": {"location": path}, "version": planned.version, "remove": first,
+               "wholeFiles": True, "predicate": "id < 50"}  # fmt: skip
     with pytest.raises(ConcurrentDeleteReadError):
-        delete(spark, request, [])
+        rewrite_rows(spark, request, [])
     assert state(path) == before and rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(95,)]
 
 
@@ -143,7 +144,7 @@ def test_a_delete_that_loses_to_a_compaction_runs_again_on_the_new_snapshot(spar
     second attempt commits. The deleted rows stay deleted and every other row stays."""
     import use.sql.bridge as bridge
     from use.optimize.delta_table import DeltaTable
-    from use.sql.delete import delete
+    from use.sql.dml import rewrite_rows
 
     path = str(tmp_path / "t")
     for lo in (0, 50):
@@ -154,9 +155,9 @@ def test_a_delete_that_loses_to_a_compaction_runs_again_on_the_new_snapshot(spar
         calls.append(req["version"])
         if len(calls) == 1:
             DeltaTable.for_path(spark, path).optimize(strategy="BinPacking", progress=False)
-        return delete(spark_, req, args)
+        return rewrite_rows(spark_, req, args)
 
-    monkeypatch.setitem(bridge._registered._methods, "delete", racing)
+    monkeypatch.setitem(bridge._registered._methods, "rewriteRows", racing)
     assert spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 10 = 0").collect()[0][0] == 10
     assert len(calls) == 2 and calls[1] > calls[0]
     assert rows(spark, f"SELECT count(*), sum(id) FROM delta.`{path}`") == [(90, sum(i for i in range(100) if i % 10))]
@@ -168,7 +169,7 @@ def _history(root: str) -> list[dict]:
     return [next(a["commitInfo"] for a in commit_actions(root, int(n[:-5])) if "commitInfo" in a) for n in names]
 
 
-def test_the_python_api_deletes_as_sql_does(spark, tmp_path) -> None:
+def test_the_python_api_deletes_and_updates_as_sql_does(spark, tmp_path) -> None:
     from use import DeltaTable, QbeastTable
     from use.errors import InvalidArgumentError
 
@@ -183,4 +184,68 @@ def test_the_python_api_deletes_as_sql_does(spark, tmp_path) -> None:
     QbeastTable.write(spark.range(100).selectExpr("id", "id * 1.0 AS x"), qpath, ["x"], cube_size=30)
     qt = QbeastTable.for_path(spark, qpath)
     assert qt.delete("x >= 90") == 10 and qt.read().count() == 90
+    assert qt.update({"x": "x + 0.5"}, "id < 3") == 3
+    assert sorted(r.x for r in qt.read().where("id < 3").collect()) == [0.5, 1.5, 2.5]
+    assert dt.update({"id": "id * 10"}) == 15 and dt.read().agg({"id": "min"}).collect()[0][0] == 50
+    with pytest.raises(InvalidArgumentError, match="values must map column names"):
+        dt.update({"id": ""})
     assert dt.delete() == 15 and dt.read().count() == 0
+
+
+def test_update_rewrites_the_matching_files_with_the_new_values(spark, db) -> None:
+    spark.sql("CREATE TABLE u (id BIGINT, v STRING, day STRING) USING delta PARTITIONED BY (day)")
+    spark.sql("INSERT INTO u SELECT /*+ REPARTITION(1) */ id, 'a', IF(id < 50, 'd1', 'd2') FROM range(100)")
+    root = location(spark, "u")
+    assert spark.sql("UPDATE u SET v = concat(v, '!'), id = id + 1000 WHERE id % 10 = 0 AND day = 'd1'").collect()[0][0] == 5
+    info, actions = _last_commit(root)
+    assert info["operation"] == "UPDATE"
+    metrics = info["operationMetrics"]
+    assert (metrics["numUpdatedRows"], metrics["numCopiedRows"], metrics["numRemovedFiles"]) == ("5", "45", "1")  # d2 untouched
+    assert rows(spark, "SELECT id, v FROM u WHERE v = 'a!' ORDER BY id") == [(1000 + i, "a!") for i in range(0, 50, 10)]
+    assert rows(spark, "SELECT count(*) FROM u") == [(100,)]
+    # a partition column's new value moves the row to its partition; an int value widens to BIGINT
+    spark.sql("UPDATE u SET day = 'd3', id = 7 WHERE id = 99")
+    assert rows(spark, "SELECT id, day FROM u WHERE day = 'd3'") == [(7, "d3")]
+    assert sorted(set(_delta_rs_rows(root, "day"))) == ["d1", "d2", "d3"]
+    # a NULL condition leaves the row as it is; no match commits nothing; every row without WHERE
+    spark.sql("INSERT INTO u VALUES (NULL, 'n', 'd1')")
+    before = state(root)
+    assert spark.sql("UPDATE u SET v = 'x' WHERE id > 5000").collect()[0][0] == 0 and state(root) == before
+    spark.sql("UPDATE u SET v = 'z' WHERE id IN (SELECT id FROM range(1, 3))")
+    assert rows(spark, "SELECT id FROM u WHERE v = 'z' ORDER BY id") == [(1,), (2,)]
+    assert spark.sql("UPDATE u SET v = 'all'").collect()[0][0] == 101
+    assert rows(spark, "SELECT DISTINCT v FROM u") == [("all",)] and set(_delta_rs_rows(root, "v")) == {"all"}
+
+
+def test_update_of_a_qbeast_tables_indexed_column_reads_right(spark, db) -> None:
+    from use import QbeastTable
+
+    spark.sql("CREATE TABLE qu (x DOUBLE, y DOUBLE) USING qbeast OPTIONS ('columnsToIndex'='x,y', 'cubeSize'='200')")
+    spark.sql("INSERT INTO qu SELECT rand(3) * 100, rand(4) * 100 FROM range(2000)")
+    root = location(spark, "qu")
+    spark.sql("UPDATE qu SET x = x + 1000 WHERE y < 10")
+    moved = rows(spark, "SELECT count(*) FROM qu WHERE x >= 1000")[0][0]
+    assert moved > 0 and rows(spark, "SELECT count(*) FROM qu WHERE y < 10 AND x < 1000") == [(0,)]
+    # a filter on the new values finds them (the rewritten rows are staging files every read scans)
+    assert rows(spark, "SELECT count(*) FROM qu WHERE x BETWEEN 1000 AND 1100") == [(moved,)]
+    qt = QbeastTable.for_path(spark, root)
+    qt.optimize(progress=False)  # indexes them again, in a revision whose space holds the new values
+    assert rows(spark, "SELECT count(*) FROM qu WHERE x BETWEEN 1000 AND 1100") == [(moved,)]
+    assert rows(spark, "SELECT count(*) FROM qu") == [(2000,)]
+
+
+def test_bad_updates_are_refused_and_change_nothing(spark, db) -> None:
+    spark.sql("CREATE TABLE b (id INT, s STRUCT<a: INT, b: STRING>, t STRING) USING delta")
+    spark.sql("INSERT INTO b VALUES (1, named_struct('a', 1, 'b', 'x'), 'q')")
+    root = location(spark, "b")
+    before = state(root)
+    for statement, message in [
+        ("UPDATE b SET id = 'not a number'", "CAST_INVALID_INPUT.*'not a number'"),  # Spark's own, as an INSERT's
+        ("UPDATE b SET s.a = 2", "USE_NOT_SUPPORTED_ERROR.*nested field"),
+        ("UPDATE b SET id = 1, id = 2", "USE_INVALID_ARGUMENT_ERROR.*more than once|DUPLICATE"),
+        ("UPDATE b SET t = CAST(rand() AS STRING)", "USE_INVALID_ARGUMENT_ERROR.*not deterministic"),
+        ("UPDATE b SET nope = 1", "UNRESOLVED_COLUMN"),
+    ]:
+        with refused(message):
+            spark.sql(statement)
+    assert state(root) == before

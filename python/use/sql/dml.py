@@ -1,0 +1,102 @@
+"""SQL `DELETE FROM` and `UPDATE`: the commits of the shim's `UseRowLevelCommand` (copy-on-write, as
+Delta deletes and updates without deletion vectors).
+
+The shim has planned the files the condition can match from one snapshot and found those holding a
+matching row; it sends them with the rows that replace them: for a DELETE the rows of those files
+that stay (none when whole files go: a DELETE whose condition names partition columns only, or has
+none), for an UPDATE every row of those files, the matching ones with their new values. Here the
+rows are written as new files (`use.spark_files.write_dataframe_files`, the write path of every
+Delta write; an UPDATE of a partition column moves a row to its new partition) and committed with
+the removes in one `DELETE` / `UPDATE` commit on that snapshot. The commit declares the removed
+files read, so a concurrent commit that removed one of them (an optimization, another DELETE)
+fails it with a conflict and the shim runs the statement again. A statement that matches nothing
+commits nothing.
+
+A Qbeast table's rewritten rows are written without index metadata: they join the staging revision
+(0), which every read scans in full (a sample filters it by weight, so results stay exact) and which
+the optimizer's `UnindexedFilesSelection` indexes again, as qbeast-spark's deletes and updates
+through Delta leave them (an UPDATE of an indexed column needs that re-indexing anyway).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from use.errors import InvalidArgumentError, TableConstraintError
+from use.sql.bridge import dataframe
+from use.sql.scan import file_uris
+from use.sql.tables import log_for, snapshot_of, table_root
+from use.sql.write import rows_written
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["rewrite_rows"]
+
+DELETE, UPDATE = "DELETE", "UPDATE"
+
+
+def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """`{"affectedRows": n}` after the statement's commit (none when nothing matched)."""
+    from use.delta.actions import remove_actions
+    from use.delta.snapshot import check_write_support
+    from use.delta.transaction import Transaction
+    from use.optimize.executor import delete_written, num_records
+    from use.spark_files import write_dataframe_files
+
+    started = time.time()
+    operation = req.get("operation")
+    if operation not in (DELETE, UPDATE):
+        raise InvalidArgumentError(f"internal: unknown row-level operation {operation!r}")
+    root = table_root(req["table"]["location"])
+    snap = snapshot_of(root, req["version"])
+    check_write_support(snap.protocol, snap.metadata, root)
+    if snap.config.append_only:
+        raise TableConstraintError(
+            f"cannot {operation} {root}: the table is append-only (delta.appendOnly=true); unset delta.appendOnly "
+            f"(ALTER TABLE ... UNSET TBLPROPERTIES ('delta.appendOnly')) to allow {operation.lower()}s"
+        )
+    files = snap.files
+    uris = pa.array(file_uris(Path(root).as_uri(), files.column("path").to_pylist()), pa.string())
+    removed = files.filter(pc.is_in(uris, value_set=pa.array(req.get("remove") or [], pa.string())))
+    if not removed.num_rows:
+        return {"affectedRows": 0}
+    whole = bool(req.get("wholeFiles"))
+    affected = num_records(removed, snap.schema) if whole else int(req["matchedRows"])
+    if affected is None:
+        affected = -1  # whole files without row counts in their stats: Delta reports -1 too
+    adds: tuple[Any, ...] = ()
+    if not whole:
+        adds = write_dataframe_files(
+            dataframe(spark, args[0]), root, snap.schema, partition_columns=snap.partition_columns,
+            configuration=snap.configuration,
+        )  # fmt: skip
+    try:
+        txn = Transaction(log_for(root), snap)
+        txn.read_files(removed.column("path"))
+        txn.add(*remove_actions(removed, data_change=True), *adds)
+        written = rows_written(adds)
+        metrics = {
+            "numRemovedFiles": removed.num_rows,
+            "numAddedFiles": len(adds),
+            **({"numDeletedRows": affected, "numCopiedRows": written} if operation == DELETE else
+               {"numUpdatedRows": affected, "numCopiedRows": written - affected}),
+            "numRemovedBytes": int(pc.sum(removed.column("size")).as_py() or 0),
+            "numAddedBytes": sum(int(a.size) for a in adds),
+            "numAddedChangeFiles": 0,
+            "numDeletionVectorsAdded": 0,
+            "numDeletionVectorsRemoved": 0,
+            "executionTimeMs": int((time.time() - started) * 1000),
+        }  # fmt: skip
+        # strings, as Delta writes a commit's metrics
+        txn.commit(operation, {"predicate": json.dumps([req.get("predicate") or "true"])}, {k: str(v) for k, v in metrics.items()})
+    except BaseException:
+        delete_written(root, list(adds))
+        raise
+    return {"affectedRows": affected}
