@@ -235,7 +235,7 @@ def test_update_of_a_qbeast_tables_indexed_column_reads_right(spark, db) -> None
 
 
 def test_bad_updates_are_refused_and_change_nothing(spark, db) -> None:
-    spark.sql("CREATE TABLE b (id INT, s STRUCT<a: INT, b: STRING>, t STRING) USING delta")
+    spark.sql("CREATE TABLE b (id INT NOT NULL, s STRUCT<a: INT, b: STRING>, t STRING) USING delta")
     spark.sql("INSERT INTO b VALUES (1, named_struct('a', 1, 'b', 'x'), 'q')")
     root = location(spark, "b")
     before = state(root)
@@ -245,6 +245,7 @@ def test_bad_updates_are_refused_and_change_nothing(spark, db) -> None:
         ("UPDATE b SET id = 1, id = 2", "USE_INVALID_ARGUMENT_ERROR.*more than once|DUPLICATE"),
         ("UPDATE b SET t = CAST(rand() AS STRING)", "USE_INVALID_ARGUMENT_ERROR.*not deterministic"),
         ("UPDATE b SET nope = 1", "UNRESOLVED_COLUMN"),
+        ("UPDATE b SET id = NULL", "NOT_NULL_ASSERT_VIOLATION"),  # the rows were read and written: the files go
     ]:
         with refused(message):
             spark.sql(statement)
