@@ -79,6 +79,10 @@ DELETE FROM again WHERE v = 'none';
 -- UPDATE likewise (one commit, the files holding a matching row rewritten)
 UPDATE again SET v = upper(v) WHERE k = 2;
 
+-- MERGE: an upsert in one commit (affected, updated, deleted, inserted rows)
+MERGE INTO again USING (SELECT 2L AS k, 'z' AS v UNION ALL SELECT 3L, 'w') s ON again.k = s.k
+  WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *;
+
 SELECT * FROM again ORDER BY k;
 
 -- a path identifier reads a table without registering it

@@ -35,7 +35,7 @@ DELETE FROM t WHERE rand() < 0.5;
 
 UPDATE t SET name = uuid() WHERE id = 2;
 
-MERGE INTO t USING (SELECT 1 AS id, 'm' AS name) s ON t.id = s.id WHEN MATCHED THEN UPDATE SET name = s.name;
+MERGE INTO t USING (SELECT 1 AS id, 'm' AS name UNION ALL SELECT 1, 'n') s ON t.id = s.id WHEN MATCHED THEN UPDATE SET name = s.name;
 
 ALTER TABLE t SET TBLPROPERTIES ('use.optimization.bytes-per-iter' = '-1');
 

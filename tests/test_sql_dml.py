@@ -105,8 +105,6 @@ def test_bad_deletes_are_refused_and_change_nothing(spark, db) -> None:
     with refused("UNRESOLVED_COLUMN"):
         spark.sql("DELETE FROM a WHERE nope = 1")
     assert state(root) == before and rows(spark, "SELECT count(*) FROM a") == [(10,)]
-    with refused("USE_NOT_SUPPORTED_ERROR.*MERGE"):
-        spark.sql("MERGE INTO a USING (SELECT 1 AS id) s ON a.id = s.id WHEN MATCHED THEN DELETE")
 
 
 def test_delete_by_path_and_a_concurrent_compaction_is_a_conflict(spark, tmp_path) -> None:
@@ -237,16 +235,85 @@ def test_update_of_a_qbeast_tables_indexed_column_reads_right(spark, db) -> None
 def test_bad_updates_are_refused_and_change_nothing(spark, db) -> None:
     spark.sql("CREATE TABLE b (id INT NOT NULL, s STRUCT<a: INT, b: STRING>, t STRING) USING delta")
     spark.sql("INSERT INTO b VALUES (1, named_struct('a', 1, 'b', 'x'), 'q')")
-    root = location(spark, "b")
-    before = state(root)
-    for statement, message in [
+    _each_refused(spark, location(spark, "b"), [
         ("UPDATE b SET id = 'not a number'", "CAST_INVALID_INPUT.*'not a number'"),  # Spark's own, as an INSERT's
         ("UPDATE b SET s.a = 2", "USE_NOT_SUPPORTED_ERROR.*nested field"),
         ("UPDATE b SET id = 1, id = 2", "USE_INVALID_ARGUMENT_ERROR.*more than once|DUPLICATE"),
         ("UPDATE b SET t = CAST(rand() AS STRING)", "USE_INVALID_ARGUMENT_ERROR.*not deterministic"),
         ("UPDATE b SET nope = 1", "UNRESOLVED_COLUMN"),
         ("UPDATE b SET id = NULL", "NOT_NULL_ASSERT_VIOLATION"),  # the rows were read and written: the files go
-    ]:
+    ])
+
+
+def _each_refused(spark, root: str, cases: list[tuple[str, str]]) -> None:
+    """Each statement fails with its message, and the table is as it was."""
+    before = state(root)
+    for statement, message in cases:
         with refused(message):
             spark.sql(statement)
     assert state(root) == before
+
+
+def test_merge_updates_deletes_and_inserts_in_one_commit(spark, db) -> None:
+    spark.sql("CREATE TABLE m (id BIGINT, v STRING, day STRING) USING delta PARTITIONED BY (day)")
+    spark.sql("INSERT INTO m SELECT id, 'old', IF(id < 50, 'd1', 'd2') FROM range(100)")
+    spark.sql("CREATE TEMPORARY VIEW src AS SELECT * FROM VALUES (5L, 'new', 'u'), (7L, 'gone', 'd'), (500L, 'fresh', 'i'), "
+              "(501L, 'skip', 'x') AS s(id, v, op)")  # fmt: skip
+    root = location(spark, "m")
+    got = spark.sql(
+        "MERGE INTO m USING src ON m.id = src.id "
+        "WHEN MATCHED AND src.op = 'd' THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET v = src.v "
+        "WHEN NOT MATCHED AND src.op = 'i' THEN INSERT (id, v, day) VALUES (src.id, src.v, 'd3')"
+    ).collect()[0]
+    assert tuple(got) == (3, 1, 1, 1)  # affected, updated, deleted, inserted
+    info, _ = _last_commit(root)
+    metrics = info["operationMetrics"]
+    assert info["operation"] == "MERGE" and metrics["numTargetRowsUpdated"] == "1" and metrics["numTargetRowsInserted"] == "1"
+    assert metrics["numTargetFilesRemoved"] == "1"  # only d1's file held a matched row
+    assert rows(spark, "SELECT id, v, day FROM m WHERE v != 'old' ORDER BY id") == [(5, "new", "d1"), (500, "fresh", "d3")]
+    assert rows(spark, "SELECT count(*) FROM m WHERE id = 7") == [(0,)] and rows(spark, "SELECT count(*) FROM m") == [(100,)]
+    assert sorted(_delta_rs_rows(root, "id")) == sorted([i for i in range(100) if i != 7] + [500])
+
+    # insert-only: nothing rewritten, the unmatched rows appended; UPDATE SET * / INSERT *
+    before = state(root)[1]
+    spark.sql("MERGE INTO m USING (SELECT id, v, 'd4' AS day FROM src) s ON m.id = s.id WHEN NOT MATCHED THEN INSERT *")
+    assert set(before) <= set(state(root)[1])  # no file removed
+    assert rows(spark, "SELECT id FROM m WHERE day = 'd4' ORDER BY id") == [(7,), (501,)]
+    spark.sql("MERGE INTO m USING (SELECT 5L AS id, 'star' AS v, 'd1' AS day) s ON m.id = s.id WHEN MATCHED THEN UPDATE SET *")
+    assert rows(spark, "SELECT v FROM m WHERE id = 5") == [("star",)]
+
+    # NOT MATCHED BY SOURCE: target rows the source does not have
+    spark.sql("MERGE INTO m USING (SELECT id FROM range(0, 10)) s ON m.id = s.id "
+              "WHEN NOT MATCHED BY SOURCE AND m.day = 'd2' THEN DELETE")  # fmt: skip
+    assert rows(spark, "SELECT count(*) FROM m WHERE day = 'd2'") == [(0,)]
+    assert rows(spark, "SELECT count(*) FROM m WHERE day = 'd1'") == [(49,)]  # 0..49 but 7, deleted above
+    spark.catalog.dropTempView("src")
+
+
+def test_bad_merges_are_refused_and_change_nothing(spark, db) -> None:
+    spark.sql("CREATE TABLE mt (id BIGINT, v STRING) USING delta")
+    spark.sql("INSERT INTO mt VALUES (1, 'a'), (2, 'b')")
+    _each_refused(spark, location(spark, "mt"), [
+        ("MERGE INTO mt USING (SELECT 1L AS id UNION ALL SELECT 1L) s ON mt.id = s.id WHEN MATCHED THEN UPDATE SET v = 'x'",
+         "USE_INVALID_ARGUMENT_ERROR.*more than one source row"),
+        ("MERGE INTO mt USING (SELECT 1L AS id) s ON mt.id = s.id WHEN MATCHED THEN UPDATE SET v = uuid()",
+         "USE_INVALID_ARGUMENT_ERROR.*not deterministic"),
+        ("MERGE INTO mt USING (SELECT 1L AS id) s ON mt.id = s.nope WHEN MATCHED THEN DELETE", "UNRESOLVED_COLUMN"),
+    ])  # fmt: skip
+
+
+def test_merge_into_a_qbeast_table_upserts_and_reads_right(spark, db) -> None:
+    from use import QbeastTable
+
+    spark.sql("CREATE TABLE qm (id BIGINT, x DOUBLE) USING qbeast OPTIONS ('columnsToIndex'='x', 'cubeSize'='100')")
+    spark.sql("INSERT INTO qm SELECT id, id * 1.0 FROM range(1000)")
+    spark.sql("MERGE INTO qm USING (SELECT id, id * 1.0 + 0.5 AS x FROM range(990, 1010)) s ON qm.id = s.id "
+              "WHEN MATCHED THEN UPDATE SET x = s.x WHEN NOT MATCHED THEN INSERT *")  # fmt: skip
+    expected = sorted([(i, float(i)) for i in range(990)] + [(i, i + 0.5) for i in range(990, 1010)])
+    assert rows(spark, "SELECT id, x FROM qm ORDER BY id") == expected
+    assert rows(spark, "SELECT count(*) FROM qm WHERE x BETWEEN 995 AND 1005") == [(10,)]  # 995.5 .. 1004.5
+    qt = QbeastTable.for_path(spark, location(spark, "qm"))
+    qt.optimize(progress=False)
+    assert rows(spark, "SELECT id, x FROM qm ORDER BY id") == expected
+    assert 0 not in set(qt.snapshot().files.column("revision_id").to_pylist())

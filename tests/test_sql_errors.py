@@ -66,12 +66,12 @@ def test_qbeast_location_that_is_plain_delta(spark, db, tmp_path) -> None:
     assert state(path) == before and _tables(spark) == []
 
 
-@pytest.mark.parametrize("statement", ["MERGE INTO t USING (SELECT 1 AS a) s ON t.a = s.a WHEN MATCHED THEN DELETE"])
+@pytest.mark.parametrize("statement", ["MERGE WITH SCHEMA EVOLUTION INTO t USING (SELECT 1 AS a) s ON t.a = s.a WHEN MATCHED THEN DELETE"])
 def test_unsupported_dml(spark, db, statement) -> None:
     spark.sql("CREATE TABLE t (a INT) USING delta")
     spark.sql("INSERT INTO t VALUES (1)")
     before = state(location(spark, "t"))
-    with refused(r"\[USE_NOT_SUPPORTED_ERROR\] MERGE on Delta/Qbeast tables is not supported yet"):
+    with refused(r"\[USE_NOT_SUPPORTED_ERROR\] MERGE WITH SCHEMA EVOLUTION on Delta/Qbeast tables is not supported yet"):
         spark.sql(statement)
     assert state(location(spark, "t")) == before
 
@@ -111,7 +111,7 @@ def test_use_errors_carry_a_sqlstate(spark, db, tmp_path) -> None:
         ("CREATE TABLE b (x INT) USING qbeast", "22023"),  # a bad value (the columns to index)
         (f"CREATE TABLE b USING delta LOCATION '{tmp_path / 'none'}'", "42P01"),  # no table there
         ("CREATE TABLE b (x BIGINT) USING delta LOCATION '{root}'", "42K09"),  # columns differ from the log's
-        ("MERGE INTO t USING (SELECT 1 AS a) s ON t.a = s.a WHEN MATCHED THEN DELETE", "0A000"),  # not supported (JVM side)
+        ("MERGE WITH SCHEMA EVOLUTION INTO t USING (SELECT 1 AS a) s ON t.a = s.a WHEN MATCHED THEN DELETE", "0A000"),  # not supported (JVM side)
         ("SELECT * FROM t VERSION AS OF 5", "22023"),
         ("CREATE TABLE b USING delta AS SELECT 1 / (id - id) AS boom FROM range(2)", "22012"),  # Spark's, from a nested job
     ]:

@@ -1,10 +1,11 @@
-"""SQL `DELETE FROM` and `UPDATE`: the commits of the shim's `UseRowLevelCommand` (copy-on-write, as
-Delta deletes and updates without deletion vectors).
+"""SQL `DELETE FROM`, `UPDATE` and `MERGE INTO`: the commits of the shim's `UseRowLevelCommand` and
+`UseMergeCommand` (copy-on-write, as Delta's without deletion vectors).
 
 The shim has planned the files the condition can match from one snapshot and found those holding a
 matching row; it sends them with the rows that replace them: for a DELETE the rows of those files
 that stay (none when whole files go: a DELETE whose condition names partition columns only, or has
-none), for an UPDATE every row of those files, the matching ones with their new values. Here the
+none), for an UPDATE every row of those files, the matching ones with their new values, for a
+MERGE the rows its clauses leave or make (an insert-only MERGE removes nothing). Here the
 rows are written as new files (`use.spark_files.write_dataframe_files`, the write path of every
 Delta write; an UPDATE of a partition column moves a row to its new partition) and committed with
 the removes in one `DELETE` / `UPDATE` commit on that snapshot. The commit declares the removed
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["rewrite_rows"]
 
-DELETE, UPDATE = "DELETE", "UPDATE"
+DELETE, UPDATE, MERGE = "DELETE", "UPDATE", "MERGE"
 
 
 def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
@@ -52,7 +53,7 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
 
     started = time.time()
     operation = req.get("operation")
-    if operation not in (DELETE, UPDATE):
+    if operation not in (DELETE, UPDATE, MERGE):
         raise InvalidArgumentError(f"internal: unknown row-level operation {operation!r}")
     root = table_root(req["table"]["location"])
     snap = snapshot_of(root, req["version"])
@@ -65,7 +66,7 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
     files = snap.files
     uris = pa.array(file_uris(Path(root).as_uri(), files.column("path").to_pylist()), pa.string())
     removed = files.filter(pc.is_in(uris, value_set=pa.array(req.get("remove") or [], pa.string())))
-    if not removed.num_rows:
+    if not removed.num_rows and operation != MERGE:  # an insert-only MERGE removes nothing
         return {"affectedRows": 0}
     whole = bool(req.get("wholeFiles"))
     affected = num_records(removed, snap.schema) if whole else int(req["matchedRows"])
@@ -85,8 +86,7 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
         metrics = {
             "numRemovedFiles": removed.num_rows,
             "numAddedFiles": len(adds),
-            **({"numDeletedRows": affected, "numCopiedRows": written} if operation == DELETE else
-               {"numUpdatedRows": affected, "numCopiedRows": written - affected}),
+            **_row_metrics(operation, affected, written, req),
             "numRemovedBytes": int(pc.sum(removed.column("size")).as_py() or 0),
             "numAddedBytes": sum(int(a.size) for a in adds),
             "numAddedChangeFiles": 0,
@@ -100,3 +100,12 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
         delete_written(root, list(adds))
         raise
     return {"affectedRows": affected}
+
+
+def _row_metrics(operation: str, affected: int, written: int, req: dict[str, Any]) -> dict[str, Any]:
+    """Delta's row counts of the operation (MERGE's come from the shim, which counted each outcome)."""
+    if operation == DELETE:
+        return {"numDeletedRows": affected, "numCopiedRows": written}
+    if operation == UPDATE:
+        return {"numUpdatedRows": affected, "numCopiedRows": written - affected}
+    return {**{k: int(v) for k, v in (req.get("mergeMetrics") or {}).items()}, "numOutputRows": written}

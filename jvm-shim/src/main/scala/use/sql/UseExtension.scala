@@ -28,8 +28,8 @@ class UseSparkSessionExtension extends (SparkSessionExtensions => Unit) {
   *    into parquet and partition pruning are Spark's own; the index lists only the log's files;
   *  - a dynamic partition overwrite becomes an append whose write replaces the partitions it
   *    writes (Spark's V1 write fallback has no dynamic overwrite of its own);
-  *  - DELETE and UPDATE become `UseRowLevelCommand`s (copy-on-write, one commit); MERGE fails with
-  *    one clear "not supported yet";
+  *  - DELETE and UPDATE become `UseRowLevelCommand`s, MERGE a `UseMergeCommand` (copy-on-write, one
+  *    commit each);
   *  - Delta's `DESCRIBE HISTORY <table>` and `DESCRIBE DETAIL <table>` (which Spark's parser,
   *    without Delta's, reads as the column `<table>` of a table named HISTORY or DETAIL) read the
   *    table's `history` insight table, newest commit first as Delta's does, and its `detail`.
@@ -45,8 +45,8 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
   private def isUseScan(p: LogicalPlan): Boolean = UseFileIndex.of(EliminateSubqueryAliases(p)).isDefined
 
   private def notSupported(what: String): Nothing = throw new UseException(
-    s"$what on Delta/Qbeast tables is not supported yet: run its clauses as UPDATE, DELETE and INSERT INTO statements, " +
-      "or rewrite the table (INSERT OVERWRITE, or CREATE OR REPLACE TABLE ... AS SELECT)", UseException.Kinds.NotSupported)
+    s"$what on Delta/Qbeast tables is not supported yet: add the new columns first (ALTER TABLE ... ADD COLUMNS), then " +
+      "MERGE", UseException.Kinds.NotSupported)
 
   private def toRelation(r: DataSourceV2Relation): LogicalPlan = {
     val table = r.table.asInstanceOf[UseTable]
@@ -100,7 +100,6 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
   override def apply(plan: LogicalPlan): LogicalPlan = {
     plan.foreach {
       case UseParser.Refused(error) => throw error
-      case m: MergeIntoTable if isUseTarget(m.targetTable) => notSupported("MERGE")
       case _ =>
     }
     plan.resolveOperatorsUp {
@@ -112,8 +111,13 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
       case r: DataSourceV2Relation if r.table.isInstanceOf[UseTable] => toRelation(r)
       case d: DeleteFromTable if d.resolved && isUseScan(d.table) =>
         UseRowLevelCommand(d.table, new RowLevelSpec(d.condition, Deletion))
+      case m: MergeIntoTable if m.resolved && isUseScan(m.targetTable) =>
+        if (m.withSchemaEvolution) notSupported("MERGE WITH SCHEMA EVOLUTION")
+        val out = m.targetTable.output
+        UseMergeCommand(m.targetTable, new MergeSpec(m.sourceTable, m.mergeCondition, MergeClause.of(out, m.matchedActions),
+          MergeClause.of(out, m.notMatchedActions), MergeClause.of(out, m.notMatchedBySourceActions)))
       case u: UpdateTable if u.resolved && isUseScan(u.table) =>
-        val values = UseRowLevelCommand.columnValues(u.table.output, u.assignments)
+        val values = RowLevel.columnValues(u.table.output, u.assignments)
         UseRowLevelCommand(u.table, new RowLevelSpec(u.condition.getOrElse(Literal.TrueLiteral), Modification(values)))
     }
   }

@@ -53,38 +53,13 @@ case class UseRowLevelCommand(target: LogicalPlan, spec: RowLevelSpec) extends L
     case _: Modification => "UPDATE"
   }
 
-  private def scanOf(plan: LogicalPlan): (LogicalRelation, HadoopFsRelation, UseFileIndex) =
-    UseFileIndex.of(EliminateSubqueryAliases(plan)).getOrElse(
-      throw new UseException(s"internal: $operation target is not a USE table scan: ${plan.nodeName}", UseException.Kinds.Internal))
-
-  private def over(l: LogicalRelation, fs: HadoopFsRelation, index: UseFileIndex): LogicalRelation =
-    l.copy(relation = fs.copy(location = index)(fs.sparkSession))
-
-  /** A data file as input_file_name() and the scan plan spell it, compared by decoded path. */
-  private def pathOf(uri: String): String = new URI(uri).getPath
-
   override def run(spark: SparkSession): Seq[Row] = {
-    val nondeterministic = (condition +: (spec.change match {
-      case Modification(cols) => cols
+    RowLevel.requireDeterministic(operation, ("condition" -> condition) +: (spec.change match {
+      case Modification(cols) => cols.map("new value" -> _)
       case Deletion => Nil
-    })).find(!_.deterministic)
-    nondeterministic.foreach { e =>
-      throw new UseException(s"$operation's ${if (e eq condition) "condition" else "new value"} ${e.sql} is not " +
-        s"deterministic (it could differ each time it is evaluated); use values computed from the rows' own columns",
-        UseException.Kinds.InvalidArgument)
-    }
-    val (l, fs, index) = scanOf(target)
-    var meta = index.meta
-    var attempt = 1
-    while (true) {
-      try return Seq(Row(once(spark, l, fs, meta)))
-      catch {
-        case e: UseException if UseRowLevelCommand.Retried.contains(e.kind) && attempt < UseRowLevelCommand.Attempts =>
-          attempt += 1
-          meta = TableMeta.describe(meta.uri, meta.provider)
-      }
-    }
-    throw new IllegalStateException("unreachable")
+    }))
+    val (l, fs, index) = RowLevel.scanOf(target, operation)
+    Seq(Row(RowLevel.withRetries(index.meta)(meta => once(spark, l, fs, meta))))
   }
 
   /** One attempt on the snapshot `meta`: the rows deleted or updated. */
@@ -103,18 +78,18 @@ case class UseRowLevelCommand(target: LogicalPlan, spec: RowLevelSpec) extends L
       // every row of the files in the matching partitions goes: remove them whole
       val planned = new UseFileIndex(meta, Some(meta.version), None, Some(plan))
       val files = planned.listFiles(cond.toSeq, Nil).flatMap(_.files).map(_.getPath.toUri.getPath).toSet
-      req.set[ArrayNode]("remove", Bridge.strings(plan.files.map(_.uri).filter(u => files.contains(pathOf(u)))))
+      req.set[ArrayNode]("remove", Bridge.strings(plan.files.map(_.uri).filter(u => files.contains(RowLevel.pathOf(u)))))
       req.put("wholeFiles", true)
       Bridge.call("rewriteRows", req)
     } else {
-      val relation = over(l, fs, new UseFileIndex(meta, Some(meta.version), None, Some(plan)))
+      val relation = RowLevel.over(l, fs, new UseFileIndex(meta, Some(meta.version), None, Some(plan)))
       val file = Alias(InputFileName(), "file")()
       val rows = Alias(Count(Literal(1)).toAggregateExpression(), "rows")()
       val matched = Aggregate(Seq(InputFileName()), Seq(file, rows), Filter(condition, relation))
-      val counts = Plans.collect(spark, matched).map(r => pathOf(r.getString(0)) -> r.getLong(1)).toMap
+      val counts = Plans.collect(spark, matched).map(r => RowLevel.pathOf(r.getString(0)) -> r.getLong(1)).toMap
       if (counts.isEmpty) return 0L
-      val touched = plan.files.filter(f => counts.contains(pathOf(f.uri)))
-      val scan = over(l, fs, new UseFileIndex(meta, Some(meta.version), None, Some(plan.copy(files = touched))))
+      val touched = plan.files.filter(f => counts.contains(RowLevel.pathOf(f.uri)))
+      val scan = RowLevel.over(l, fs, new UseFileIndex(meta, Some(meta.version), None, Some(plan.copy(files = touched))))
       val matches = EqualNullSafe(condition, Literal.TrueLiteral)
       val rewritten = spec.change match {
         case Deletion => Filter(Not(matches), scan)
@@ -129,32 +104,70 @@ case class UseRowLevelCommand(target: LogicalPlan, spec: RowLevelSpec) extends L
   }
 }
 
-object UseRowLevelCommand {
+/** What DELETE, UPDATE and MERGE share: the target's file scan, the retries, the checks. */
+object RowLevel {
   /** The conflicts a new attempt on the latest snapshot resolves (`use.errors` classes). */
   val Retried: Set[String] = Set(UseException.Kinds.ConcurrentDeleteRead, UseException.Kinds.ConcurrentDeleteDelete)
   val Attempts = 3
 
+  def scanOf(plan: LogicalPlan, operation: String): (LogicalRelation, HadoopFsRelation, UseFileIndex) =
+    UseFileIndex.of(EliminateSubqueryAliases(plan)).getOrElse(
+      throw new UseException(s"internal: $operation target is not a USE table scan: ${plan.nodeName}", UseException.Kinds.Internal))
+
+  /** The target's scan over the files of `index` (a planned one), with the target's attributes. */
+  def over(l: LogicalRelation, fs: HadoopFsRelation, index: UseFileIndex): LogicalRelation =
+    l.copy(relation = fs.copy(location = index)(fs.sparkSession))
+
+  /** A data file as input_file_name() and the scan plan spell it, compared by decoded path. */
+  def pathOf(uri: String): String = new URI(uri).getPath
+
+  /** A nondeterministic condition or value could differ between the passes that find the files
+    * and rewrite them: refused before anything is read. */
+  def requireDeterministic(operation: String, parts: Seq[(String, Expression)]): Unit =
+    parts.find(!_._2.deterministic).foreach { case (what, e) =>
+      throw new UseException(s"$operation's $what ${e.sql} is not deterministic (it could differ each time it is " +
+        "evaluated); use values computed from the rows' own columns", UseException.Kinds.InvalidArgument)
+    }
+
+  /** `attempt` on `meta`, then, while its commit loses to a concurrent one that removed a file it
+    * rewrites (an optimization compacting it, another statement), again on the latest snapshot. */
+  def withRetries[T](meta: TableMeta)(attempt: TableMeta => T): T = {
+    var current = meta
+    var n = 1
+    while (true) {
+      try return attempt(current)
+      catch {
+        case e: UseException if Retried.contains(e.kind) && n < Attempts =>
+          n += 1
+          current = TableMeta.describe(current.uri, current.provider)
+      }
+    }
+    throw new IllegalStateException("unreachable")
+  }
+
   /** An UPDATE's values, one per column of `output` (the column itself where nothing is assigned),
-    * each of its column's type; a nested field or a column assigned twice is refused. */
-  def columnValues(output: Seq[Attribute], assignments: Seq[Assignment]): Seq[Expression] = {
+    * each cast to its column's type (`unassigned`: what a column nobody sets takes, default the
+    * column itself); a nested field or a column assigned twice is refused. */
+  def columnValues(output: Seq[Attribute], assignments: Seq[Assignment], operation: String = "UPDATE",
+                   unassigned: Attribute => Expression = a => a): Seq[Expression] = {
     val resolver = SQLConf.get.resolver
     assignments.foreach { a =>
       a.key match {
         case k: Attribute if output.exists(_.semanticEquals(k)) =>
-        case k => throw new UseException(s"UPDATE of ${k.sql}: setting a nested field is not supported yet; set the " +
+        case k => throw new UseException(s"$operation of ${k.sql}: setting a nested field is not supported yet; set the " +
           "whole column (SET s = named_struct(...))", UseException.Kinds.NotSupported)
       }
     }
     output.map { col =>
       assignments.filter(_.key.asInstanceOf[Attribute].semanticEquals(col)) match {
-        case Seq() => col
+        case Seq() => unassigned(col)
         case Seq(a) =>
-          // Spark's analysis has cast the value as an INSERT's (store assignment); a cast here only
-          // if a type still differs (never a silent wrong type in the written file)
+          // cast as an INSERT's values are (ANSI: a malformed or overflowing value fails the
+          // statement; a type no cast reaches is Spark's analysis error)
           val v = a.value
           if (v.dataType == col.dataType) v
           else Cast(v, col.dataType, Option(SQLConf.get.sessionLocalTimeZone), evalMode = org.apache.spark.sql.catalyst.expressions.EvalMode.ANSI)
-        case _ => throw new UseException(s"UPDATE sets ${col.name} more than once; set each column once",
+        case _ => throw new UseException(s"$operation sets ${col.name} more than once; set each column once",
           UseException.Kinds.InvalidArgument)
       }
     }
