@@ -138,9 +138,12 @@ def test_delete_by_path_and_a_concurrent_compaction_is_a_conflict(spark, tmp_pat
 
 def test_a_delete_that_loses_to_a_compaction_runs_again_on_the_new_snapshot(spark, tmp_path, monkeypatch) -> None:
     """A real race: the first attempt's commit comes after a compaction of the files it read (run
-    from inside the bridge call, before the DELETE's own commit); the shim plans again and the
-    second attempt commits. The deleted rows stay deleted and every other row stays."""
+    from inside the bridge call, before the DELETE's own commit, as another process's optimizer,
+    which does not see this process's statements, would); the shim plans again and the second
+    attempt commits. The deleted rows stay deleted and every other row stays."""
     import use.sql.bridge as bridge
+    from use.delta.storage import resolve_table_root
+    from use.optimize import yielding
     from use.optimize.delta_table import DeltaTable
     from use.sql.dml import rewrite_rows
 
@@ -152,7 +155,12 @@ def test_a_delete_that_loses_to_a_compaction_runs_again_on_the_new_snapshot(spar
     def racing(spark_, req, args):
         calls.append(req["version"])
         if len(calls) == 1:
-            DeltaTable.for_path(spark, path).optimize(strategy="BinPacking", progress=False)
+            root = resolve_table_root(path)
+            yielding.end(root)  # another process: it does not wait for this statement
+            try:
+                DeltaTable.for_path(spark, path).optimize(strategy="BinPacking", progress=False)
+            finally:
+                yielding.begin(root)
         return rewrite_rows(spark_, req, args)
 
     monkeypatch.setitem(bridge._registered._methods, "rewriteRows", racing)
@@ -317,3 +325,31 @@ def test_merge_into_a_qbeast_table_upserts_and_reads_right(spark, db) -> None:
     qt.optimize(progress=False)
     assert rows(spark, "SELECT id, x FROM qm ORDER BY id") == expected
     assert 0 not in set(qt.snapshot().files.column("revision_id").to_pylist())
+
+
+def test_this_process_optimizations_yield_to_a_row_level_write(spark, tmp_path, monkeypatch) -> None:
+    """While a DELETE/UPDATE/MERGE of a table runs here, an optimization of it waits before each
+    task, and a task that would commit during one is abandoned (nothing committed, its files gone);
+    once the statement ends the optimization runs."""
+    import use.optimize.loop as loop
+    from use.delta.storage import resolve_table_root
+    from use.optimize import yielding
+    from use.optimize.delta_table import DeltaTable
+
+    path = str(tmp_path / "y")
+    for lo in (0, 50):
+        spark.range(lo, lo + 50, numPartitions=1).write.format("delta").mode("append").save(path)
+    root = resolve_table_root(path)
+    assert yielding.wait_until_idle(root, 0.01)
+    before = state(path)
+    yielding.begin(root)
+    try:
+        assert not yielding.wait_until_idle(root, 0.05)
+        monkeypatch.setattr(loop, "YIELD_TIMEOUT_S", 0.05)  # go on without waiting: the commit check must hold
+        result = DeltaTable.for_path(spark, path).optimize(strategy="BinPacking", progress=False)
+        assert result.outcome == loop.CONFLICTS and all(m.status == "abandoned" for m in result.iterations)
+        assert state(path) == before
+    finally:
+        yielding.end(root)
+    assert DeltaTable.for_path(spark, path).optimize(strategy="BinPacking", progress=False).outcome == loop.CONVERGED
+    assert rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(100,)] and len(state(path)[0]) > len(before[0])

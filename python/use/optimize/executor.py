@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 
 from use.delta.actions import AddFile, Metadata, add_files_table, paths_in, remove_actions
 from use.errors import ConcurrentModificationError, InvalidArgumentError, RowCountMismatchError
+from use.optimize import yielding
 from use.optimize.plan import KIND_INDEX, KIND_RELABEL, REVISION_REWRITE_TAG
 from use.session import job_group as spark_job_group
 
@@ -524,6 +525,10 @@ def run_task(
                 input_files_stats=events.FileStats.from_blocks(in_files, in_stats_blocks),
                 output_files_stats=events.FileStats.from_blocks(out_files, out_blocks),
             )
+            if yielding.in_progress(root):
+                raise ConcurrentModificationError(
+                    f"a DELETE, UPDATE or MERGE of {root} started during this task; the optimization yields to it"
+                )
             txn = Transaction(log, snapshot)
             if relabel:
                 # a re-added path replaces its add (the protocol's reconciliation); a concurrent

@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from use.errors import CLI, PYTHON, SQL, InvalidArgumentError
+from use.optimize import yielding
 from use.optimize.executor import ABANDONED, COMMITTED, IterationMetrics
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -65,6 +66,10 @@ __all__ = [
     "COMMITTED",
     "ABANDONED",
 ]
+
+#: How long an optimization waits for a row-level write on its table (`yielding`) before it goes on;
+#: a task whose commit would come during one is abandoned anyway.
+YIELD_TIMEOUT_S = 300.0
 
 # Why a run ended (`OptimizeResult.outcome`; the module docstring gives each one meaning).
 CONVERGED = "converged"  # the planner selected nothing: the fixed point; another run commits nothing
@@ -409,6 +414,8 @@ def optimize_path(
     planned_once = [False]
 
     def snapshot_fn() -> tuple[Any, Any]:
+        # a DELETE/UPDATE/MERGE of this table running in this process goes first (`yielding`)
+        yielding.wait_until_idle(log.table_root, YIELD_TIMEOUT_S, lambda: is_stop_requested(stop) or is_stop_requested(cancel))
         snap = log.snapshot()  # the commit is made on the whole snapshot; the plan sees the scope's files
         return snap, QbeastSnapshot.from_delta(snap if scope is None else scope.restrict(snap))
 

@@ -46,6 +46,8 @@ def _methods() -> dict[str, Method]:
         "write": write.write,
         "savePath": write.save_path,
         "rewriteRows": dml.rewrite_rows,
+        "rowLevelBegin": dml.writes_begin,
+        "rowLevelEnd": dml.writes_end,
         "insightNames": lake.names,
         "insightRead": lake.read_request,
         "procedures": procedures.describe_procedures,

@@ -38,7 +38,7 @@ from use.sql.write import rows_written
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["rewrite_rows"]
+__all__ = ["rewrite_rows", "writes_begin", "writes_end"]
 
 DELETE, UPDATE, MERGE = "DELETE", "UPDATE", "MERGE"
 
@@ -109,3 +109,19 @@ def _row_metrics(operation: str, affected: int, written: int, req: dict[str, Any
     if operation == UPDATE:
         return {"numUpdatedRows": affected, "numCopiedRows": written - affected}
     return {**{k: int(v) for k, v in (req.get("mergeMetrics") or {}).items()}, "numOutputRows": written}
+
+
+def writes_begin(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """A row-level statement on the table starts: this process's optimizations of it yield until it
+    ends (`use.optimize.yielding`); the shim calls `writes_end` whatever the outcome."""
+    from use.optimize import yielding
+
+    yielding.begin(table_root(req["table"]["location"]))
+    return {}
+
+
+def writes_end(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    from use.optimize import yielding
+
+    yielding.end(table_root(req["table"]["location"]))
+    return {}

@@ -108,7 +108,7 @@ case class UseRowLevelCommand(target: LogicalPlan, spec: RowLevelSpec) extends L
 object RowLevel {
   /** The conflicts a new attempt on the latest snapshot resolves (`use.errors` classes). */
   val Retried: Set[String] = Set(UseException.Kinds.ConcurrentDeleteRead, UseException.Kinds.ConcurrentDeleteDelete)
-  val Attempts = 3
+  val Attempts = 5
 
   def scanOf(plan: LogicalPlan, operation: String): (LogicalRelation, HadoopFsRelation, UseFileIndex) =
     UseFileIndex.of(EliminateSubqueryAliases(plan)).getOrElse(
@@ -130,19 +130,26 @@ object RowLevel {
     }
 
   /** `attempt` on `meta`, then, while its commit loses to a concurrent one that removed a file it
-    * rewrites (an optimization compacting it, another statement), again on the latest snapshot. */
+    * rewrites (an optimization compacting it, another statement), again on the latest snapshot.
+    * Meanwhile this process's optimizations of the table wait (`use.optimize.yielding`), so only
+    * other processes' commits can make an attempt lose. */
   def withRetries[T](meta: TableMeta)(attempt: TableMeta => T): T = {
-    var current = meta
-    var n = 1
-    while (true) {
-      try return attempt(current)
-      catch {
-        case e: UseException if Retried.contains(e.kind) && n < Attempts =>
-          n += 1
-          current = TableMeta.describe(current.uri, current.provider)
+    val table = Bridge.obj()
+    table.set[ObjectNode]("table", meta.ref)
+    Bridge.call("rowLevelBegin", table)
+    try {
+      var current = meta
+      var n = 1
+      while (true) {
+        try return attempt(current)
+        catch {
+          case e: UseException if Retried.contains(e.kind) && n < Attempts =>
+            n += 1
+            current = TableMeta.describe(current.uri, current.provider)
+        }
       }
-    }
-    throw new IllegalStateException("unreachable")
+      throw new IllegalStateException("unreachable")
+    } finally Bridge.call("rowLevelEnd", table)
   }
 
   /** An UPDATE's values, one per column of `output` (the column itself where nothing is assigned),
