@@ -201,6 +201,56 @@ def test_metadata_change_conflicts(log):
         txn.commit("WRITE")
 
 
+def test_a_tolerated_metadata_change_is_rebased_and_others_still_conflict(log):
+    """A Qbeast index revision added concurrently (`adds_revisions_only`) does not fail an append
+    that tolerates it; another property, a changed revision, or a transaction that changes the
+    metadata itself still conflict."""
+    from dataclasses import replace
+
+    from use.qbeast.revision import adds_revisions_only
+
+    def set_conf(conf: dict) -> None:
+        m = log.snapshot().metadata
+        other = log.start_transaction()
+        other.add(replace(m, configuration={**m.configuration, **conf}))
+        other.commit("OPTIMIZE")
+
+    set_conf({"qbeast.revision.1": "r1", "qbeast.lastRevisionID": "1"})
+    txn = log.start_transaction().tolerate_metadata_change(adds_revisions_only)
+    txn.add(new_file(log.table_root, [7]))
+    set_conf({"qbeast.revision.2": "r2", "qbeast.lastRevisionID": "2", "columnsToIndex": "id"})
+    txn.commit("WRITE")  # rebased: its files' revision is still defined
+    assert live_ids(log)[-1] == 7 and log.snapshot().configuration["qbeast.lastRevisionID"] == "2"
+
+    for change in ({"qbeast.revision.1": "redefined"}, {"k": "v"}):
+        txn = log.start_transaction().tolerate_metadata_change(adds_revisions_only)
+        txn.add(new_file(log.table_root, [8]))
+        set_conf(change)
+        with pytest.raises(MetadataChangedError):
+            txn.commit("WRITE")
+    txn = log.start_transaction().tolerate_metadata_change(adds_revisions_only)
+    m = log.snapshot().metadata
+    txn.add(replace(m, configuration={**m.configuration, "mine": "1"}))
+    set_conf({"qbeast.revision.3": "r3"})
+    with pytest.raises(MetadataChangedError):
+        txn.commit("SET TBLPROPERTIES")
+
+
+def test_adds_revisions_only_compares_schema_partitioning_and_properties(log):
+    from dataclasses import replace
+
+    from use.qbeast.revision import adds_revisions_only
+
+    m = log.snapshot().metadata
+    base = replace(m, configuration={"qbeast.revision.1": "r1", "qbeast.lastRevisionID": "1", "k": "v"})
+    added = replace(base, configuration={**base.configuration, "qbeast.revision.2": "r2", "qbeast.lastRevisionID": "2"})
+    assert adds_revisions_only(base, added) and adds_revisions_only(base, base)
+    assert not adds_revisions_only(base, replace(added, configuration={**added.configuration, "qbeast.revision.1": "x"}))
+    assert not adds_revisions_only(base, replace(added, configuration={"qbeast.revision.2": "r2"}))  # k and revision 1 gone
+    assert not adds_revisions_only(base, replace(added, schema_string=m.schema_string.replace("id", "other")))
+    assert not adds_revisions_only(base, replace(added, partition_columns=("id",)))
+
+
 def test_protocol_upgrade_by_the_winner_alone_is_rebased(log):
     # Delta's rule: a winning protocol change fails us only if we change the protocol too (or it
     # drops a feature, or we cannot write under it).

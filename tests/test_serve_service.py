@@ -188,6 +188,45 @@ def test_appends_over_jdbc_while_the_service_optimizes_all_land(service_server) 
     assert rows == [(appended[0] * ROWS, appended[0] * ROWS)]
 
 
+def test_deletes_updates_and_merges_over_jdbc_while_the_service_optimizes_all_apply(service_server) -> None:
+    """Row-level statements rewrite files the service may be compacting at the same moment: each
+    one applies exactly (the table ends as a model of the statements says), none fails, and the
+    service keeps committing optimizations in between."""
+    import deltalake
+
+    server = service_server
+    path = _create(server, "dml", 3, {AUTO: "true"})
+    model = {i: float(i % 100) for i in range(3 * ROWS)}
+    statements = 0
+    conn = server.connect()
+    try:
+        cur = conn.cursor()
+        first = len(_optimize_commits(path))
+        # At least 12 statements, and on until two optimizations have committed among them.
+        while statements < 12 or (len(_optimize_commits(path)) < first + 2 and statements < 60):
+            k, lo = statements % 4, (statements * 37) % (3 * ROWS)
+            if k == 0:
+                cur.execute(f"DELETE FROM dml WHERE id >= {lo} AND id < {lo + 20}")
+                model = {i: x for i, x in model.items() if not lo <= i < lo + 20}
+            elif k == 1:
+                cur.execute(f"UPDATE dml SET x = -x - 1 WHERE id >= {lo} AND id < {lo + 20}")
+                model.update({i: -x - 1 for i, x in model.items() if lo <= i < lo + 20})
+            elif k == 2:
+                cur.execute(f"MERGE INTO dml USING (SELECT id + {lo} AS id, 0.5 AS x FROM range(30)) s ON dml.id = s.id "
+                            "WHEN MATCHED THEN UPDATE SET x = s.x WHEN NOT MATCHED THEN INSERT *")  # fmt: skip
+                model.update({i: 0.5 for i in range(lo, lo + 30)})
+            else:
+                cur.execute(_insert("dml", 10 + statements))
+                model.update({i: float(i % 100) for i in range((10 + statements) * ROWS, (11 + statements) * ROWS)})
+            statements += 1
+    finally:
+        conn.close()
+    assert len(_optimize_commits(path)) >= first + 2, "the service committed no optimizations among the statements"
+    table = deltalake.DeltaTable(str(path)).to_pyarrow_table(columns=["id", "x"])
+    assert dict(zip(table.column("id").to_pylist(), table.column("x").to_pylist())) == model
+    assert table.num_rows == len(model)  # no row duplicated
+
+
 def test_manual_trigger_over_jdbc_runs_once_on_an_unscheduled_table_and_is_ignored_on_a_scheduled_one(service_server) -> None:
     server = service_server
     idle = _create(server, "man", 2)

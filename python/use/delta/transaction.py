@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -113,6 +113,7 @@ class Transaction:
         self._txns: dict[str, SetTransaction] = {}
         self._read_whole_table = False
         self._read_paths: set[str] = set()
+        self._metadata_compatible: Callable[[Metadata, Metadata], bool] | None = None
         self._committed: int | None = None
         self.attempts = 0
 
@@ -151,6 +152,16 @@ class Transaction:
         """Declare that this transaction's outcome depends on all current data (overwrite, rewrite)."""
         self._check_open()
         self._read_whole_table = True
+        return self
+
+    def tolerate_metadata_change(self, compatible: Callable[[Metadata, Metadata], bool]) -> Transaction:
+        """A concurrent metaData change for which `compatible(read, winner's)` holds is no conflict
+        for this transaction, when it changes no metadata itself: the format above the log knows
+        changes that leave what it read valid (a Qbeast index revision added beside the one its
+        files were written for, `use.qbeast.revision.adds_revisions_only`). Any other change still
+        raises MetadataChangedError, as Delta's rule says."""
+        self._check_open()
+        self._metadata_compatible = compatible
         return self
 
     def read_files(self, paths: list[str] | pa.Array | pa.ChunkedArray) -> Transaction:
@@ -395,7 +406,11 @@ class Transaction:
         advice = "; the table is unchanged by this transaction: re-read the table and retry"
         if winner.protocol is not None:
             self._check_protocol(winner.protocol, who, advice)
-        if winner.changes_metadata:
+        tolerated = (
+            self._metadata_compatible is not None and self._metadata is None and winner.metadata is not None
+            and winner.metadata_error is None and self._metadata_compatible(self.snapshot.metadata, winner.metadata)
+        )  # fmt: skip
+        if winner.changes_metadata and not tolerated:
             raise MetadataChangedError(f"the metadata (schema or properties) of {table} changed concurrently in {who}{advice}")
         snapshot_isolation = self.isolation_level == "SnapshotIsolation"
         if not snapshot_isolation and self._read_whole_table and winner.adds.num_rows:

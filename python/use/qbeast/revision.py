@@ -331,6 +331,29 @@ def latest_revision_id(config: Mapping[str, str]) -> int:
         raise CorruptIndexMetadataError(f"table property {LAST_REVISION_KEY}={last!r} is not a number") from None
 
 
+#: Keys the Qbeast writer rewrites with each revision it adds (the 0.8 options and the last id).
+_REVISION_BOOKKEEPING = frozenset({LAST_REVISION_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY, COLUMN_STATS_KEY, TABLE_FORMAT_KEY})
+
+
+def adds_revisions_only(read: Any, winner: Any) -> bool:
+    """Whether the table metadata `winner` (a concurrent commit's) differs from `read` (what a
+    write or a row-level statement read) only by new index revisions: the same schema,
+    partitioning and properties, every revision `read` had unchanged, new `qbeast.revision.N` keys
+    and the writer's bookkeeping keys. Files written for a revision `read` had stay valid then (a
+    revision is never redefined, a newer one is added beside it), so the transaction need not fail
+    on it (`Transaction.tolerate_metadata_change`); the service's index tasks add such revisions."""
+    if (read.schema_string, tuple(read.partition_columns)) != (winner.schema_string, tuple(winner.partition_columns)):
+        return False
+    old, new = dict(read.configuration), dict(winner.configuration)
+    for key in set(old) | set(new):
+        if key in _REVISION_BOOKKEEPING or old.get(key) == new.get(key):
+            continue
+        if key.startswith(REVISION_PREFIX) and key not in old:
+            continue
+        return False
+    return True
+
+
 def configuration_with_revision(
     config: Mapping[str, str],
     revision: Revision,

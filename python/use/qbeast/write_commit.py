@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from use.delta.actions import AddFile, Metadata
-from use.qbeast.revision import COLUMN_STATS_KEY, Revision, configuration_with_revision
+from use.qbeast.revision import COLUMN_STATS_KEY, Revision, adds_revisions_only, configuration_with_revision
 
 if TYPE_CHECKING:
     from use.qbeast.snapshot import QbeastSnapshot
@@ -108,6 +108,8 @@ def commit_write(
     # The transaction is based on the snapshot the write was planned on, so every commit since then
     # goes through the conflict checks.
     txn = Transaction(log, snapshot)
+    # an index revision added meanwhile (the service indexing staged rows) leaves this write's files valid
+    txn.tolerate_metadata_change(adds_revisions_only)
     if metadata_action is not None:
         txn.add(metadata_action)
     if mode == "overwrite":

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from use.errors import InvalidArgumentError, TableConstraintError
+from use.qbeast.revision import adds_revisions_only
 from use.sql.bridge import dataframe
 from use.sql.scan import file_uris
 from use.sql.tables import log_for, snapshot_of, table_root
@@ -80,6 +81,9 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
         )  # fmt: skip
     try:
         txn = Transaction(log_for(root), snap)
+        # the rewritten rows are staging files of a Qbeast table: an index revision added meanwhile
+        # (the service's) leaves them valid
+        txn.tolerate_metadata_change(adds_revisions_only)
         txn.read_files(removed.column("path"))
         txn.add(*remove_actions(removed, data_change=True), *adds)
         written = rows_written(adds)

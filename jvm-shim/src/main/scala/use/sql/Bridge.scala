@@ -45,6 +45,7 @@ object UseException {
     // raised by the Python side's commits; the shim retries on them (UseDeleteCommand)
     val ConcurrentDeleteRead = "USE_CONCURRENT_DELETE_READ_ERROR" // use.errors.ConcurrentDeleteReadError
     val ConcurrentDeleteDelete = "USE_CONCURRENT_DELETE_DELETE_ERROR" // use.errors.ConcurrentDeleteDeleteError
+    val MetadataChanged = "USE_METADATA_CHANGED_ERROR" // use.errors.MetadataChangedError
   }
 
   /** The SQLSTATE of an error raised on the JVM side (the Python side sends its own). */

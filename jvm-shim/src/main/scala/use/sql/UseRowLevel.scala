@@ -107,7 +107,8 @@ case class UseRowLevelCommand(target: LogicalPlan, spec: RowLevelSpec) extends L
 /** What DELETE, UPDATE and MERGE share: the target's file scan, the retries, the checks. */
 object RowLevel {
   /** The conflicts a new attempt on the latest snapshot resolves (`use.errors` classes). */
-  val Retried: Set[String] = Set(UseException.Kinds.ConcurrentDeleteRead, UseException.Kinds.ConcurrentDeleteDelete)
+  val Retried: Set[String] = Set(UseException.Kinds.ConcurrentDeleteRead, UseException.Kinds.ConcurrentDeleteDelete,
+    UseException.Kinds.MetadataChanged)
   val Attempts = 5
 
   def scanOf(plan: LogicalPlan, operation: String): (LogicalRelation, HadoopFsRelation, UseFileIndex) =
