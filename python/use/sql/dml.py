@@ -8,7 +8,7 @@ none), for an UPDATE every row of those files, the matching ones with their new 
 MERGE the rows its clauses leave or make (an insert-only MERGE removes nothing). Here the
 rows are written as new files (`use.spark_files.write_dataframe_files`, the write path of every
 Delta write; an UPDATE of a partition column moves a row to its new partition) and committed with
-the removes in one `DELETE` / `UPDATE` commit on that snapshot. The commit declares the removed
+the removes in one `DELETE` / `UPDATE` / `MERGE` commit on that snapshot. The commit declares the removed
 files read, so a concurrent commit that removed one of them (an optimization, another DELETE)
 fails it with a conflict and the shim runs the statement again. A statement that matches nothing
 commits nothing.
