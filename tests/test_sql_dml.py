@@ -104,6 +104,11 @@ def test_bad_deletes_are_refused_and_change_nothing(spark, db) -> None:
         spark.sql("DELETE FROM a WHERE rand() < 0.5")
     with refused("UNRESOLVED_COLUMN"):
         spark.sql("DELETE FROM a WHERE nope = 1")
+    spark.sql("CREATE VIEW av AS SELECT * FROM a")
+    with refused(r"USE_NOT_SUPPORTED_ERROR.*DELETE on the view .*av is not supported: run it on the table"):
+        spark.sql("DELETE FROM av WHERE id = 1")
+    with refused(r"USE_NOT_SUPPORTED_ERROR.*UPDATE on the view"):
+        spark.sql("UPDATE av SET id = 0")
     assert state(root) == before and rows(spark, "SELECT count(*) FROM a") == [(10,)]
 
 

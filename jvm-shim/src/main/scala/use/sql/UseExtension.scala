@@ -4,7 +4,7 @@ import org.apache.spark.sql.{SparkSession, SparkSessionExtensions}
 import org.apache.spark.sql.catalyst.TableIdentifier
 import org.apache.spark.sql.catalyst.analysis.{EliminateSubqueryAliases, UnresolvedAttribute, UnresolvedRelation, UnresolvedTableOrView}
 import org.apache.spark.sql.catalyst.expressions.{Descending, Literal, SortOrder}
-import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable, DescribeColumn, LogicalPlan, MergeIntoTable, OverwritePartitionsDynamic, Sort, UpdateTable}
+import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable, DescribeColumn, LogicalPlan, MergeIntoTable, OverwritePartitionsDynamic, Sort, UpdateTable, View}
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.execution.datasources.{HadoopFsRelation, LogicalRelation}
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
@@ -43,6 +43,15 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
 
   /** A DELETE or UPDATE target once its relation is the file scan `toRelation` makes. */
   private def isUseScan(p: LogicalPlan): Boolean = UseFileIndex.of(EliminateSubqueryAliases(p)).isDefined
+
+  /** A view over a USE table as the target of a DELETE, UPDATE or MERGE: Spark's own error names
+    * the table ("does not support DELETE"), which does; this one names the view. */
+  private def refuseView(target: LogicalPlan, what: String): Unit = EliminateSubqueryAliases(target) match {
+    case v: View if v.child.exists(c => UseFileIndex.of(c).isDefined) =>
+      throw new UseException(s"$what on the view ${v.desc.identifier.unquotedString} is not supported: run it on the " +
+        "table the view reads", UseException.Kinds.NotSupported)
+    case _ =>
+  }
 
   private def notSupported(what: String): Nothing = throw new UseException(
     s"$what on Delta/Qbeast tables is not supported yet: add the new columns first (ALTER TABLE ... ADD COLUMNS), then " +
@@ -100,6 +109,9 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
   override def apply(plan: LogicalPlan): LogicalPlan = {
     plan.foreach {
       case UseParser.Refused(error) => throw error
+      case d: DeleteFromTable if d.resolved => refuseView(d.table, "DELETE")
+      case u: UpdateTable if u.resolved => refuseView(u.table, "UPDATE")
+      case m: MergeIntoTable if m.resolved => refuseView(m.targetTable, "MERGE")
       case _ =>
     }
     plan.resolveOperatorsUp {
