@@ -95,17 +95,13 @@ case class UseMergeCommand(target: LogicalPlan, spec: MergeSpec) extends LeafRun
     val onTarget = splitConjunctivePredicates(spec.condition).filter(_.references.subsetOf(l.outputSet))
     val filter = if (spec.notMatchedBySource.isEmpty) onTarget.reduceOption(And) else None
     val plan = ScanPlan.plan(Seq(ScanRequest(meta, Some(meta.version), None, filter))).head
-    val planned = RowLevel.over(l, fs, new UseFileIndex(meta, Some(meta.version), None, Some(plan)))
-    val req = Bridge.obj()
-    req.put("operation", "MERGE")
-    req.set[ObjectNode]("table", meta.ref)
-    req.put("version", meta.version)
-    req.put("predicate", spec.condition.sql)
+    val planned = RowLevel.over(l, fs, meta, plan)
+    val req = RowLevel.request("MERGE", meta, spec.condition.sql)
 
     val rewrites = spec.matched.nonEmpty || spec.notMatchedBySource.nonEmpty
     val (rows, counts, touched) = if (rewrites) {
       val touched = touchedFiles(spark, planned, plan)
-      val scan = RowLevel.over(l, fs, new UseFileIndex(meta, Some(meta.version), None, Some(plan.copy(files = touched))))
+      val scan = RowLevel.over(l, fs, meta, plan.copy(files = touched))
       val t = Alias(Literal.TrueLiteral, "__use_target")()
       val s = Alias(Literal.TrueLiteral, "__use_source")()
       val joined = Join(Project(scan.output :+ t, scan), Project(source.output :+ s, source), FullOuter, Some(spec.condition), JoinHint.NONE)

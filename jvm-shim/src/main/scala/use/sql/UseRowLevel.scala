@@ -69,27 +69,22 @@ case class UseRowLevelCommand(target: LogicalPlan, spec: RowLevelSpec) extends L
     val resolver = SQLConf.get.resolver
     val wholeFiles = spec.change == Deletion && cond.forall(c => !SubqueryExpression.hasSubquery(c) &&
       c.references.forall(a => meta.partitionColumns.exists(p => resolver(p, a.name))))
-    val req = Bridge.obj()
-    req.put("operation", operation)
-    req.set[ObjectNode]("table", meta.ref)
-    req.put("version", meta.version)
-    req.put("predicate", cond.map(_.sql).getOrElse("true"))
+    val req = RowLevel.request(operation, meta, cond.map(_.sql).getOrElse("true"))
     val answer = if (wholeFiles) {
       // every row of the files in the matching partitions goes: remove them whole
-      val planned = new UseFileIndex(meta, Some(meta.version), None, Some(plan))
-      val files = planned.listFiles(cond.toSeq, Nil).flatMap(_.files).map(_.getPath.toUri.getPath).toSet
+      val files = RowLevel.planned(meta, plan).listFiles(cond.toSeq, Nil).flatMap(_.files).map(_.getPath.toUri.getPath).toSet
       req.set[ArrayNode]("remove", Bridge.strings(plan.files.map(_.uri).filter(u => files.contains(RowLevel.pathOf(u)))))
       req.put("wholeFiles", true)
       Bridge.call("rewriteRows", req)
     } else {
-      val relation = RowLevel.over(l, fs, new UseFileIndex(meta, Some(meta.version), None, Some(plan)))
+      val relation = RowLevel.over(l, fs, meta, plan)
       val file = Alias(InputFileName(), "file")()
       val rows = Alias(Count(Literal(1)).toAggregateExpression(), "rows")()
       val matched = Aggregate(Seq(InputFileName()), Seq(file, rows), Filter(condition, relation))
       val counts = Plans.collect(spark, matched).map(r => RowLevel.pathOf(r.getString(0)) -> r.getLong(1)).toMap
       if (counts.isEmpty) return 0L
       val touched = plan.files.filter(f => counts.contains(RowLevel.pathOf(f.uri)))
-      val scan = RowLevel.over(l, fs, new UseFileIndex(meta, Some(meta.version), None, Some(plan.copy(files = touched))))
+      val scan = RowLevel.over(l, fs, meta, plan.copy(files = touched))
       val matches = EqualNullSafe(condition, Literal.TrueLiteral)
       val rewritten = spec.change match {
         case Deletion => Filter(Not(matches), scan)
@@ -115,9 +110,22 @@ object RowLevel {
     UseFileIndex.of(EliminateSubqueryAliases(plan)).getOrElse(
       throw new UseException(s"internal: $operation target is not a USE table scan: ${plan.nodeName}", UseException.Kinds.Internal))
 
-  /** The target's scan over the files of `index` (a planned one), with the target's attributes. */
-  def over(l: LogicalRelation, fs: HadoopFsRelation, index: UseFileIndex): LogicalRelation =
-    l.copy(relation = fs.copy(location = index)(fs.sparkSession))
+  /** The files of `plan`, planned on `meta`'s snapshot, as a file index (never listed again). */
+  def planned(meta: TableMeta, plan: ScanPlan): UseFileIndex = new UseFileIndex(meta, Some(meta.version), None, Some(plan))
+
+  /** The target's scan over the files of `plan`, with the target's attributes. */
+  def over(l: LogicalRelation, fs: HadoopFsRelation, meta: TableMeta, plan: ScanPlan): LogicalRelation =
+    l.copy(relation = fs.copy(location = planned(meta, plan))(fs.sparkSession))
+
+  /** The Python side's `rewriteRows` request: the statement, its table and snapshot, its condition. */
+  def request(operation: String, meta: TableMeta, predicate: String): ObjectNode = {
+    val req = Bridge.obj()
+    req.put("operation", operation)
+    req.set[ObjectNode]("table", meta.ref)
+    req.put("version", meta.version)
+    req.put("predicate", predicate)
+    req
+  }
 
   /** A data file as input_file_name() and the scan plan spell it, compared by decoded path. */
   def pathOf(uri: String): String = new URI(uri).getPath
@@ -158,7 +166,6 @@ object RowLevel {
     * column itself); a nested field or a column assigned twice is refused. */
   def columnValues(output: Seq[Attribute], assignments: Seq[Assignment], operation: String = "UPDATE",
                    unassigned: Attribute => Expression = a => a): Seq[Expression] = {
-    val resolver = SQLConf.get.resolver
     assignments.foreach { a =>
       a.key match {
         case k: Attribute if output.exists(_.semanticEquals(k)) =>
