@@ -1,15 +1,16 @@
-"""`format("qbeast")`: a PySpark Python Data Source over Qbeast tables.
+"""`format("qbeast")` in a session without USE's SQL extension: a PySpark Python Data Source.
 
-`spark.read.format("qbeast").load(path)` plans on the driver's Python planner process exactly like
-`use.qbeast.reader`: the filters Spark pushes down are translated into the typed predicate language
-and the same `select_files` prunes the file list (Delta stats + cube space); each surviving file is
-then read with pyarrow in a worker task. Every pushed filter is also handed back to Spark, so rows
-are always re-checked and the result equals an unpruned read.
+Sessions made by `use.session.spark_session` (the shim loaded) never use it: there `format("qbeast")`
+is the shim's provider, which plans each query's files (pruning, exact Qbeast samples) and writes
+through the OTree write. This source is the fallback a plain PySpark session gets from
+`QbeastTable.for_path`: reads list every file of the latest snapshot (each read with pyarrow in a
+worker task; no filter is pushed, see `QbeastReader`).
 
-`df.write.format("qbeast")` cannot run the OTree's two-pass indexing (a data source writer sees one
-partition at a time), so its rows land honestly as *staging* files: plain Delta data files without
-Qbeast tags (revision 0), one per task, committed by the driver in one transaction. An optimization
-of revision 0, or the next `QbeastTable.write`, indexes them. The rules are `QbeastTable.write`'s:
+`df.write.format("qbeast")` here cannot run the OTree's two-pass indexing (a data source writer sees
+one partition at a time), so its rows land honestly as *staging* files: plain Delta data files
+without Qbeast tags (revision 0), one per task, committed by the driver in one transaction. An
+optimization of revision 0, or the next `QbeastTable.write`, indexes them. The rules are
+`QbeastTable.write`'s:
 
 * a new table needs the `columnsToIndex` option (and takes `cubeSize`, default 5,000,000); it is
   created with only the staging revision;
@@ -41,22 +42,10 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
-    EqualNullSafe,
-    EqualTo,
-    Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
     InputPartition,
-    IsNotNull,
-    IsNull,
-    LessThan,
-    LessThanOrEqual,
-    Not,
     WriterCommitMessage,
 )
 
-from use.delta import predicates as P
 from use.errors import InvalidArgumentError, SchemaMismatchError
 
 if TYPE_CHECKING:
@@ -64,32 +53,20 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 NAME = "qbeast"
-PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 # Files per read task: small files are grouped so a table of many tiny files is not thousands of tasks.
 TARGET_TASK_BYTES = 128 * 1024 * 1024
 
-_OPS: dict[type, str] = {
-    EqualTo: "=",
-    EqualNullSafe: "=",
-    GreaterThan: ">",
-    GreaterThanOrEqual: ">=",
-    LessThan: "<",
-    LessThanOrEqual: "<=",
-}
 
 
-# The shim's provider behind `USING qbeast`; Spark then resolves `format("qbeast")` to it, and it
-# hands paths to this source registered under another name (`use.sql.install`).
+# The shim's provider behind `USING qbeast` and `format("qbeast")` in sessions with the extension.
 _JVM_PROVIDER = "qbeast.DefaultSource"
 
 
 def register(spark: "SparkSession") -> None:
     """Make `format("qbeast")` available on this session (idempotent). In a session with USE's JVM
-    shim the name belongs to the shim's provider, which serves paths with this source (registered
-    by `use.sql.install`), so there is nothing to register here."""
+    shim the name belongs to the shim's provider, so there is nothing to register here."""
     from use.shim import shim_loaded
 
-    spark.conf.set(PUSHDOWN_CONF, "true")
     if shim_loaded(spark, _JVM_PROVIDER):
         return
     spark.dataSource.register(QbeastDataSource)
@@ -100,33 +77,6 @@ def _path_option(options: Any) -> str:
     if not path:
         raise InvalidArgumentError('format("qbeast") needs a table path: .load(path) / .save(path) or .option("path", ...)')
     return os.path.abspath(str(path))
-
-
-def filter_to_predicate(f: Filter) -> P.Predicate:
-    """A pushed-down data source filter as a typed predicate (unknown shapes prune nothing)."""
-    attr = getattr(f, "attribute", None)
-    if attr is not None and len(attr) != 1:
-        return P.Unknown(repr(f))  # nested fields: stats are not kept for them here
-    col = attr[0] if attr is not None else ""
-    if type(f) in _OPS:
-        value = f.value  # type: ignore[attr-defined]
-        if value is None:
-            return P.IsNull(col) if isinstance(f, EqualNullSafe) else P.Unknown(repr(f))
-        if isinstance(value, (list, tuple, dict)):
-            return P.Unknown(repr(f))
-        return P.Comparison(col, _OPS[type(f)], value)  # type: ignore[arg-type]
-    if isinstance(f, In):
-        values = tuple(v for v in f.value if v is not None)
-        if any(isinstance(v, (list, tuple, dict)) for v in values):
-            return P.Unknown(repr(f))
-        return P.InList(col, values)
-    if isinstance(f, IsNull):
-        return P.IsNull(col)
-    if isinstance(f, IsNotNull):
-        return P.IsNotNull(col)
-    if isinstance(f, Not):
-        return P.Not(filter_to_predicate(f.child))
-    return P.Unknown(repr(f))
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -141,32 +91,22 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 class QbeastReader(DataSourceReader):
+    """Every file of the table's latest snapshot. No filter is pushed: Spark 4.1 keeps the read
+    plan a pushdown made on the data source object a DataFrame shares between its queries, so
+    files pruned for one query's filters would be all a later query of the same DataFrame read
+    (rows silently missing). Sessions with USE's SQL extension read `format("qbeast")` through
+    the shim instead, which plans pruning and samples per query."""
+
     def __init__(self, path: str, schema: "StructType") -> None:
         self.path = path
         self.schema = schema
-        self.predicates: list[P.Predicate] = []
-
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        for f in filters:
-            self.predicates.append(filter_to_predicate(f))
-            yield f  # Spark re-checks every row: pruning is file-level only
-
-    def _predicate(self) -> P.Predicate | None:
-        preds = [p for p in self.predicates if not isinstance(p, P.Unknown)]
-        if not preds:
-            return None
-        out = preds[0]
-        for p in preds[1:]:
-            out = P.And(out, p)
-        return out
 
     def partitions(self) -> Sequence[InputPartition]:
         from use.delta.storage import absolute_path
         from use.qbeast.reader import load_snapshot
-        from use.qbeast.query import select_files
 
         qsnap = load_snapshot(self.path)
-        files = qsnap.files.filter(select_files(qsnap, self._predicate(), None))
+        files = qsnap.files
         paths = [absolute_path(qsnap.table_root, p) for p in files.column("path").to_pylist()]
         sizes = files.column("size").to_pylist()
         groups: list[list[str]] = []

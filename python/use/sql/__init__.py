@@ -75,11 +75,11 @@ def install(spark: "SparkSession") -> None:
 
     The session must have been started with the shim jar and the conf of `session_conf()` (both
     static: `python -m use.shim --conf` prints them). Idempotent; `use.session.spark_session` calls
-    it. Also registers the Python source the shim's `format("qbeast")` serves paths with.
+    it.
     """
     from use.errors import ShimBuildError
     from use.shim import shim_loaded
-    from use.sql import insight_source, path_source
+    from use.sql import insight_source
     from use.sql.bridge import register_bridge
 
     if not shim_loaded(spark):
@@ -93,19 +93,21 @@ def install(spark: "SparkSession") -> None:
             f"{_CATALOG_KEY}={CATALOG_CLASS} when it is built (`python -m use.shim --conf` prints the flags)"
         )
     register_bridge(spark)
-    path_source.register(spark)
     insight_source.register(spark)
     _stream_through_v1_sink(spark)
 
 
-#: The shim's `format("delta")` provider class, as Spark names it in `disabledV2Writers`.
-DELTA_PROVIDER_CLASS = "delta.DefaultSource"
+#: The shim's `format("delta")` and `format("qbeast")` provider classes, as Spark names them in
+#: `disabledV2Writers`.
+PATH_PROVIDER_CLASSES = ("delta.DefaultSource", "qbeast.DefaultSource")
 _DISABLED_V2_WRITERS = "spark.sql.streaming.disabledV2Writers"
 
 
 def _stream_through_v1_sink(spark: "SparkSession") -> None:
-    """`writeStream.format("delta")` takes the provider's micro-batch sink only when Spark is told not
-    to look for a DSv2 streaming write on it (the provider's tables have none); other entries kept."""
+    """`writeStream.format("delta")` (or "qbeast") takes the provider's micro-batch sink only when
+    Spark is told not to look for a DSv2 streaming write on it (the provider's tables have none);
+    other entries kept."""
     current = [c.strip() for c in (spark.conf.get(_DISABLED_V2_WRITERS, "") or "").split(",") if c.strip()]
-    if DELTA_PROVIDER_CLASS not in current:
-        spark.conf.set(_DISABLED_V2_WRITERS, ",".join([*current, DELTA_PROVIDER_CLASS]))
+    missing = [c for c in PATH_PROVIDER_CLASSES if c not in current]
+    if missing:
+        spark.conf.set(_DISABLED_V2_WRITERS, ",".join([*current, *missing]))

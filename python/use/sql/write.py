@@ -114,6 +114,8 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
     parts = req.get("partitionColumns")
     root = table_root(req["path"])
     log = log_for(root)
+    if req.get("format") == "qbeast":
+        return _save_qbeast(spark, dataframe(spark, args[0]), root, mode, options, parts, (app_id, app_version))
     if not log.exists():
         df = dataframe(spark, args[0])
         properties = {k: v for k, v in options.items() if k.lower().startswith("delta.")}
@@ -148,6 +150,72 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
         _write_idempotent(spark, dataframe(spark, args[0]), snap, mode, app_id, int(app_version))  # type: ignore[arg-type]
         return {"created": False, "root": root}
     return {"write": mode, "root": root}
+
+
+def _save_qbeast(
+    spark: SparkSession,
+    df: DataFrame,
+    root: str,
+    mode: str,
+    options: Mapping[str, str],
+    parts: Sequence[str] | None,
+    app: tuple[str | None, int | None],
+) -> dict[str, Any]:
+    """`df.write.format("qbeast").save(path)` with qbeast-spark's writer options: a new table is
+    indexed on `columnsToIndex` (required; `cubeSize`, `columnStats` optional), an append extends
+    the table's index (a different `cubeSize` starts a revision, as `QbeastTable.write`), an
+    overwrite re-indexes the rows (on `columnsToIndex`, else the table's columns); the save modes
+    mean what they mean for `format("delta")`. All through the OTree write, in one commit."""
+    from use.errors import IndexColumnError, NotAQbeastTableError
+    from use.qbeast.writer import write as otree_write
+
+    lowered = {k.lower(): v for k, v in options.items()}
+    columns, cube, stats = lowered.get("columnstoindex"), lowered.get("cubesize"), lowered.get("columnstats")
+    if parts:
+        raise InvalidArgumentError(
+            f"partitionBy({', '.join(map(repr, parts))}): Qbeast tables are not partitioned (the index clusters the "
+            'rows instead); leave partitionBy out, or write a partitioned Delta table with format("delta")'
+        )
+    cube_size: int | None = None
+    if cube not in (None, ""):
+        try:
+            cube_size = int(str(cube))
+        except ValueError:
+            cube_size = 0
+        if cube_size < 1:
+            raise InvalidArgumentError(f"option cubeSize must be a positive integer (rows per cube), got {cube!r}")
+    log = log_for(root)
+    snap = log.snapshot() if log.exists() else None
+    if snap is None:
+        if not columns:
+            raise IndexColumnError(
+                f'format("qbeast") creates the table at {root} and needs its index columns: add '
+                '.option("columnsToIndex", "x,y") (and optionally .option("cubeSize", "5000000"))'
+            )
+    elif mode in ("errorifexists", "ignore"):
+        if mode == "ignore":
+            return {"created": False, "root": root}
+        raise TableAlreadyExistsError(
+            f"a table already exists at {root} (save mode errorifexists, Spark's default): write with "
+            '.mode("append") to add rows or .mode("overwrite") to replace them, or save to another path'
+        )
+    elif not is_qbeast(snap.configuration):
+        raise NotAQbeastTableError(
+            f"{root} is a Delta table without Qbeast metadata; convert it with CALL use_catalog.system.convert_to_qbeast"
+            f"('{root}', '<columns>') (or QbeastTable.convert) first, or write it with format(\"delta\")"
+        )
+    elif snap.has_app_transaction(*app):
+        return {"created": False, "root": root}
+    else:
+        columns = columns or _indexed_columns(snap)
+        if cube_size is None and mode == "overwrite":
+            cube_size = _cube_size_of(snap)
+    write_mode = "append" if snap is None or mode != "overwrite" else "overwrite"
+    otree_write(
+        spark, df, root, columns, cube_size=cube_size, mode=write_mode, column_stats=stats or None,
+        txn_app_id=app[0], txn_version=app[1],
+    )  # fmt: skip
+    return {"created": snap is None, "root": root}
 
 
 def _txn_options(options: Mapping[str, str]) -> tuple[str | None, int | None]:

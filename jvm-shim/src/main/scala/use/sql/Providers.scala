@@ -10,7 +10,6 @@ package use.sql {
   import org.apache.spark.sql.connector.catalog.{SupportsRead, Table, TableCapability, TableProvider}
   import org.apache.spark.sql.connector.expressions.{Expressions, Transform}
   import org.apache.spark.sql.connector.read.ScanBuilder
-  import org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2
   import org.apache.spark.sql.Row
   import org.apache.spark.sql.catalyst.encoders.ExpressionEncoder
   import org.apache.spark.sql.execution.streaming.Sink
@@ -29,11 +28,14 @@ package use.sql {
     * (`createRelation`), which asks the Python side (`use.sql.write.save_path`) what the mode means
     * for the path. */
   class DeltaPathProvider extends TableProvider with CreatableRelationProvider with StreamSinkProvider {
+    /** The format name users give (`format("delta")`), which `QbeastPathProvider` changes. */
+    protected def format: String = "delta"
+
     private var described: Option[(String, TableMeta)] = None
 
     private def path(options: util.Map[String, String]): String = {
       val p = new CaseInsensitiveStringMap(options).get("path")
-      if (p == null) throw new UseException("format(\"delta\") needs a table path: .load(path) / .save(path)", UseException.Kinds.InvalidArgument)
+      if (p == null) throw new UseException(s"""format("$format") needs a table path: .load(path) / .save(path)""", UseException.Kinds.InvalidArgument)
       p
     }
 
@@ -42,7 +44,7 @@ package use.sql {
       described.filter(_._1 == p).map(_._2).getOrElse {
         val opts = new CaseInsensitiveStringMap(options)
         val version = Option(opts.get("versionAsOf")).map(_.toLong)
-        val m = TableMeta.describe(p, "delta", version, byPath = true)
+        val m = TableMeta.describe(p, format, version, byPath = true)
         described = Some(p -> m)
         m
       }
@@ -64,17 +66,18 @@ package use.sql {
         case e: UseException if e.kind == UseException.Kinds.TableNotFound && !pinned => None
       }
       existing match {
-        case Some(m) => new UseTable(m, None, s"delta.`$p`", pinned, UseCapabilities.readOnly)
-        case None => new DeltaPathProvider.NoTableYet(p, schema)
+        case Some(m) => new UseTable(m, None, s"$format.`$p`", pinned, UseCapabilities.readOnly)
+        case None => new DeltaPathProvider.NoTableYet(p, schema, format)
       }
     }
 
     override def createRelation(ctx: SQLContext, mode: SaveMode, parameters: Map[String, String], data: DataFrame): BaseRelation = {
       val options = CaseInsensitiveMap(parameters)
       val p = options.getOrElse("path", throw new UseException(
-        "format(\"delta\") needs a table path: .save(path)", UseException.Kinds.InvalidArgument))
+        s"""format("$format") needs a table path: .save(path)""", UseException.Kinds.InvalidArgument))
       val req = Bridge.obj()
       req.put("path", p)
+      req.put("format", format)
       req.put("mode", mode.name())
       options.get(DeltaPathProvider.PartitionColumnsKey) match {
         case Some(encoded) => req.set[ArrayNode]("partitionColumns", Bridge.strings(Bridge.stringList(Bridge.json.readTree(encoded))))
@@ -104,14 +107,14 @@ package use.sql {
     override def createSink(ctx: SQLContext, parameters: Map[String, String], partitionColumns: Seq[String],
                             outputMode: OutputMode): Sink = {
       val p = CaseInsensitiveMap(parameters).getOrElse("path", throw new UseException(
-        "writeStream.format(\"delta\") needs a table path: .start(path) or .option(\"path\", ...)", UseException.Kinds.InvalidArgument))
+        s"""writeStream.format("$format") needs a table path: .start(path) or .option("path", ...)""", UseException.Kinds.InvalidArgument))
       val mode = outputMode.toString
       if (mode != "Append" && mode != "Complete") {
         throw new UseException(s"a Delta table takes a stream's rows in append or complete output mode, not ${mode.toLowerCase}: " +
           "use .outputMode(\"append\") (new rows) or .outputMode(\"complete\") (the whole result each batch)",
           UseException.Kinds.InvalidArgument)
       }
-      new DeltaPathProvider.StreamSink(p, if (mode == "Complete") "Overwrite" else "Append", partitionColumns,
+      new DeltaPathProvider.StreamSink(p, format, if (mode == "Complete") "Overwrite" else "Append", partitionColumns,
         DeltaPathProvider.asGiven(parameters).filterNot { case (k, _) => k.equalsIgnoreCase("path") || k.equalsIgnoreCase("checkpointLocation") })
     }
   }
@@ -129,7 +132,7 @@ package use.sql {
       * idempotently: the batch carries the query's id and the batch id as Delta's `txnAppId` /
       * `txnVersion`, so a batch the table has already committed (a restart after the commit, before
       * the checkpoint) writes nothing: exactly once. Complete output mode overwrites the table. */
-    class StreamSink(p: String, saveMode: String, partitionColumns: Seq[String], options: Map[String, String]) extends Sink {
+    class StreamSink(p: String, format: String, saveMode: String, partitionColumns: Seq[String], options: Map[String, String]) extends Sink {
       override def addBatch(batchId: Long, data: DataFrame): Unit = {
         val session = data.sparkSession
         // the micro-batch's plan is the stream's; its rows as a batch DataFrame the writers can plan again
@@ -142,6 +145,7 @@ package use.sql {
         val queryId = session.sparkContext.getLocalProperty("sql.streaming.queryId")
         val req = Bridge.obj()
         req.put("path", p)
+        req.put("format", format)
         req.put("mode", saveMode)
         if (partitionColumns.nonEmpty) req.set[ArrayNode]("partitionColumns", Bridge.strings(partitionColumns))
         else req.putNull("partitionColumns")
@@ -153,7 +157,7 @@ package use.sql {
         }
       }
 
-      override def toString: String = s"USE Delta sink at $p"
+      override def toString: String = s"USE $format sink at $p"
     }
 
     /** Where DataFrameWriter puts `partitionBy(...)` for a V1 write (Spark's DataSourceUtils: a
@@ -163,67 +167,27 @@ package use.sql {
     /** What `format("delta")` serves for a path that holds no table yet: the target of a save that
       * creates it. A read of it (only possible with a user-given schema) fails as a read of a
       * missing table does. */
-    class NoTableYet(p: String, tableSchema: StructType) extends Table with SupportsRead {
-      override def name(): String = s"delta.`$p`"
+    class NoTableYet(p: String, tableSchema: StructType, format: String) extends Table with SupportsRead {
+      override def name(): String = s"$format.`$p`"
       override def schema(): StructType = tableSchema
       override def capabilities(): util.Set[TableCapability] = UseCapabilities.readOnly
       override def newScanBuilder(options: CaseInsensitiveStringMap): ScanBuilder =
-        throw new UseException(s"no Delta table at $p: write one there first (df.write.format(\"delta\").save(path)), " +
+        throw new UseException(s"no Delta table at $p: write one there first (df.write.format(\"$format\").save(path)), " +
           "or check the path", UseException.Kinds.TableNotFound)
     }
   }
 
-  /** `format("qbeast")` on a path stays the Python data source (`use.qbeast.datasource`: pruning
-    * reads, staging appends), registered by `use.sql.install` under `PythonName` because Spark lets
-    * no Python data source take a name a JVM class answers to. This provider exists so that
-    * `USING qbeast` names a DSv2 provider in every session (JDBC ones included), which routes
-    * CREATE TABLE / CTAS / saveAsTable to the session catalog. */
-  class QbeastPathProvider extends TableProvider {
-    private lazy val python = {
-      QbeastPathProvider.ensureRegistered(
-        org.apache.spark.sql.SparkSession.active.asInstanceOf[org.apache.spark.sql.classic.SparkSession])
-      val p = new PythonDataSourceV2()
-      p.setShortName(QbeastPathProvider.PythonName)
-      p
-    }
-    override def inferSchema(options: CaseInsensitiveStringMap): StructType = python.inferSchema(options)
-    override def inferPartitioning(options: CaseInsensitiveStringMap): Array[Transform] = python.inferPartitioning(options)
-    override def getTable(schema: StructType, partitioning: Array[Transform], properties: util.Map[String, String]): Table =
-      python.getTable(schema, partitioning, properties)
-    override def supportsExternalMetadata(): Boolean = python.supportsExternalMetadata()
+  /** `format("qbeast")` on a path: the table there, read as `format("delta")` reads it (the
+    * table's files planned by the Python side, so a Qbeast table's `df.sample(f)` is its exact
+    * weight-pruned sample and filters prune cubes), and written by `use.sql.write.save_path` with
+    * qbeast-spark's options: a new table indexed on `columnsToIndex` (with `cubeSize`,
+    * `columnStats`), appends and overwrites through the OTree write (`QbeastTable.write`).
+    * Also what `USING qbeast` names, so CREATE TABLE / CTAS / saveAsTable reach the session catalog
+    * in every session (JDBC ones included). */
+  class QbeastPathProvider extends DeltaPathProvider {
+    override protected def format: String = "qbeast"
   }
 
-  object QbeastPathProvider {
-    /** The name `use.sql.install` registers the Python `format("qbeast")` source under. */
-    val PythonName = "use_qbeast_python"
-
-    /** Must equal `use.qbeast.datasource.PUSHDOWN_CONF`: filters reach the Python reader. */
-    private val PushdownConf = "spark.sql.python.filterPushdown.enabled"
-
-    /** Python data sources and runtime confs are per session, and `use.sql.install` runs in one:
-      * a session made after it (`spark.newSession()`, each JDBC session of the Thrift server)
-      * gets the source, and its filter pushdown, from the session it was installed in (the
-      * default session) the first time it reads `format("qbeast")`. */
-    def ensureRegistered(session: org.apache.spark.sql.classic.SparkSession): Unit = {
-      val here = session.sessionState.dataSourceManager
-      if (here.dataSourceExists(PythonName)) return
-      val root = org.apache.spark.sql.SparkSession.getDefaultSession
-        .map(_.asInstanceOf[org.apache.spark.sql.classic.SparkSession])
-        .filter(r => (r ne session) && r.sessionState.dataSourceManager.dataSourceExists(PythonName))
-        .getOrElse(throw new UseException("format(\"qbeast\") on a path needs USE's Python data source: call " +
-          "use.sql.install(spark) once (use.session.spark_session() does), or use a table: CREATE TABLE ... USING qbeast " +
-          "LOCATION '<path>'", UseException.Kinds.NotInstalled))
-      here.synchronized {
-        if (!here.dataSourceExists(PythonName)) {
-          here.registerDataSource(PythonName, root.sessionState.dataSourceManager.lookupDataSource(PythonName))
-        }
-      }
-      val conf = session.sessionState.conf
-      if (!conf.contains(PushdownConf)) {
-        Option(root.sessionState.conf.getConfString(PushdownConf, null)).foreach(v => conf.setConfString(PushdownConf, v))
-      }
-    }
-  }
 }
 
 // Spark resolves a provider name `p` to the class `p.DefaultSource` when no data source registers
