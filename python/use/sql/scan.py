@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from use.errors import UnsupportedFeatureError
 from use.sql.tables import snapshot_of, table_root
 
 if TYPE_CHECKING:
@@ -54,6 +55,21 @@ def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any) -> dict[s
     }
 
 
+def _check_unmapped(qsnap: QbeastSnapshot) -> None:
+    """Spark's parquet reader under these scans matches the table's column names to the files'; a
+    table with Delta column mapping names them physically in the files, so every column would read
+    as NULL. Refused until the scans map names (the Python API's reads do)."""
+    mapping = qsnap.column_mapping
+    if mapping is not None and mapping.active:
+        raise UnsupportedFeatureError(
+            f"the table at {qsnap.table_root} uses Delta column mapping (delta.columnMapping.mode={mapping.mode}), "
+            "which SQL and spark.read.format(...) reads do not map yet (its files name the columns physically); read "
+            "it with use.DeltaTable.for_path(spark, path).read() or use.QbeastTable.for_path(spark, path).read(), "
+            "which map them",
+            feature="columnMapping",
+        )
+
+
 def plan_scans(spark: SparkSession, req: dict[str, Any], filters: list[Any]) -> dict[str, Any]:
     """`{"scans": [...]}`, one entry per requested scan, in order."""
     from use.qbeast.reader import expression_to_predicate
@@ -66,6 +82,7 @@ def plan_scans(spark: SparkSession, req: dict[str, Any], filters: list[Any]) -> 
         qsnap = snapshots.get(key)
         if qsnap is None:
             qsnap = snapshots[key] = QbeastSnapshot.from_delta(snapshot_of(key[0], key[1]))
+            _check_unmapped(qsnap)
         predicate = expression_to_predicate(condition) if condition is not None else None
         out.append(_scan(qsnap, scan.get("sample"), predicate))
     return {"scans": out}
