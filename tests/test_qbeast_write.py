@@ -620,3 +620,60 @@ def test_write_with_large_arrow_var_types(spark, table_path) -> None:
         else:
             spark.conf.set(key, previous)
     _check_table(spark, table_path, np.arange(5_000), ["x", "s"])
+
+
+def test_an_append_whose_new_revision_loses_to_a_concurrent_one_lands_staged(spark, tmp_path, monkeypatch) -> None:
+    """A real race: a drifting append opens revision 2 while another commit (an append, as the
+    service's indexing would) opens revision 2 first. The append is not failed: its files land as
+    staging files (no index tags) without its revision, every row readable, a sample exact, and
+    the optimizer indexes them. A concurrent change of anything else still fails the append, and a
+    cube-size change (the user's request) is not dropped."""
+    from pyspark.sql import functions as F
+
+    from use.errors import MetadataChangedError
+    from use.table import QbeastTable
+
+    path = str(tmp_path / "t")
+    write(spark, _data(spark, 1_000), path, ["x", "y"], cube_size=400)
+    real = writer.commit_write
+    raced: list[int] = []
+
+    def racing(before):
+        def commit(*args, **kwargs):
+            if not raced:
+                raced.append(-1)  # the racing write commits through here too: once
+                raced[0] = before()
+            return real(*args, **kwargs)
+
+        return commit
+
+    winner = lambda: write(spark, _data(spark, 500, start=5_000, x_scale=-100.0), path, ["x", "y"]).revision_id  # noqa: E731
+    monkeypatch.setattr(writer, "commit_write", racing(winner))
+    res = write(spark, _data(spark, 700, start=2_000).withColumn("x", F.col("x") + 150), path, ["x", "y"])
+    assert raced == [2] and res.revision_id == 0 and res.num_rows == 700
+    q = _qsnap(path)
+    assert sorted(q.revisions) == [0, 1, 2] and q.latest_revision_id == 2
+    staged = q.staging_files()
+    assert staged.num_rows == res.num_files and all(t is None for t in staged.column("tags").to_pylist())
+    df = spark.read.format("qbeast").load(path)
+    assert df.count() == 2_200 and df.where("x >= 150").count() == 700
+    sampled = sorted(r.id for r in df.sample(0.3).collect())
+    assert 0.2 * 2_200 < len(sampled) < 0.4 * 2_200  # every revision's rows and the staged ones
+    QbeastTable.for_path(spark, path).optimize(progress=False)
+    assert _qsnap(path).staging_files().num_rows == 0 and spark.read.format("qbeast").load(path).count() == 2_200
+    # the sample is the same rows once the staged ones are indexed: it was exact
+    assert sorted(r.id for r in spark.read.format("qbeast").load(path).sample(0.3).collect()) == sampled
+
+    # anything but a revision added meanwhile still fails the append, whose files are deleted
+    def fails(other, cube_size=None) -> None:
+        raced.clear()
+        monkeypatch.setattr(writer, "commit_write", racing(other))
+        before = set(_listing(path))
+        data = _data(spark, 300, start=7_000).withColumn("x", F.col("x") + 1_000)
+        with pytest.raises(MetadataChangedError, match="changed concurrently"):
+            write(spark, data, path, ["x", "y"], cube_size=cube_size)
+        live = set(DeltaLog.for_path(path).snapshot().files.column("path").to_pylist())
+        assert len(raced) == 1 and not {f for f in set(_listing(path)) - before if f.endswith(".parquet")} - live
+
+    fails(lambda: spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('k' = 'v')").collect())
+    fails(lambda: write(spark, _data(spark, 100, start=9_000, x_scale=-1_000.0), path, ["x", "y"]), cube_size=100)

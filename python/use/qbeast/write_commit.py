@@ -4,6 +4,12 @@ revision become, in one commit. Pure: no Spark; the files are already written.
 On an existing table a `metaData` action is written only when the revision changes or on
 overwrite (plain appends that keep the revision write none, as qbeast-spark), and an overwrite
 removes every live file of the snapshot the write was planned on.
+
+An append that opens a revision can lose to a concurrent commit that opened one too (the service
+indexing staged rows, another drifting append): both define the next revision id, so the append's
+cannot land beside it. Rather than fail a user's append over the optimizer's bookkeeping, its files
+are committed as staging files (revision 0, no index tags: every read scans them, samples stay
+exact) without the revision, and the optimizer indexes them into the table's latest revision.
 """
 
 from __future__ import annotations
@@ -11,21 +17,39 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from use.delta.actions import AddFile, Metadata
-from use.qbeast.revision import COLUMN_STATS_KEY, Revision, adds_revisions_only, configuration_with_revision
+from use.errors import MetadataChangedError
+from use.qbeast.revision import (
+    COLUMN_STATS_KEY,
+    LAST_REVISION_KEY,
+    REVISION_PREFIX,
+    STAGING_ID,
+    Revision,
+    adds_revisions_only,
+    configuration_with_revision,
+)
 
 if TYPE_CHECKING:
     from use.qbeast.snapshot import QbeastSnapshot
 
-__all__ = ["MODES", "commit_write", "metadata_with_configuration"]
+__all__ = ["MODES", "Committed", "commit_write", "metadata_with_configuration"]
 
 MODES = {"append": "Append", "overwrite": "Overwrite"}
 """The write modes and their names in `commitInfo.operationParameters.mode`."""
+
+
+@dataclass(frozen=True)
+class Committed:
+    """A write's commit: the table version after it, and the revision its files joined (the
+    write's own, or `STAGING_ID` when its new revision lost to a concurrent one)."""
+
+    version: int
+    revision_id: int
 
 
 def commit_write(
@@ -43,8 +67,8 @@ def commit_write(
     txn_app_id: str | None,
     txn_version: int | None,
     configuration: Mapping[str, str] | None = None,
-) -> int:
-    """One Delta commit for the write; returns the table version after it.
+) -> Committed:
+    """One Delta commit for the write.
 
     A new table (`snapshot` None) is created by this very commit: version 0 holds the protocol,
     the `metaData` with the revision (only the staging revision when nothing was written) and the
@@ -83,7 +107,7 @@ def commit_write(
             operation_parameters=parameters,
             operation_metrics={"numFiles": str(len(adds)), "numOutputRows": str(num_rows)},
         )
-        return int(created.version)
+        return Committed(int(created.version), revision.revision_id)
     metadata_action: Metadata | None = None
     removes: list[Any] = []
     overwrite = mode == "overwrite"
@@ -104,26 +128,54 @@ def commit_write(
     if mode == "overwrite":
         removes = remove_actions(snapshot.files, data_change=True)
     if not (adds or removes or metadata_action is not None or txn_app_id is not None):
-        return int(snapshot.version)
-    # The transaction is based on the snapshot the write was planned on, so every commit since then
-    # goes through the conflict checks.
-    txn = Transaction(log, snapshot)
-    # an index revision added meanwhile (the service indexing staged rows) leaves this write's files valid
-    txn.tolerate_metadata_change(adds_revisions_only)
-    if metadata_action is not None:
-        txn.add(metadata_action)
-    if mode == "overwrite":
-        txn.read_whole_table()
-    if removes:
-        txn.add(*removes)
-    if adds:
-        txn.add(*adds)
-    if txn_app_id is not None:
-        txn.set_app_transaction(txn_app_id, int(txn_version))  # type: ignore[arg-type]
-    return txn.commit(
-        "WRITE",
-        parameters,
-        {"numFiles": str(len(adds)), "numOutputRows": str(num_rows), "numRemovedFiles": str(len(removes))},
+        return Committed(int(snapshot.version), revision.revision_id)
+
+    def attempt(metadata: Metadata | None, files: list[AddFile]) -> int:
+        # The transaction is based on the snapshot the write was planned on, so every commit since
+        # then goes through the conflict checks.
+        txn = Transaction(log, snapshot)
+        # an index revision added meanwhile (the service indexing staged rows) leaves this write's files valid
+        txn.tolerate_metadata_change(adds_revisions_only)
+        if metadata is not None:
+            txn.add(metadata)
+        if mode == "overwrite":
+            txn.read_whole_table()
+        if removes:
+            txn.add(*removes)
+        if files:
+            txn.add(*files)
+        if txn_app_id is not None:
+            txn.set_app_transaction(txn_app_id, int(txn_version))  # type: ignore[arg-type]
+        metrics = {"numFiles": str(len(files)), "numOutputRows": str(num_rows), "numRemovedFiles": str(len(removes))}
+        return txn.commit("WRITE", parameters, metrics)
+
+    try:
+        return Committed(attempt(metadata_action, adds), revision.revision_id)
+    except MetadataChangedError:
+        if metadata_action is None or mode != "append" or not _opens_revision_only(snapshot, metadata_action, revision):
+            raise
+    # Another commit opened a revision meanwhile: these files join the staging revision instead
+    # (the second attempt checks every commit since the snapshot again, so any other change still fails it).
+    return Committed(attempt(None, [replace(a, tags=None) for a in adds]), STAGING_ID)
+
+
+def _opens_revision_only(snapshot: Any, metadata: Metadata, revision: Revision) -> bool:
+    """Whether the write's `metadata` differs from the snapshot's by `revision` alone, a revision
+    opened because the rows left the latest one's ranges: same indexed columns and cube size (a
+    changed cube size, or new columnStats, is the user's request and must not be dropped)."""
+    from use.qbeast.revision import latest_revision_id, revisions_from_configuration
+
+    read = dict(snapshot.metadata.configuration)
+    latest = revisions_from_configuration(read).get(latest_revision_id(read))
+    if latest is None or latest.is_staging or (latest.columns, latest.desired_cube_size) != (
+        revision.columns,
+        revision.desired_cube_size,
+    ):
+        return False
+    mine = {f"{REVISION_PREFIX}{revision.revision_id}", LAST_REVISION_KEY}
+    new = dict(metadata.configuration)
+    return all(new.get(k) == read.get(k) for k in (set(read) | set(new)) - mine) and adds_revisions_only(
+        snapshot.metadata, metadata
     )
 
 

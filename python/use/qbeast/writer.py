@@ -345,7 +345,7 @@ def write(
                     data_bytes=data_bytes,
                     max_read_slowdown=max_read_slowdown,
                 )
-            version = commit_write(
+            committed = commit_write(
                 log,
                 snapshot,
                 revision,
@@ -365,10 +365,10 @@ def write(
             _remove_if_empty(root)
         raise
     if num_rows:
-        rev_id = revision.revision_id
+        rev_id = committed.revision_id
     else:
         rev_id = qsnap.latest_revision_id if qsnap is not None and mode == "append" else 0
-    return WriteResult(version, rev_id, len(adds), rows_written)
+    return WriteResult(committed.version, rev_id, len(adds), rows_written)
 
 
 def _remove_if_empty(root: str) -> None:
