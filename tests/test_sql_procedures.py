@@ -463,14 +463,37 @@ def test_optimize_errors_name_the_argument_and_a_sql_fix(spark, db, args: str, m
     assert state(root) == before
 
 
-def test_an_argument_of_the_wrong_type_is_spark_s_clean_cast_error(spark, db) -> None:
-    from pyspark.errors import SparkRuntimeException
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (f"CALL {OPT}(table => 't', dry_run => 'maybe')",
+         r"argument dry_run of use_catalog\.system\.optimize must be true or false, got 'maybe'; e\.g\. dry_run => true$"),
+        (f"CALL {OPT}('t', NULL, 'latest')",  # positional: the third parameter, revision_id
+         r"argument revision_id of use_catalog\.system\.optimize must be an integer, got 'latest'; e\.g\. revision_id => 3$"),
+        (f"CALL {OPT}(table => 't', max_iterations => 'many')", r"argument max_iterations of .* must be an integer, got 'many'"),
+        (f"CALL {OPT}(table => 't', bytes_per_iter => 'lots')", r"bad value 'lots' for bytes_per_iter"),
+        ("CALL use_catalog.system.vacuum(table => 't', retention_hours => 'a week')",
+         r"argument retention_hours of use_catalog\.system\.vacuum must be a number, got 'a week'; e\.g\. retention_hours => 24\.5$"),
+        ("CALL use_catalog.system.restore(table => 't', version => 'first')", r"argument version of .*restore must be an integer"),
+    ],
+)
+def test_text_given_for_a_number_or_boolean_is_refused_naming_the_argument(spark, db, call: str, message: str) -> None:
+    """Spark's own cast of such text failed with CAST_INVALID_INPUT, which names no argument."""
+    from pyspark.errors import AnalysisException
 
     root = _delta_table(spark, inserts=2)
     before = state(root)
-    with pytest.raises(SparkRuntimeException, match=r"\[CAST_INVALID_INPUT\] The value 'maybe'"):
-        spark.sql(f"CALL {OPT}(table => 't', dry_run => 'maybe')").collect()
+    with pytest.raises(AnalysisException) as info:
+        spark.sql(call).collect()
+    text = str(info.value).split("\n")[0]
+    assert re.search(message, text), text
     assert state(root) == before
+
+
+def test_text_that_is_a_number_or_a_boolean_is_taken(spark, db) -> None:
+    _delta_table(spark, inserts=3)
+    planned = spark.sql(f"CALL {OPT}(table => 't', dry_run => 'true', max_iterations => '1', bytes_per_iter => '1000000')").collect()
+    assert planned and planned == spark.sql(f"CALL {OPT}(table => 't', dry_run => true, max_iterations => 1, bytes_per_iter => 1000000)").collect()
 
 
 def test_manual_trigger_is_handed_to_the_service_running_in_this_driver(spark, db, tmp_path) -> None:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from use.errors import ConfigError, InvalidArgumentError, TableNotFoundError
+from use.optimize.config_values import BadValue, parse_bool, parse_float_text, parse_int_text
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -346,12 +347,42 @@ def call_procedure(spark: "SparkSession", req: dict[str, Any], args: list[Any]) 
     from use.sql.bridge import calling_session
 
     proc = procedure(req["procedure"])
-    values = dict(req.get("args") or {})
+    values = typed_arguments(proc, dict(req.get("args") or {}))
     table = None
     for p in proc.parameters:
         if p.table:
             table = resolve_table(values.pop(p.name, None), allow_parquet=proc.name == "convert_to_qbeast")
     return result_json(proc.run(calling_session(spark, args), table, values))  # type: ignore[arg-type]
+
+
+#: Parameters whose text the shim passes on rather than let Spark cast it (a failed cast does not name
+#: the argument): read here, by the parameter's Spark type. `bytes_per_iter` keeps its text, which
+#: the optimizer's config reads with its own error (naming it, with the SQL to pass instead).
+_TEXT_ARGUMENTS: dict[str, tuple[Callable[[Any], Any], str]] = {
+    "bigint": (lambda v: parse_int_text(v, "an integer"), "3"),
+    "int": (lambda v: parse_int_text(v, "an integer"), "3"),
+    "double": (lambda v: parse_float_text(v, "a number"), "24.5"),
+    "boolean": (parse_bool, "true"),
+}
+_SIZE_ARGUMENTS = frozenset({"bytes_per_iter"})
+
+
+def typed_arguments(proc: Procedure, values: dict[str, Any]) -> dict[str, Any]:
+    """The call's arguments with text given for a number or a boolean read as one; InvalidArgumentError
+    naming the argument, the procedure and the expected form when the text is not one."""
+    for p in proc.parameters:
+        value = values.get(p.name)
+        typed = _TEXT_ARGUMENTS.get(p.type)
+        if not isinstance(value, str) or typed is None or p.name in _SIZE_ARGUMENTS:
+            continue
+        parse, example = typed
+        try:
+            values[p.name] = parse(value)
+        except BadValue as e:
+            raise InvalidArgumentError(
+                f"argument {p.name} of {PREFIX}{proc.name} must be {e}, got {value!r}; e.g. {p.name} => {example}"
+            ) from None
+    return values
 
 
 def result_json(table: pa.Table) -> dict[str, Any]:

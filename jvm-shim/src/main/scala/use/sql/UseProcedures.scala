@@ -197,10 +197,32 @@ object UseProcedures {
     override def description(): String = what
   }
 
-  private class Procedure(spec: Spec) extends UnboundProcedure with BoundProcedure {
+  /** Types Spark would cast a text argument to, failing without naming the argument. */
+  private def castFromText(dt: DataType): Boolean = dt match {
+    case _: NumericType | BooleanType => true
+    case _ => false
+  }
+
+  private class Procedure(spec: Spec) extends UnboundProcedure {
     override def name(): String = spec.name
     override def description(): String = spec.description
-    override def bind(inputType: StructType): BoundProcedure = this
+
+    /** Text given for a number or a boolean parameter (`bytes_per_iter => '1g'`, or 'lots') is
+      * declared text in the bound procedure, so Spark passes it on uncast and the Python side reads
+      * it, naming the argument when it is not one (`use.sql.procedures.typed_arguments`). An
+      * argument is matched to its parameter by name, else by position. */
+    override def bind(inputType: StructType): BoundProcedure = {
+      val textual = inputType.fields.toSeq.zipWithIndex.flatMap { case (field, i) =>
+        val param = spec.params.find(_.name.equalsIgnoreCase(field.name)).orElse(spec.params.lift(i))
+        param.filter(p => field.dataType == StringType && castFromText(p.dataType)).map(_.name)
+      }.toSet
+      new Bound(spec.copy(params = spec.params.map(p => if (textual(p.name)) p.copy(dataType = StringType) else p)))
+    }
+  }
+
+  private class Bound(spec: Spec) extends BoundProcedure {
+    override def name(): String = spec.name
+    override def description(): String = spec.description
     override def isDeterministic: Boolean = false
 
     override lazy val parameters: Array[ProcedureParameter] = spec.params.map { p =>
