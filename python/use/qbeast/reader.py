@@ -401,19 +401,25 @@ def _stored_schema(spark: "SparkSession", qsnap: "QbeastSnapshot") -> "tuple[Str
     such a table turns on; Delta writers write the physical names too, and those are what is
     requested).
     """
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     logical = spark_schema(qsnap)
     mapping = qsnap.column_mapping
     if mapping is None or not mapping.active:
         return logical, {n: n for n in logical.names}
+    stored = stored_schema(mapping)
+    if mapping.mode == "id" and str(spark.conf.get(FIELD_ID_READ_CONF, "false")).lower() != "true":
+        spark.conf.set(FIELD_ID_READ_CONF, "true")
+    return stored, dict(zip(logical.names, stored.names))
+
+
+def stored_schema(mapping: Any) -> "StructType":
+    """The Spark schema a column-mapped table's files are read with (`_stored_schema`): the
+    physical names, in the logical schema's order, with parquet field ids in mode `id`; the SQL
+    scans (`use.sql.tables.table_json`) read with it too."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
     physical_arrow = mapping.physical_schema
     stored = from_arrow_schema(physical_arrow, prefer_timestamp_ntz=True)
-    if mapping.mode == "id":
-        stored = _with_field_ids(stored, physical_arrow)
-        if str(spark.conf.get(FIELD_ID_READ_CONF, "false")).lower() != "true":
-            spark.conf.set(FIELD_ID_READ_CONF, "true")
-    return stored, dict(zip(logical.names, stored.names))
+    return _with_field_ids(stored, physical_arrow) if mapping.mode == "id" else stored
 
 
 _LISTING_THRESHOLD_CONF = "spark.sql.sources.parallelPartitionDiscovery.threshold"

@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from use.errors import UnsupportedFeatureError
 from use.sql.tables import snapshot_of, table_root
 
 if TYPE_CHECKING:
@@ -34,12 +33,14 @@ def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any) -> dict[s
 
     plan = plan_read(None, qsnap, sample=sample, predicate=predicate)
     files = plan.files
-    parts = list(qsnap.partition_columns)
+    # the log's keys: the partition columns' physical names under Delta column mapping
+    mapping = qsnap.column_mapping
+    keys = [mapping.physical_name(c) if mapping is not None else c for c in qsnap.partition_columns]
     partition_values: list[list[str | None]] = []
-    if parts and files.num_rows:
-        for mapping in files.column("partition_values").to_pylist():
-            values = dict(mapping or ())
-            partition_values.append([values.get(c) or None for c in parts])  # "" is null, as in Delta
+    if keys and files.num_rows:
+        for found in files.column("partition_values").to_pylist():
+            values = dict(found or ())
+            partition_values.append([values.get(k) or None for k in keys])  # "" is null, as in Delta
     weight = None
     if plan.weight_range is not None:
         weight = {"columns": list(plan.indexed_columns), "upper": int(plan.weight_range[1])}
@@ -55,21 +56,6 @@ def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any) -> dict[s
     }
 
 
-def _check_unmapped(qsnap: QbeastSnapshot) -> None:
-    """Spark's parquet reader under these scans matches the table's column names to the files'; a
-    table with Delta column mapping names them physically in the files, so every column would read
-    as NULL. Refused until the scans map names (the Python API's reads do)."""
-    mapping = qsnap.column_mapping
-    if mapping is not None and mapping.active:
-        raise UnsupportedFeatureError(
-            f"the table at {qsnap.table_root} uses Delta column mapping (delta.columnMapping.mode={mapping.mode}), "
-            "which SQL and spark.read.format(...) reads do not map yet (its files name the columns physically); read "
-            "it with use.DeltaTable.for_path(spark, path).read() or use.QbeastTable.for_path(spark, path).read(), "
-            "which map them",
-            feature="columnMapping",
-        )
-
-
 def plan_scans(spark: SparkSession, req: dict[str, Any], filters: list[Any]) -> dict[str, Any]:
     """`{"scans": [...]}`, one entry per requested scan, in order."""
     from use.qbeast.reader import expression_to_predicate
@@ -82,7 +68,6 @@ def plan_scans(spark: SparkSession, req: dict[str, Any], filters: list[Any]) -> 
         qsnap = snapshots.get(key)
         if qsnap is None:
             qsnap = snapshots[key] = QbeastSnapshot.from_delta(snapshot_of(key[0], key[1]))
-            _check_unmapped(qsnap)
         predicate = expression_to_predicate(condition) if condition is not None else None
         out.append(_scan(qsnap, scan.get("sample"), predicate))
     return {"scans": out}

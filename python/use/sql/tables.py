@@ -101,10 +101,19 @@ def snapshot_of(location: str, version: int | None = None, timestamp_ms: int | N
 
 
 def table_json(snapshot: Snapshot, provider: str) -> dict[str, Any]:
-    """What the catalog serves for a table: the log's schema, partitioning and properties."""
+    """What the catalog serves for a table: the log's schema, partitioning and properties; under
+    Delta column mapping also the schema its files are read with (`storedSchema`: physical names,
+    field ids in mode `id`) and the mode."""
     sizes = snapshot.files.column("size")
     conf = dict(snapshot.configuration)
+    mapping = snapshot.column_mapping
+    stored: dict[str, Any] = {}
+    if mapping.active:
+        from use.qbeast.reader import stored_schema
+
+        stored = {"storedSchema": stored_schema(mapping).json(), "columnMapping": mapping.mode}
     return {
+        **stored,
         "root": snapshot.table_root,
         "uri": Path(snapshot.table_root).as_uri(),
         "provider": provider,

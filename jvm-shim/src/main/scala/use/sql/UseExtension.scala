@@ -3,11 +3,12 @@ package use.sql
 import org.apache.spark.sql.{SparkSession, SparkSessionExtensions}
 import org.apache.spark.sql.catalyst.TableIdentifier
 import org.apache.spark.sql.catalyst.analysis.{EliminateSubqueryAliases, UnresolvedAttribute, UnresolvedRelation, UnresolvedTableOrView}
-import org.apache.spark.sql.catalyst.expressions.{Descending, Literal, SortOrder}
-import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable, DescribeColumn, LogicalPlan, MergeIntoTable, OverwritePartitionsDynamic, Sort, UpdateTable, View}
+import org.apache.spark.sql.catalyst.expressions.{Alias, AttributeReference, Cast, Descending, Literal, NamedExpression, SortOrder}
+import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable, DescribeColumn, LogicalPlan, MergeIntoTable, OverwritePartitionsDynamic, Project, Sort, UpdateTable, View}
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.execution.datasources.{HadoopFsRelation, LogicalRelation}
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
+import org.apache.spark.sql.types.StructType
 
 /** USE's Spark SQL extension (`spark.sql.extensions=use.sql.UseSparkSessionExtension`), used with
   * `spark.sql.catalog.spark_catalog=use.sql.UseCatalog`: the analysis rule that reads USE tables
@@ -53,6 +54,17 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
     case _ =>
   }
 
+  /** A table with Delta column mapping as the target of a DELETE, UPDATE or MERGE: USE reads such
+    * tables (`toRelation`) but does not write them yet. */
+  private def refuseMapped(target: LogicalPlan, what: String): Unit = EliminateSubqueryAliases(target) match {
+    case Project(_, child) => UseFileIndex.of(child).map(_._3.meta).filter(_.storedSchema.isDefined).foreach { meta =>
+      throw new UseException(s"$what on the table at ${meta.root} is not supported: it uses Delta column mapping " +
+        s"(delta.columnMapping.mode=${meta.columnMapping}), which USE reads but does not write yet; run the statement with " +
+        "Delta itself", UseException.Kinds.NotSupported)
+    }
+    case _ =>
+  }
+
   private def notSupported(what: String): Nothing = throw new UseException(
     s"$what on Delta/Qbeast tables is not supported yet: add the new columns first (ALTER TABLE ... ADD COLUMNS), then " +
       "MERGE", UseException.Kinds.NotSupported)
@@ -61,13 +73,31 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
     val table = r.table.asInstanceOf[UseTable]
     val meta = table.meta
     val index = new UseFileIndex(meta, if (table.pinned) Some(meta.version) else None, None, None)
-    val fs = HadoopFsRelation(index, meta.partitionSchema, meta.dataSchema, None, new UseParquetFormat(""), Map.empty[String, String])(spark)
+    val fs = HadoopFsRelation(index, meta.partitionSchema, meta.storedDataSchema, None, new UseParquetFormat(""), Map.empty[String, String])(spark)
     val relation = table.catalogTable match {
       case Some(ct) => LogicalRelation(fs, ct)
       case None => LogicalRelation(fs, false)
     }
-    relation.copy(output = r.output)
+    if (meta.storedSchema.isEmpty) return relation.copy(output = r.output)
+    // Delta column mapping: the files hold physical names (mode id: parquet field ids, which Spark
+    // matches only with the session's field-id read on, as the Python API's reads turn it on).
+    // The scan reads them so, and a projection gives each column its logical name and the
+    // attribute the query refers to; a struct is renamed by a cast (Spark casts structs by position).
+    if (meta.columnMapping == "id") spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
+    val partitions = r.output.filter(a => meta.partitionColumns.exists(_.equalsIgnoreCase(a.name)))
+    val stored = toAttributes(meta.storedDataSchema)
+    val logicalData = r.output.filterNot(partitions.contains)
+    val columns = logicalData.zip(stored).map { case (logical, physical) =>
+      val value = if (physical.dataType == logical.dataType) physical else Cast(physical, logical.dataType)
+      Alias(value, logical.name)(exprId = logical.exprId, qualifier = logical.qualifier)
+    }
+    val byName = (columns.map(c => c.name.toLowerCase(java.util.Locale.ROOT) -> (c: NamedExpression)) ++
+      partitions.map(p => p.name.toLowerCase(java.util.Locale.ROOT) -> (p: NamedExpression))).toMap
+    Project(r.output.map(a => byName(a.name.toLowerCase(java.util.Locale.ROOT))), relation.copy(output = stored ++ partitions))
   }
+
+  private def toAttributes(schema: StructType): Seq[AttributeReference] =
+    schema.fields.toSeq.map(f => AttributeReference(f.name, f.dataType, f.nullable, f.metadata)())
 
   /** The insight and table name of Delta's `DESCRIBE HISTORY <name>` / `DESCRIBE DETAIL <name>` as
     * Spark parses them (the column `<name>` of a table HISTORY or DETAIL), by field rather than by
@@ -109,9 +139,9 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
   override def apply(plan: LogicalPlan): LogicalPlan = {
     plan.foreach {
       case UseParser.Refused(error) => throw error
-      case d: DeleteFromTable if d.resolved => refuseView(d.table, "DELETE")
-      case u: UpdateTable if u.resolved => refuseView(u.table, "UPDATE")
-      case m: MergeIntoTable if m.resolved => refuseView(m.targetTable, "MERGE")
+      case d: DeleteFromTable if d.resolved => refuseView(d.table, "DELETE"); refuseMapped(d.table, "DELETE")
+      case u: UpdateTable if u.resolved => refuseView(u.table, "UPDATE"); refuseMapped(u.table, "UPDATE")
+      case m: MergeIntoTable if m.resolved => refuseView(m.targetTable, "MERGE"); refuseMapped(m.targetTable, "MERGE")
       case _ =>
     }
     plan.resolveOperatorsUp {

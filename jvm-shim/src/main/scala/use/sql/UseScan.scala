@@ -117,7 +117,7 @@ class UseFileIndex(
   def withPlan(plan: ScanPlan): UseFileIndex = new UseFileIndex(meta, pinnedVersion, sample, Some(plan))
 
   private def currentPlan(filters: Seq[Expression]): ScanPlan =
-    planned.getOrElse(ScanPlan.plan(Seq(ScanRequest(meta, pinnedVersion, None, filters.reduceOption(And)))).head)
+    planned.getOrElse(ScanPlan.plan(Seq(ScanRequest(meta, pinnedVersion, None, filters.reduceOption(And).map(meta.withLogicalNames)))).head)
 
   private def status(f: ScanFile): FileStatusWithMetadata =
     FileStatusWithMetadata(new FileStatus(f.size, false, 0, UseFileIndex.BlockSize, f.modificationTime, new Path(new URI(f.uri))))
@@ -214,7 +214,7 @@ class UsePrepareScans(spark: SparkSession) extends Rule[LogicalPlan] {
     if (order.isEmpty) return sampled
     val requests = order.map { l =>
       val index = unplanned(l).get._3
-      ScanRequest(index.meta, index.pinnedVersion, index.sample, filters.get(l).reduceOption(And))
+      ScanRequest(index.meta, index.pinnedVersion, index.sample, filters.get(l).reduceOption(And).map(index.meta.withLogicalNames))
     }
     val plans = ScanPlan.plan(requests.toSeq)
     val byRelation = new java.util.IdentityHashMap[LogicalRelation, ScanPlan]()
@@ -227,7 +227,8 @@ class UsePrepareScans(spark: SparkSession) extends Rule[LogicalPlan] {
         scanPlan.sampleUpper match {
           case Some(upper) =>
             val columns = scanPlan.sampleColumns.map { c =>
-              l.output.find(a => SQLConf.get.resolver(a.name, c)).getOrElse(
+              val stored = index.meta.storedName(c)  // the files' name for it (Delta column mapping)
+              l.output.find(a => SQLConf.get.resolver(a.name, stored)).getOrElse(
                 throw new UseException(s"the sample's indexed column $c is not a column of ${index.meta.uri}", UseException.Kinds.Internal))
             }
             Filter(LessThan(new Murmur3Hash(columns), Literal(upper)), planned)

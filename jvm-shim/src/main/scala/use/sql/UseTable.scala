@@ -7,6 +7,7 @@ import scala.jdk.CollectionConverters._
 import com.fasterxml.jackson.databind.JsonNode
 import com.fasterxml.jackson.databind.node.ObjectNode
 import org.apache.spark.sql.catalyst.catalog.{CatalogTable, CatalogTableType}
+import org.apache.spark.sql.catalyst.expressions.{AttributeReference, Expression}
 import org.apache.spark.sql.connector.catalog.{Column, Identifier, StagedTable, SupportsRead, SupportsWrite, Table, TableCapability, TableCatalog, TruncatableTable}
 import org.apache.spark.sql.connector.read.{Scan, ScanBuilder}
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
@@ -27,11 +28,39 @@ case class TableMeta(
     description: Option[String],
     isQbeast: Boolean,
     numFiles: Long,
-    sizeInBytes: Long) {
+    sizeInBytes: Long,
+    storedSchema: Option[StructType] = None,
+    columnMapping: String = "none") {
 
   def partitionSchema: StructType = StructType(partitionColumns.map(c => schema(c)))
 
   def dataSchema: StructType = StructType(schema.filterNot(f => partitionColumns.contains(f.name)))
+
+  /** The data columns as the files hold them: under Delta column mapping their physical names (and
+    * field ids in mode `id`), position by position with `dataSchema`; else `dataSchema` itself. */
+  def storedDataSchema: StructType = storedSchema match {
+    case Some(stored) => StructType(schema.fields.zip(stored.fields).collect {
+      case (logical, physical) if !partitionColumns.contains(logical.name) => physical
+    }.toSeq)
+    case None => dataSchema
+  }
+
+  /** A filter over the scan's columns in the table's names (the planner's), from the files' names
+    * the scan reads under Delta column mapping. */
+  def withLogicalNames(filter: Expression): Expression = storedSchema match {
+    case None => filter
+    case Some(stored) =>
+      val logical = stored.fieldNames.zip(schema.fieldNames).toMap
+      filter.transform { case a: AttributeReference if logical.contains(a.name) => a.withName(logical(a.name)) }
+  }
+
+  /** A logical column's name in the files (itself without column mapping). */
+  def storedName(column: String): String = storedSchema.flatMap { stored =>
+    schema.fieldNames.indexWhere(_.equalsIgnoreCase(column)) match {
+      case -1 => None
+      case i => Some(stored.fields(i).name)
+    }
+  }.getOrElse(column)
 
   /** The table as the describe request names it (location + provider). */
   def ref: ObjectNode = TableMeta.ref(uri, provider)
@@ -66,7 +95,9 @@ object TableMeta {
     description = Bridge.optText(n, "description"),
     isQbeast = n.get("isQbeast").asBoolean(),
     numFiles = n.get("numFiles").asLong(),
-    sizeInBytes = n.get("sizeInBytes").asLong())
+    sizeInBytes = n.get("sizeInBytes").asLong(),
+    storedSchema = Bridge.optText(n, "storedSchema").map(DataType.fromJson(_).asInstanceOf[StructType]),
+    columnMapping = Bridge.optText(n, "columnMapping").getOrElse("none"))
 
   /** The table at `location` (latest, or a version / the version current at a time, ms). */
   /** `byPath`: the table is named by its path (`delta.`/p``, `format("delta").load(p)`), not by a
