@@ -2,9 +2,9 @@ package use.sql
 
 import org.apache.spark.sql.{SparkSession, SparkSessionExtensions}
 import org.apache.spark.sql.catalyst.TableIdentifier
-import org.apache.spark.sql.catalyst.analysis.{EliminateSubqueryAliases, UnresolvedAttribute, UnresolvedRelation, UnresolvedTableOrView}
+import org.apache.spark.sql.catalyst.analysis.{EliminateSubqueryAliases, ResolvedTable, UnresolvedAttribute, UnresolvedRelation, UnresolvedTableOrView}
 import org.apache.spark.sql.catalyst.expressions.{Alias, AttributeReference, Cast, Descending, Literal, NamedExpression, SortOrder}
-import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable, DescribeColumn, LogicalPlan, MergeIntoTable, OverwritePartitionsDynamic, Project, Sort, UpdateTable, View}
+import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable, DescribeColumn, LogicalPlan, MergeIntoTable, OverwritePartitionsDynamic, Project, ShowCreateTable, Sort, UpdateTable, View}
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.execution.datasources.{HadoopFsRelation, LogicalRelation}
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
@@ -151,6 +151,8 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
       case o: OverwritePartitionsDynamic if o.resolved && isUseTarget(o.table) =>
         AppendData.byName(o.table, o.query, o.writeOptions + (UseAnalysis.DynamicOverwrite -> "true"))
       case r: DataSourceV2Relation if r.table.isInstanceOf[UseTable] => toRelation(r)
+      case s @ ShowCreateTable(r @ ResolvedTable(_, _, t: UseTable, _), _, _) if !t.shownByShowCreate =>
+        s.copy(child = r.copy(table = t.asShownByShowCreate))
       case d: DeleteFromTable if d.resolved && isUseScan(d.table) =>
         UseRowLevelCommand(d.table, new RowLevelSpec(d.condition, Deletion))
       case m: MergeIntoTable if m.resolved && isUseScan(m.targetTable) =>

@@ -138,7 +138,8 @@ class UseTable(
     val catalogTable: Option[CatalogTable],
     tableName: String,
     val pinned: Boolean,
-    capabilitySet: util.Set[TableCapability] = UseCapabilities.all)
+    capabilitySet: util.Set[TableCapability] = UseCapabilities.all,
+    val shownByShowCreate: Boolean = false)
   extends Table with SupportsRead with SupportsWrite with TruncatableTable {
 
   override def name(): String = tableName
@@ -169,8 +170,23 @@ class UseTable(
       if (ct.owner.nonEmpty) props.put(TableCatalog.PROP_OWNER, ct.owner)
       if (ct.tableType == CatalogTableType.EXTERNAL) props.put(TableCatalog.PROP_EXTERNAL, "true")
     }
+    // SHOW CREATE TABLE of a managed table names no location: a replay creates it in the warehouse
+    // again, as Spark's and Delta's SHOW CREATE TABLE do
+    if (shownByShowCreate && catalogTable.exists(_.tableType == CatalogTableType.MANAGED)) {
+      props.put(TableCatalog.PROP_IS_MANAGED_LOCATION, "true")
+    }
     props
   }
+
+  /** The properties the Qbeast writer keeps (its revisions and their bookkeeping; an empty
+    * columnStats): a CREATE TABLE cannot set them, so SHOW CREATE TABLE leaves them out. */
+  private def writerMetadata(key: String, value: String): Boolean =
+    key.startsWith("qbeast.revision.") || key == "qbeast.lastRevisionID" || (key == "columnStats" && value.isEmpty)
+
+  /** This table as SHOW CREATE TABLE prints it: a statement that creates the same table elsewhere. */
+  def asShownByShowCreate: UseTable = new UseTable(
+    meta.copy(configuration = meta.configuration.filterNot { case (k, v) => writerMetadata(k, v) }),
+    catalogTable, tableName, pinned, capabilitySet, shownByShowCreate = true)
 
   override def capabilities(): util.Set[TableCapability] = capabilitySet
 
