@@ -42,8 +42,23 @@ def test_save_creates_the_table_in_every_mode_and_keeps_deltas_semantics_once_it
     table = _delta_rs(path)
     assert table.version() == 2 and sorted(table.to_pyarrow_table().column("id").to_pylist()) == [0, 1]
     assert [h["operation"] for h in table.history()] == ["WRITE", "WRITE", "WRITE"]
-    # time travel through the path reader
+    # time travel through the path reader: by version, or by time (the last version committed then),
+    # as Delta's reader options; a bad value names the option, and nothing is read
     assert spark.read.format("delta").option("versionAsOf", 1).load(path).count() == 12
+    from use import DeltaTable
+
+    history = DeltaTable.for_path(spark, path).history().selectExpr("version", "CAST(timestamp AS STRING)").collect()
+    at = dict((r[0], r[1]) for r in history)[1]
+    assert spark.read.format("delta").option("timestampAsOf", at).load(path).count() == 12
+    assert spark.read.format("qbeast").option("timestampAsOf", at).load(path).count() == 12
+    for options, message in [
+        ({"versionAsOf": "latest"}, r"the read option versionAsOf takes a table version \(an integer of 0 or more\), got 'latest'"),
+        ({"timestampAsOf": "yesterday"}, r"the read option timestampAsOf takes a time, e\.g\. '2025-01-01 00:00:00'.*got 'yesterday'"),
+        ({"versionAsOf": "1", "timestampAsOf": at}, r"versionAsOf or timestampAsOf, not both"),
+        ({"timestampAsOf": "2000-01-01"}, r"no version of .* was committed at or before 2000-01-01"),
+    ]:
+        with refused(message):
+            spark.read.format("delta").options(**options).load(path).count()
 
     # ignore and append also create a missing table
     for mode in ("ignore", "append", "overwrite"):

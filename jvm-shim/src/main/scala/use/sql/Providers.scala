@@ -31,7 +31,7 @@ package use.sql {
     /** The format name users give (`format("delta")`), which `QbeastPathProvider` changes. */
     protected def format: String = "delta"
 
-    private var described: Option[(String, TableMeta)] = None
+    private var described: Option[((String, Option[Long], Option[Long]), TableMeta)] = None
 
     private def path(options: util.Map[String, String]): String = {
       val p = new CaseInsensitiveStringMap(options).get("path")
@@ -40,12 +40,12 @@ package use.sql {
     }
 
     private def meta(options: util.Map[String, String]): TableMeta = {
-      val p = path(options)
-      described.filter(_._1 == p).map(_._2).getOrElse {
-        val opts = new CaseInsensitiveStringMap(options)
-        val version = Option(opts.get("versionAsOf")).map(_.toLong)
-        val m = TableMeta.describe(p, format, version, byPath = true)
-        described = Some(p -> m)
+      val key = (path(options), DeltaPathProvider.versionAsOf(options), DeltaPathProvider.timestampAsOf(options))
+      if (key._2.isDefined && key._3.isDefined) throw new UseException(
+        "give the read option versionAsOf or timestampAsOf, not both: they name one version each", UseException.Kinds.InvalidArgument)
+      described.filter(_._1 == key).map(_._2).getOrElse {
+        val m = TableMeta.describe(key._1, format, key._2, key._3, byPath = true)
+        described = Some(key -> m)
         m
       }
     }
@@ -61,7 +61,7 @@ package use.sql {
 
     override def getTable(schema: StructType, partitioning: Array[Transform], properties: util.Map[String, String]): Table = {
       val p = path(properties)
-      val pinned = new CaseInsensitiveStringMap(properties).containsKey("versionAsOf")
+      val pinned = DeltaPathProvider.versionAsOf(properties).isDefined || DeltaPathProvider.timestampAsOf(properties).isDefined
       val existing = try Some(meta(properties)) catch {
         case e: UseException if e.kind == UseException.Kinds.TableNotFound && !pinned => None
       }
@@ -120,6 +120,28 @@ package use.sql {
   }
 
   object DeltaPathProvider {
+    /** The read option `versionAsOf` (Delta's time travel): a table version. */
+    def versionAsOf(options: util.Map[String, String]): Option[Long] =
+      Option(new CaseInsensitiveStringMap(options).get("versionAsOf")).map { text =>
+        scala.util.Try(text.trim.toLong).toOption.filter(_ >= 0).getOrElse(throw new UseException(
+          s"the read option versionAsOf takes a table version (an integer of 0 or more), got '$text'; e.g. .option(\"versionAsOf\", 3)",
+          UseException.Kinds.InvalidArgument))
+      }
+
+    /** The read option `timestampAsOf` (Delta's time travel): a time as SQL casts it to a timestamp
+      * in the session's time zone ('2025-01-01', '2025-01-01 12:00:00'), in ms; the version read is
+      * the last one committed at or before it. */
+    def timestampAsOf(options: util.Map[String, String]): Option[Long] =
+      Option(new CaseInsensitiveStringMap(options).get("timestampAsOf")).map { text =>
+        val zone = Some(org.apache.spark.sql.internal.SQLConf.get.sessionLocalTimeZone)
+        val micros = scala.util.Try(Option(org.apache.spark.sql.catalyst.expressions.Cast(
+          org.apache.spark.sql.catalyst.expressions.Literal(text.trim), org.apache.spark.sql.types.TimestampType, zone, evalMode =
+          org.apache.spark.sql.catalyst.expressions.EvalMode.TRY).eval())).toOption.flatten
+        micros.map(m => Math.floorDiv(m.asInstanceOf[Long], 1000L)).getOrElse(throw new UseException(
+          s"the read option timestampAsOf takes a time, e.g. '2025-01-01 00:00:00' (session time zone), got '$text'",
+          UseException.Kinds.InvalidArgument))
+      }
+
     /** The writer's options as the user spelled them: Spark passes V1 writes and sinks a
       * case-insensitive map that lists lower-cased keys, and a `delta.*` option's key becomes a
       * table property's name. */
