@@ -56,6 +56,7 @@ def test_save_creates_the_table_in_every_mode_and_keeps_deltas_semantics_once_it
         ({"timestampAsOf": "yesterday"}, r"the read option timestampAsOf takes a time, e\.g\. '2025-01-01 00:00:00'.*got 'yesterday'"),
         ({"versionAsOf": "1", "timestampAsOf": at}, r"versionAsOf or timestampAsOf, not both"),
         ({"timestampAsOf": "2000-01-01"}, r"no version of .* was committed at or before 2000-01-01"),
+        ({"readChangeFeed": "true", "startingVersion": "0"}, r"the read option readChangeFeed \(Delta's change data feed\) is not supported"),
     ]:
         with refused(message):
             spark.read.format("delta").options(**options).load(path).count()

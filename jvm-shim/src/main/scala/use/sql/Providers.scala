@@ -61,6 +61,7 @@ package use.sql {
 
     override def getTable(schema: StructType, partitioning: Array[Transform], properties: util.Map[String, String]): Table = {
       val p = path(properties)
+      DeltaPathProvider.refuseChangeFeed(properties)
       val pinned = DeltaPathProvider.versionAsOf(properties).isDefined || DeltaPathProvider.timestampAsOf(properties).isDefined
       val existing = try Some(meta(properties)) catch {
         case e: UseException if e.kind == UseException.Kinds.TableNotFound && !pinned => None
@@ -120,6 +121,17 @@ package use.sql {
   }
 
   object DeltaPathProvider {
+    /** Delta's change data feed (`readChangeFeed`, or its old name `readChangeData`): USE neither
+      * writes nor reads change data, and the option must not be ignored (the table's rows are not
+      * its changes). */
+    def refuseChangeFeed(options: util.Map[String, String]): Unit = {
+      val opts = new CaseInsensitiveStringMap(options)
+      Seq("readChangeFeed", "readChangeData").find(k => Option(opts.get(k)).exists(_.trim.equalsIgnoreCase("true"))).foreach { k =>
+        throw new UseException(s"the read option $k (Delta's change data feed) is not supported: USE does not record " +
+          "change data; compare versions instead (e.g. .option(\"versionAsOf\", n) against the latest)", UseException.Kinds.NotSupported)
+      }
+    }
+
     /** The read option `versionAsOf` (Delta's time travel): a table version. */
     def versionAsOf(options: util.Map[String, String]): Option[Long] =
       Option(new CaseInsensitiveStringMap(options).get("versionAsOf")).map { text =>
