@@ -310,3 +310,30 @@ def test_write_stream_into_a_path_exactly_once(spark, tmp_path) -> None:
         source.groupBy("k").count().writeStream.format("delta").outputMode("update").option(
             "checkpointLocation", str(tmp_path / "ckpt3")).start(str(tmp_path / "u"))  # fmt: skip
     assert not os.path.exists(tmp_path / "u")
+
+
+def test_dynamic_partition_overwrite_replaces_only_the_partitions_written(spark, tmp_path) -> None:
+    """Delta's `partitionOverwriteMode=dynamic` (writer option, else the session's
+    spark.sql.sources.partitionOverwriteMode): an overwrite replaces the partitions it writes and
+    keeps the others; it replaced the whole table before (rows of the other partitions lost)."""
+    from use.session import session_conf
+
+    path = str(tmp_path / "t")
+    spark.range(6).selectExpr("id", "CAST(id % 3 AS STRING) AS p").write.format("delta").partitionBy("p").save(path)
+    new = spark.range(100, 102).selectExpr("id", "'0' AS p")
+    new.write.format("delta").mode("overwrite").option("partitionOverwriteMode", "dynamic").save(path)
+    assert rows(spark, f"SELECT id, p FROM delta.`{path}`") == [(1, "1"), (2, "2"), (4, "1"), (5, "2"), (100, "0"), (101, "0")]
+    with session_conf(spark, {"spark.sql.sources.partitionOverwriteMode": "dynamic"}):
+        spark.range(200, 201).selectExpr("id", "'1' AS p").write.format("delta").mode("overwrite").save(path)
+        assert rows(spark, f"SELECT id FROM delta.`{path}`") == [(2,), (5,), (100,), (101,), (200,)]
+        before = state(path)
+        with refused(r"partitionOverwriteMode=dynamic\) with txnAppId/txnVersion is not supported yet"):
+            new.write.format("delta").mode("overwrite").option("txnAppId", "a").option("txnVersion", 1).save(path)
+        assert state(path) == before
+        # the writer's option wins over the session's
+        new.write.format("delta").mode("overwrite").option("partitionOverwriteMode", "static").save(path)
+        assert rows(spark, f"SELECT id FROM delta.`{path}`") == [(100,), (101,)]
+    before = state(path)
+    with refused(r"the writer option partitionOverwriteMode must be static or dynamic, got 'sometimes'"):
+        new.write.format("delta").mode("overwrite").option("partitionOverwriteMode", "sometimes").save(path)
+    assert state(path) == before

@@ -140,16 +140,46 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
                 f"partitionBy({', '.join(map(repr, parts))}) differs from the partitioning of the table at {root} "
                 f"({', '.join(current) or 'none'}); leave partitionBy out to write into the table as it is partitioned"
             )
+    dynamic = mode == "overwrite" and _dynamic_overwrite(spark, options, stream=bool(req.get("stream")))
     if merge_schema:
         df = dataframe(spark, args[0])
         added = _new_columns(snap, df)
         if added:
+            _refuse_dynamic(dynamic, "mergeSchema with new columns")
             _write_merged(spark, df, snap, mode, added, (app_id, app_version))
             return {"created": False, "root": root}
     if app_id is not None:
+        _refuse_dynamic(dynamic, "txnAppId/txnVersion")
         _write_idempotent(spark, dataframe(spark, args[0]), snap, mode, app_id, int(app_version))  # type: ignore[arg-type]
         return {"created": False, "root": root}
-    return {"write": mode, "root": root}
+    return {"write": "dynamic" if dynamic else mode, "root": root}
+
+
+#: Spark's session setting for the overwrite mode of partitioned tables, which Delta's writer honours.
+_PARTITION_OVERWRITE_CONF = "spark.sql.sources.partitionOverwriteMode"
+
+
+def _dynamic_overwrite(spark: SparkSession, options: Mapping[str, str], *, stream: bool) -> bool:
+    """Delta's dynamic partition overwrite: the writer option `partitionOverwriteMode`, else the
+    session's `spark.sql.sources.partitionOverwriteMode` (not for a stream's complete mode, which
+    replaces the table), `dynamic` or `static`."""
+    given = next((v for k, v in options.items() if k.lower() == "partitionoverwritemode"), None)
+    if given is None and stream:
+        return False
+    value = given if given is not None else spark.conf.get(_PARTITION_OVERWRITE_CONF, "static")
+    text = str(value).strip().lower()
+    if text not in ("static", "dynamic"):
+        where = "the writer option partitionOverwriteMode" if given is not None else _PARTITION_OVERWRITE_CONF
+        raise InvalidArgumentError(f"{where} must be static or dynamic, got {value!r}")
+    return text == "dynamic"
+
+
+def _refuse_dynamic(dynamic: bool, what: str) -> None:
+    if dynamic:
+        raise InvalidArgumentError(
+            f"a dynamic partition overwrite (partitionOverwriteMode=dynamic) with {what} is not supported yet; write "
+            "the partitions with INSERT OVERWRITE, or overwrite statically"
+        )
 
 
 def _save_qbeast(

@@ -93,7 +93,11 @@ package use.sql {
         // into an existing table: the catalog's write of `delta.`root``, as INSERT INTO/OVERWRITE
         val root = answer.get("root").asText()
         val writer = data.writeTo(s"delta.`${root.replace("`", "``")}`").options(writeOptions.asJava)
-        if (how == "overwrite") writer.overwrite(functions.lit(true)) else writer.append()
+        how match {
+          case "overwrite" => writer.overwrite(functions.lit(true))
+          case "dynamic" => writer.overwritePartitions() // Delta's partitionOverwriteMode=dynamic
+          case _ => writer.append()
+        }
       }
       val written = data.schema
       new BaseRelation {
@@ -181,6 +185,7 @@ package use.sql {
         req.put("path", p)
         req.put("format", format)
         req.put("mode", saveMode)
+        req.put("stream", true)
         if (partitionColumns.nonEmpty) req.set[ArrayNode]("partitionColumns", Bridge.strings(partitionColumns))
         else req.putNull("partitionColumns")
         val opts = options ++ Option(queryId).map(id => Map("txnAppId" -> id, "txnVersion" -> batchId.toString)).getOrElse(Map.empty)
