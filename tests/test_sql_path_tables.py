@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from sql_support import commit_actions, refused, rows, state
+from sql_support import commit_actions, location, refused, rows, state
 
 
 def _delta_rs(path: str):
@@ -337,3 +337,29 @@ def test_dynamic_partition_overwrite_replaces_only_the_partitions_written(spark,
     with refused(r"the writer option partitionOverwriteMode must be static or dynamic, got 'sometimes'"):
         new.write.format("delta").mode("overwrite").option("partitionOverwriteMode", "sometimes").save(path)
     assert state(path) == before
+
+
+def test_save_as_table_and_insert_into_take_dynamic_partition_overwrite(spark, db) -> None:
+    """Delta's documented `saveAsTable` with `partitionOverwriteMode=dynamic` (it replaced the whole
+    table before): the written partitions are replaced, the others kept, the table's schema and
+    properties unchanged. `insertInto` takes the session's setting (Spark drops its writer options)."""
+    from use.session import session_conf
+
+    spark.range(6).selectExpr("id", "CAST(id % 3 AS STRING) AS p").write.format("delta").partitionBy("p").option(
+        "delta.appendOnly", "false").saveAsTable("dyn")  # fmt: skip
+    new = spark.range(100, 102).selectExpr("id", "'0' AS p")
+    new.write.format("delta").mode("overwrite").option("partitionOverwriteMode", "dynamic").saveAsTable("dyn")
+    assert rows(spark, "SELECT id, p FROM dyn") == [(1, "1"), (2, "2"), (4, "1"), (5, "2"), (100, "0"), (101, "0")]
+    with session_conf(spark, {"spark.sql.sources.partitionOverwriteMode": "dynamic"}):
+        spark.range(200, 201).selectExpr("id", "'1' AS p").write.mode("overwrite").insertInto("dyn")
+    assert rows(spark, "SELECT id FROM dyn") == [(2,), (5,), (100,), (101,), (200,)]
+    assert [r.operation for r in spark.sql("DESCRIBE HISTORY dyn").collect()][:2] == ["WRITE", "WRITE"]
+    before = state(location(spark, "dyn"))
+    with refused(r"partitionBy\('id'\) differs from the partitioning of the table"):
+        new.write.format("delta").mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy("id").saveAsTable("dyn")
+    with refused(r"the writer option partitionOverwriteMode must be static or dynamic, got 'often'"):
+        new.write.format("delta").mode("overwrite").option("partitionOverwriteMode", "often").saveAsTable("dyn")
+    assert state(location(spark, "dyn")) == before
+    # without the option, saveAsTable in overwrite mode replaces the table, as Delta's does
+    new.write.format("delta").mode("overwrite").partitionBy("p").saveAsTable("dyn")
+    assert rows(spark, "SELECT id FROM dyn") == [(100,), (101,)]

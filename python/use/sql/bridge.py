@@ -31,7 +31,7 @@ _registered: Bridge | None = None
 
 
 def _methods() -> dict[str, Method]:
-    from use.sql import dml, lake, procedures, scan, tables, write
+    from use.sql import dml, lake, procedures, save, scan, tables, write
 
     return {
         "describe": tables.describe,
@@ -44,7 +44,7 @@ def _methods() -> dict[str, Method]:
         "truncate": tables.truncate,
         "planScans": scan.plan_scans,
         "write": write.write,
-        "savePath": write.save_path,
+        "savePath": save.save_path,
         "rewriteRows": dml.rewrite_rows,
         "rowLevelBegin": dml.writes_begin,
         "rowLevelEnd": dml.writes_end,

@@ -1,9 +1,8 @@
 """SQL writes: INSERT INTO / INSERT OVERWRITE, `writeTo(...).append()/.overwritePartitions()`,
 `saveAsTable`, CTAS and RTAS. Spark has already resolved and cast the query to the table's schema
 (a mismatch is Spark's own analysis error); the DataFrame arrives here with the write's mode.
-Also `df.write.format("delta").save(path)` and the streaming sink (`save_path`), whose DataFrame
-arrives as the user gave it: it decides what the save mode means for the path, and the writes it
-makes itself (mergeSchema, txnAppId/txnVersion) check the schema themselves.
+`df.write.format(...).save(path)` and the streaming sink are `use.sql.save`'s, which writes
+through these functions.
 
 Into a Qbeast table the rows go through the OTree write (`use.qbeast.writer.write`, the code
 behind `QbeastTable.write`, JVM path included); into a Delta table through Spark's file write of
@@ -24,13 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from use.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
+from use.errors import InvalidArgumentError
 from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY
 from use.sql.bridge import dataframe
 from use.sql.tables import (
     _cube_size,
     check_properties,
-    check_schema_change,
     is_qbeast,
     log_for,
     new_configuration,
@@ -38,7 +36,6 @@ from use.sql.tables import (
     snapshot_of,
     spark_schema_to_arrow,
     table_json,
-    table_root,
     write_options,
 )
 
@@ -55,118 +52,33 @@ def write(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str
     df = dataframe(spark, args[0])
     staged = req.get("staged")
     if staged is not None:
-        options = write_options(staged["provider"], staged.get("options") or {}, req.get("options") or {})
+        given = req.get("options") or {}
+        if staged.get("mode") == "replace" and dynamic_overwrite(None, given):
+            return _replace_partitions(spark, df, staged)
+        options = write_options(staged["provider"], staged.get("options") or {}, given)
         return _write_staged(spark, df, {**staged, "options": options})
     table = req["table"]
     snap = snapshot_of(table["location"])
     mode = req["mode"]
     if is_qbeast(snap.configuration):
-        _write_qbeast(spark, df, snap, mode)
+        write_qbeast(spark, df, snap, mode)
     else:
-        _write_delta(spark, df, snap, mode, req.get("partitionFilters") or [])
+        write_delta(spark, df, snap, mode, req.get("partitionFilters") or [])
     return {"table": table_json(log_for(snap.table_root).snapshot(), table["provider"])}
-
-
-# --- df.write.format("delta").save(path) -------------------------------------------------------------
-
-#: Spark's SaveMode names, as the V1 write passes them, to `DeltaTable.write`'s modes.
-_SAVE_MODES = {"Append": "append", "Overwrite": "overwrite", "ErrorIfExists": "errorifexists", "Ignore": "ignore"}
-
-#: Delta writer options USE does not implement yet, each with what to do instead. Refused rather than
-#: ignored: each changes which rows or which schema the table ends with.
-_UNSUPPORTED_SAVE_OPTIONS = {
-    "overwriteschema": "replace the table with DeltaTable.write(df, path, mode='overwrite'), which takes the DataFrame's schema",
-    "replacewhere": "overwrite whole partitions (INSERT OVERWRITE ... PARTITION (p = v)), or the whole table",
-}
-
-#: The type changes `mergeSchema` takes (the data's type -> the table's wider one), as Spark's safe
-#: casts on insert; any other difference is refused (mergeSchema adds columns, it does not retype).
-_WIDENS = {
-    ("byte", "short"), ("byte", "integer"), ("byte", "long"), ("short", "integer"), ("short", "long"),
-    ("integer", "long"), ("float", "double"), ("byte", "double"), ("short", "double"), ("integer", "double"),
-}
-
-
-def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
-    """`df.write.format("delta").save(path)` in any save mode, with Delta's semantics (the shim's
-    `DeltaPathProvider.createRelation`). A path without a table gets one, created by this write in
-    one commit (`DeltaTable.write`: partitioned by `partitionBy`, `delta.*` writer options as its
-    properties) whatever the mode; on an existing table `errorifexists` fails and `ignore` writes
-    nothing, and `append` / `overwrite` are answered `{"write": mode, "root": ...}`: the shim then
-    writes through the catalog as `INSERT INTO` / `INSERT OVERWRITE delta.`root`` do, so rows are
-    matched to the table's columns by name and a Qbeast table's rows are indexed. Written here
-    instead, in one commit each: `mergeSchema` with new columns (`_write_merged`: the widened
-    schema and the rows) and a write with `txnAppId`/`txnVersion` (`_write_idempotent`: the rows
-    and the `txn` action; a version already committed for the app id writes nothing), which the
-    streaming sink uses for every micro-batch."""
-    from use.optimize.delta_table import DeltaTable
-
-    mode = _SAVE_MODES.get(str(req.get("mode")))
-    if mode is None:
-        raise InvalidArgumentError(f"unknown save mode {req.get('mode')!r}; use append, overwrite, errorifexists or ignore")
-    options = {str(k): str(v) for k, v in (req.get("options") or {}).items()}
-    for key, value in options.items():
-        instead = _UNSUPPORTED_SAVE_OPTIONS.get(key.lower())
-        if instead is not None and (key.lower() == "replacewhere" or value.strip().lower() == "true"):
-            raise InvalidArgumentError(f"the Delta writer option {key}={value} is not supported yet; {instead}")
-    merge_schema = any(k.lower() == "mergeschema" and v.strip().lower() == "true" for k, v in options.items())
-    app_id, app_version = _txn_options(options)
-    parts = req.get("partitionColumns")
-    root = table_root(req["path"])
-    log = log_for(root)
-    if req.get("format") == "qbeast":
-        return _save_qbeast(spark, dataframe(spark, args[0]), root, mode, options, parts, (app_id, app_version))
-    if not log.exists():
-        df = dataframe(spark, args[0])
-        properties = {k: v for k, v in options.items() if k.lower().startswith("delta.")}
-        DeltaTable.write(
-            df, root, mode=mode, partition_by=parts, properties=properties or None, txn_app_id=app_id, txn_version=app_version
-        )
-        return {"created": True, "root": root}
-    if mode == "errorifexists":
-        raise TableAlreadyExistsError(
-            f"a Delta table already exists at {root} (save mode errorifexists, Spark's default): write with "
-            ".mode(\"append\") to add rows or .mode(\"overwrite\") to replace them, or save to another path"
-        )
-    if mode == "ignore":
-        return {"created": False, "root": root}
-    snap = log.snapshot()
-    if snap.has_app_transaction(app_id, app_version):
-        return {"created": False, "root": root}  # this batch was written already
-    if parts is not None:
-        current = list(snap.partition_columns)
-        if [str(p) for p in parts] != current:
-            raise InvalidArgumentError(
-                f"partitionBy({', '.join(map(repr, parts))}) differs from the partitioning of the table at {root} "
-                f"({', '.join(current) or 'none'}); leave partitionBy out to write into the table as it is partitioned"
-            )
-    dynamic = mode == "overwrite" and _dynamic_overwrite(spark, options, stream=bool(req.get("stream")))
-    if merge_schema:
-        df = dataframe(spark, args[0])
-        added = _new_columns(snap, df)
-        if added:
-            _refuse_dynamic(dynamic, "mergeSchema with new columns")
-            _write_merged(spark, df, snap, mode, added, (app_id, app_version))
-            return {"created": False, "root": root}
-    if app_id is not None:
-        _refuse_dynamic(dynamic, "txnAppId/txnVersion")
-        _write_idempotent(spark, dataframe(spark, args[0]), snap, mode, app_id, int(app_version))  # type: ignore[arg-type]
-        return {"created": False, "root": root}
-    return {"write": "dynamic" if dynamic else mode, "root": root}
 
 
 #: Spark's session setting for the overwrite mode of partitioned tables, which Delta's writer honours.
 _PARTITION_OVERWRITE_CONF = "spark.sql.sources.partitionOverwriteMode"
 
 
-def _dynamic_overwrite(spark: SparkSession, options: Mapping[str, str], *, stream: bool) -> bool:
-    """Delta's dynamic partition overwrite: the writer option `partitionOverwriteMode`, else the
-    session's `spark.sql.sources.partitionOverwriteMode` (not for a stream's complete mode, which
-    replaces the table), `dynamic` or `static`."""
+def dynamic_overwrite(spark: SparkSession | None, options: Mapping[str, str]) -> bool:
+    """Delta's dynamic partition overwrite: the writer option `partitionOverwriteMode`, else (with
+    a `spark` session) the session's `spark.sql.sources.partitionOverwriteMode`; `dynamic` or
+    `static`, anything else refused naming where it was given."""
     given = next((v for k, v in options.items() if k.lower() == "partitionoverwritemode"), None)
-    if given is None and stream:
+    if given is None and spark is None:
         return False
-    value = given if given is not None else spark.conf.get(_PARTITION_OVERWRITE_CONF, "static")
+    value = given if given is not None else spark.conf.get(_PARTITION_OVERWRITE_CONF, "static")  # type: ignore[union-attr]
     text = str(value).strip().lower()
     if text not in ("static", "dynamic"):
         where = "the writer option partitionOverwriteMode" if given is not None else _PARTITION_OVERWRITE_CONF
@@ -174,185 +86,36 @@ def _dynamic_overwrite(spark: SparkSession, options: Mapping[str, str], *, strea
     return text == "dynamic"
 
 
-def _refuse_dynamic(dynamic: bool, what: str) -> None:
-    if dynamic:
-        raise InvalidArgumentError(
-            f"a dynamic partition overwrite (partitionOverwriteMode=dynamic) with {what} is not supported yet; write "
-            "the partitions with INSERT OVERWRITE, or overwrite statically"
-        )
-
-
-def _save_qbeast(
-    spark: SparkSession,
-    df: DataFrame,
-    root: str,
-    mode: str,
-    options: Mapping[str, str],
-    parts: Sequence[str] | None,
-    app: tuple[str | None, int | None],
-) -> dict[str, Any]:
-    """`df.write.format("qbeast").save(path)` with qbeast-spark's writer options: a new table is
-    indexed on `columnsToIndex` (required; `cubeSize`, `columnStats` optional), an append extends
-    the table's index (a different `cubeSize` starts a revision, as `QbeastTable.write`), an
-    overwrite re-indexes the rows (on `columnsToIndex`, else the table's columns); the save modes
-    mean what they mean for `format("delta")`. All through the OTree write, in one commit."""
-    from use.errors import IndexColumnError, NotAQbeastTableError
-    from use.qbeast.writer import write as otree_write
-
-    lowered = {k.lower(): v for k, v in options.items()}
-    columns, cube, stats = lowered.get("columnstoindex"), lowered.get("cubesize"), lowered.get("columnstats")
-    if parts:
-        raise InvalidArgumentError(
-            f"partitionBy({', '.join(map(repr, parts))}): Qbeast tables are not partitioned (the index clusters the "
-            'rows instead); leave partitionBy out, or write a partitioned Delta table with format("delta")'
-        )
-    cube_size: int | None = None
-    if cube not in (None, ""):
-        try:
-            cube_size = int(str(cube))
-        except ValueError:
-            cube_size = 0
-        if cube_size < 1:
-            raise InvalidArgumentError(f"option cubeSize must be a positive integer (rows per cube), got {cube!r}")
-    log = log_for(root)
-    snap = log.snapshot() if log.exists() else None
-    if snap is None:
-        if not columns:
-            raise IndexColumnError(
-                f'format("qbeast") creates the table at {root} and needs its index columns: add '
-                '.option("columnsToIndex", "x,y") (and optionally .option("cubeSize", "5000000"))'
-            )
-    elif mode in ("errorifexists", "ignore"):
-        if mode == "ignore":
-            return {"created": False, "root": root}
-        raise TableAlreadyExistsError(
-            f"a table already exists at {root} (save mode errorifexists, Spark's default): write with "
-            '.mode("append") to add rows or .mode("overwrite") to replace them, or save to another path'
-        )
-    elif not is_qbeast(snap.configuration):
-        raise NotAQbeastTableError(
-            f"{root} is a Delta table without Qbeast metadata; convert it with CALL use_catalog.system.convert_to_qbeast"
-            f"('{root}', '<columns>') (or QbeastTable.convert) first, or write it with format(\"delta\")"
-        )
-    elif snap.has_app_transaction(*app):
-        return {"created": False, "root": root}
-    else:
-        columns = columns or _indexed_columns(snap)
-        if cube_size is None and mode == "overwrite":
-            cube_size = _cube_size_of(snap)
-    write_mode = "append" if snap is None or mode != "overwrite" else "overwrite"
-    otree_write(
-        spark, df, root, columns, cube_size=cube_size, mode=write_mode, column_stats=stats or None,
-        txn_app_id=app[0], txn_version=app[1],
-    )  # fmt: skip
-    return {"created": snap is None, "root": root}
-
-
-def _txn_options(options: Mapping[str, str]) -> tuple[str | None, int | None]:
-    """Delta's writer options for an idempotent write, `txnAppId` and `txnVersion` (a streaming
-    `foreachBatch` passes its query id and batch id), checked as `DeltaTable.write` checks them."""
-    from use.delta.transaction import check_app_transaction
-
-    lowered = {k.lower(): v for k, v in options.items()}
-    app_id, text = lowered.get("txnappid"), lowered.get("txnversion")
-    version: int | None = None
-    if text is not None:
-        try:
-            version = int(text)
-        except ValueError:
-            raise InvalidArgumentError(f"txnVersion must be a non-negative integer (e.g. the batch id), got {text!r}") from None
-    try:
-        check_app_transaction(app_id, version)
-    except InvalidArgumentError:
-        raise InvalidArgumentError(
-            f"the writer options txnAppId and txnVersion go together (an app id and a non-negative integer), got "
-            f"txnAppId={app_id!r}, txnVersion={text!r}"
-        ) from None
-    return app_id, version
-
-
-def _write_idempotent(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str, app_id: str, version: int) -> None:
-    """An append or overwrite with `txnAppId`/`txnVersion` into an existing table: written here, so
-    that its commit holds the `txn` action with the rows (the catalog's write has no place for it).
-    The data's columns must be the table's (an overwrite keeps the table's schema, as Delta's does)."""
+def _replace_partitions(spark: SparkSession, df: DataFrame, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """`saveAsTable` in overwrite mode with `partitionOverwriteMode=dynamic` (Delta's documented
+    form): the partitions the rows fall in are replaced, the others and the table's schema and
+    properties kept, as `INSERT OVERWRITE` in dynamic mode (not a replacement of the table)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from use.delta.schema import check_append_schema
-    from use.optimize.delta_table import DeltaTable
 
+    snap = snapshot_of(spec["root"])
+    parts = list(spec.get("partitionColumns") or [])
+    if parts and parts != list(snap.partition_columns):
+        raise InvalidArgumentError(
+            f"partitionBy({', '.join(map(repr, parts))}) differs from the partitioning of the table at {snap.table_root} "
+            f"({', '.join(snap.partition_columns) or 'none'}); a dynamic partition overwrite writes into the table as it is "
+            "partitioned: leave partitionBy out"
+        )
     check_append_schema(to_arrow_schema(df.schema, prefers_large_types=False), snap.schema, snap.table_root)
     df = df.select(*[df[c] for c in snap.schema.names])
     if is_qbeast(snap.configuration):
-        from use.qbeast.writer import write as otree_write
-
-        otree_write(spark, df, snap.table_root, _indexed_columns(snap), mode=mode, txn_app_id=app_id, txn_version=version)
+        write_qbeast(spark, df, snap, "dynamic")
     else:
-        DeltaTable.write(df, snap.table_root, mode=mode, txn_app_id=app_id, txn_version=version)
+        write_delta(spark, df, snap, "dynamic", [])
+    return {"table": table_json(log_for(snap.table_root).snapshot(), spec["provider"])}
 
-
-def _new_columns(snap: Snapshot, df: DataFrame) -> list[Any]:
-    """`mergeSchema`: the DataFrame's columns the table does not have (Spark fields, in the data's
-    order), after checking that the columns both have agree on their type (or the table's is wider)."""
-    from pyspark.sql.types import StructType
-
-    if is_qbeast(snap.configuration):
-        raise InvalidArgumentError(
-            f"mergeSchema into the Qbeast table at {snap.table_root} is not supported yet; add the columns first "
-            f"(ALTER TABLE qbeast.`{snap.table_root}` ADD COLUMNS (...)), then append"
-        )
-    table = {f.name.lower(): f for f in StructType.fromJson(json.loads(snap.metadata.schema_string)).fields}
-    added = []
-    for field in df.schema.fields:
-        have = table.get(field.name.lower())
-        if have is None:
-            added.append(field)
-        elif have.dataType != field.dataType and (field.dataType.typeName(), have.dataType.typeName()) not in _WIDENS:
-            raise SchemaMismatchError(
-                f"column {field.name} is {field.dataType.simpleString()} in the data and {have.dataType.simpleString()} in the "
-                f"table at {snap.table_root}; mergeSchema adds columns, it does not change a column's type: cast the column "
-                f"to {have.dataType.simpleString()}"
-            )
-    return added
-
-
-def _write_merged(
-    spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str, added: Sequence[Any], app: tuple[str | None, int | None]
-) -> None:
-    """`mergeSchema` with new columns: one commit holding the widened schema (the new columns at the
-    end, nullable, as Delta adds them) and the rows (plus every old file removed, on overwrite).
-    Columns the data lacks are NULL; the table's columns keep their types."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
-
-    root = snap.table_root
-    current = json.loads(snap.metadata.schema_string)
-    merged = {**current, "fields": current["fields"] + [{**f.jsonValue(), "nullable": True} for f in added]}
-    schema_string = json.dumps(merged, separators=(",", ":"))
-    check_schema_change(snap, spark_schema_to_arrow(schema_string), f"mergeSchema into {root}")
-    given = {c.lower(): c for c in df.columns}
-    fields = StructType.fromJson(merged).fields
-    missing = [f.name for f in fields if not f.nullable and f.name.lower() not in given]
-    if missing:
-        raise SchemaMismatchError(
-            f"the data has no column {', '.join(missing)}, which the table at {root} declares NOT NULL; add the column "
-            "to the data"
-        )
-
-    def column(f: Any) -> Any:
-        if f.name.lower() not in given:
-            return F.lit(None).cast(f.dataType).alias(f.name)
-        value = F.col(f"`{given[f.name.lower()]}`").cast(f.dataType)
-        if not f.nullable:  # as Spark's inserts check a NOT NULL column: a clean error on the first NULL
-            value = F.coalesce(value, F.raise_error(F.lit(f"NULL in column {f.name}, which the table at {root} declares NOT NULL")))
-        return value.alias(f.name)
-
-    _write_delta(spark, df.select(*[column(f) for f in fields]), snap, mode, [], schema_string=schema_string, app=app)
 
 
 # --- Qbeast ------------------------------------------------------------------------------------------
 
 
-def _indexed_columns(snap: Snapshot) -> str:
+def indexed_columns(snap: Snapshot) -> str:
     """The column specs a write into the table indexes: the ones its properties declare."""
     from use.qbeast.revision import latest_revision_id, revisions_from_configuration
 
@@ -363,13 +126,13 @@ def _indexed_columns(snap: Snapshot) -> str:
     return ",".join(revision.columns)
 
 
-def _cube_size_of(snap: Snapshot) -> int:
+def cube_size_of(snap: Snapshot) -> int:
     from use.qbeast.revision import latest_revision_id, revisions_from_configuration
 
     return revisions_from_configuration(snap.configuration)[latest_revision_id(snap.configuration)].desired_cube_size
 
 
-def _write_qbeast(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str) -> None:
+def write_qbeast(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str) -> None:
     from use.qbeast.writer import write as otree_write
 
     if mode == "partitions" or snap.partition_columns:
@@ -377,15 +140,15 @@ def _write_qbeast(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str)
             f"the Qbeast table at {snap.table_root} has no partitions to overwrite; INSERT OVERWRITE the whole table"
         )
     if mode == "append":
-        otree_write(spark, df, snap.table_root, _indexed_columns(snap), mode="append")
+        otree_write(spark, df, snap.table_root, indexed_columns(snap), mode="append")
     else:  # overwrite, or a dynamic overwrite of an unpartitioned table: the whole table
-        otree_write(spark, df, snap.table_root, _indexed_columns(snap), cube_size=_cube_size_of(snap), mode="overwrite")
+        otree_write(spark, df, snap.table_root, indexed_columns(snap), cube_size=cube_size_of(snap), mode="overwrite")
 
 
 # --- Delta -------------------------------------------------------------------------------------------
 
 
-def _write_delta(
+def write_delta(
     spark: SparkSession,
     df: DataFrame,
     snap: Snapshot,

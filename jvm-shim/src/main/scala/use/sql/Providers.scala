@@ -25,7 +25,7 @@ package use.sql {
     * `INSERT INTO` / `INSERT OVERWRITE delta.`path`` do (rows aligned to the table's columns by
     * name, Qbeast tables indexed). Spark hands a DSv2 provider's table only the append and
     * overwrite modes, so the tables served here are read only and every save comes to the V1 write
-    * (`createRelation`), which asks the Python side (`use.sql.write.save_path`) what the mode means
+    * (`createRelation`), which asks the Python side (`use.sql.save.save_path`) what the mode means
     * for the path. */
   class DeltaPathProvider extends TableProvider with CreatableRelationProvider with StreamSinkProvider {
     /** The format name users give (`format("delta")`), which `QbeastPathProvider` changes. */
@@ -166,7 +166,7 @@ package use.sql {
       case m => m
     }
 
-    /** Writes each micro-batch as `df.write.format("delta").save(path)` does (`use.sql.write.save_path`),
+    /** Writes each micro-batch as `df.write.format("delta").save(path)` does (`use.sql.save.save_path`),
       * idempotently: the batch carries the query's id and the batch id as Delta's `txnAppId` /
       * `txnVersion`, so a batch the table has already committed (a restart after the commit, before
       * the checkpoint) writes nothing: exactly once. Complete output mode overwrites the table. */
@@ -218,7 +218,7 @@ package use.sql {
 
   /** `format("qbeast")` on a path: the table there, read as `format("delta")` reads it (the
     * table's files planned by the Python side, so a Qbeast table's `df.sample(f)` is its exact
-    * weight-pruned sample and filters prune cubes), and written by `use.sql.write.save_path` with
+    * weight-pruned sample and filters prune cubes), and written by `use.sql.save.save_path` with
     * qbeast-spark's options: a new table indexed on `columnsToIndex` (with `cubeSize`,
     * `columnStats`), appends and overwrites through the OTree write (`QbeastTable.write`).
     * Also what `USING qbeast` names, so CREATE TABLE / CTAS / saveAsTable reach the session catalog
