@@ -363,3 +363,18 @@ def test_save_as_table_and_insert_into_take_dynamic_partition_overwrite(spark, d
     # without the option, saveAsTable in overwrite mode replaces the table, as Delta's does
     new.write.format("delta").mode("overwrite").partitionBy("p").saveAsTable("dyn")
     assert rows(spark, "SELECT id FROM dyn") == [(100,), (101,)]
+
+
+def test_replace_where_writes_only_rows_of_the_partitions_it_replaces(spark, tmp_path) -> None:
+    """`INSERT INTO t REPLACE WHERE <partition condition>`: the matching partitions' rows replaced;
+    a row outside them is refused, as Delta's constraint check does, with nothing written."""
+    path = str(tmp_path / "t")
+    spark.range(6).selectExpr("id", "CAST(id % 3 AS STRING) AS p").write.format("delta").partitionBy("p").save(path)
+    spark.sql(f"INSERT INTO delta.`{path}` REPLACE WHERE p = '0' SELECT 100 AS id, '0' AS p")
+    assert rows(spark, f"SELECT id FROM delta.`{path}`") == [(1,), (2,), (4,), (5,), (100,)]
+    before = state(path)
+    with refused(r"the rows written do not all fall in the partitions the statement replaces: rows of partition p=1"):
+        spark.sql(f"INSERT INTO delta.`{path}` REPLACE WHERE p = '0' SELECT 101 AS id, '1' AS p")
+    with refused(r"overwriting the rows matching .* is not supported yet"):
+        spark.sql(f"INSERT INTO delta.`{path}` REPLACE WHERE id > 3 SELECT 102 AS id, '1' AS p")
+    assert state(path) == before

@@ -171,6 +171,8 @@ def write_delta(
     app_id, app_version = app
     adds = write_dataframe_files(df, root, schema, partition_columns=snap.partition_columns, configuration=snap.configuration)
     try:
+        if mode == "partitions":
+            _check_rows_in_replaced_partitions(snap, adds, filters)
         removed = files_to_replace(snap, mode, adds, filters)
         txn = Transaction(log_for(root), snap)
         if mode != "append":
@@ -191,6 +193,27 @@ def write_delta(
     except BaseException:
         delete_written(root, list(adds))
         raise
+
+
+def _check_rows_in_replaced_partitions(snap: Snapshot, adds: Sequence[AddFile], filters: Sequence[Mapping[str, Any]]) -> None:
+    """An overwrite of the partitions a condition selects (`INSERT INTO t REPLACE WHERE p = ...`,
+    `INSERT OVERWRITE ... PARTITION`) writes only rows of those partitions, as Delta checks: a row
+    outside them would be added while the partition it belongs to keeps its old rows."""
+    from use.delta.actions import add_files_table
+    from use.delta.skipping import files_matching
+
+    if not adds:
+        return
+    predicate = partition_predicate(filters, snap.schema)
+    inside = files_matching(add_files_table(list(adds)), predicate, snap.schema, partition_columns=snap.partition_columns)
+    outside = [a for a, ok in zip(adds, inside.to_pylist()) if not ok]
+    if outside:
+        values = ", ".join(f"{k}={v}" for k, v in sorted(outside[0].partition_values.items()))
+        raise InvalidArgumentError(
+            f"the rows written do not all fall in the partitions the statement replaces: rows of partition {values} were "
+            "written too (they would join that partition's old rows); write only rows that match the condition, or "
+            "replace their partitions as well"
+        )
 
 
 def _parameters(mode: str, partition_columns: Any) -> dict[str, Any]:
