@@ -254,18 +254,6 @@ def _overwrite(log: Any, plan: WritePlan, adds: list[Any]) -> None:
     )
 
 
-def _cube_size_option(value: Any, default: int) -> int:
-    if value is None or value == "":
-        return default
-    try:
-        n = int(str(value))
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise InvalidArgumentError(f'option cubeSize must be a positive integer (rows per cube), got {value!r}')
-    return n
-
-
 def plan_write(options: Any, schema: pa.Schema, overwrite: bool) -> WritePlan:
     """Decide a `format("qbeast")` write on the driver, by `QbeastTable.write`'s rules (module
     docstring); every refusal is a typed error raised before any row is written."""
@@ -273,6 +261,7 @@ def plan_write(options: Any, schema: pa.Schema, overwrite: bool) -> WritePlan:
     from use.delta.snapshot import check_write_support
     from use.errors import IndexColumnError, NotAQbeastTableError
     from use.qbeast.convert import DEFAULT_CUBE_SIZE, index_column_names
+    from use.qbeast.revision import cube_size_option
     from use.qbeast.snapshot import QbeastSnapshot
 
     path = _path_option(options)
@@ -286,7 +275,7 @@ def plan_write(options: Any, schema: pa.Schema, overwrite: bool) -> WritePlan:
                 '.option("columnsToIndex", "x,y") (and optionally .option("cubeSize", "5000000"))'
             )
         names = index_column_names(columns_opt, schema, f"the data written to {path!r}")
-        return WritePlan(path, schema, overwrite, tuple(names), _cube_size_option(cube_opt, DEFAULT_CUBE_SIZE), None)
+        return WritePlan(path, schema, overwrite, tuple(names), cube_size_option(cube_opt, DEFAULT_CUBE_SIZE), None)
     snap = log.snapshot()
     check_write_support(snap.protocol, snap.metadata, path)  # before any task writes a file
     qsnap = QbeastSnapshot.from_delta(snap)
@@ -302,7 +291,7 @@ def plan_write(options: Any, schema: pa.Schema, overwrite: bool) -> WritePlan:
         columns = names or table_columns
         if not names:
             index_column_names(list(columns), schema, f"the data written to {path!r}")
-        cube_size = _cube_size_option(cube_opt, int(latest.desired_cube_size))
+        cube_size = cube_size_option(cube_opt, int(latest.desired_cube_size))
         return WritePlan(path, schema, True, columns, cube_size, snap.version)
     if names is not None and names != table_columns:
         raise IndexColumnError(
@@ -310,7 +299,7 @@ def plan_write(options: Any, schema: pa.Schema, overwrite: bool) -> WritePlan:
             f"{path!r}; leave the option out (or give the same columns) to append, or write with "
             '.mode("overwrite") to index other columns'
         )
-    if cube_opt not in (None, "") and _cube_size_option(cube_opt, 1) != int(latest.desired_cube_size):
+    if cube_opt not in (None, "") and cube_size_option(cube_opt, 1) != int(latest.desired_cube_size):
         raise InvalidArgumentError(
             f"cubeSize {cube_opt} differs from the table's desired cube size {latest.desired_cube_size} at {path!r}; "
             "an append keeps the table's cube size (QbeastTable.write with another cube_size starts a new revision)"

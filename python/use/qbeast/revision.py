@@ -185,6 +185,20 @@ def check_cube_size(cube_size: Any, name: str = "cube_size") -> int:
     return int(cube_size)
 
 
+def cube_size_option(value: Any, default: int | None) -> int | None:
+    """The `cubeSize` option as a writer or a CREATE gives it (text): `default` when absent or
+    blank, else a positive integer, or an InvalidArgumentError naming the option."""
+    if value is None or not str(value).strip():
+        return default
+    try:
+        size = int(str(value).strip())
+    except ValueError:
+        size = 0
+    if size < 1:
+        raise InvalidArgumentError(f"option cubeSize must be a positive integer (rows per cube), got {value!r}")
+    return size
+
+
 def first_revision(table_id: str, cube_size: int, transformers: Sequence[Transformer], timestamp: int = 0) -> Revision:
     """qbeast-spark's `Revision.firstRevision`: id 0, real transformers, no transformations yet, so
     the first write always produces revision 1."""

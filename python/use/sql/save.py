@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from use.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
+from use.qbeast.revision import cube_size_option
 from use.sql.bridge import dataframe
 from use.sql.tables import check_schema_change, is_qbeast, log_for, spark_schema_to_arrow, table_root
 from use.sql.write import cube_size_of, dynamic_overwrite, indexed_columns, write_delta
@@ -141,14 +142,7 @@ def _save_qbeast(
             f"partitionBy({', '.join(map(repr, parts))}): Qbeast tables are not partitioned (the index clusters the "
             'rows instead); leave partitionBy out, or write a partitioned Delta table with format("delta")'
         )
-    cube_size: int | None = None
-    if cube not in (None, ""):
-        try:
-            cube_size = int(str(cube))
-        except ValueError:
-            cube_size = 0
-        if cube_size < 1:
-            raise InvalidArgumentError(f"option cubeSize must be a positive integer (rows per cube), got {cube!r}")
+    cube_size = cube_size_option(cube, None)
     log = log_for(root)
     snap = log.snapshot() if log.exists() else None
     if snap is None:

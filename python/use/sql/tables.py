@@ -202,16 +202,9 @@ def spark_schema_to_arrow(schema_json: str) -> pa.Schema:
 
 def _cube_size(value: str | None) -> int:
     from use.qbeast.convert import DEFAULT_CUBE_SIZE
+    from use.qbeast.revision import cube_size_option
 
-    if value is None or not str(value).strip():
-        return DEFAULT_CUBE_SIZE
-    try:
-        size = int(str(value).strip())
-    except ValueError:
-        size = 0
-    if size < 1:
-        raise InvalidArgumentError(f"option cubeSize must be a positive integer (rows per cube), got {value!r}")
-    return size
+    return int(cube_size_option(value, DEFAULT_CUBE_SIZE))  # type: ignore[arg-type]
 
 
 def new_configuration(
