@@ -378,3 +378,30 @@ def test_replace_where_writes_only_rows_of_the_partitions_it_replaces(spark, tmp
     with refused(r"overwriting the rows matching .* is not supported yet"):
         spark.sql(f"INSERT INTO delta.`{path}` REPLACE WHERE id > 3 SELECT 102 AS id, '1' AS p")
     assert state(path) == before
+
+
+def test_user_metadata_of_a_write_option_or_the_session_lands_in_the_commit(spark, tmp_path) -> None:
+    """Delta's `userMetadata` writer option, else `spark.databricks.delta.commitInfo.userMetadata`:
+    the commit's `commitInfo.userMetadata` (DESCRIBE HISTORY's column), for saves, SQL writes and DML."""
+    from use import DeltaTable
+    from use.session import session_conf
+
+    path = str(tmp_path / "t")
+
+    def last_user_metadata() -> str | None:
+        return DeltaTable.for_path(spark, path).history(1).collect()[0]["userMetadata"]
+
+    spark.range(4).write.format("delta").option("userMetadata", "created by job 7").save(path)
+    assert last_user_metadata() == "created by job 7"
+    spark.range(4, 6).write.format("delta").mode("append").option("userMetadata", "nightly").save(path)
+    assert last_user_metadata() == "nightly"
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (10)")
+    assert last_user_metadata() is None
+    with session_conf(spark, {"spark.databricks.delta.commitInfo.userMetadata": "backfill"}):
+        spark.sql(f"INSERT INTO delta.`{path}` VALUES (11)")
+        assert last_user_metadata() == "backfill"
+        spark.sql(f"DELETE FROM delta.`{path}` WHERE id = 11")
+        assert last_user_metadata() == "backfill"
+        spark.range(1).write.format("delta").mode("append").option("userMetadata", "the option wins").save(path)
+        assert last_user_metadata() == "the option wins"
+    assert rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(8,)]

@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from use.delta.actions import AddFile, CommitInfo, Metadata, Protocol, SetTransaction, action_json_line
+from use.delta.actions import AddFile, CommitInfo, Metadata, Protocol, SetTransaction, action_json_line, scoped_user_metadata
 from use.delta.checkpoint import checkpoint_name, write_checkpoint
 from use.delta.listing import LOG_DIR_NAME, LogListing, commit_name, list_log
 from use.delta.replay import LogState, advance, replay
@@ -175,6 +175,7 @@ class DeltaLog:
             txn_id=metadata.id,
             isolation_level="Serializable",
             tags={},
+            user_metadata=scoped_user_metadata(),
         )
         data = ("\n".join(action_json_line(a) for a in (info, protocol, metadata, *first)) + "\n").encode()
         path = os.path.join(self.log_dir, commit_name(0))

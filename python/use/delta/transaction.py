@@ -36,6 +36,7 @@ from use.delta.actions import (
     RemoveFile,
     SetTransaction,
     action_json_line,
+    scoped_user_metadata,
 )
 from use.delta.commits import CommitActions, parse_commits
 from use.delta.listing import LogListing, commit_name, list_log
@@ -275,7 +276,7 @@ class Transaction:
             txn_id=self.txn_id,
             isolation_level=self.isolation_level,
             tags=tags,
-            user_metadata=user_metadata,
+            user_metadata=user_metadata if user_metadata is not None else scoped_user_metadata(),
         )
         lines = [action_json_line(info)]
         if self._protocol is not None:

@@ -43,9 +43,9 @@ def _methods() -> dict[str, Method]:
         "alterSchema": tables.alter_schema,
         "truncate": tables.truncate,
         "planScans": scan.plan_scans,
-        "write": write.write,
-        "savePath": save.save_path,
-        "rewriteRows": dml.rewrite_rows,
+        "write": _with_user_metadata(write.write),
+        "savePath": _with_user_metadata(save.save_path),
+        "rewriteRows": _with_user_metadata(dml.rewrite_rows),
         "rowLevelBegin": dml.writes_begin,
         "rowLevelEnd": dml.writes_end,
         "insightNames": lake.names,
@@ -54,6 +54,33 @@ def _methods() -> dict[str, Method]:
         "callProcedure": procedures.call_procedure,
         "manualTrigger": procedures.manual_trigger,
     }
+
+
+#: Delta's session setting for the `commitInfo.userMetadata` of a statement's commits.
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def _with_user_metadata(method: Method) -> Method:
+    """A writing call whose commits carry Delta's user metadata: the writer option `userMetadata`
+    (`df.write.option(...)`, saveAsTable, writeTo), else the statement's session setting
+    `spark.databricks.delta.commitInfo.userMetadata` (the session of the DataFrame written, e.g. a
+    JDBC client's SET)."""
+    from use.delta.actions import commit_user_metadata
+
+    def run(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+        given = next((str(v) for k, v in (req.get("options") or {}).items() if str(k).lower() == "usermetadata"), None)
+        if given is None:
+            session = spark
+            if args and args[0] is not None:
+                try:
+                    session = session_of(spark, args[0])
+                except Exception:  # not a DataFrame: the bridge's session
+                    session = spark
+            given = session.conf.get(USER_METADATA_CONF, None) or None
+        with commit_user_metadata(given):
+            return method(spark, req, args)
+
+    return run
 
 
 def error_kind(exc: BaseException) -> str:
