@@ -46,9 +46,10 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
     `DeltaPathProvider.createRelation`). A path without a table gets one, created by this write in
     one commit (`DeltaTable.write`: partitioned by `partitionBy`, `delta.*` writer options as its
     properties) whatever the mode; on an existing table `errorifexists` fails and `ignore` writes
-    nothing, and `append` / `overwrite` are answered `{"write": mode, "root": ...}`: the shim then
-    writes through the catalog as `INSERT INTO` / `INSERT OVERWRITE delta.`root`` do, so rows are
-    matched to the table's columns by name and a Qbeast table's rows are indexed. Written here
+    nothing, and `append` / `overwrite` are answered `{"write": mode, "root": ...}` (`dynamic` for
+    Delta's `partitionOverwriteMode=dynamic`): the shim then writes through the catalog as
+    `INSERT INTO` / `INSERT OVERWRITE delta.`root`` do, so rows are matched to the table's columns
+    by name and a Qbeast table's rows are indexed. `format("qbeast")` saves are `_save_qbeast`'s. Written here
     instead, in one commit each: `mergeSchema` with new columns (`_write_merged`: the widened
     schema and the rows) and a write with `txnAppId`/`txnVersion` (`_write_idempotent`: the rows
     and the `txn` action; a version already committed for the app id writes nothing), which the
