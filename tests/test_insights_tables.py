@@ -88,7 +88,8 @@ def history_entries() -> list[HistoryEntry]:
                      {"operation": "OPTIMIZE", "readVersion": 2, "isBlindAppend": False, "isolationLevel": "SnapshotIsolation",
                       "engineInfo": "USE/0.1", "tags": {EVENT_TAG: _event("LeveledCompactionSelection", 3).to_json()}}),
         HistoryEntry(2, 3000, "WRITE", {"mode": "Append"}, {"numFiles": "2"},
-                     {"operation": "WRITE", "readVersion": 1, "isBlindAppend": True, "engineInfo": "delta-rs:1.0"}),
+                     {"operation": "WRITE", "readVersion": 1, "isBlindAppend": True, "engineInfo": "delta-rs:1.0",
+                      "userMetadata": "job 7"}),
         HistoryEntry(1, 2000, "OPTIMIZE", {}, {}, {"tags": {EVENT_TAG: _event("BinPacking", 1).to_json()}}),
         HistoryEntry(0, 1000, "CREATE TABLE", {"partitionBy": "[]"}, {}, {"operation": "CREATE TABLE"}),
     ]  # fmt: skip
@@ -107,6 +108,7 @@ def test_history_oldest_first_with_optimizations_marked() -> None:
     assert (rows[3]["engine_info"], rows[3]["read_version"], rows[3]["isolation_level"], rows[3]["is_blind_append"]) == (
         "USE/0.1", 2, "SnapshotIsolation", False)  # fmt: skip
     assert (rows[0]["engine_info"], rows[0]["read_version"], rows[0]["is_blind_append"]) == (None, None, None)
+    assert [r["user_metadata"] for r in rows] == [None, None, "job 7", None]
     assert insights.history([]).schema == insights.HISTORY_SCHEMA
 
 

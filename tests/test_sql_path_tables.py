@@ -404,4 +404,7 @@ def test_user_metadata_of_a_write_option_or_the_session_lands_in_the_commit(spar
         assert last_user_metadata() == "backfill"
         spark.range(1).write.format("delta").mode("append").option("userMetadata", "the option wins").save(path)
         assert last_user_metadata() == "the option wins"
+    # DESCRIBE HISTORY (the history insight) shows it too
+    assert [r["user_metadata"] for r in spark.sql(f"DESCRIBE HISTORY '{path}' LIMIT 3").collect()] == [
+        "the option wins", "backfill", "backfill"]  # fmt: skip
     assert rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(8,)]

@@ -62,6 +62,7 @@ HISTORY_SCHEMA = pa.schema(
         ("read_version", pa.int64()),
         ("isolation_level", pa.string()),
         ("is_blind_append", pa.bool_()),
+        ("user_metadata", pa.string()),
     ]
 )
 
@@ -321,6 +322,7 @@ def history(history_entries: Iterable[Any]) -> pa.Table:
                 "read_version": read_version if isinstance(read_version, int) and not isinstance(read_version, bool) else None,
                 "isolation_level": info.get("isolationLevel") if isinstance(info.get("isolationLevel"), str) else None,
                 "is_blind_append": blind if isinstance(blind, bool) else None,
+                "user_metadata": info.get("userMetadata") if isinstance(info.get("userMetadata"), str) else None,
             }
         )
     ms_schema = HISTORY_SCHEMA.set(1, pa.field("timestamp", pa.int64()))
