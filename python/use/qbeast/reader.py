@@ -473,8 +473,7 @@ def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "Da
         with _listed_on_driver(spark, len(paths)):
             df = spark.read.schema(data_schema).parquet(*paths)
         return df if identity else df.select(*[logical(sf, f) for f, sf in data_fields])
-    mapping = qsnap.column_mapping
-    keys = [mapping.physical_name(c) if mapping is not None else c for c in qsnap.partition_columns]
+    keys = qsnap.partition_value_keys
     by_partition: dict[tuple[str | None, ...], list[str]] = {}
     for path, values in zip(paths, files.column("partition_values").to_pylist()):
         found = dict(values or ())

@@ -108,6 +108,13 @@ class QbeastSnapshot:
         return _is_qbeast(self.configuration)
 
     @property
+    def partition_value_keys(self) -> tuple[str, ...]:
+        """The keys of the files' `partition_values`, partition column by partition column: their
+        physical names under Delta column mapping, else the columns themselves."""
+        mapping = self.column_mapping
+        return tuple(mapping.physical_name(c) if mapping is not None else c for c in self.partition_columns)
+
+    @property
     def latest_revision_id(self) -> int:
         """`qbeast.lastRevisionID`, else the largest revision id; 0 when only staging."""
         if LAST_REVISION_KEY in self.configuration:

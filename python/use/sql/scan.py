@@ -33,9 +33,7 @@ def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any) -> dict[s
 
     plan = plan_read(None, qsnap, sample=sample, predicate=predicate)
     files = plan.files
-    # the log's keys: the partition columns' physical names under Delta column mapping
-    mapping = qsnap.column_mapping
-    keys = [mapping.physical_name(c) if mapping is not None else c for c in qsnap.partition_columns]
+    keys = qsnap.partition_value_keys  # physical names under Delta column mapping
     partition_values: list[list[str | None]] = []
     if keys and files.num_rows:
         for found in files.column("partition_values").to_pylist():
