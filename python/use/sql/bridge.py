@@ -70,12 +70,8 @@ def _with_user_metadata(method: Method) -> Method:
     def run(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
         given = next((str(v) for k, v in (req.get("options") or {}).items() if str(k).lower() == "usermetadata"), None)
         if given is None:
-            session = spark
-            if args and args[0] is not None:
-                try:
-                    session = session_of(spark, args[0])
-                except Exception:  # not a DataFrame: the bridge's session
-                    session = spark
+            # each of these calls hands over the written DataFrame first, if any (a DELETE of whole files has none)
+            session = session_of(spark, args[0]) if args else spark
             given = session.conf.get(USER_METADATA_CONF, None) or None
         with commit_user_metadata(given):
             return method(spark, req, args)
