@@ -86,7 +86,8 @@ def test_save_partitioned_with_properties_and_refusals_change_nothing(spark, tmp
         (df.selectExpr("CAST(id AS STRING) AS id", "p", "1 AS z").write.format("delta").mode("append").option("mergeSchema", "true"),
          r"column id is string in the data and bigint in the table at .*; mergeSchema adds columns, it does not change a column's type"),
         (df.write.format("delta").mode("overwrite").option("replaceWhere", "p = '0'"), r"replaceWhere=p = '0' is not supported yet"),
-        (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true"), r"overwriteSchema=true is not supported yet"),
+        (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").option("partitionOverwriteMode", "dynamic"),
+         r"overwriteSchema=true replaces the whole table .* cannot be combined with a dynamic partition overwrite"),
         (df.selectExpr("*", "1 AS z").write.format("delta").mode("append"), r"INSERT_COLUMN_ARITY_MISMATCH"),
         (df.write.format("delta").mode("overwrite"), r"delta.appendOnly"),  # Delta's rule for append-only tables
     ]  # fmt: skip
@@ -360,9 +361,112 @@ def test_save_as_table_and_insert_into_take_dynamic_partition_overwrite(spark, d
     with refused(r"the writer option partitionOverwriteMode must be static or dynamic, got 'often'"):
         new.write.format("delta").mode("overwrite").option("partitionOverwriteMode", "often").saveAsTable("dyn")
     assert state(location(spark, "dyn")) == before
-    # without the option, saveAsTable in overwrite mode replaces the table, as Delta's does
+    # without the option, saveAsTable in overwrite mode overwrites every partition
     new.write.format("delta").mode("overwrite").partitionBy("p").saveAsTable("dyn")
     assert rows(spark, "SELECT id FROM dyn") == [(100,), (101,)]
+
+
+def test_overwrite_schema_replaces_schema_and_partitioning_and_keeps_the_table(spark, tmp_path) -> None:
+    """Delta's `overwriteSchema=true` with an overwrite: the DataFrame's schema, and `partitionBy`'s
+    partitioning (none without it, as Delta's writer), in one commit; properties and id kept. On a
+    Qbeast table (by path, `format("delta")`) the rows are indexed again on its columns."""
+    from use import QbeastTable
+
+    path = str(tmp_path / "t")
+    spark.range(4).selectExpr("id", "CAST(id % 2 AS STRING) AS p").write.format("delta").partitionBy("p").option(
+        "delta.logRetentionDuration", "interval 7 days").save(path)  # fmt: skip
+    table_id = _delta_rs(path).metadata().id
+    new = spark.range(3).selectExpr("CAST(id AS STRING) AS s", "id * 1.5 AS d")
+    new.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+    table = _delta_rs(path)
+    assert table.schema().to_arrow().names == ["s", "d"] and table.metadata().partition_columns == []
+    assert table.metadata().id == table_id and table.metadata().configuration == {"delta.logRetentionDuration": "interval 7 days"}
+    assert sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["s"]) == [
+        {"s": "0", "d": 0.0}, {"s": "1", "d": 1.5}, {"s": "2", "d": 3.0},
+    ]  # fmt: skip
+    new.write.format("delta").mode("overwrite").option("overwriteSchema", "true").partitionBy("s").save(path)
+    assert _delta_rs(path).metadata().partition_columns == ["s"]
+    assert rows(spark, f"SELECT s, d FROM delta.`{path}`") == [("0", 0.0), ("1", 1.5), ("2", 3.0)]
+    # without the option an overwrite keeps the schema (Spark's by-name write refuses the extra column)
+    before = state(path)
+    with refused(r"INCOMPATIBLE_DATA_FOR_TABLE|INSERT_COLUMN_ARITY_MISMATCH"):
+        new.selectExpr("*", "1 AS z").write.format("delta").mode("overwrite").save(path)
+    assert state(path) == before
+    # ignored on append, as Delta's: the append must fit the table
+    new.write.format("delta").mode("append").option("overwriteSchema", "true").save(path)
+    assert rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(6,)]
+
+    q = str(tmp_path / "q")
+    data = spark.range(300).selectExpr("id", "rand(5) * 100 AS x")
+    QbeastTable.write(data, q, columns_to_index=["x"], cube_size=100)
+    data.selectExpr("x", "CAST(id AS STRING) AS label").write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(q)
+    qt = QbeastTable.for_path(spark, q)
+    assert qt.read().columns == ["x", "label"] and qt.read().count() == 300
+    assert qt.snapshot().configuration["columnsToIndex"] == "x" and qt.read(sample=0.1).count() < 100
+    before = state(q)
+    for writer, message in [
+        (data.selectExpr("id AS y").write.format("delta").mode("overwrite").option("overwriteSchema", "true"), r"column 'x' to index is not in the data"),
+        (data.write.format("delta").mode("overwrite").option("overwriteSchema", "true").partitionBy("id"), r"with overwriteSchema: the Qbeast table .* is not partitioned"),
+    ]:  # fmt: skip
+        with refused(message):
+            writer.save(q)
+        assert state(q) == before, message
+
+
+def test_save_as_table_overwrite_overwrites_the_rows_and_keeps_the_table(spark, db) -> None:
+    """`df.write.mode("overwrite").saveAsTable(t)` on an existing table is Delta's overwrite of its
+    rows (the table's schema, partitioning, properties and Qbeast index kept; `overwriteSchema` to
+    change them), not a replacement of the table: it dropped a Qbeast table's index and every
+    property. `CREATE OR REPLACE TABLE ... AS SELECT` and `writeTo(...).createOrReplace()` still
+    replace the table."""
+    spark.sql("CREATE TABLE sq (x INT, y INT) USING qbeast TBLPROPERTIES ('columnsToIndex'='x,y', 'cubeSize'='50', "
+              "'use.optimization.autoOptimize.enabled'='true')")  # fmt: skip
+    spark.sql("INSERT INTO sq SELECT id, id % 7 FROM range(200)")
+    new = spark.range(300).selectExpr("CAST(id % 5 AS INT) AS y", "CAST(id AS INT) AS x")  # columns in another order
+    new.write.format("delta").mode("overwrite").saveAsTable("sq")
+    conf = spark.sql("SHOW TBLPROPERTIES sq").collect()
+    kept = {r.key: r.value for r in conf}
+    assert kept["columnsToIndex"] == "x,y" and kept["use.optimization.autoOptimize.enabled"] == "true"
+    assert rows(spark, "SELECT count(*), sum(x), sum(y) FROM sq") == [(300, 44850, 600)]
+    assert spark.table("sq").columns == ["x", "y"]
+    from use import QbeastTable
+
+    qt = QbeastTable.for_path(spark, location(spark, "sq"))
+    assert qt.read(sample=0.1).count() < 100  # still indexed: the sample prunes
+    assert [r.operation for r in spark.sql("DESCRIBE HISTORY sq").collect()][0] == "WRITE"
+
+    spark.sql("CREATE TABLE sp (a INT, p STRING) USING delta PARTITIONED BY (p) TBLPROPERTIES ('delta.appendOnly'='false')")
+    spark.sql("INSERT INTO sp VALUES (1, 'x'), (2, 'y')")
+    spark.createDataFrame([(3, "z")], "a int, p string").write.format("delta").mode("overwrite").saveAsTable("sp")
+    detail = spark.sql("DESCRIBE DETAIL sp").collect()[0]
+    assert detail.partition_columns == ["p"] and detail.properties == {"delta.appendOnly": "false"}
+    assert rows(spark, "SELECT a, p FROM sp") == [(3, "z")]
+    before = state(location(spark, "sp"))
+    for writer, message in [
+        (spark.createDataFrame([("q",)], "b string").write.format("delta").mode("overwrite"), r"INCOMPATIBLE_DATA_FOR_TABLE"),
+        (spark.createDataFrame([(4, "x")], "a int, p string").write.format("delta").mode("overwrite").partitionBy("a"),
+         r"partitionBy\('a'\) differs from the partitioning of the table"),
+        (spark.createDataFrame([(4, "x")], "a int, p string").write.format("delta").mode("overwrite").option("path", "/tmp/elsewhere"),
+         r"saveAsTable\(sp\) in overwrite mode with the option path='/tmp/elsewhere': the table is at "),
+    ]:  # fmt: skip
+        with refused(message):
+            writer.saveAsTable("sp")
+        assert state(location(spark, "sp")) == before, message
+    # overwriteSchema: the DataFrame's schema and partitioning, the properties kept
+    spark.createDataFrame([("q", 1.5)], "b string, c double").write.format("delta").mode("overwrite").option(
+        "overwriteSchema", "true").saveAsTable("sp")  # fmt: skip
+    detail = spark.sql("DESCRIBE DETAIL sp").collect()[0]
+    assert detail.partition_columns == [] and detail.properties == {"delta.appendOnly": "false"}
+    assert spark.table("sp").columns == ["b", "c"] and rows(spark, "SELECT * FROM sp") == [("q", 1.5)]
+    # a missing table is created, as before
+    spark.range(3).write.format("delta").mode("overwrite").saveAsTable("snew")
+    spark.range(4).write.format("delta").mode("overwrite").saveAsTable("snew")
+    assert rows(spark, "SELECT count(*) FROM snew") == [(4,)]
+    # the V2 replacements still make a new table of the query
+    spark.sql("CREATE OR REPLACE TABLE snew USING delta AS SELECT 'a' AS s")
+    assert spark.table("snew").columns == ["s"]
+    spark.range(2).selectExpr("1.5D AS d").writeTo("snew").using("delta").createOrReplace()
+    assert rows(spark, "SELECT d FROM snew") == [(1.5,), (1.5,)]
 
 
 def test_replace_where_writes_only_rows_of_the_partitions_it_replaces(spark, tmp_path) -> None:

@@ -29,7 +29,6 @@ _SAVE_MODES = {"Append": "append", "Overwrite": "overwrite", "ErrorIfExists": "e
 #: Delta writer options USE does not implement yet, each with what to do instead. Refused rather than
 #: ignored: each changes which rows or which schema the table ends with.
 _UNSUPPORTED_SAVE_OPTIONS = {
-    "overwriteschema": "replace the table with DeltaTable.write(df, path, mode='overwrite'), which takes the DataFrame's schema",
     "replacewhere": "overwrite whole partitions (INSERT OVERWRITE ... PARTITION (p = v)), or the whole table",
 }
 
@@ -50,7 +49,8 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
     Delta's `partitionOverwriteMode=dynamic`): the shim then writes through the catalog as
     `INSERT INTO` / `INSERT OVERWRITE delta.`root`` do, so rows are matched to the table's columns
     by name and a Qbeast table's rows are indexed. `format("qbeast")` saves are `_save_qbeast`'s. Written here
-    instead, in one commit each: `mergeSchema` with new columns (`_write_merged`: the widened
+    instead, in one commit each: an overwrite with `overwriteSchema` (`_write_replacing_schema`),
+    `mergeSchema` with new columns (`_write_merged`: the widened
     schema and the rows) and a write with `txnAppId`/`txnVersion` (`_write_idempotent`: the rows
     and the `txn` action; a version already committed for the app id writes nothing), which the
     streaming sink uses for every micro-batch."""
@@ -62,9 +62,9 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
     options = {str(k): str(v) for k, v in (req.get("options") or {}).items()}
     for key, value in options.items():
         instead = _UNSUPPORTED_SAVE_OPTIONS.get(key.lower())
-        if instead is not None and (key.lower() == "replacewhere" or value.strip().lower() == "true"):
+        if instead is not None:
             raise InvalidArgumentError(f"the Delta writer option {key}={value} is not supported yet; {instead}")
-    merge_schema = any(k.lower() == "mergeschema" and v.strip().lower() == "true" for k, v in options.items())
+    merge_schema, overwrite_schema = _option_on(options, "mergeSchema"), _option_on(options, "overwriteSchema")
     app_id, app_version = _txn_options(options)
     parts = req.get("partitionColumns")
     root = table_root(req["path"])
@@ -88,6 +88,16 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
     snap = log.snapshot()
     if snap.has_app_transaction(app_id, app_version):
         return {"created": False, "root": root}  # this batch was written already
+    # a stream's complete mode replaces the table whatever the session's overwrite mode
+    dynamic = mode == "overwrite" and dynamic_overwrite(None if req.get("stream") else spark, options)
+    if overwrite_schema and mode == "overwrite":
+        if dynamic:
+            raise InvalidArgumentError(
+                "overwriteSchema=true replaces the whole table (rows, schema, partitioning) and cannot be combined with a "
+                "dynamic partition overwrite (partitionOverwriteMode=dynamic), as in Delta: drop one of the two options"
+            )
+        _write_replacing_schema(spark, dataframe(spark, args[0]), snap, parts, (app_id, app_version))
+        return {"created": False, "root": root}
     if parts is not None:
         current = list(snap.partition_columns)
         if [str(p) for p in parts] != current:
@@ -95,8 +105,6 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
                 f"partitionBy({', '.join(map(repr, parts))}) differs from the partitioning of the table at {root} "
                 f"({', '.join(current) or 'none'}); leave partitionBy out to write into the table as it is partitioned"
             )
-    # a stream's complete mode replaces the table whatever the session's overwrite mode
-    dynamic = mode == "overwrite" and dynamic_overwrite(None if req.get("stream") else spark, options)
     if merge_schema:
         df = dataframe(spark, args[0])
         added = _new_columns(snap, df)
@@ -109,6 +117,37 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
         _write_idempotent(spark, dataframe(spark, args[0]), snap, mode, app_id, int(app_version))  # type: ignore[arg-type]
         return {"created": False, "root": root}
     return {"write": "dynamic" if dynamic else mode, "root": root}
+
+
+def _option_on(options: Mapping[str, str], name: str) -> bool:
+    """A boolean writer option (`mergeSchema`, `overwriteSchema`) given as true, in any case."""
+    return any(k.lower() == name.lower() and str(v).strip().lower() == "true" for k, v in options.items())
+
+
+def _write_replacing_schema(
+    spark: SparkSession, df: DataFrame, snap: Snapshot, parts: Sequence[str] | None, app: tuple[str | None, int | None]
+) -> None:
+    """Delta's `overwriteSchema=true` with an overwrite: the table's rows and schema become the
+    DataFrame's, and its partitioning `partitionBy`'s columns (none without it, as Delta's writer
+    does); its properties, id and history stay. A Qbeast table's rows are indexed again on the
+    columns it indexes, which the new schema must have. One commit."""
+    from use.optimize.delta_table import DeltaTable
+
+    root = snap.table_root
+    if is_qbeast(snap.configuration):
+        from use.qbeast.writer import write as otree_write
+
+        if parts:
+            raise InvalidArgumentError(
+                f"partitionBy({', '.join(map(repr, parts))}) with overwriteSchema: the Qbeast table at {root} is not "
+                "partitioned (the index clusters the rows instead); leave partitionBy out"
+            )
+        otree_write(
+            spark, df, root, indexed_columns(snap), cube_size=cube_size_of(snap), mode="overwrite",
+            txn_app_id=app[0], txn_version=app[1],
+        )  # fmt: skip
+    else:
+        DeltaTable.write(df, root, mode="overwrite", partition_by=list(parts or []), txn_app_id=app[0], txn_version=app[1])
 
 
 def _refuse_dynamic(dynamic: bool, what: str) -> None:

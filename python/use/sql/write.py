@@ -52,10 +52,7 @@ def write(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str
     df = dataframe(spark, args[0])
     staged = req.get("staged")
     if staged is not None:
-        given = req.get("options") or {}
-        if staged.get("mode") == "replace" and dynamic_overwrite(None, given):
-            return _replace_partitions(spark, df, staged)
-        options = write_options(staged["provider"], staged.get("options") or {}, given)
+        options = write_options(staged["provider"], staged.get("options") or {}, req.get("options") or {})
         return _write_staged(spark, df, {**staged, "options": options})
     table = req["table"]
     snap = snapshot_of(table["location"])
@@ -84,32 +81,6 @@ def dynamic_overwrite(spark: SparkSession | None, options: Mapping[str, str]) ->
         where = "the writer option partitionOverwriteMode" if given is not None else _PARTITION_OVERWRITE_CONF
         raise InvalidArgumentError(f"{where} must be static or dynamic, got {value!r}")
     return text == "dynamic"
-
-
-def _replace_partitions(spark: SparkSession, df: DataFrame, spec: Mapping[str, Any]) -> dict[str, Any]:
-    """`saveAsTable` in overwrite mode with `partitionOverwriteMode=dynamic` (Delta's documented
-    form): the partitions the rows fall in are replaced, the others and the table's schema and
-    properties kept, as `INSERT OVERWRITE` in dynamic mode (not a replacement of the table)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from use.delta.schema import check_append_schema
-
-    snap = snapshot_of(spec["root"])
-    parts = list(spec.get("partitionColumns") or [])
-    if parts and parts != list(snap.partition_columns):
-        raise InvalidArgumentError(
-            f"partitionBy({', '.join(map(repr, parts))}) differs from the partitioning of the table at {snap.table_root} "
-            f"({', '.join(snap.partition_columns) or 'none'}); a dynamic partition overwrite writes into the table as it is "
-            "partitioned: leave partitionBy out"
-        )
-    check_append_schema(to_arrow_schema(df.schema, prefers_large_types=False), snap.schema, snap.table_root)
-    df = df.select(*[df[c] for c in snap.schema.names])
-    if is_qbeast(snap.configuration):
-        write_qbeast(spark, df, snap, "dynamic")
-    else:
-        write_delta(spark, df, snap, "dynamic", [])
-    return {"table": table_json(log_for(snap.table_root).snapshot(), spec["provider"])}
-
 
 
 # --- Qbeast ------------------------------------------------------------------------------------------

@@ -7,7 +7,10 @@ package use.sql {
   import com.fasterxml.jackson.databind.node.{ArrayNode, ObjectNode}
   import org.apache.spark.sql.{DataFrame, SQLContext, SaveMode, functions}
   import org.apache.spark.sql.catalyst.util.CaseInsensitiveMap
-  import org.apache.spark.sql.connector.catalog.{SupportsRead, Table, TableCapability, TableProvider}
+  import org.apache.spark.sql.catalyst.analysis.ResolvedIdentifier
+  import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, ReplaceTableAsSelect}
+  import org.apache.spark.sql.connector.catalog.{SupportsRead, SupportsV1OverwriteWithSaveAsTable, Table, TableCapability, TableCatalog, TableProvider}
+  import org.apache.spark.sql.execution.datasources.SaveIntoDataSourceCommand
   import org.apache.spark.sql.connector.expressions.{Expressions, Transform}
   import org.apache.spark.sql.connector.read.ScanBuilder
   import org.apache.spark.sql.Row
@@ -26,8 +29,9 @@ package use.sql {
     * name, Qbeast tables indexed). Spark hands a DSv2 provider's table only the append and
     * overwrite modes, so the tables served here are read only and every save comes to the V1 write
     * (`createRelation`), which asks the Python side (`use.sql.save.save_path`) what the mode means
-    * for the path. */
-  class DeltaPathProvider extends TableProvider with CreatableRelationProvider with StreamSinkProvider {
+    * for the path. `saveAsTable` in overwrite mode is such a save too (`DeltaPathProvider.saveAsTableOverwrite`). */
+  class DeltaPathProvider extends TableProvider with CreatableRelationProvider with StreamSinkProvider
+    with SupportsV1OverwriteWithSaveAsTable {
     /** The format name users give (`format("delta")`), which `QbeastPathProvider` changes. */
     protected def format: String = "delta"
 
@@ -197,6 +201,48 @@ package use.sql {
       }
 
       override def toString: String = s"USE $format sink at $p"
+    }
+
+    /** `df.write.format("delta"|"qbeast").mode("overwrite").saveAsTable(t)` on an existing Delta/Qbeast
+      * table, with Delta's meaning: the table's rows are overwritten as `.save(<its location>)` would
+      * (`createRelation`: rows matched by name, the table's schema, partitioning, properties and
+      * Qbeast index kept; `overwriteSchema`, `partitionOverwriteMode`, `mergeSchema`, `txnAppId`,
+      * `userMetadata` as for a path). Spark plans it as the REPLACE TABLE AS SELECT of
+      * `writeTo(t).createOrReplace()`, which would make a new table of the DataFrame (a Qbeast
+      * table losing its index and every table lost its properties); it marks the V1 call with the
+      * write option of `SupportsV1OverwriteWithSaveAsTable`, which this provider implements, and
+      * the analysis (`UseAnalysis`) turns the marked plan into this save. None: not such a call, or
+      * no table there yet (the plan creates it). */
+    def saveAsTableOverwrite(r: ReplaceTableAsSelect): Option[LogicalPlan] = {
+      val marker = SupportsV1OverwriteWithSaveAsTable.OPTION_NAME
+      if (!r.writeOptions.exists { case (k, v) => k.equalsIgnoreCase(marker) && v.equalsIgnoreCase("true") }) return None
+      val (catalog, ident) = r.name match {
+        case ResolvedIdentifier(c: TableCatalog, i) => (c, i)
+        case _ => return None
+      }
+      val format = r.tableSpec.provider.map(_.toLowerCase(java.util.Locale.ROOT)).filter(f => f == "delta" || f == "qbeast")
+      if (format.isEmpty || !catalog.tableExists(ident)) return None
+      val table = catalog.loadTable(ident) match {
+        case t: UseTable => t
+        case _ => return None
+      }
+      val root = table.meta.root
+      r.tableSpec.location.filterNot(l => new java.io.File(l.stripPrefix("file:")).getAbsolutePath == root).foreach { l =>
+        throw new UseException(s"saveAsTable(${ident.name()}) in overwrite mode with the option path='$l': the table is at $root; " +
+          "leave the path option out to overwrite the table's rows, or save to the other path with .save(path)",
+          UseException.Kinds.InvalidArgument)
+      }
+      val columns = r.partitioning.map { t =>
+        if (t.name() != "identity") throw new UseException(s"saveAsTable(${ident.name()}) in overwrite mode with the " +
+          s"partitioning ${t.describe()}: Delta tables are partitioned by columns only; use partitionBy(...)",
+          UseException.Kinds.InvalidArgument)
+        t.references().head.fieldNames().mkString(".")
+      }
+      val options = r.writeOptions.filterNot { case (k, _) => k.equalsIgnoreCase(marker) || k.equalsIgnoreCase("path") } +
+        ("path" -> root) ++
+        (if (columns.nonEmpty) Map(PartitionColumnsKey -> Bridge.strings(columns).toString) else Map.empty[String, String])
+      val provider = if (format.contains("qbeast")) new QbeastPathProvider else new DeltaPathProvider
+      Some(SaveIntoDataSourceCommand(r.query, provider, options, SaveMode.Overwrite))
     }
 
     /** Where DataFrameWriter puts `partitionBy(...)` for a V1 write (Spark's DataSourceUtils: a

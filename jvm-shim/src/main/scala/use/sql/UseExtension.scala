@@ -4,7 +4,7 @@ import org.apache.spark.sql.{SparkSession, SparkSessionExtensions}
 import org.apache.spark.sql.catalyst.TableIdentifier
 import org.apache.spark.sql.catalyst.analysis.{EliminateSubqueryAliases, ResolvedTable, UnresolvedAttribute, UnresolvedRelation, UnresolvedTableOrView}
 import org.apache.spark.sql.catalyst.expressions.{Alias, AttributeReference, Cast, Descending, Literal, NamedExpression, SortOrder}
-import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable, DescribeColumn, LogicalPlan, MergeIntoTable, OverwritePartitionsDynamic, Project, ShowCreateTable, Sort, UpdateTable, View}
+import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable, DescribeColumn, LogicalPlan, MergeIntoTable, OverwritePartitionsDynamic, Project, ReplaceTableAsSelect, ShowCreateTable, Sort, UpdateTable, View}
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.execution.datasources.{HadoopFsRelation, LogicalRelation}
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
@@ -27,6 +27,8 @@ class UseSparkSessionExtension extends (SparkSessionExtensions => Unit) {
   *  - a read of a USE table (its DSv2 relation) becomes a LogicalRelation over a HadoopFsRelation
   *    with Spark's parquet format and a `UseFileIndex`, so scans, column pruning, filter pushdown
   *    into parquet and partition pruning are Spark's own; the index lists only the log's files;
+  *  - `saveAsTable` in overwrite mode on an existing table becomes the save of its location
+  *    (`DeltaPathProvider.saveAsTableOverwrite`: Delta's overwrite of the rows, not a new table);
   *  - a dynamic partition overwrite becomes an append whose write replaces the partitions it
   *    writes (Spark's V1 write fallback has no dynamic overwrite of its own);
   *  - DELETE and UPDATE become `UseRowLevelCommand`s, MERGE a `UseMergeCommand` (copy-on-write, one
@@ -148,6 +150,7 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
       case d: DescribeColumn if describeInsightOf(d).isDefined =>
         val (insight, parts) = describeInsightOf(d).get
         describeInsight(insight, parts)
+      case r: ReplaceTableAsSelect if r.query.resolved => DeltaPathProvider.saveAsTableOverwrite(r).getOrElse(r)
       case o: OverwritePartitionsDynamic if o.resolved && isUseTarget(o.table) =>
         AppendData.byName(o.table, o.query, o.writeOptions + (UseAnalysis.DynamicOverwrite -> "true"))
       case r: DataSourceV2Relation if r.table.isInstanceOf[UseTable] => toRelation(r)
