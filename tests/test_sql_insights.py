@@ -92,10 +92,11 @@ def test_describe_history_and_detail_read_the_insights(spark, db) -> None:
     with refused("TABLE_OR_VIEW_NOT_FOUND.*nosuch"):
         spark.sql("DESCRIBE HISTORY spark_catalog.nosuchdb.nosuch LIMIT 3").collect()
     # DESCRIBE DETAIL: the `detail` insight, one row
-    for statement in (f"DESCRIBE DETAIL {db}.t", f"desc detail '{root}'", f"DESCRIBE DETAIL delta.`{root}`"):
+    for statement, name in ((f"DESCRIBE DETAIL {db}.t", f"spark_catalog.{db}.t"), (f"desc detail '{root}'", None),
+                            (f"DESCRIBE DETAIL delta.`{root}`", None)):  # fmt: skip
         (detail,) = spark.sql(statement).collect()
-        assert (detail["format"], detail["version"], detail["location"]) == ("qbeast", 2, root), statement
-        assert detail["num_files"] >= 1 and detail["size_in_bytes"] > 0 and "qbeast.revision.1" in detail["properties"]
+        assert (detail["format"], detail["name"], detail["location"]) == ("qbeast", name, root), statement
+        assert detail["numFiles"] >= 1 and detail["sizeInBytes"] > 0 and "qbeast.revision.1" in detail["properties"]
     with refused("TABLE_OR_VIEW_NOT_FOUND.*nosuch"):
         spark.sql("DESCRIBE DETAIL nosuch").collect()
     # a table really named history (or detail) keeps DESCRIBE's own meaning (a column of it)
@@ -103,6 +104,41 @@ def test_describe_history_and_detail_read_the_insights(spark, db) -> None:
     assert spark.sql("DESCRIBE history id").collect()[0][0] == "col_name"
     spark.sql("CREATE TABLE detail (id INT) USING delta")
     assert spark.sql("DESCRIBE detail id").collect()[0][0] == "col_name"
+
+
+def test_describe_history_and_detail_have_deltas_columns(spark, db, tmp_path) -> None:
+    """DESCRIBE HISTORY / DETAIL answer in the columns of Delta's statements (names, order, types),
+    so scripts written for Delta (`operationMetrics`, `numFiles`) read them; `history()` of the
+    Python API is the same. Other writers' commitInfo fields (a Databricks commit's user, job,
+    notebook, cluster) are shown, here written by delta-rs's custom commit metadata."""
+    import deltalake
+
+    from use.optimize.delta_table import DeltaTable
+
+    path = str(tmp_path / "t")
+    data = spark.range(3).selectExpr("id").toArrow()
+    deltalake.write_deltalake(path, data)
+    job = {"jobId": "7", "jobName": "nightly", "jobRunId": "70", "runId": "71", "jobOwnerId": "9", "triggerType": "cron"}
+    deltalake.write_deltalake(path, data, mode="append", commit_properties=deltalake.CommitProperties(custom_metadata={
+        "userId": "42", "userName": "ana@example.com", "clusterId": "0101-abc", "job": job, "notebook": {"notebookId": "5"},
+    }))  # fmt: skip
+    history = spark.sql(f"DESCRIBE HISTORY '{path}'")
+    assert history.columns == [
+        "version", "timestamp", "userId", "userName", "operation", "operationParameters", "job", "notebook", "clusterId",
+        "readVersion", "isolationLevel", "isBlindAppend", "operationMetrics", "userMetadata", "engineInfo",
+    ]  # fmt: skip
+    assert history.schema == DeltaTable.for_path(spark, path).history().schema
+    newest, first = history.collect()
+    assert (newest.version, newest.userId, newest.userName, newest.clusterId) == (1, "42", "ana@example.com", "0101-abc")
+    assert newest.job.asDict() == job and newest.notebook.notebookId == "5" and newest.operationMetrics
+    assert (first.userName, first.job, first.notebook) == (None, None, None)
+    assert DeltaTable.for_path(spark, path).history().collect() == [newest, first]
+    detail = spark.sql(f"DESCRIBE DETAIL '{path}'")
+    assert detail.columns == [
+        "format", "id", "name", "description", "location", "createdAt", "lastModified", "partitionColumns",
+        "clusteringColumns", "numFiles", "sizeInBytes", "properties", "minReaderVersion", "minWriterVersion", "tableFeatures",
+    ]  # fmt: skip
+    assert dict(detail.dtypes)["minReaderVersion"] == "int" and detail.collect()[0].numFiles == 2
 
 
 def test_every_insight_table_reads_and_has_the_python_api_schema(spark, db) -> None:

@@ -439,7 +439,7 @@ def test_save_as_table_overwrite_overwrites_the_rows_and_keeps_the_table(spark, 
     spark.sql("INSERT INTO sp VALUES (1, 'x'), (2, 'y')")
     spark.createDataFrame([(3, "z")], "a int, p string").write.format("delta").mode("overwrite").saveAsTable("sp")
     detail = spark.sql("DESCRIBE DETAIL sp").collect()[0]
-    assert detail.partition_columns == ["p"] and detail.properties == {"delta.appendOnly": "false"}
+    assert detail.partitionColumns == ["p"] and detail.properties == {"delta.appendOnly": "false"}
     assert rows(spark, "SELECT a, p FROM sp") == [(3, "z")]
     before = state(location(spark, "sp"))
     for writer, message in [
@@ -456,7 +456,7 @@ def test_save_as_table_overwrite_overwrites_the_rows_and_keeps_the_table(spark, 
     spark.createDataFrame([("q", 1.5)], "b string, c double").write.format("delta").mode("overwrite").option(
         "overwriteSchema", "true").saveAsTable("sp")  # fmt: skip
     detail = spark.sql("DESCRIBE DETAIL sp").collect()[0]
-    assert detail.partition_columns == [] and detail.properties == {"delta.appendOnly": "false"}
+    assert detail.partitionColumns == [] and detail.properties == {"delta.appendOnly": "false"}
     assert spark.table("sp").columns == ["b", "c"] and rows(spark, "SELECT * FROM sp") == [("q", 1.5)]
     # a missing table is created, as before
     spark.range(3).write.format("delta").mode("overwrite").saveAsTable("snew")
@@ -509,6 +509,6 @@ def test_user_metadata_of_a_write_option_or_the_session_lands_in_the_commit(spar
         spark.range(1).write.format("delta").mode("append").option("userMetadata", "the option wins").save(path)
         assert last_user_metadata() == "the option wins"
     # DESCRIBE HISTORY (the history insight) shows it too
-    assert [r["user_metadata"] for r in spark.sql(f"DESCRIBE HISTORY '{path}' LIMIT 3").collect()] == [
+    assert [r["userMetadata"] for r in spark.sql(f"DESCRIBE HISTORY '{path}' LIMIT 3").collect()] == [
         "the option wins", "backfill", "backfill"]  # fmt: skip
     assert rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(8,)]

@@ -207,7 +207,7 @@ def test_delta_s_optimize_and_vacuum_statements_run_the_procedures(spark, db) ->
     out = spark.sql("OPTIMIZE z ZORDER BY (a, `b`)").collect()
     assert {r["strategy"] for r in out} == {"ZOrder"} and all(r["status"] == "committed" for r in out)
     zorder = [r for r in spark.sql("DESCRIBE HISTORY z LIMIT 1").collect()]
-    assert zorder[0]["operation"] == "OPTIMIZE" and '"a","b"' in zorder[0]["parameters"]["zOrderBy"]
+    assert zorder[0]["operation"] == "OPTIMIZE" and '"a","b"' in zorder[0]["operationParameters"]["zOrderBy"]
     (n,) = spark.sql(f"OPTIMIZE '{z}' ZORDER BY a, b").collect()  # a quoted path, no parentheses
     assert n["kind"] == "none"
 

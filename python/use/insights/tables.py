@@ -63,6 +63,11 @@ HISTORY_SCHEMA = pa.schema(
         ("isolation_level", pa.string()),
         ("is_blind_append", pa.bool_()),
         ("user_metadata", pa.string()),
+        ("user_id", pa.string()),
+        ("user_name", pa.string()),
+        ("cluster_id", pa.string()),
+        ("job", STRING_MAP),
+        ("notebook_id", pa.string()),
     ]
 )
 
@@ -298,6 +303,13 @@ def detail(snapshot: Any, location: str) -> pa.Table:
     return table
 
 
+def _text(info: Mapping[str, Any], key: str) -> str | None:
+    """A commitInfo field that should be text, None when absent or of another type (other writers'
+    commits are not ours to trust)."""
+    value = info.get(key)
+    return value if isinstance(value, str) else None
+
+
 def history(history_entries: Iterable[Any]) -> pa.Table:
     """`<table>.history`: one row per commit still in the log, oldest first (DESCRIBE HISTORY).
 
@@ -318,11 +330,16 @@ def history(history_entries: Iterable[Any]) -> pa.Table:
                 "parameters": as_string_map(e.parameters),
                 "metrics": as_string_map(e.metrics),
                 "is_optimization": EVENT_TAG in (info.get("tags") or {}),
-                "engine_info": info.get("engineInfo") if isinstance(info.get("engineInfo"), str) else None,
+                "engine_info": _text(info, "engineInfo"),
                 "read_version": read_version if isinstance(read_version, int) and not isinstance(read_version, bool) else None,
-                "isolation_level": info.get("isolationLevel") if isinstance(info.get("isolationLevel"), str) else None,
+                "isolation_level": _text(info, "isolationLevel"),
                 "is_blind_append": blind if isinstance(blind, bool) else None,
-                "user_metadata": info.get("userMetadata") if isinstance(info.get("userMetadata"), str) else None,
+                "user_metadata": _text(info, "userMetadata"),
+                "user_id": _text(info, "userId"),
+                "user_name": _text(info, "userName"),
+                "cluster_id": _text(info, "clusterId"),
+                "job": as_string_map(job) if isinstance(job := info.get("job"), Mapping) else None,
+                "notebook_id": _text(notebook, "notebookId") if isinstance(notebook := info.get("notebook"), Mapping) else None,
             }
         )
     ms_schema = HISTORY_SCHEMA.set(1, pa.field("timestamp", pa.int64()))

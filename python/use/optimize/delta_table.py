@@ -37,12 +37,15 @@ if TYPE_CHECKING:  # pragma: no cover
 #: prints nothing, a callable receives each iteration's metrics.
 Progress = bool | Callable[["IterationMetrics"], None]
 
-#: DESCRIBE HISTORY's columns, as `history()` returns them (timestamps as timestamps).
+#: DESCRIBE HISTORY's columns, as Delta's (`DeltaHistory`) and as `history()` returns them.
 HISTORY_DDL = (
-    "version long, timestamp timestamp, operation string, operationParameters map<string,string>, "
-    "readVersion long, isolationLevel string, isBlindAppend boolean, operationMetrics map<string,string>, "
-    "userMetadata string, engineInfo string"
+    "version long, timestamp timestamp, userId string, userName string, operation string, "
+    "operationParameters map<string,string>, job struct<jobId:string,jobName:string,jobRunId:string,runId:string,"
+    "jobOwnerId:string,triggerType:string>, notebook struct<notebookId:string>, clusterId string, readVersion long, "
+    "isolationLevel string, isBlindAppend boolean, operationMetrics map<string,string>, userMetadata string, engineInfo string"
 )
+
+_JOB_FIELDS = ("jobId", "jobName", "jobRunId", "runId", "jobOwnerId", "triggerType")
 
 #: `DeltaTable.write` modes, as Spark's DataFrameWriter names them.
 WRITE_MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
@@ -91,12 +94,18 @@ class TableSurface:
         rows = []
         for e in self.log.history(limit):
             info = e.commit_info
+            job, notebook = info.get("job"), info.get("notebook")
             rows.append(
                 (
                     e.version,
                     dt.datetime.fromtimestamp(e.timestamp / 1000, dt.timezone.utc),
+                    info.get("userId"),
+                    info.get("userName"),
                     e.operation,
                     _text_map(e.parameters),
+                    tuple(job.get(k) for k in _JOB_FIELDS) if isinstance(job, Mapping) else None,
+                    (notebook.get("notebookId"),) if isinstance(notebook, Mapping) else None,
+                    info.get("clusterId"),
                     info.get("readVersion"),
                     info.get("isolationLevel"),
                     info.get("isBlindAppend"),

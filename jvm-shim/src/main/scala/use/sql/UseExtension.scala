@@ -131,11 +131,22 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
     ("use_catalog" +: full) :+ insight
   }
 
-  /** DESCRIBE HISTORY: the `history` insight newest commit first, as Delta's; DESCRIBE DETAIL: the `detail` insight. */
+  /** DESCRIBE HISTORY: the `history` insight newest commit first, DESCRIBE DETAIL: the `detail`
+    * insight, each in the columns (names, order, types) of Delta's statement, so that scripts and
+    * tools written for Delta read them (`operationMetrics`, `numFiles`, ...); the insight tables
+    * keep USE's names. DETAIL's `name` is the table's qualified name, as Delta's (the log's name
+    * for a table named by its path). */
   private def describeInsight(insight: String, parts: Seq[String]): LogicalPlan = {
-    val relation = UnresolvedRelation(insightTable(insight, parts))
-    if (insight == "history") Sort(Seq(SortOrder(UnresolvedAttribute(Seq("version")), Descending)), global = true, relation)
-    else relation
+    val full = insightTable(insight, parts)
+    val relation = UnresolvedRelation(full)
+    val parser = spark.sessionState.sqlParser
+    val columns = (if (insight == "history") UseAnalysis.DeltaHistoryColumns else UseAnalysis.DeltaDetailColumns).map {
+      case ("name", _) if full(1) != "path" => Alias(Literal(full.drop(1).dropRight(1).mkString(".")), "name")()
+      case (name, sql) => Alias(parser.parseExpression(sql), name)()
+    }
+    val projected = Project(columns, relation)
+    if (insight == "history") Sort(Seq(SortOrder(UnresolvedAttribute(Seq("version")), Descending)), global = true, projected)
+    else projected
   }
 
   override def apply(plan: LogicalPlan): LogicalPlan = {
@@ -173,6 +184,44 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
 object UseAnalysis {
   /** Delta's DESCRIBE statements read as USE's insight tables of the same name. */
   val DescribeInsights: Set[String] = Set("history", "detail")
+
+  /** DESCRIBE HISTORY's columns, as Delta's (`DeltaHistory`), each from the `history` insight's columns. */
+  val DeltaHistoryColumns: Seq[(String, String)] = Seq(
+    "version" -> "version",
+    "timestamp" -> "timestamp",
+    "userId" -> "user_id",
+    "userName" -> "user_name",
+    "operation" -> "operation",
+    "operationParameters" -> "parameters",
+    "job" -> ("CASE WHEN job IS NULL THEN NULL ELSE named_struct(" +
+      Seq("jobId", "jobName", "jobRunId", "runId", "jobOwnerId", "triggerType").map(k => s"'$k', try_element_at(job, '$k')").mkString(", ") +
+      ") END"),
+    "notebook" -> "CASE WHEN notebook_id IS NULL THEN NULL ELSE named_struct('notebookId', notebook_id) END",
+    "clusterId" -> "cluster_id",
+    "readVersion" -> "read_version",
+    "isolationLevel" -> "isolation_level",
+    "isBlindAppend" -> "is_blind_append",
+    "operationMetrics" -> "metrics",
+    "userMetadata" -> "user_metadata",
+    "engineInfo" -> "engine_info")
+
+  /** DESCRIBE DETAIL's columns, as Delta's (`TableDetail`), each from the `detail` insight's columns. */
+  val DeltaDetailColumns: Seq[(String, String)] = Seq(
+    "format" -> "format",
+    "id" -> "id",
+    "name" -> "name",
+    "description" -> "description",
+    "location" -> "location",
+    "createdAt" -> "created_at",
+    "lastModified" -> "last_modified",
+    "partitionColumns" -> "partition_columns",
+    "clusteringColumns" -> "clustering_columns",
+    "numFiles" -> "num_files",
+    "sizeInBytes" -> "size_in_bytes",
+    "properties" -> "properties",
+    "minReaderVersion" -> "CAST(min_reader_version AS INT)",
+    "minWriterVersion" -> "CAST(min_writer_version AS INT)",
+    "tableFeatures" -> "table_features")
 
   /** Write option marking an append that is a dynamic partition overwrite (see `UseAnalysis`). */
   val DynamicOverwrite = "__use_dynamic_partition_overwrite"
