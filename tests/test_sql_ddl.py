@@ -313,3 +313,43 @@ def test_qbeast_index_options_as_tblproperties(spark, db) -> None:
     assert location(spark, "tp2") != location(spark, "tp")
     assert QbeastTable.for_path(spark, location(spark, "tp2")).indexed_columns() == ["x", "y"]
     assert rows(spark, "SELECT count(*) FROM tp2") == [(0,)]
+
+
+def test_create_table_like_makes_an_empty_table_with_the_sources_definition(spark, db, tmp_path) -> None:
+    """`CREATE TABLE t LIKE s`: a Delta table (with a log) of the source's columns, partitioning,
+    comment and properties (a Qbeast source's index options, not its revisions), as Delta's; Spark's
+    command only registered the name, so every read of the new table failed."""
+    import deltalake
+
+    spark.sql("CREATE TABLE src (id INT, p STRING) USING delta PARTITIONED BY (p) COMMENT 'the source' "
+              "TBLPROPERTIES ('delta.appendOnly'='true', 'use.optimization.autoOptimize.enabled'='true')")  # fmt: skip
+    spark.sql("INSERT INTO src VALUES (1, 'a')")
+    spark.sql("CREATE TABLE copy LIKE src")
+    (detail,) = spark.sql("DESCRIBE DETAIL copy").collect()
+    assert (detail.format, detail.partitionColumns, detail.description, detail.numFiles) == ("delta", ["p"], "the source", 0)
+    assert detail.properties == {"delta.appendOnly": "true", "use.optimization.autoOptimize.enabled": "true"}
+    assert deltalake.DeltaTable(location(spark, "copy")).metadata().partition_columns == ["p"]
+    spark.sql("INSERT INTO copy VALUES (2, 'b')")
+    assert rows(spark, "SELECT * FROM copy") == [(2, "b")]
+    before = state(location(spark, "copy"))
+    with refused("TABLE_OR_VIEW_ALREADY_EXISTS"):
+        spark.sql("CREATE TABLE copy LIKE src")
+    spark.sql("CREATE TABLE IF NOT EXISTS copy LIKE src")
+    assert state(location(spark, "copy")) == before
+    with refused("TABLE_OR_VIEW_NOT_FOUND.*nosuch"):
+        spark.sql("CREATE TABLE other LIKE nosuch")
+    # a Qbeast source: its index options and the statement's properties, no revision of its own
+    spark.sql("CREATE TABLE qsrc (x DOUBLE, y DOUBLE) USING qbeast TBLPROPERTIES ('columnsToIndex'='x,y', 'cubeSize'='100')")
+    spark.sql("INSERT INTO qsrc SELECT rand(1), rand(2) FROM range(300)")
+    spark.sql("CREATE TABLE qcopy LIKE qsrc TBLPROPERTIES ('use.optimization.autoOptimize.enabled'='true')")
+    props = {r.key: r.value for r in spark.sql("SHOW TBLPROPERTIES qcopy").collect()}
+    assert (props["columnsToIndex"], props["cubeSize"], props["use.optimization.autoOptimize.enabled"]) == ("x,y", "100", "true")
+    assert props["qbeast.lastRevisionID"] == "0" and rows(spark, "SELECT count(*) FROM qcopy") == [(0,)]
+    # a table of another format made a Delta table by USING delta, at a LOCATION
+    spark.sql("CREATE TABLE psrc (a INT, b STRING) USING parquet PARTITIONED BY (b)")
+    where = str(tmp_path / "like")
+    spark.sql(f"CREATE TABLE dcopy LIKE psrc USING delta LOCATION '{where}'")
+    assert deltalake.DeltaTable(where).metadata().partition_columns == ["b"]
+    assert location(spark, "dcopy") == where
+    spark.sql("CREATE TABLE pcopy LIKE psrc")  # neither is USE's: Spark's own command
+    assert [r.data_type for r in spark.sql("DESCRIBE TABLE EXTENDED pcopy").collect() if r.col_name == "Provider"] == ["parquet"]

@@ -6,6 +6,7 @@ import org.apache.spark.sql.catalyst.analysis.{EliminateSubqueryAliases, Resolve
 import org.apache.spark.sql.catalyst.expressions.{Alias, AttributeReference, Cast, Descending, Literal, NamedExpression, SortOrder}
 import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable, DescribeColumn, LogicalPlan, MergeIntoTable, OverwritePartitionsDynamic, Project, ReplaceTableAsSelect, ShowCreateTable, Sort, UpdateTable, View}
 import org.apache.spark.sql.catalyst.rules.Rule
+import org.apache.spark.sql.execution.command.CreateTableLikeCommand
 import org.apache.spark.sql.execution.datasources.{HadoopFsRelation, LogicalRelation}
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 import org.apache.spark.sql.types.StructType
@@ -29,6 +30,7 @@ class UseSparkSessionExtension extends (SparkSessionExtensions => Unit) {
   *    into parquet and partition pruning are Spark's own; the index lists only the log's files;
   *  - `saveAsTable` in overwrite mode on an existing table becomes the save of its location
   *    (`DeltaPathProvider.saveAsTableOverwrite`: Delta's overwrite of the rows, not a new table);
+  *  - CREATE TABLE ... LIKE a USE table (or USING delta/qbeast) becomes `UseCreateTableLike`;
   *  - a dynamic partition overwrite becomes an append whose write replaces the partitions it
   *    writes (Spark's V1 write fallback has no dynamic overwrite of its own);
   *  - DELETE and UPDATE become `UseRowLevelCommand`s, MERGE a `UseMergeCommand` (copy-on-write, one
@@ -162,6 +164,7 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
         val (insight, parts) = describeInsightOf(d).get
         describeInsight(insight, parts)
       case r: ReplaceTableAsSelect if r.query.resolved => DeltaPathProvider.saveAsTableOverwrite(r).getOrElse(r)
+      case c: CreateTableLikeCommand => UseCreateTableLike.of(spark, c).getOrElse(c)
       case o: OverwritePartitionsDynamic if o.resolved && isUseTarget(o.table) =>
         AppendData.byName(o.table, o.query, o.writeOptions + (UseAnalysis.DynamicOverwrite -> "true"))
       case r: DataSourceV2Relation if r.table.isInstanceOf[UseTable] => toRelation(r)
