@@ -353,3 +353,27 @@ def test_create_table_like_makes_an_empty_table_with_the_sources_definition(spar
     assert location(spark, "dcopy") == where
     spark.sql("CREATE TABLE pcopy LIKE psrc")  # neither is USE's: Spark's own command
     assert [r.data_type for r in spark.sql("DESCRIBE TABLE EXTENDED pcopy").collect() if r.col_name == "Provider"] == ["parquet"]
+
+
+def test_drop_not_null_is_one_metadata_commit(spark, db) -> None:
+    """`ALTER TABLE t ALTER COLUMN c DROP NOT NULL`, as Delta's: the column becomes nullable (every
+    row written fits); SET NOT NULL stays refused (the rows written are not checked)."""
+    import deltalake
+
+    spark.sql("CREATE TABLE nn (id INT NOT NULL, name STRING) USING delta")
+    spark.sql("INSERT INTO nn VALUES (1, 'a')")
+    with pytest.raises(Exception, match="NOT_NULL_ASSERT_VIOLATION"):  # Spark's runtime check
+        spark.sql("INSERT INTO nn VALUES (NULL, 'b')")
+    root = location(spark, "nn")
+    before = state(root)
+    spark.sql("ALTER TABLE nn ALTER COLUMN id DROP NOT NULL")
+    assert len(state(root)[0]) == len(before[0]) + 1
+    info = next(a["commitInfo"] for a in commit_actions(root, len(before[0])) if "commitInfo" in a)
+    assert info["operation"] == "CHANGE COLUMN"
+    assert deltalake.DeltaTable(root).schema().to_arrow().field("id").nullable
+    spark.sql("INSERT INTO nn VALUES (NULL, 'b')")
+    assert rows(spark, "SELECT name, id FROM nn") == [("a", 1), ("b", None)]
+    before = state(root)
+    with refused(r"non-nullable|SET NOT NULL"):
+        spark.sql("ALTER TABLE nn ALTER COLUMN name SET NOT NULL")
+    assert state(root) == before

@@ -363,7 +363,7 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     alterProperties(ident, target, propertyChanges.toSeq)
   }
 
-  /** ADD COLUMNS and ALTER COLUMN ... COMMENT: the new schema (Spark's own `applySchemaChanges`, which
+  /** ADD COLUMNS, ALTER COLUMN ... COMMENT and ... DROP NOT NULL: the new schema (Spark's own `applySchemaChanges`, which
     * places a column FIRST or AFTER another and adds into structs) committed as one metaData action.
     * A NOT NULL or DEFAULT column is refused (the rows already written have no value for it), and so
     * are the changes that need Delta's column mapping or a rewrite (RENAME, DROP, a type change). */
@@ -380,10 +380,13 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
         if (a.defaultValue() != null) refuse("ADD COLUMNS ... DEFAULT", s"add ${name(a.fieldNames)} without a DEFAULT (its value is NULL in the rows already written)")
         added.add(name(a.fieldNames))
       case _: TableChange.UpdateColumnComment =>
+      case n: TableChange.UpdateColumnNullability if n.nullable() => // DROP NOT NULL: the rows written all fit
+      case n: TableChange.UpdateColumnNullability => refuse(s"ALTER COLUMN ${name(n.fieldNames)} SET NOT NULL",
+        "the rows already written are not checked for NULLs; rewrite the table with the column NOT NULL (CREATE OR REPLACE TABLE t (... NOT NULL) then INSERT)")
       case _: TableChange.RenameColumn => refuse("RENAME COLUMN", "renaming needs Delta column mapping, which USE does not write; add a new column, or rewrite the table (CREATE OR REPLACE TABLE ... AS SELECT)")
       case _: TableChange.DeleteColumn => refuse("DROP COLUMN", "dropping needs Delta column mapping, which USE does not write; rewrite the table without it (CREATE OR REPLACE TABLE ... AS SELECT)")
       case _: TableChange.UpdateColumnType => refuse("ALTER COLUMN ... TYPE", "a type change rewrites the data; rewrite the table with the new type (CREATE OR REPLACE TABLE ... AS SELECT CAST(...))")
-      case other => refuse(s"(${other.getClass.getSimpleName})", "the column changes supported are ADD COLUMNS and ALTER COLUMN ... COMMENT")
+      case other => refuse(s"(${other.getClass.getSimpleName})", "the column changes supported are ADD COLUMNS, ALTER COLUMN ... COMMENT and ALTER COLUMN ... DROP NOT NULL")
     }
     val current = load(ident, None, None)(super.loadTable(ident)) match {
       case t: UseTable => t.meta
