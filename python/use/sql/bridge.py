@@ -31,7 +31,7 @@ _registered: Bridge | None = None
 
 
 def _methods() -> dict[str, Method]:
-    from use.sql import dml, lake, procedures, save, scan, tables, write
+    from use.sql import dml, lake, procedures, save, scan, stream, tables, write
 
     return {
         "describe": tables.describe,
@@ -43,6 +43,8 @@ def _methods() -> dict[str, Method]:
         "alterSchema": tables.alter_schema,
         "truncate": tables.truncate,
         "planScans": scan.plan_scans,
+        "streamOffset": stream.stream_offset,
+        "streamBatch": stream.stream_batch,
         "write": _with_user_metadata(write.write),
         "savePath": _with_user_metadata(save.save_path),
         "rewriteRows": _with_user_metadata(dml.rewrite_rows),

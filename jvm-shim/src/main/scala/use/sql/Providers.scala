@@ -15,8 +15,8 @@ package use.sql {
   import org.apache.spark.sql.connector.read.ScanBuilder
   import org.apache.spark.sql.Row
   import org.apache.spark.sql.catalyst.encoders.ExpressionEncoder
-  import org.apache.spark.sql.execution.streaming.Sink
-  import org.apache.spark.sql.sources.{BaseRelation, CreatableRelationProvider, StreamSinkProvider}
+  import org.apache.spark.sql.execution.streaming.{Sink, Source}
+  import org.apache.spark.sql.sources.{BaseRelation, CreatableRelationProvider, StreamSinkProvider, StreamSourceProvider}
   import org.apache.spark.sql.streaming.OutputMode
   import org.apache.spark.sql.types.StructType
   import org.apache.spark.sql.util.CaseInsensitiveStringMap
@@ -31,7 +31,7 @@ package use.sql {
     * (`createRelation`), which asks the Python side (`use.sql.save.save_path`) what the mode means
     * for the path. `saveAsTable` in overwrite mode is such a save too (`DeltaPathProvider.saveAsTableOverwrite`). */
   class DeltaPathProvider extends TableProvider with CreatableRelationProvider with StreamSinkProvider
-    with SupportsV1OverwriteWithSaveAsTable {
+    with StreamSourceProvider with SupportsV1OverwriteWithSaveAsTable {
     /** The format name users give (`format("delta")`), which `QbeastPathProvider` changes. */
     protected def format: String = "delta"
 
@@ -108,6 +108,25 @@ package use.sql {
         override def sqlContext: SQLContext = ctx
         override def schema: StructType = written
       }
+    }
+
+    /** `spark.readStream.format("delta").load(path)`: the table's schema (a user-given one is
+      * refused, as Delta refuses it: the table has one). */
+    override def sourceSchema(ctx: SQLContext, schema: Option[StructType], providerName: String,
+                              parameters: Map[String, String]): (String, StructType) = {
+      if (schema.isDefined) throw new UseException(s"readStream.format(\"$format\") reads the table's schema: drop .schema(...)",
+        UseException.Kinds.InvalidArgument)
+      DeltaPathProvider.refuseChangeFeed(parameters.asJava)
+      (format, meta(parameters.asJava).schema)
+    }
+
+    /** The stream's source (`UseStreamSource`); Spark takes this V1 source because the provider's
+      * DSv2 tables have no micro-batch read. */
+    override def createSource(ctx: SQLContext, metadataPath: String, schema: Option[StructType], providerName: String,
+                              parameters: Map[String, String]): Source = {
+      val p = path(parameters.asJava)
+      val options = DeltaPathProvider.asGiven(parameters).filterNot { case (k, _) => k.equalsIgnoreCase("path") }
+      new UseStreamSource(ctx.sparkSession, TableMeta.describe(p, format, None, None, byPath = true), options)
     }
 
     /** `df.writeStream.format("delta").start(path)`: a micro-batch sink (`DeltaPathProvider.StreamSink`).

@@ -1,13 +1,18 @@
 package use.sql
 
+import scala.jdk.CollectionConverters._
+
 import org.apache.spark.sql.{SparkSession, SparkSessionExtensions}
 import org.apache.spark.sql.catalyst.TableIdentifier
+import org.apache.spark.sql.catalyst.catalog.CatalogTable
 import org.apache.spark.sql.catalyst.analysis.{EliminateSubqueryAliases, ResolvedTable, UnresolvedAttribute, UnresolvedRelation, UnresolvedTableOrView}
 import org.apache.spark.sql.catalyst.expressions.{Alias, AttributeReference, Cast, Descending, Literal, NamedExpression, SortOrder}
 import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable, DescribeColumn, LogicalPlan, MergeIntoTable, OverwritePartitionsDynamic, Project, ReplaceTableAsSelect, ShowCreateTable, Sort, UpdateTable, View}
 import org.apache.spark.sql.catalyst.rules.Rule
+import org.apache.spark.sql.catalyst.streaming.StreamingRelationV2
 import org.apache.spark.sql.execution.command.CreateTableLikeCommand
-import org.apache.spark.sql.execution.datasources.{HadoopFsRelation, LogicalRelation}
+import org.apache.spark.sql.execution.streaming.runtime.StreamingRelation
+import org.apache.spark.sql.execution.datasources.{DataSource, HadoopFsRelation, LogicalRelation}
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 import org.apache.spark.sql.types.StructType
 
@@ -31,6 +36,7 @@ class UseSparkSessionExtension extends (SparkSessionExtensions => Unit) {
   *  - `saveAsTable` in overwrite mode on an existing table becomes the save of its location
   *    (`DeltaPathProvider.saveAsTableOverwrite`: Delta's overwrite of the rows, not a new table);
   *  - CREATE TABLE ... LIKE a USE table (or USING delta/qbeast) becomes `UseCreateTableLike`;
+  *  - a stream of a USE table (`readStream.table`) reads its location's stream (`UseStreamSource`);
   *  - a dynamic partition overwrite becomes an append whose write replaces the partitions it
   *    writes (Spark's V1 write fallback has no dynamic overwrite of its own);
   *  - DELETE and UPDATE become `UseRowLevelCommand`s, MERGE a `UseMergeCommand` (copy-on-write, one
@@ -75,33 +81,18 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
 
   private def toRelation(r: DataSourceV2Relation): LogicalPlan = {
     val table = r.table.asInstanceOf[UseTable]
-    val meta = table.meta
-    val index = new UseFileIndex(meta, if (table.pinned) Some(meta.version) else None, None, None)
-    val fs = HadoopFsRelation(index, meta.partitionSchema, meta.storedDataSchema, None, new UseParquetFormat(""), Map.empty[String, String])(spark)
-    val relation = table.catalogTable match {
-      case Some(ct) => LogicalRelation(fs, ct)
-      case None => LogicalRelation(fs, false)
-    }
-    if (meta.storedSchema.isEmpty) return relation.copy(output = r.output)
-    // Delta column mapping: the files hold physical names (mode id: parquet field ids, which Spark
-    // matches only with the session's field-id read on, as the Python API's reads turn it on).
-    // The scan reads them so, and a projection gives each column its logical name and the
-    // attribute the query refers to; a struct is renamed by a cast (Spark casts structs by position).
-    if (meta.columnMapping == "id") spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
-    val partitions = r.output.filter(a => meta.partitionColumns.exists(_.equalsIgnoreCase(a.name)))
-    val stored = toAttributes(meta.storedDataSchema)
-    val logicalData = r.output.filterNot(partitions.contains)
-    val columns = logicalData.zip(stored).map { case (logical, physical) =>
-      val value = if (physical.dataType == logical.dataType) physical else Cast(physical, logical.dataType)
-      Alias(value, logical.name)(exprId = logical.exprId, qualifier = logical.qualifier)
-    }
-    val byName = (columns.map(c => c.name.toLowerCase(java.util.Locale.ROOT) -> (c: NamedExpression)) ++
-      partitions.map(p => p.name.toLowerCase(java.util.Locale.ROOT) -> (p: NamedExpression))).toMap
-    Project(r.output.map(a => byName(a.name.toLowerCase(java.util.Locale.ROOT))), relation.copy(output = stored ++ partitions))
+    val index = new UseFileIndex(table.meta, if (table.pinned) Some(table.meta.version) else None, None, None)
+    UseAnalysis.fileScan(spark, index, table.catalogTable, r.output.map(_.asInstanceOf[AttributeReference]), isStreaming = false)
   }
 
-  private def toAttributes(schema: StructType): Seq[AttributeReference] =
-    schema.fields.toSeq.map(f => AttributeReference(f.name, f.dataType, f.nullable, f.metadata)())
+  /** `spark.readStream.table(t)` of a USE table: the stream of its location (`UseStreamSource`, the
+    * provider's V1 source), keeping the attributes the query was resolved with. */
+  private def streamOf(s: StreamingRelationV2): LogicalPlan = {
+    val table = s.table.asInstanceOf[UseTable]
+    val options = s.extraOptions.asCaseSensitiveMap().asScala.toMap + ("path" -> table.meta.root)
+    val source = DataSource(spark, className = table.meta.provider, options = options, catalogTable = table.catalogTable)
+    StreamingRelation(source, table.meta.provider, s.output)
+  }
 
   /** The insight and table name of Delta's `DESCRIBE HISTORY <name>` / `DESCRIBE DETAIL <name>` as
     * Spark parses them (the column `<name>` of a table HISTORY or DETAIL), by field rather than by
@@ -168,6 +159,7 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
       case o: OverwritePartitionsDynamic if o.resolved && isUseTarget(o.table) =>
         AppendData.byName(o.table, o.query, o.writeOptions + (UseAnalysis.DynamicOverwrite -> "true"))
       case r: DataSourceV2Relation if r.table.isInstanceOf[UseTable] => toRelation(r)
+      case s: StreamingRelationV2 if s.table.isInstanceOf[UseTable] => streamOf(s)
       case s @ ShowCreateTable(r @ ResolvedTable(_, _, t: UseTable, _), _, _) if !t.shownByShowCreate =>
         s.copy(child = r.copy(table = t.asShownByShowCreate))
       case d: DeleteFromTable if d.resolved && isUseScan(d.table) =>
@@ -185,6 +177,38 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
 }
 
 object UseAnalysis {
+  /** A USE table's files (`index`) as Spark's parquet scan, with the attributes `output` (the
+    * table's columns, partition columns included). Under Delta column mapping the files hold
+    * physical names (mode id: parquet field ids, which Spark matches only with the session's
+    * field-id read on, as the Python API's reads turn it on): the scan reads them so, and a
+    * projection gives each column its logical name and the attribute the query refers to; a
+    * struct is renamed by a cast (Spark casts structs by position). `isStreaming`: a stream's
+    * micro-batch (`UseStreamSource`). */
+  def fileScan(spark: SparkSession, index: UseFileIndex, catalogTable: Option[CatalogTable], output: Seq[AttributeReference],
+               isStreaming: Boolean): LogicalPlan = {
+    val meta = index.meta
+    val fs = HadoopFsRelation(index, meta.partitionSchema, meta.storedDataSchema, None, new UseParquetFormat(""), Map.empty[String, String])(spark)
+    val relation = catalogTable match {
+      case Some(ct) => LogicalRelation(fs, ct).copy(isStreaming = isStreaming)
+      case None => LogicalRelation(fs, isStreaming)
+    }
+    if (meta.storedSchema.isEmpty) return relation.copy(output = output)
+    if (meta.columnMapping == "id") spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
+    val partitions = output.filter(a => meta.partitionColumns.exists(_.equalsIgnoreCase(a.name)))
+    val stored = toAttributes(meta.storedDataSchema)
+    val logicalData = output.filterNot(partitions.contains)
+    val columns = logicalData.zip(stored).map { case (logical, physical) =>
+      val value = if (physical.dataType == logical.dataType) physical else Cast(physical, logical.dataType)
+      Alias(value, logical.name)(exprId = logical.exprId, qualifier = logical.qualifier)
+    }
+    val byName = (columns.map(c => c.name.toLowerCase(java.util.Locale.ROOT) -> (c: NamedExpression)) ++
+      partitions.map(p => p.name.toLowerCase(java.util.Locale.ROOT) -> (p: NamedExpression))).toMap
+    Project(output.map(a => byName(a.name.toLowerCase(java.util.Locale.ROOT))), relation.copy(output = stored ++ partitions))
+  }
+
+  def toAttributes(schema: StructType): Seq[AttributeReference] =
+    schema.fields.toSeq.map(f => AttributeReference(f.name, f.dataType, f.nullable, f.metadata)())
+
   /** Delta's DESCRIBE statements read as USE's insight tables of the same name. */
   val DescribeInsights: Set[String] = Set("history", "detail")
 

@@ -46,7 +46,7 @@ case class ScanPlan(
 case class ScanRequest(meta: TableMeta, version: Option[Long], sample: Option[Double], filter: Option[Expression])
 
 object ScanPlan {
-  private def fromJson(n: JsonNode): ScanPlan = {
+  private[sql] def fromJson(n: JsonNode): ScanPlan = {
     val uris = n.get("paths").elements().asScala.map(_.asText()).toIndexedSeq
     val sizes = n.get("sizes").elements().asScala.map(_.asLong()).toIndexedSeq
     val mtimes = n.get("mtimes").elements().asScala.map(_.asLong()).toIndexedSeq
