@@ -17,17 +17,14 @@ from __future__ import annotations
 
 import os
 import time
-import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from use.errors import (
     IndexColumnError,
     InvalidArgumentError,
-    SchemaMismatchError,
     TableNotFoundError,
     UnsupportedFeatureError,
 )
@@ -76,60 +73,18 @@ def index_column_names(columns_to_index: Any, schema: pa.Schema, where: str) -> 
     return [t.column_name for t in transformers]
 
 
-def _holds_data(path: str) -> bool:
-    return any(not f.startswith((".", "_")) for _, _, files in os.walk(path) for f in files)
+def _list_parquet_dir(path: str) -> list[Any]:
+    """The data files of an unpartitioned parquet directory (`use.delta.convert`'s listing): a
+    partitioned or nested one cannot hold a Qbeast table (its index clusters the rows instead)."""
+    from use.delta.convert import list_parquet_files
 
-
-def _list_parquet_dir(path: str) -> list[str]:
-    """Relative paths of the data files of an unpartitioned parquet directory (hidden files skipped)."""
-    out: list[str] = []
-    for entry in sorted(os.scandir(path), key=lambda e: e.name):
-        if entry.name.startswith((".", "_")):
-            continue
-        if entry.is_dir():
-            if "=" in entry.name or _holds_data(entry.path):
-                raise UnsupportedFeatureError(
-                    f"{path!r} has the subdirectory {entry.name!r}: partitioned (or nested) parquet directories cannot "
-                    f"be converted to Qbeast; rewrite the data unpartitioned (e.g. QbeastTable.write) instead"
-                )
-            continue
-        if entry.is_file():
-            out.append(entry.name)
-    return out
-
-
-def _parquet_adds(path: str, names: list[str]) -> tuple[pa.Schema, list[Any]]:
-    """Schema and `AddFile`s (with footer stats) of a parquet directory's files."""
-    from use.delta.actions import AddFile
-    from use.delta.schema import as_nullable
-    from use.delta.stats import file_stats_json
-
-    metas = []
-    for name in names:
-        full = os.path.join(path, name)
-        try:
-            metas.append((name, pq.read_metadata(full), os.stat(full)))
-        except Exception as exc:
-            raise SchemaMismatchError(f"{full!r} is not a readable parquet file ({exc}); move it out of the directory") from None
     try:
-        schema = pa.unify_schemas([m.schema.to_arrow_schema() for _, m, _ in metas])
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise SchemaMismatchError(f"the parquet files in {path!r} have incompatible schemas: {exc}") from None
-    schema = as_nullable(schema)  # Delta columns are nullable
-    # Parquet min/max ignore NaN, while Spark orders NaN above everything: never claim a float max.
-    floats = [f.name for f in schema if pa.types.is_floating(f.type)]
-    adds = []
-    for name, meta, st in metas:
-        adds.append(
-            AddFile(
-                path=urllib.parse.quote(name),
-                size=int(st.st_size),
-                modification_time=int(st.st_mtime * 1000),
-                data_change=True,
-                stats=file_stats_json(meta, schema, nan_columns=floats),
-            )
-        )
-    return schema, adds
+        return list_parquet_files(path, ())
+    except InvalidArgumentError as exc:
+        raise UnsupportedFeatureError(
+            f"partitioned (or nested) parquet directories cannot be converted to Qbeast ({exc}); rewrite the data "
+            "unpartitioned (e.g. QbeastTable.write) instead"
+        ) from None
 
 
 def convert_to_qbeast(path: str, columns_to_index: Sequence[str] | str, cube_size: int | None = None) -> ConvertResult:
@@ -180,7 +135,9 @@ def convert_to_qbeast(path: str, columns_to_index: Sequence[str] | str, cube_siz
         raise TableNotFoundError(
             f"cannot convert {path!r}: it has neither a Delta log nor parquet files; write the table with QbeastTable.write"
         )
-    schema, adds = _parquet_adds(path, files)
+    from use.delta.convert import parquet_adds
+
+    schema, adds = parquet_adds(path, files)
     names = index_column_names(columns_to_index, schema, f"the parquet directory {path!r}")
     revision = staging_revision(path, names, cube_size, _now_ms())
     # One commit: the log over the existing files, exactly as they are (CONVERT TO DELTA), with the

@@ -8,7 +8,8 @@ to `call_procedure`. A parameter marked `table` is resolved by the shim as Spark
 (current catalog and database), or taken as a path; it arrives here as `{name, location,
 provider, byPath}`. The result is an Arrow table sent back as a schema and typed JSON rows, served
 by the shim as a `LocalScan`. Each procedure is the code the Python API and the CLI run
-(`use.optimize.loop.optimize_path`, `use.delta.vacuum.vacuum`, `use.qbeast.convert`), so the
+(`use.optimize.loop.optimize_path`, `use.delta.vacuum.vacuum`, `use.qbeast.convert`,
+`use.delta.convert`), so the
 three surfaces cannot drift apart.
 
 A procedure runs while Spark analyses the CALL, on the driver: a long optimize blocks the
@@ -26,8 +27,10 @@ optimization configured (ignored, with a log line saying why).
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -77,6 +80,9 @@ class Procedure:
     description: str
     parameters: tuple[Parameter, ...]
     run: Callable[["SparkSession", "TableRef", Mapping[str, Any]], pa.Table]
+    #: What a catalog table of parquet files becomes (its registration's provider, which the shim
+    #: changes after the call): the converting procedures take such tables; None for the others.
+    converts_to: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": [p.to_json() for p in self.parameters]}
@@ -85,10 +91,15 @@ class Procedure:
 @dataclass(frozen=True)
 class TableRef:
     """A `table` argument as the shim resolved it: the name the user gave (or the path) and the
-    table's root directory, checked to hold a Delta table."""
+    table's root directory, checked to hold a Delta table (a converting procedure's may hold parquet
+    files). `provider`, `ident` (database, table) and `partition_schema` (Spark JSON) are a session
+    catalog table's registration, None for a path."""
 
     name: str
     root: str
+    provider: str | None = None
+    ident: tuple[str, str] | None = None
+    partition_schema: str | None = None
 
 
 def _table_param(what: str) -> Parameter:
@@ -102,14 +113,15 @@ def _table_param(what: str) -> Parameter:
 def resolve_table(ref: Mapping[str, Any] | None, *, allow_parquet: bool = False) -> TableRef:
     """The table of a resolved `table` argument; InvalidArgumentError for a table that is not a
     Delta/Qbeast table of the catalog, TableNotFoundError for a location without a Delta log
-    (`allow_parquet`: a path to a parquet directory is accepted, for convert_to_qbeast)."""
+    (`allow_parquet`: a parquet directory by path, or a parquet table of the session catalog, is
+    accepted, for the converting procedures)."""
     from use.sql.tables import log_for, table_root
 
     if not ref or not ref.get("location"):
         raise InvalidArgumentError("table must name a table (table, db.table or catalog.db.table) or give a table path")
     name = str(ref.get("name") or ref["location"])
     provider = str(ref.get("provider") or "").lower()
-    if not ref.get("byPath") and provider not in _PROVIDERS:
+    if not ref.get("byPath") and provider not in _PROVIDERS and not (allow_parquet and provider == "parquet"):
         raise InvalidArgumentError(
             f"{name} is a {provider or 'non-file'} table, not a Delta or Qbeast table: the procedures run on tables "
             "created USING delta or USING qbeast (convert a parquet directory by path with "
@@ -121,7 +133,8 @@ def resolve_table(ref: Mapping[str, Any] | None, *, allow_parquet: bool = False)
         raise TableNotFoundError(
             f"no Delta table at {root}{named}: there is no _delta_log with commits; check the table name or path"
         )
-    return TableRef(name, root)
+    ident = (str(ref["database"]), str(ref["table"])) if ref.get("database") and ref.get("table") else None
+    return TableRef(name, root, provider or None, ident, ref.get("partitionSchema"))
 
 
 # --- the procedures ---------------------------------------------------------------------------------
@@ -236,6 +249,65 @@ def _convert(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) ->
     )  # fmt: skip
 
 
+#: The result of `convert_to_delta` (Delta's CONVERT TO DELTA): one row.
+CONVERT_DELTA_SCHEMA = pa.schema(
+    [
+        ("location", pa.string()),
+        ("version", pa.int64()),
+        ("num_files", pa.int64()),
+        ("partition_columns", pa.list_(pa.string())),
+        ("converted", pa.bool_()),
+    ]
+)
+
+
+def _convert_delta(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
+    from use.delta.convert import convert_to_delta
+    from use.sql.tables import spark_schema_to_arrow
+
+    text = args.get("partitioned_by")
+    if text is not None and str(text).strip():
+        partition_schema = spark_schema_to_arrow(_ddl_schema_json(str(text)))
+    elif table.partition_schema and spark_schema_to_arrow(table.partition_schema).names:
+        partition_schema = spark_schema_to_arrow(table.partition_schema)  # a catalog table's own partitioning
+    else:
+        partition_schema = None
+    r = convert_to_delta(table.root, partition_schema, collect_stats=args.get("statistics") is not False)
+    return pa.Table.from_pylist(
+        [{"location": r.root, "version": r.version, "num_files": r.num_files,
+          "partition_columns": list(r.partition_columns), "converted": r.converted}],
+        schema=CONVERT_DELTA_SCHEMA,
+    )  # fmt: skip
+
+
+#: Spark SQL type names a partition column may have, as Delta's schema names them.
+_PARTITION_TYPES = {
+    "boolean": "boolean", "tinyint": "byte", "byte": "byte", "smallint": "short", "short": "short",
+    "int": "integer", "integer": "integer", "bigint": "long", "long": "long", "float": "float", "real": "float",
+    "double": "double", "string": "string", "varchar": "string", "char": "string", "date": "date",
+    "timestamp": "timestamp", "timestamp_ltz": "timestamp", "timestamp_ntz": "timestamp_ntz", "binary": "binary",
+    "decimal": "decimal", "dec": "decimal", "numeric": "decimal",
+}  # fmt: skip
+_DDL_COLUMN = re.compile(r"\s*(`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z_]+)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*")
+
+
+def _ddl_schema_json(text: str) -> str:
+    """`d DATE, k STRING` (PARTITIONED BY's columns, Spark SQL type names) as a schema JSON."""
+    fields = []
+    for part in re.split(r",(?![^()]*\))", text):
+        m = _DDL_COLUMN.fullmatch(part)
+        kind = _PARTITION_TYPES.get(m.group(2).lower()) if m else None
+        if m is None or kind is None:
+            raise InvalidArgumentError(
+                f"partitioned_by takes the partition columns with their types, e.g. 'day DATE, kind STRING', got {text!r}"
+            )
+        name = m.group(1)[1:-1].replace("``", "`") if m.group(1).startswith("`") else m.group(1)
+        if kind == "decimal":
+            kind = f"decimal({m.group(3) or 10},{m.group(4) or 0})"
+        fields.append({"name": name, "type": kind, "nullable": True, "metadata": {}})
+    return json.dumps({"type": "struct", "fields": fields})
+
+
 #: The result of `restore`: one row, Delta's RESTORE columns plus the versions.
 RESTORE_SCHEMA = pa.schema(
     [
@@ -318,6 +390,19 @@ PROCEDURES: Mapping[str, Procedure] = {
                 Parameter("cube_size", "bigint", "NULL", "desired rows per cube (default 5000000; a Qbeast table keeps its own)"),
             ),
             _convert,
+            converts_to="qbeast",
+        ),
+        Procedure(
+            "convert_to_delta",
+            "Make a directory of parquet files (or a parquet table of the catalog) a Delta table in place, as Delta's "
+            "CONVERT TO DELTA: one CONVERT commit adds every file as it is, statistics from the footers: one row",
+            (
+                _table_param("convert"),
+                Parameter("partitioned_by", "string", "NULL", "the partition columns of a partitioned directory with their types, e.g. 'day DATE, kind STRING' (a catalog table: its own)"),
+                Parameter("statistics", "boolean", "true", "collect each file's statistics from its footer (false: Delta's NO STATISTICS)"),
+            ),
+            _convert_delta,
+            converts_to="delta",
         ),
     )
 }  # fmt: skip
@@ -351,8 +436,12 @@ def call_procedure(spark: "SparkSession", req: dict[str, Any], args: list[Any]) 
     table = None
     for p in proc.parameters:
         if p.table:
-            table = resolve_table(values.pop(p.name, None), allow_parquet=proc.name == "convert_to_qbeast")
-    return result_json(proc.run(calling_session(spark, args), table, values))  # type: ignore[arg-type]
+            table = resolve_table(values.pop(p.name, None), allow_parquet=proc.converts_to is not None)
+    answer = result_json(proc.run(calling_session(spark, args), table, values))  # type: ignore[arg-type]
+    if proc.converts_to and table is not None and table.ident and table.provider not in _PROVIDERS:
+        # a parquet table of the catalog: its registration names the format its files now have
+        answer["register"] = {"database": table.ident[0], "table": table.ident[1], "provider": proc.converts_to}
+    return answer
 
 
 #: Parameters whose text the shim passes on rather than let Spark cast it (a failed cast does not name

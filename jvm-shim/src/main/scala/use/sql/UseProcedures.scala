@@ -30,7 +30,8 @@ object UseProcedures {
 
   val Namespace = "system"
   private val SessionCatalogName = "spark_catalog"
-  private val PathProviders = Set("delta", "qbeast")
+  /** `<provider>.`/path``: a table named by its path (parquet: a directory to convert). */
+  private val PathProviders = Set("delta", "qbeast", "parquet")
   private val json = JsonNodeFactory.instance
 
   private case class Param(name: String, dataType: DataType, default: Option[String], doc: String, isTable: Boolean)
@@ -132,11 +133,16 @@ object UseProcedures {
     val full = ((cat +: ns) :+ t).mkString(".")
     def missing = new UseException(s"no table $full (from '$given'): check the name (table, db.table or catalog.db.table, " +
       "resolved in the current catalog and database) or give the table's path", UseException.Kinds.TableNotFound)
+    val ref = Bridge.obj()
     val (location, provider) =
       if (cat.equalsIgnoreCase(SessionCatalogName)) {
         if (ns.length != 1) throw missing
         val ct = try s.sessionState.catalog.getTableMetadata(TableIdentifier(t, Some(ns.head), Some(SessionCatalogName)))
         catch { case NonFatal(_) => throw missing }
+        // the registration, for a procedure that converts the table's files (CONVERT TO DELTA of a parquet table)
+        ref.put("database", ct.identifier.database.getOrElse(ns.head))
+        ref.put("table", ct.identifier.table)
+        ref.put("partitionSchema", ct.partitionSchema.json)
         (ct.storage.locationUri.map(_.toString), ct.provider.orElse(Some(ct.tableType.name.toLowerCase)))
       } else {
         val catalog = try s.sessionState.catalogManager.catalog(cat) catch { case NonFatal(_) => throw missing }
@@ -148,12 +154,22 @@ object UseProcedures {
           case _ => throw missing
         }
       }
-    val ref = Bridge.obj()
     ref.put("name", full)
     location.foreach(l => ref.put("location", l))
     provider.foreach(p => ref.put("provider", p))
     ref.put("byPath", false)
     ref
+  }
+
+  /** A catalog table whose files a procedure converted (a parquet table now a Delta table): its
+    * registration names the new provider, so the catalog serves it as a Delta/Qbeast table. */
+  private def reregister(r: JsonNode): Unit = {
+    val catalog = session.sessionState.catalog
+    val ident = TableIdentifier(r.get("table").asText(), Some(r.get("database").asText()), Some(SessionCatalogName))
+    val ct = catalog.getTableMetadata(ident)
+    catalog.alterTable(ct.copy(provider = Some(r.get("provider").asText()),
+      storage = ct.storage.copy(inputFormat = None, outputFormat = None, serde = None)))
+    catalog.refreshTable(ident)
   }
 
   // --- values between Catalyst and JSON -------------------------------------------------------------
@@ -244,6 +260,7 @@ object UseProcedures {
       // The calling session goes along: the procedure runs with its settings (e.g. the
       // spark.qbeast.use.optimization.* defaults a JDBC client SET), as the Python API does.
       val answer = Bridge.call("callProcedure", req, session)
+      Option(answer.get("register")).foreach(reregister)
       val schema = DataType.fromJson(answer.get("schema").asText()).asInstanceOf[StructType]
       val rows = answer.get("rows").elements().asScala.map { r =>
         InternalRow.fromSeq(schema.fields.toSeq.zipWithIndex.map { case (f, i) => fromJson(r.get(i), f.dataType) })
