@@ -113,3 +113,34 @@ DROP TABLE again;
 SELECT count(*) FROM delta.`${SCRATCH}/ext`;
 
 SHOW TABLES;
+
+-- CREATE TABLE ... LIKE: an empty Delta table with the source's columns, partitioning and properties
+CREATE TABLE events_like LIKE events;
+
+SELECT partition_columns, num_files, properties, description FROM use_catalog.spark_catalog.golden_delta_tables.events_like.detail;
+
+-- DESCRIBE HISTORY / DETAIL answer in Delta's columns
+-- golden: columns only
+DESCRIBE HISTORY events;
+
+-- golden: columns only
+DESCRIBE DETAIL events;
+
+-- CONVERT TO DELTA: a parquet table of the catalog, then a parquet directory by path
+CREATE TABLE raw USING parquet PARTITIONED BY (day) LOCATION '${SCRATCH}/raw' AS SELECT 1L AS id, DATE '2024-01-01' AS day UNION ALL SELECT 2L, DATE '2024-01-02';
+
+CONVERT TO DELTA raw;
+
+INSERT INTO raw VALUES (3, DATE '2024-01-02');
+
+SELECT * FROM raw ORDER BY id;
+
+SELECT format, partition_columns FROM use_catalog.spark_catalog.golden_delta_tables.raw.detail;
+
+INSERT OVERWRITE DIRECTORY '${SCRATCH}/raw2' USING parquet SELECT 'a' AS k, 10 AS n;
+
+CONVERT TO DELTA parquet.`${SCRATCH}/raw2` NO STATISTICS;
+
+SELECT * FROM delta.`${SCRATCH}/raw2`;
+
+CONVERT TO DELTA parquet.`${SCRATCH}/raw2` PARTITIONED BY (k STRING);
