@@ -358,3 +358,41 @@ def test_this_process_optimizations_yield_to_a_row_level_write(spark, tmp_path, 
         yielding.end(root)
     assert DeltaTable.for_path(spark, path).optimize(strategy="BinPacking", progress=False).outcome == loop.CONVERGED
     assert rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(100,)] and len(state(path)[0]) > len(before[0])
+
+
+def test_tables_with_the_change_data_feed_refuse_rewrites_and_record_the_rest_exactly(spark, db) -> None:
+    """`delta.enableChangeDataFeed=true`: setting it upgrades the protocol as Delta does (writer 4);
+    a DELETE/UPDATE/MERGE that rewrites files is refused (its change data would be every row of those
+    files deleted and inserted: USE writes no cdc files yet), nothing written; appends, whole-partition
+    DELETEs and insert-only MERGEs go through, and delta-rs reads their change feed exactly."""
+    import deltalake
+
+    spark.sql("CREATE TABLE cdf (id BIGINT, p STRING) USING delta PARTITIONED BY (p)")
+    spark.sql("INSERT INTO cdf VALUES (1, 'a'), (2, 'a'), (3, 'b')")
+    root = location(spark, "cdf")
+    spark.sql("ALTER TABLE cdf SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
+    protocol = deltalake.DeltaTable(root).protocol()
+    assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 4)
+    spark.sql("INSERT INTO cdf VALUES (4, 'b')")
+    before = state(root)
+    for statement in ("DELETE FROM cdf WHERE id = 1", "UPDATE cdf SET id = 5 WHERE id = 4",
+                      "MERGE INTO cdf USING (SELECT 3L AS id) s ON cdf.id = s.id WHEN MATCHED THEN DELETE"):  # fmt: skip
+        with refused(r"USE_TABLE_CONSTRAINT_ERROR.*records Delta's change data feed .* rewrites files"):
+            spark.sql(statement)
+        assert state(root) == before, statement
+    spark.sql("DELETE FROM cdf WHERE p = 'b'")  # whole files: deletes of exactly their rows
+    spark.sql("MERGE INTO cdf USING (SELECT 9L AS id, 'c' AS p) s ON cdf.id = s.id WHEN NOT MATCHED THEN INSERT *")
+    changes = _cdf_rows(deltalake.DeltaTable(root).load_cdf(starting_version=2))
+    assert sorted(changes) == [(3, "delete", 4), (4, "delete", 4), (4, "insert", 3), (9, "insert", 5)]
+    assert rows(spark, "SELECT id FROM cdf") == [(1,), (2,), (9,)]
+    spark.sql("ALTER TABLE cdf UNSET TBLPROPERTIES ('delta.enableChangeDataFeed')")
+    spark.sql("DELETE FROM cdf WHERE id = 1")  # the feed off: rewrites are fine again
+    assert rows(spark, "SELECT id FROM cdf") == [(2,), (9,)]
+
+
+def _cdf_rows(reader) -> list[tuple]:
+    """(id, change type, version) of a delta-rs change feed."""
+    import pyarrow as pa
+
+    table = pa.table(reader.read_all()) if hasattr(reader, "read_all") else pa.table(reader)
+    return list(zip(table.column("id").to_pylist(), table.column("_change_type").to_pylist(), table.column("_commit_version").to_pylist()))

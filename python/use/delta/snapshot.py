@@ -93,6 +93,29 @@ def _schema_metadata_keys(schema_string: str) -> set[str]:
     return keys
 
 
+def change_data_feed_active(protocol: Protocol, metadata: Metadata) -> bool:
+    """Must writers record the row changes of this table (Delta's change data feed)? When the
+    property is on and the protocol makes writers respect it (writer 4 to 6, or 7 with the
+    `changeDataFeed` feature), as the protocol's "Writer Requirements for AddCDCFile" say."""
+    if metadata.configuration.get("delta.enableChangeDataFeed", "false").strip().lower() != "true":
+        return False
+    if protocol.min_writer_version == 7:
+        return "changeDataFeed" in (protocol.writer_features or ())
+    return protocol.min_writer_version >= 4
+
+
+def protocol_with_change_data_feed(protocol: Protocol) -> Protocol | None:
+    """The protocol a table needs once `delta.enableChangeDataFeed` is set (None: it has it), as
+    Delta upgrades it: writer version 4, or the `changeDataFeed` writer feature on a table-features
+    protocol."""
+    import dataclasses
+
+    if protocol.min_writer_version == 7:
+        features = tuple(protocol.writer_features or ())
+        return None if "changeDataFeed" in features else dataclasses.replace(protocol, writer_features=features + ("changeDataFeed",))
+    return None if protocol.min_writer_version >= 4 else dataclasses.replace(protocol, min_writer_version=4)
+
+
 def check_write_support(protocol: Protocol, metadata: Metadata, table: str) -> None:
     """UnsupportedFeatureError naming the feature if we cannot honour it when writing to this table."""
     check_read_support(protocol, metadata, table)

@@ -198,8 +198,14 @@ def alter_properties(
     check_configuration(conf, current, snap)
     from dataclasses import replace
 
+    from use.delta.snapshot import protocol_with_change_data_feed
+
     txn = log.start_transaction()
     txn.add(replace(snap.metadata, configuration=conf))
+    if conf.get("delta.enableChangeDataFeed", "false").strip().lower() == "true":
+        upgraded = protocol_with_change_data_feed(snap.protocol)  # as Delta upgrades it when the feed is turned on
+        if upgraded is not None:
+            txn.add(upgraded)
     if new:
         params = {"properties": json.dumps(new, sort_keys=True)}
         if gone:

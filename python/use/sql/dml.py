@@ -47,7 +47,7 @@ DELETE, UPDATE, MERGE = "DELETE", "UPDATE", "MERGE"
 def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """`{"affectedRows": n}` after the statement's commit (none when nothing matched)."""
     from use.delta.actions import remove_actions
-    from use.delta.snapshot import check_write_support
+    from use.delta.snapshot import change_data_feed_active, check_write_support
     from use.delta.transaction import Transaction
     from use.optimize.executor import delete_written, num_records
     from use.spark_files import write_dataframe_files
@@ -70,6 +70,14 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
     if not removed.num_rows and operation != MERGE:  # an insert-only MERGE removes nothing
         return {"affectedRows": 0}
     whole = bool(req.get("wholeFiles"))
+    if not whole and removed.num_rows and change_data_feed_active(snap.protocol, snap.metadata):
+        raise TableConstraintError(
+            f"cannot {operation} {root}: the table records Delta's change data feed (delta.enableChangeDataFeed=true), "
+            f"and this {operation} rewrites files whose row changes USE does not record yet (their change data would "
+            "show every row of those files deleted and inserted); run it with Delta, or turn the feed off (ALTER TABLE "
+            "... UNSET TBLPROPERTIES ('delta.enableChangeDataFeed')). Appends, overwrites and DELETEs of whole "
+            "partitions are recorded exactly"
+        )
     affected = num_records(removed, snap.schema) if whole else int(req["matchedRows"])
     if affected is None:
         affected = -1  # whole files without row counts in their stats: Delta reports -1 too
