@@ -49,7 +49,20 @@ def test_a_path_stream_reads_the_table_then_each_append_and_never_a_rewrite(spar
     deletes.processAllAvailable()
     assert rows(spark, "SELECT count(*), max(id) FROM stream_c") == [(9, 30)]  # the table at its start, then the append
     deletes.stop()
+    # startingTimestamp: from the first version committed at or after it (version 6, the append of 30)
+    import datetime as dt
+
+    from use.delta import DeltaLog
+
+    committed = DeltaLog.for_path(path).history()[0].timestamp  # the newest commit's time, ms
+    when = dt.datetime.fromtimestamp(committed / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    with_time = _drain(spark, spark.readStream.format("delta").option("startingTimestamp", when).load(path), "stream_d")
+    assert rows(spark, "SELECT id FROM stream_d") == [(30,)]
+    with_time.stop()
     for reader, message in [
+        (spark.readStream.format("delta").option("startingTimestamp", "2999-01-01"), "startingTimestamp 2999-01-01 .* is after the latest commit"),
+        (spark.readStream.format("delta").option("startingTimestamp", "soon"), "startingTimestamp takes a time"),
+        (spark.readStream.format("delta").option("startingTimestamp", "2020-01-01").option("startingVersion", 1), "startingVersion or startingTimestamp, not both"),
         (spark.readStream.format("delta").option("startingVersion", "-1"), "startingVersion takes a table version"),
         (spark.readStream.format("delta").option("skipChangeCommits", "maybe"), "skipchangecommits takes true or false"),
     ]:

@@ -387,6 +387,17 @@ class DeltaLog:
             )
         return max(candidates)
 
+    def first_version_since(self, timestamp: int | _dt.datetime | _dt.date | str) -> int | None:
+        """The first version committed at or after `timestamp` (a stream's `startingTimestamp`:
+        the changes from then on), None when every commit is older. Commit times as `snapshot`
+        takes them."""
+        listing = self._listing()
+        if listing.is_empty:
+            raise self._not_found()
+        ts = _to_ms(timestamp)
+        later = [v for v, t in self._commit_times(listing).items() if t >= ts]
+        return min(later) if later else None
+
     # --- history -----------------------------------------------------------------------------------------
 
     def history(self, limit: int | None = None) -> list[HistoryEntry]:

@@ -2,7 +2,8 @@
 reading a table takes (the shim's `UseStreamSource` reads them with Spark's parquet reader).
 
 A stream's offset is a table version. Its first batch is the table as of the version the stream
-starts at (every live file), or with `startingVersion` the rows committed from that version on;
+starts at (every live file), or with `startingVersion` (or `startingTimestamp`: the first version
+committed at or after it) the rows committed from that version on;
 each later batch the files added by the commits after the previous offset, as Delta's streaming
 source does. Only files added as new data count (`dataChange=true`): OPTIMIZE, the service's
 continuous optimization and a Qbeast re-indexing rewrite rows that the stream has already seen,
@@ -51,6 +52,8 @@ def stream_batch(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
             raise InvalidArgumentError(f"the read option {key} takes true or false, got {options[key]!r}")
     start = req.get("start")
     starting = _starting_version(options)
+    if req.get("startingTimestampMs") is not None:
+        starting = _version_since(root, int(req["startingTimestampMs"]), starting)
     schema_version = int(req["schemaVersion"])  # the version the stream took its schema from
     if start is None and starting is None:
         snap = snapshot_of(root, end)
@@ -96,6 +99,22 @@ def stream_batch(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
     if metadata is None:
         metadata = snapshot_of(root, end).metadata
     return _plan(root, files, metadata, end, files.num_rows if files is not None else 0)
+
+
+def _version_since(root: str, ms: int, starting_version: int | None) -> int:
+    """`startingTimestamp`: the first version committed at or after it, as Delta's source starts."""
+    import datetime as dt
+
+    if starting_version is not None:
+        raise InvalidArgumentError("give the read option startingVersion or startingTimestamp, not both")
+    version = log_for(root).first_version_since(ms)
+    if version is None:
+        when = dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(sep=" ", timespec="milliseconds")
+        raise InvalidArgumentError(
+            f"startingTimestamp {when} UTC is after the latest commit of {root}: start the stream without it to read the "
+            "table and then its changes, or give a time the table had commits at or after"
+        )
+    return version
 
 
 def _starting_version(options: dict[str, str]) -> int | None:

@@ -170,14 +170,17 @@ package use.sql {
     /** The read option `timestampAsOf` (Delta's time travel): a time as SQL casts it to a timestamp
       * in the session's time zone ('2025-01-01', '2025-01-01 12:00:00'), in ms; the version read is
       * the last one committed at or before it. */
-    def timestampAsOf(options: util.Map[String, String]): Option[Long] =
-      Option(new CaseInsensitiveStringMap(options).get("timestampAsOf")).map { text =>
+    def timestampAsOf(options: util.Map[String, String]): Option[Long] = timestampOption(options, "timestampAsOf")
+
+    /** A read option naming a time (`timestampAsOf`, a stream's `startingTimestamp`), in ms. */
+    def timestampOption(options: util.Map[String, String], key: String): Option[Long] =
+      Option(new CaseInsensitiveStringMap(options).get(key)).map { text =>
         val zone = Some(org.apache.spark.sql.internal.SQLConf.get.sessionLocalTimeZone)
         val micros = scala.util.Try(Option(org.apache.spark.sql.catalyst.expressions.Cast(
           org.apache.spark.sql.catalyst.expressions.Literal(text.trim), org.apache.spark.sql.types.TimestampType, zone, evalMode =
           org.apache.spark.sql.catalyst.expressions.EvalMode.TRY).eval())).toOption.flatten
         micros.map(m => Math.floorDiv(m.asInstanceOf[Long], 1000L)).getOrElse(throw new UseException(
-          s"the read option timestampAsOf takes a time, e.g. '2025-01-01 00:00:00' (session time zone), got '$text'",
+          s"the read option $key takes a time, e.g. '2025-01-01 00:00:00' (session time zone), got '$text'",
           UseException.Kinds.InvalidArgument))
       }
 

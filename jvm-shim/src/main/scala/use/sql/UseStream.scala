@@ -1,5 +1,7 @@
 package use.sql
 
+import scala.jdk.CollectionConverters._
+
 import com.fasterxml.jackson.databind.node.ObjectNode
 import org.apache.spark.sql.{DataFrame, Row, SparkSession}
 import org.apache.spark.sql.catalyst.encoders.ExpressionEncoder
@@ -28,12 +30,16 @@ object UseStreamOffset {
   * the stream. */
 class UseStreamSource(spark: SparkSession, meta: TableMeta, options: Map[String, String]) extends Source {
 
+  /** `startingTimestamp`, read as `timestampAsOf` is (the session's time zone), in ms. */
+  private val startingTimestamp: Option[Long] = DeltaPathProvider.timestampOption(options.asJava, "startingTimestamp")
+
   override def schema: StructType = meta.schema
 
   private def request: ObjectNode = {
     val req = meta.ref
     req.set[ObjectNode]("options", Bridge.map(options))
     req.put("schemaVersion", meta.version)
+    startingTimestamp.foreach(ms => req.put("startingTimestampMs", ms))
     req
   }
 
