@@ -95,3 +95,41 @@ def test_a_table_stream_restarts_from_its_checkpoint_with_each_row_once(spark, d
     run()
     expected = rows(spark, "SELECT count(*), round(sum(x), 9) FROM src WHERE x < 0.5")
     assert rows(spark, f"SELECT count(*), round(sum(x), 9) FROM delta.`{out}`") == expected and expected[0][0] > 250
+
+
+def test_read_limits_bound_each_batch_and_available_now_reads_everything(spark, tmp_path) -> None:
+    """`maxFilesPerTrigger` / `maxBytesPerTrigger` (Delta's admission control: the initial table and
+    then the new commits in bounded batches, each file once, across a restart); `Trigger.AvailableNow`
+    stops once everything there was at its start is read."""
+    from pyspark.errors import StreamingQueryException
+
+    path, checkpoint = str(tmp_path / "t"), str(tmp_path / "ck")
+
+    def append(lo: int) -> None:  # one file of two rows
+        spark.range(lo, lo + 2).coalesce(1).write.format("delta").mode("append").save(path)
+
+    for lo in range(0, 10, 2):
+        append(lo)
+    sizes: list[int] = []
+
+    def run(**options: int) -> None:
+        reader = spark.readStream.format("delta")
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        query = reader.load(path).writeStream.option("checkpointLocation", checkpoint).foreachBatch(
+            lambda df, _: sizes.append(df.count())).trigger(availableNow=True).start()  # fmt: skip
+        query.awaitTermination()
+
+    run(maxFilesPerTrigger=2)
+    assert sizes == [4, 4, 2]  # the table's five files, two per batch
+    for lo in range(10, 16, 2):
+        append(lo)
+    sizes.clear()
+    run(maxBytesPerTrigger=1)  # at least one file per batch
+    assert sizes == [2, 2, 2]
+    sizes.clear()
+    run()  # nothing new: no batch with rows
+    assert sum(sizes) == 0
+    bad = spark.readStream.format("delta").option("maxFilesPerTrigger", 0).load(path).writeStream.format("memory").queryName("stream_limit").start()
+    with pytest.raises(StreamingQueryException, match="maxFilesPerTrigger takes a positive number, got '0'"):
+        bad.processAllAvailable()

@@ -1,14 +1,20 @@
-"""`spark.readStream.format("delta"|"qbeast").load(path)`: which files each micro-batch of a stream
-reading a table takes (the shim's `UseStreamSource` reads them with Spark's parquet reader).
+"""`spark.readStream.format("delta"|"qbeast").load(path)` and `readStream.table(t)`: where a stream
+reading a table is, and which files each micro-batch takes (the shim's `UseStreamSource` reads them
+with Spark's parquet reader).
 
-A stream's offset is a table version. Its first batch is the table as of the version the stream
-starts at (every live file), or with `startingVersion` (or `startingTimestamp`: the first version
-committed at or after it) the rows committed from that version on;
-each later batch the files added by the commits after the previous offset, as Delta's streaming
-source does. Only files added as new data count (`dataChange=true`): OPTIMIZE, the service's
-continuous optimization and a Qbeast re-indexing rewrite rows that the stream has already seen,
-with `dataChange=false`, so they never reach it. A commit that removes data (DELETE, UPDATE, MERGE,
-an overwrite) cannot be streamed as appends: the stream fails naming the version, unless
+A stream's position (`Position`, its offset) is a table version and how many of that version's
+files it has taken. Its first batches take the table as of the version the stream starts at (every
+live file, oldest first: the *snapshot*), or with `startingVersion` (or `startingTimestamp`: the
+first version committed at or after it) the rows committed from that version on; then the files
+the later commits add as new data, in commit order, as Delta's streaming source does. A batch takes
+at most `maxFilesPerTrigger` files (Delta's default: 1000) and about `maxBytesPerTrigger` bytes
+(at least one file), so a large table streams in bounded batches; `Trigger.AvailableNow` takes
+everything there is.
+
+Only files added as new data count (`dataChange=true`): OPTIMIZE, the service's continuous
+optimization and a Qbeast re-indexing rewrite rows that the stream has already seen, with
+`dataChange=false`, so they never reach it. A commit that removes data (DELETE, UPDATE, MERGE, an
+overwrite) cannot be streamed as appends: the stream fails naming the version, unless
 `skipChangeCommits` (such commits skipped whole), `ignoreDeletes` (commits that only remove skipped)
 or `ignoreChanges` (their added files streamed again, duplicates included) say otherwise, Delta's
 options. A schema change stops the stream too: restart it to read the new schema.
@@ -17,6 +23,8 @@ options. A schema change stops the stream too: restart it to read the new schema
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,72 +41,175 @@ if TYPE_CHECKING:
 #: Delta's options for commits that remove data, as their lower-cased names.
 _CHANGE_OPTIONS = ("skipchangecommits", "ignoredeletes", "ignorechanges")
 
+@dataclass(frozen=True)
+class Position:
+    """Where a stream is: with `snapshot`, it has taken the first `index` files of the table as of
+    `version` (oldest first); without, every file of the versions before `version` and the first
+    `index` files `version` added. The shim keeps it as the stream's offset (JSON)."""
 
-def stream_offset(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
-    """The table's latest version (a stream's next end offset); a listing, not a snapshot."""
-    log = log_for(table_root(req["location"]))
-    return {"version": log._listing().latest_version}
+    version: int
+    index: int
+    snapshot: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "index": self.index, "snapshot": self.snapshot}
+
+    @staticmethod
+    def from_json(value: Mapping[str, Any] | None) -> Position | None:
+        if value is None:
+            return None
+        return Position(int(value["version"]), int(value.get("index", 0)), bool(value.get("snapshot", False)))
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """Files of one version in stream order, the first of them at `first` in that version."""
+
+    version: int
+    snapshot: bool
+    first: int
+    files: pa.Table
+
+
+@dataclass(frozen=True)
+class _Stream:
+    """One request's view of the stream: the table, its options and the schema it reads."""
+
+    root: str
+    options: Mapping[str, str]
+    schema_version: int
+    starting: int | None
+
+    @staticmethod
+    def of(req: Mapping[str, Any]) -> _Stream:
+        root = table_root(req["location"])
+        options = {str(k).lower(): str(v).strip().lower() for k, v in (req.get("options") or {}).items()}
+        for key in _CHANGE_OPTIONS:
+            if options.get(key, "false") not in ("true", "false"):
+                raise InvalidArgumentError(f"the read option {key} takes true or false, got {options[key]!r}")
+        starting = _starting_version(options)
+        if req.get("startingTimestampMs") is not None:
+            starting = _version_since(root, int(req["startingTimestampMs"]), starting)
+        return _Stream(root, options, int(req["schemaVersion"]), starting)
+
+    def initial(self, latest: int) -> Position:
+        return Position(self.starting, 0, False) if self.starting is not None else Position(latest, 0, True)
+
+    def segments(self, start: Position, last: int) -> Iterator[_Segment]:
+        """The files from `start` on, through version `last`, in stream order."""
+        from use.delta.columnmapping import partition_value_keys
+        from use.delta.commits import read_commits
+
+        version, index = start.version, start.index
+        if start.snapshot:
+            snap = snapshot_of(self.root, version)
+            if version != self.schema_version:
+                _check_schema(snap.metadata.schema_string, self.root, self.schema_version, version)
+            files = snap.files
+            order = pc.sort_indices(files, [("modification_time", "ascending"), ("path", "ascending")])
+            yield _Segment(version, True, index, files.take(order).slice(index))
+            version, index = version + 1, 0
+        if version > last:
+            return
+        log = log_for(self.root)
+        metadata = snapshot_of(self.root, version - 1).metadata if version > 0 else None
+        keys = partition_value_keys(metadata) if metadata is not None else ()
+        for commit in read_commits(log.store, log._listing(), version, last, keys):
+            if commit.metadata is not None and commit.version > self.schema_version:
+                _check_schema(commit.metadata.schema_string, self.root, self.schema_version, commit.version)
+            adds = commit.adds
+            if adds.num_rows:
+                adds = adds.filter(pc.equal(adds.column("data_change"), True))
+            if self._skips(commit, adds.num_rows):
+                adds = adds.slice(0, 0)
+            first = index if commit.version == version else 0
+            yield _Segment(commit.version, False, first, adds.slice(first))
+
+    def _skips(self, commit: Any, adds: int) -> bool:
+        """A commit that removes data: skipped, streamed, or the stream's end (an error)."""
+        removes = commit.removes
+        if not (removes.num_rows and pc.any(pc.equal(removes.column("data_change"), True)).as_py()):
+            return False
+        if self.options.get("skipchangecommits") == "true" or (self.options.get("ignoredeletes") == "true" and not adds):
+            return True
+        if self.options.get("ignorechanges") == "true":
+            return False
+        operation = (commit.commit_info or {}).get("operation", "a commit")
+        raise TableConstraintError(
+            f"the stream reading {self.root} found version {commit.version} ({operation}), which removes rows: a stream "
+            "reads appends only. Restart it from a later version (.option(\"startingVersion\", ...)), or read with "
+            ".option(\"skipChangeCommits\", \"true\") to skip such commits (ignoreDeletes: those that only delete; "
+            "ignoreChanges: stream their rewritten files again)"
+        )
+
+
+def stream_version(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """The table's latest version (where a `Trigger.AvailableNow` run stops); a listing only."""
+    return {"version": log_for(table_root(req["location"]))._listing().latest_version}
+
+
+def stream_latest(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    """`{"end": position}`: where the next batch from `start` (null: the stream's first) ends,
+    within the read limits (`maxFiles`, `maxBytes`, null: none) and versions up to `lastVersion`
+    (null: the latest); the start itself when there is nothing new."""
+    stream = _Stream.of(req)
+    latest = log_for(stream.root)._listing().latest_version
+    if req.get("lastVersion") is not None:  # Trigger.AvailableNow: what there was when it started
+        latest = min(latest, int(req["lastVersion"]))
+    start = Position.from_json(req.get("start")) or stream.initial(latest)
+    max_files = req.get("maxFiles")
+    max_bytes = req.get("maxBytes")
+    files, bytes_ = 0, 0
+    end = start
+    for seg in stream.segments(start, latest):
+        n = seg.files.num_rows
+        take = n
+        if max_files is not None:
+            take = min(take, int(max_files) - files)
+        if max_bytes is not None and take:
+            sizes = seg.files.column("size").slice(0, take).to_numpy(zero_copy_only=False)
+            room = int(max_bytes) - bytes_
+            cumulative = sizes.cumsum()
+            fits = int((cumulative <= room).sum())
+            take = max(fits, 1 if files == 0 else 0)  # a batch takes at least one file
+            take = min(take, n)
+            bytes_ += int(sizes[:take].sum())
+        files += take
+        if take < n:
+            return {"end": Position(seg.version, seg.first + take, seg.snapshot).to_json()}
+        # the whole segment: a change version is done (the next starts at its first file), the
+        # snapshot stays the snapshot's last position until a later version has files
+        end = Position(seg.version, seg.first + n, True) if seg.snapshot else Position(seg.version + 1, 0, False)
+        if max_files is not None and files >= int(max_files):
+            break
+        if max_bytes is not None and bytes_ >= int(max_bytes):
+            break
+    return {"end": end.to_json()}
 
 
 def stream_batch(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
-    """The files of the batch ending at version `end`: after version `start` (exclusive), or for the
-    first batch (`start` null) the snapshot at `end`, or from `startingVersion` (inclusive) on. In
-    the scan plan's form (`use.sql.scan`), so the shim reads it as any planned scan."""
-    root = table_root(req["location"])
-    end = int(req["end"])
-    options = {str(k).lower(): str(v).strip().lower() for k, v in (req.get("options") or {}).items()}
-    for key in _CHANGE_OPTIONS:
-        if options.get(key, "false") not in ("true", "false"):
-            raise InvalidArgumentError(f"the read option {key} takes true or false, got {options[key]!r}")
-    start = req.get("start")
-    starting = _starting_version(options)
-    if req.get("startingTimestampMs") is not None:
-        starting = _version_since(root, int(req["startingTimestampMs"]), starting)
-    schema_version = int(req["schemaVersion"])  # the version the stream took its schema from
-    if start is None and starting is None:
-        snap = snapshot_of(root, end)
-        if end != schema_version:
-            _check_schema(snap.metadata.schema_string, root, schema_version, end)
-        return _plan(root, snap.files, snap.metadata, end, snap.num_files)
-    first = int(start) + 1 if start is not None else int(starting)  # type: ignore[arg-type]
-    log = log_for(root)
-    base = snapshot_of(root, max(first - 1, 0)) if first > 0 else None
-    metadata = base.metadata if base is not None else None
-    from use.delta.columnmapping import partition_value_keys
-    from use.delta.commits import read_commits
-
-    listing = log._listing()
-    if first > end:
-        return _plan(root, None, metadata, end, 0)
-    commits = read_commits(log.store, listing, first, end, partition_value_keys(metadata) if metadata else ())
+    """The files between `start` (null: the stream's first batch) and `end`, in the scan plan's form
+    (`use.sql.scan`), so the shim reads them as any planned scan."""
+    stream = _Stream.of(req)
+    end = Position.from_json(req["end"])
+    assert end is not None
+    given = Position.from_json(req.get("start"))
+    start = given if given is not None else (Position(end.version, 0, True) if end.snapshot else stream.initial(end.version))
+    last = end.version if end.snapshot or end.index else end.version - 1
     taken: list[pa.Table] = []
-    for commit in commits:
-        if commit.metadata is not None:
-            if commit.version > schema_version:
-                _check_schema(commit.metadata.schema_string, root, schema_version, commit.version)
-            metadata = commit.metadata
-        adds = commit.adds.filter(pc.equal(commit.adds.column("data_change"), True)) if commit.adds.num_rows else commit.adds
-        removes = commit.removes
-        removing = removes.num_rows and bool(pc.any(pc.equal(removes.column("data_change"), True)).as_py())
-        if removing:
-            if options.get("skipchangecommits") == "true":
-                continue
-            if options.get("ignoredeletes") == "true" and not adds.num_rows:
-                continue
-            if options.get("ignorechanges") != "true":
-                operation = (commit.commit_info or {}).get("operation", "a commit")
-                raise TableConstraintError(
-                    f"the stream reading {root} found version {commit.version} ({operation}), which removes rows: a stream "
-                    "reads appends only. Restart it from a later version (.option(\"startingVersion\", ...)), or read with "
-                    ".option(\"skipChangeCommits\", \"true\") to skip such commits (ignoreDeletes: those that only delete; "
-                    "ignoreChanges: stream their rewritten files again)"
-                )
-        if adds.num_rows:
-            taken.append(adds)
+    for seg in stream.segments(start, max(last, start.version)):
+        if seg.snapshot != end.snapshot and seg.snapshot:
+            taken.append(seg.files)  # the snapshot, whole, before the end's change versions
+            continue
+        if seg.version < end.version:
+            taken.append(seg.files)
+            continue
+        if seg.version == end.version:
+            taken.append(seg.files.slice(0, max(end.index - seg.first, 0)))
+        break
     files = pa.concat_tables(taken) if taken else None
-    if metadata is None:
-        metadata = snapshot_of(root, end).metadata
-    return _plan(root, files, metadata, end, files.num_rows if files is not None else 0)
+    version = max(last, 0)  # the newest version the batch reads from (the end may be the next one to come)
+    return _plan(stream.root, files, snapshot_of(stream.root, version).metadata, version, files.num_rows if files is not None else 0)
 
 
 def _version_since(root: str, ms: int, starting_version: int | None) -> int:

@@ -2,36 +2,67 @@ package use.sql
 
 import scala.jdk.CollectionConverters._
 
+import com.fasterxml.jackson.databind.JsonNode
 import com.fasterxml.jackson.databind.node.ObjectNode
 import org.apache.spark.sql.{DataFrame, Row, SparkSession}
 import org.apache.spark.sql.catalyst.encoders.ExpressionEncoder
+import org.apache.spark.sql.connector.read.streaming.{ReadAllAvailable, ReadLimit, ReadMaxFiles, SupportsAdmissionControl, SupportsTriggerAvailableNow}
 import org.apache.spark.sql.execution.streaming.{Offset, Source}
 import org.apache.spark.sql.types.StructType
 
-/** A stream's position in a table: the table version it has read up to. */
-case class UseStreamOffset(version: Long) extends Offset {
-  override def json(): String = s"""{"version":$version}"""
+/** A stream's position in a table (`use.sql.stream.Position`): a version and how many of its files
+  * the stream has taken; `snapshot` while it takes the table as of that version. */
+case class UseStreamOffset(version: Long, index: Long, snapshot: Boolean) extends Offset {
+  override def json(): String = s"""{"version":$version,"index":$index,"snapshot":$snapshot}"""
+
+  def toJson: ObjectNode = Bridge.json.readTree(json()).asInstanceOf[ObjectNode]
 }
 
 object UseStreamOffset {
+  private def of(n: JsonNode): UseStreamOffset = UseStreamOffset(n.get("version").asLong(),
+    Option(n.get("index")).map(_.asLong()).getOrElse(0L), Option(n.get("snapshot")).exists(_.asBoolean()))
+
   /** An offset as the stream's checkpoint holds it (Spark hands a restarted stream its JSON). */
   def of(o: org.apache.spark.sql.connector.read.streaming.Offset): UseStreamOffset = o match {
     case u: UseStreamOffset => u
-    case other => UseStreamOffset(Bridge.json.readTree(other.json()).get("version").asLong())
+    case other => of(Bridge.json.readTree(other.json()))
   }
+
+  def fromAnswer(n: JsonNode): UseStreamOffset = of(n)
 }
 
-/** `spark.readStream.format("delta"|"qbeast").load(path)`: a micro-batch source whose offsets are
-  * table versions. Which files a batch takes is the Python side's (`use.sql.stream`: the first
-  * batch the table as of its version, or the commits from `startingVersion`; then the files later
-  * commits add as new data, never an optimization's rewrite); they are read as a planned scan of
+/** `spark.readStream.format("delta"|"qbeast").load(path)` (and `readStream.table`): a micro-batch
+  * source whose offsets are positions in the table's versions. Which files a batch takes is the
+  * Python side's (`use.sql.stream`: the table as of the stream's start, or the commits from
+  * `startingVersion` / `startingTimestamp`; then the files later commits add as new data, never an
+  * optimization's rewrite), within `maxFilesPerTrigger` (default 1000) and `maxBytesPerTrigger`
+  * (Spark's admission control; `Trigger.AvailableNow`: in such batches, up to the version of its
+  * start); they are read as a planned scan of
   * the table (`UseAnalysis.fileScan`, column mapping included), so a batch reads exactly the rows
   * those files hold. The schema is the table's when the stream starts; a later schema change stops
   * the stream. */
-class UseStreamSource(spark: SparkSession, meta: TableMeta, options: Map[String, String]) extends Source {
+class UseStreamSource(spark: SparkSession, meta: TableMeta, options: Map[String, String])
+  extends Source with SupportsAdmissionControl with SupportsTriggerAvailableNow {
+
+  /** `Trigger.AvailableNow`: the table's latest version when the trigger started; the batches read
+    * up to it only, each within the read limits. */
+  private var availableNow: Option[Long] = None
+
+  override def prepareForTriggerAvailableNow(): Unit = {
+    availableNow = Some(Bridge.call("streamVersion", request).get("version").asLong())
+  }
 
   /** `startingTimestamp`, read as `timestampAsOf` is (the session's time zone), in ms. */
   private val startingTimestamp: Option[Long] = DeltaPathProvider.timestampOption(options.asJava, "startingTimestamp")
+
+  private def limitOption(key: String): Option[Long] =
+    options.collectFirst { case (k, v) if k.equalsIgnoreCase(key) => v }.map { text =>
+      scala.util.Try(text.trim.toLong).toOption.filter(_ > 0).getOrElse(throw new UseException(
+        s"the read option $key takes a positive number, got '$text'", UseException.Kinds.InvalidArgument))
+    }
+
+  private val maxFiles: Long = limitOption("maxFilesPerTrigger").getOrElse(UseStreamSource.DefaultMaxFiles)
+  private val maxBytes: Option[Long] = limitOption("maxBytesPerTrigger")
 
   override def schema: StructType = meta.schema
 
@@ -43,21 +74,42 @@ class UseStreamSource(spark: SparkSession, meta: TableMeta, options: Map[String,
     req
   }
 
-  override def getOffset: Option[Offset] =
-    Some(UseStreamOffset(Bridge.call("streamOffset", request).get("version").asLong()))
+  override def getDefaultReadLimit: ReadLimit = ReadLimit.maxFiles(maxFiles.toInt)
+
+  override def latestOffset(startOffset: org.apache.spark.sql.connector.read.streaming.Offset, limit: ReadLimit)
+      : org.apache.spark.sql.connector.read.streaming.Offset = {
+    val req = request
+    Option(startOffset).map(UseStreamOffset.of) match {
+      case Some(s) => req.set[ObjectNode]("start", s.toJson)
+      case None => req.putNull("start")
+    }
+    availableNow.foreach(v => req.put("lastVersion", v))
+    limit match {
+      case _: ReadAllAvailable => () // everything there is
+      case m: ReadMaxFiles =>
+        req.put("maxFiles", m.maxFiles())
+        maxBytes.foreach(b => req.put("maxBytes", b))
+      case _ =>
+        req.put("maxFiles", maxFiles)
+        maxBytes.foreach(b => req.put("maxBytes", b))
+    }
+    UseStreamOffset.fromAnswer(Bridge.call("streamLatest", req).get("end"))
+  }
+
+  override def getOffset: Option[Offset] = throw new UnsupportedOperationException(
+    "internal: a USE stream source answers latestOffset (admission control), not getOffset")
 
   override def getBatch(start: Option[Offset], end: Offset): DataFrame = {
     val req = request
     start.map(UseStreamOffset.of) match {
-      case Some(s) => req.put("start", s.version)
+      case Some(s) => req.set[ObjectNode]("start", s.toJson)
       case None => req.putNull("start")
     }
-    val last = UseStreamOffset.of(end).version
-    req.put("end", last)
+    val last = UseStreamOffset.of(end)
+    req.set[ObjectNode]("end", last.toJson)
     val plan = ScanPlan.fromJson(Bridge.call("streamBatch", req))
-    val index = new UseFileIndex(meta, Some(last), None, Some(plan))
-    val output = UseAnalysis.toAttributes(meta.schema)
-    val batch = UseAnalysis.fileScan(spark, index, None, output, isStreaming = true)
+    val index = new UseFileIndex(meta, Some(plan.version), None, Some(plan))
+    val batch = UseAnalysis.fileScan(spark, index, None, UseAnalysis.toAttributes(meta.schema), isStreaming = true)
     new org.apache.spark.sql.classic.Dataset[Row](spark.asInstanceOf[org.apache.spark.sql.classic.SparkSession], batch,
       ExpressionEncoder(meta.schema))
   }
@@ -65,4 +117,9 @@ class UseStreamSource(spark: SparkSession, meta: TableMeta, options: Map[String,
   override def stop(): Unit = ()
 
   override def toString: String = s"USE ${meta.provider} source at ${meta.root}"
+}
+
+object UseStreamSource {
+  /** Delta's default `maxFilesPerTrigger`. */
+  val DefaultMaxFiles = 1000L
 }
