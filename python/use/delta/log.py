@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from use.delta.actions import AddFile, CommitInfo, Metadata, Protocol, SetTransaction, action_json_line, scoped_user_metadata
 from use.delta.checkpoint import checkpoint_name, write_checkpoint
+from use.delta.commits import CommitActions, read_commits
 from use.delta.listing import LOG_DIR_NAME, LogListing, commit_name, list_log
 from use.delta.replay import LogState, advance, replay
 from use.delta.schema import is_primitive, schema_to_json, uses_timestamp_ntz
@@ -386,6 +387,18 @@ class DeltaLog:
                 f"({listing.available_versions_text()})"
             )
         return max(candidates)
+
+    def latest_version(self) -> int:
+        """The newest version, from the log's listing (no snapshot is read)."""
+        listing = self._listing()
+        if listing.is_empty:
+            raise self._not_found()
+        return listing.latest_version
+
+    def commits(self, start: int, end: int, partition_keys: Sequence[str] = ()) -> list[CommitActions]:
+        """The actions of commits `start`..`end` (inclusive), in order, file actions as Arrow tables
+        (partition values by `partition_keys`); CorruptLogError if one is missing (cleaned up)."""
+        return read_commits(self.store, self._listing(), start, end, partition_keys)
 
     def first_version_since(self, timestamp: int | _dt.datetime | _dt.date | str) -> int | None:
         """The first version committed at or after `timestamp` (a stream's `startingTimestamp`:

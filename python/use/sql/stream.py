@@ -8,8 +8,8 @@ live file, oldest first: the *snapshot*), or with `startingVersion` (or `startin
 first version committed at or after it) the rows committed from that version on; then the files
 the later commits add as new data, in commit order, as Delta's streaming source does. A batch takes
 at most `maxFilesPerTrigger` files (Delta's default: 1000) and about `maxBytesPerTrigger` bytes
-(at least one file), so a large table streams in bounded batches; `Trigger.AvailableNow` takes
-everything there is.
+(at least one file), so a large table streams in bounded batches; `Trigger.AvailableNow` reads in
+such batches up to the version the table had when it started.
 
 Only files added as new data count (`dataChange=true`): OPTIMIZE, the service's continuous
 optimization and a Qbeast re-indexing rewrite rows that the stream has already seen, with
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 #: Delta's options for commits that remove data, as their lower-cased names.
 _CHANGE_OPTIONS = ("skipchangecommits", "ignoredeletes", "ignorechanges")
+
 
 @dataclass(frozen=True)
 class Position:
@@ -98,7 +99,6 @@ class _Stream:
     def segments(self, start: Position, last: int) -> Iterator[_Segment]:
         """The files from `start` on, through version `last`, in stream order."""
         from use.delta.columnmapping import partition_value_keys
-        from use.delta.commits import read_commits
 
         version, index = start.version, start.index
         if start.snapshot:
@@ -114,7 +114,7 @@ class _Stream:
         log = log_for(self.root)
         metadata = snapshot_of(self.root, version - 1).metadata if version > 0 else None
         keys = partition_value_keys(metadata) if metadata is not None else ()
-        for commit in read_commits(log.store, log._listing(), version, last, keys):
+        for commit in log.commits(version, last, keys):
             if commit.metadata is not None and commit.version > self.schema_version:
                 _check_schema(commit.metadata.schema_string, self.root, self.schema_version, commit.version)
             adds = commit.adds
@@ -145,7 +145,7 @@ class _Stream:
 
 def stream_version(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """The table's latest version (where a `Trigger.AvailableNow` run stops); a listing only."""
-    return {"version": log_for(table_root(req["location"]))._listing().latest_version}
+    return {"version": log_for(table_root(req["location"])).latest_version()}
 
 
 def stream_latest(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
@@ -153,7 +153,7 @@ def stream_latest(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> 
     within the read limits (`maxFiles`, `maxBytes`, null: none) and versions up to `lastVersion`
     (null: the latest); the start itself when there is nothing new."""
     stream = _Stream.of(req)
-    latest = log_for(stream.root)._listing().latest_version
+    latest = log_for(stream.root).latest_version()
     if req.get("lastVersion") is not None:  # Trigger.AvailableNow: what there was when it started
         latest = min(latest, int(req["lastVersion"]))
     start = Position.from_json(req.get("start")) or stream.initial(latest)
