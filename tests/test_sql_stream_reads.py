@@ -133,3 +133,30 @@ def test_read_limits_bound_each_batch_and_available_now_reads_everything(spark, 
     bad = spark.readStream.format("delta").option("maxFilesPerTrigger", 0).load(path).writeStream.format("memory").queryName("stream_limit").start()
     with pytest.raises(StreamingQueryException, match="maxFilesPerTrigger takes a positive number, got '0'"):
         bad.processAllAvailable()
+
+
+def test_write_stream_to_table_uses_the_exactly_once_sink(spark, db, tmp_path) -> None:
+    """`df.writeStream.format("delta"|"qbeast").toTable(t)`: the table's stream sink on its location
+    (Spark's V1 path for catalog tables, as Delta's), each micro-batch one WRITE, each row once."""
+    import json
+
+    incoming, checkpoint = tmp_path / "in", str(tmp_path / "ck")
+    incoming.mkdir()
+    (incoming / "a.json").write_text("\n".join(json.dumps({"id": i, "k": str(i % 2)}) for i in range(6)))
+    spark.sql("CREATE TABLE sink (id BIGINT, k STRING) USING delta PARTITIONED BY (k)")
+
+    def run(target: str, fmt: str) -> None:
+        query = spark.readStream.schema("id BIGINT, k STRING").json(str(incoming)).writeStream.format(fmt).option(
+            "checkpointLocation", f"{checkpoint}_{target}").trigger(availableNow=True).toTable(target)  # fmt: skip
+        query.awaitTermination()
+
+    run("sink", "delta")
+    (incoming / "b.json").write_text(json.dumps({"id": 10, "k": "0"}))
+    run("sink", "delta")
+    assert rows(spark, "SELECT id, k FROM sink") == [(0, "0"), (1, "1"), (2, "0"), (3, "1"), (4, "0"), (5, "1"), (10, "0")]
+    assert [r.operation for r in spark.sql("DESCRIBE HISTORY sink").collect()] == ["WRITE", "WRITE", "CREATE TABLE"]
+    spark.sql("CREATE TABLE qsink (id BIGINT, k STRING) USING qbeast TBLPROPERTIES ('columnsToIndex'='id')")
+    run("qsink", "qbeast")
+    assert rows(spark, "SELECT count(*) FROM qsink") == [(7,)]
+    with refused(r"The input source\(parquet\) is different from the table .*provider\(delta\)"):  # Spark's rule, as for Delta
+        spark.readStream.schema("id BIGINT, k STRING").json(str(incoming)).writeStream.option("checkpointLocation", checkpoint).toTable("sink")

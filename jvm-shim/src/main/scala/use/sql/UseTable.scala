@@ -140,9 +140,19 @@ class UseTable(
     val pinned: Boolean,
     capabilitySet: util.Set[TableCapability] = UseCapabilities.all,
     val shownByShowCreate: Boolean = false)
-  extends Table with SupportsRead with SupportsWrite with TruncatableTable {
+  extends Table with SupportsRead with SupportsWrite with TruncatableTable with org.apache.spark.sql.use.UseV1Fallback {
 
   override def name(): String = tableName
+
+  /** The catalog entry (`toTable` streams into its location); a table named by its path gets one
+    * made of its log's description. */
+  override def v1Table: CatalogTable = catalogTable.getOrElse(CatalogTable(
+    identifier = org.apache.spark.sql.catalyst.TableIdentifier(meta.root, Some(meta.provider)),
+    tableType = CatalogTableType.EXTERNAL,
+    storage = org.apache.spark.sql.catalyst.catalog.CatalogStorageFormat.empty.copy(locationUri = Some(new java.net.URI(meta.uri))),
+    schema = meta.schema,
+    provider = Some(meta.provider),
+    partitionColumnNames = meta.partitionColumns))
 
   // Rows are never read through this: `UseAnalysis` turns every relation of a UseTable into a file
   // scan. It exists so that Spark's DataFrameReader takes the table (format("delta")) and DESCRIBE
