@@ -85,7 +85,7 @@ def test_save_partitioned_with_properties_and_refusals_change_nothing(spark, tmp
         (df.write.format("delta").mode("append").partitionBy("id"), r"partitionBy\('id'\) differs from the partitioning .* \(p\)"),
         (df.selectExpr("CAST(id AS STRING) AS id", "p", "1 AS z").write.format("delta").mode("append").option("mergeSchema", "true"),
          r"column id is string in the data and bigint in the table at .*; mergeSchema adds columns, it does not change a column's type"),
-        (df.write.format("delta").mode("overwrite").option("replaceWhere", "p = '0'"), r"replaceWhere=p = '0' is not supported yet"),
+        (df.write.format("delta").mode("overwrite").option("replaceWhere", "p = '0'"), r"the rows written do not all match replaceWhere=\"p = '0'\""),
         (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").option("partitionOverwriteMode", "dynamic"),
          r"overwriteSchema=true replaces the whole table .* cannot be combined with a dynamic partition overwrite"),
         (df.selectExpr("*", "1 AS z").write.format("delta").mode("append"), r"INSERT_COLUMN_ARITY_MISMATCH"),
@@ -512,3 +512,39 @@ def test_user_metadata_of_a_write_option_or_the_session_lands_in_the_commit(spar
     assert [r["userMetadata"] for r in spark.sql(f"DESCRIBE HISTORY '{path}' LIMIT 3").collect()] == [
         "the option wins", "backfill", "backfill"]  # fmt: skip
     assert rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(8,)]
+
+
+def test_replace_where_replaces_the_rows_matching_a_condition_on_any_column(spark, tmp_path) -> None:
+    """Delta's `.option("replaceWhere", cond)` with an overwrite: the rows matching the condition
+    (here on a data column) are replaced by the written ones in one commit, the files it can match
+    rewritten with their other rows; rows outside the condition, a bad condition, and other
+    replacing options with it are refused, nothing written."""
+    from use import QbeastTable
+
+    path = str(tmp_path / "t")
+    spark.range(12).selectExpr("id", "CAST(id % 2 AS STRING) AS p").coalesce(1).write.format("delta").partitionBy("p").save(path)
+    new = spark.range(100, 103).selectExpr("id", "'0' AS p")
+    before = state(path)
+    for writer, message in [
+        (new.write.format("delta").mode("overwrite").option("replaceWhere", "id >= 200"), r"do not all match replaceWhere='id >= 200' \(e.g. \{'id': 100"),
+        (new.write.format("delta").mode("overwrite").option("replaceWhere", "nosuch > 1"), r"the writer option replaceWhere='nosuch > 1' cannot be applied to the table"),
+        (new.write.format("delta").mode("overwrite").option("replaceWhere", "id >= 100").option("overwriteSchema", "true"), r"cannot be combined with"),
+    ]:  # fmt: skip
+        with refused(message):
+            writer.save(path)
+        assert state(path) == before, message
+    new.write.format("delta").mode("overwrite").option("replaceWhere", "id >= 4 AND id < 8 OR id >= 100").save(path)
+    assert rows(spark, f"SELECT id FROM delta.`{path}`") == [(0,), (1,), (2,), (3,), (8,), (9,), (10,), (11,), (100,), (101,), (102,)]
+    assert sorted(_delta_rs(path).to_pyarrow_table().column("id").to_pylist()) == [0, 1, 2, 3, 8, 9, 10, 11, 100, 101, 102]
+    version = len(before[0])
+    info = next(a["commitInfo"] for a in commit_actions(path, version) if "commitInfo" in a)
+    assert info["operation"] == "WRITE" and json.loads(info["operationParameters"]["predicate"]) == ["id >= 4 AND id < 8 OR id >= 100"]
+    spark.range(3).write.format("delta").mode("append").option("replaceWhere", "id > 0").save(path + "_new")  # a new table: written
+    # a Qbeast table: the rewritten rows join its staging revision; reads and samples stay exact
+    q = str(tmp_path / "q")
+    QbeastTable.write(spark.range(300).selectExpr("id", "rand(7) * 100 AS x"), q, columns_to_index=["x"], cube_size=50)
+    qt = QbeastTable.for_path(spark, q)
+    kept = qt.read().where("x >= 10").count()
+    spark.range(1000, 1010).selectExpr("id", "5.0D AS x").write.format("delta").mode("overwrite").option("replaceWhere", "x < 10").save(q)
+    assert rows(spark, f"SELECT count(*), min(id) FROM qbeast.`{q}` WHERE x < 10") == [(10, 1000)]
+    assert qt.read().count() == kept + 10 and qt.read(sample=1.0).count() == kept + 10

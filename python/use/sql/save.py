@@ -26,12 +26,6 @@ if TYPE_CHECKING:
 #: Spark's SaveMode names, as the V1 write passes them, to `DeltaTable.write`'s modes.
 _SAVE_MODES = {"Append": "append", "Overwrite": "overwrite", "ErrorIfExists": "errorifexists", "Ignore": "ignore"}
 
-#: Delta writer options USE does not implement yet, each with what to do instead. Refused rather than
-#: ignored: each changes which rows or which schema the table ends with.
-_UNSUPPORTED_SAVE_OPTIONS = {
-    "replacewhere": "overwrite whole partitions (INSERT OVERWRITE ... PARTITION (p = v)), or the whole table",
-}
-
 #: The type changes `mergeSchema` takes (the data's type -> the table's wider one), as Spark's safe
 #: casts on insert; any other difference is refused (mergeSchema adds columns, it does not retype).
 _WIDENS = {
@@ -49,7 +43,8 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
     Delta's `partitionOverwriteMode=dynamic`): the shim then writes through the catalog as
     `INSERT INTO` / `INSERT OVERWRITE delta.`root`` do, so rows are matched to the table's columns
     by name and a Qbeast table's rows are indexed. `format("qbeast")` saves are `_save_qbeast`'s. Written here
-    instead, in one commit each: an overwrite with `overwriteSchema` (`_write_replacing_schema`),
+    instead, in one commit each: an overwrite with `overwriteSchema` (`_write_replacing_schema`) or
+    `replaceWhere` (`_write_replacing_where`),
     `mergeSchema` with new columns (`_write_merged`: the widened
     schema and the rows) and a write with `txnAppId`/`txnVersion` (`_write_idempotent`: the rows
     and the `txn` action; a version already committed for the app id writes nothing), which the
@@ -60,10 +55,6 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
     if mode is None:
         raise InvalidArgumentError(f"unknown save mode {req.get('mode')!r}; use append, overwrite, errorifexists or ignore")
     options = {str(k): str(v) for k, v in (req.get("options") or {}).items()}
-    for key, value in options.items():
-        instead = _UNSUPPORTED_SAVE_OPTIONS.get(key.lower())
-        if instead is not None:
-            raise InvalidArgumentError(f"the Delta writer option {key}={value} is not supported yet; {instead}")
     merge_schema, overwrite_schema = _option_on(options, "mergeSchema"), _option_on(options, "overwriteSchema")
     app_id, app_version = _txn_options(options)
     parts = req.get("partitionColumns")
@@ -90,6 +81,15 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
         return {"created": False, "root": root}  # this batch was written already
     # a stream's complete mode replaces the table whatever the session's overwrite mode
     dynamic = mode == "overwrite" and dynamic_overwrite(None if req.get("stream") else spark, options)
+    replace_where = next((v for k, v in options.items() if k.lower() == "replacewhere"), None)
+    if replace_where is not None and mode == "overwrite":
+        if dynamic or overwrite_schema or app_id is not None:
+            raise InvalidArgumentError(
+                "replaceWhere replaces the rows matching its condition and cannot be combined with "
+                "partitionOverwriteMode=dynamic, overwriteSchema or txnAppId; drop one of them"
+            )
+        _write_replacing_where(spark, dataframe(spark, args[0]), snap, replace_where)
+        return {"created": False, "root": root}
     if overwrite_schema and mode == "overwrite":
         if dynamic:
             raise InvalidArgumentError(
@@ -117,6 +117,41 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
         _write_idempotent(spark, dataframe(spark, args[0]), snap, mode, app_id, int(app_version))  # type: ignore[arg-type]
         return {"created": False, "root": root}
     return {"write": "dynamic" if dynamic else mode, "root": root}
+
+
+def _write_replacing_where(spark: SparkSession, df: DataFrame, snap: Snapshot, condition: str) -> None:
+    """Delta's `replaceWhere` with an overwrite: the rows matching `condition` (a SQL predicate on
+    any columns) are replaced by the DataFrame's, in one commit. Every written row must match it
+    (Delta's constraint check: a row outside would be added where nothing was replaced); the files
+    the condition can match (partitions and statistics prune them) are removed and their rows that
+    do not match it written again with the new ones. A Qbeast table's rewritten rows join its
+    staging revision, as a DELETE's do."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from use.delta.schema import check_append_schema
+    from use.qbeast.reader import plan_read, scan
+    from use.qbeast.snapshot import QbeastSnapshot
+
+    root = snap.table_root
+    qsnap = QbeastSnapshot.from_delta(snap)
+    try:
+        plan = plan_read(spark, qsnap, filter=condition)
+    except InvalidArgumentError as exc:
+        why = str(exc).partition(" cannot be applied to the table ")[2]
+        raise InvalidArgumentError(f"the writer option replaceWhere={condition!r} cannot be applied to the table {why}") from None
+    check_append_schema(to_arrow_schema(df.schema, prefers_large_types=False), snap.schema, root)
+    data = df.select(*[df[c] for c in snap.schema.names])
+    matches = F.coalesce(F.expr(condition), F.lit(False))
+    outside = data.where(~matches).limit(1).collect()
+    if outside:
+        raise InvalidArgumentError(
+            f"the rows written do not all match replaceWhere={condition!r} (e.g. {outside[0].asDict()}): they would be added "
+            "where no row is replaced; write only rows that match the condition, or widen it"
+        )
+    kept = scan(spark, qsnap, plan.files).where(~matches) if plan.files.num_rows else None
+    rows = data if kept is None else data.unionByName(kept)
+    write_delta(spark, rows, snap, "overwrite", [], replacing=(plan.files, condition))
 
 
 def _option_on(options: Mapping[str, str], name: str) -> bool:

@@ -128,10 +128,12 @@ def write_delta(
     *,
     schema_string: str | None = None,
     app: tuple[str | None, int | None] = (None, None),
+    replacing: tuple[pa.Table, str] | None = None,
 ) -> None:
     """The rows of a write into a Delta table, and the files it replaces, in one commit.
     `schema_string`: a widened schema committed with them (mergeSchema); `app`: the `txn` action
-    (txnAppId / txnVersion) the commit carries, when given."""
+    (txnAppId / txnVersion) the commit carries, when given; `replacing`: the files an overwrite
+    replaces and the condition that chose them (replaceWhere), instead of the mode's."""
     from use.delta.actions import remove_actions
     from use.delta.transaction import Transaction
     from use.optimize.executor import delete_written
@@ -144,7 +146,7 @@ def write_delta(
     try:
         if mode == "partitions":
             _check_rows_in_replaced_partitions(snap, adds, filters)
-        removed = files_to_replace(snap, mode, adds, filters)
+        removed = replacing[0] if replacing is not None else files_to_replace(snap, mode, adds, filters)
         txn = Transaction(log_for(root), snap)
         if mode != "append":
             txn.read_whole_table()
@@ -156,10 +158,12 @@ def write_delta(
             txn.add(*adds)
         if app_id is not None:
             txn.set_app_transaction(app_id, int(app_version))  # type: ignore[arg-type]
-        if adds or removed.num_rows or schema_string is not None or app_id is not None:
+        if adds or removed.num_rows or schema_string is not None or app_id is not None or replacing is not None:
             parameters = _parameters(mode, snap.partition_columns)
             if schema_string is not None:
                 parameters["mergeSchema"] = "true"
+            if replacing is not None:
+                parameters["predicate"] = json.dumps([replacing[1]])  # as Delta records a replaceWhere
             txn.commit("WRITE", parameters, _metrics(adds, removed.num_rows))
     except BaseException:
         delete_written(root, list(adds))
