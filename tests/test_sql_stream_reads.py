@@ -69,8 +69,9 @@ def test_a_path_stream_reads_the_table_then_each_append_and_never_a_rewrite(spar
         bad = reader.load(path).writeStream.format("memory").queryName("stream_bad").start()
         with pytest.raises(StreamingQueryException, match=message):
             bad.processAllAvailable()
-    with refused(r"readStream.format\(\"delta\"\) reads the table's schema: drop .schema"):
+    with refused(r"readStream.format\(\"delta\"\) reads the table's schema \(struct<id:bigint,p:string>\), not struct<id:bigint>: drop .schema"):
         spark.readStream.schema("id LONG").format("delta").load(path)
+    spark.readStream.schema("id LONG NOT NULL, p STRING").format("delta").load(path)  # the table's own: taken
     with refused(r"USE_TABLE_NOT_FOUND_ERROR"):
         spark.readStream.format("delta").load(str(tmp_path / "nothing"))
 

@@ -110,14 +110,18 @@ package use.sql {
       }
     }
 
-    /** `spark.readStream.format("delta").load(path)`: the table's schema (a user-given one is
-      * refused, as Delta refuses it: the table has one). */
+    /** `spark.readStream.format("delta").load(path)`: the table's schema. A user-given one must be
+      * it (nullability aside), as Delta checks: the catalog's V1 fallback of `readStream.table(t)`
+      * passes the table's own. */
     override def sourceSchema(ctx: SQLContext, schema: Option[StructType], providerName: String,
                               parameters: Map[String, String]): (String, StructType) = {
-      if (schema.isDefined) throw new UseException(s"readStream.format(\"$format\") reads the table's schema: drop .schema(...)",
-        UseException.Kinds.InvalidArgument)
       DeltaPathProvider.refuseChangeFeed(parameters.asJava)
-      (format, meta(parameters.asJava).schema)
+      val table = meta(parameters.asJava).schema
+      schema.filterNot(s => DeltaPathProvider.sameColumns(s, table)).foreach { given =>
+        throw new UseException(s"readStream.format(\"$format\") reads the table's schema (${table.simpleString}), not " +
+          s"${given.simpleString}: drop .schema(...)", UseException.Kinds.InvalidArgument)
+      }
+      (format, table)
     }
 
     /** The stream's source (`UseStreamSource`); Spark takes this V1 source because the provider's
@@ -265,6 +269,12 @@ package use.sql {
         (if (columns.nonEmpty) Map(PartitionColumnsKey -> Bridge.strings(columns).toString) else Map.empty[String, String])
       val provider = if (format.contains("qbeast")) new QbeastPathProvider else new DeltaPathProvider
       Some(SaveIntoDataSourceCommand(r.query, provider, options, SaveMode.Overwrite))
+    }
+
+    /** The same columns and types, whatever each says of NULLs. */
+    def sameColumns(a: StructType, b: StructType): Boolean = {
+      def loose(s: StructType): String = s.json.replaceAll("\"(nullable|containsNull|valueContainsNull)\":false", "\"$1\":true")
+      loose(a) == loose(b)
     }
 
     /** Where DataFrameWriter puts `partitionBy(...)` for a V1 write (Spark's DataSourceUtils: a

@@ -1,7 +1,5 @@
 package use.sql
 
-import scala.jdk.CollectionConverters._
-
 import org.apache.spark.sql.{SparkSession, SparkSessionExtensions}
 import org.apache.spark.sql.catalyst.TableIdentifier
 import org.apache.spark.sql.catalyst.catalog.CatalogTable
@@ -9,10 +7,8 @@ import org.apache.spark.sql.catalyst.analysis.{EliminateSubqueryAliases, Resolve
 import org.apache.spark.sql.catalyst.expressions.{Alias, AttributeReference, Cast, Descending, Literal, NamedExpression, SortOrder}
 import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable, DescribeColumn, LogicalPlan, MergeIntoTable, OverwritePartitionsDynamic, Project, ReplaceTableAsSelect, ShowCreateTable, Sort, UpdateTable, View}
 import org.apache.spark.sql.catalyst.rules.Rule
-import org.apache.spark.sql.catalyst.streaming.StreamingRelationV2
 import org.apache.spark.sql.execution.command.CreateTableLikeCommand
-import org.apache.spark.sql.execution.streaming.runtime.StreamingRelation
-import org.apache.spark.sql.execution.datasources.{DataSource, HadoopFsRelation, LogicalRelation}
+import org.apache.spark.sql.execution.datasources.{HadoopFsRelation, LogicalRelation}
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 import org.apache.spark.sql.types.StructType
 
@@ -36,7 +32,6 @@ class UseSparkSessionExtension extends (SparkSessionExtensions => Unit) {
   *  - `saveAsTable` in overwrite mode on an existing table becomes the save of its location
   *    (`DeltaPathProvider.saveAsTableOverwrite`: Delta's overwrite of the rows, not a new table);
   *  - CREATE TABLE ... LIKE a USE table (or USING delta/qbeast) becomes `UseCreateTableLike`;
-  *  - a stream of a USE table (`readStream.table`) reads its location's stream (`UseStreamSource`);
   *  - a dynamic partition overwrite becomes an append whose write replaces the partitions it
   *    writes (Spark's V1 write fallback has no dynamic overwrite of its own);
   *  - DELETE and UPDATE become `UseRowLevelCommand`s, MERGE a `UseMergeCommand` (copy-on-write, one
@@ -83,15 +78,6 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
     val table = r.table.asInstanceOf[UseTable]
     val index = new UseFileIndex(table.meta, if (table.pinned) Some(table.meta.version) else None, None, None)
     UseAnalysis.fileScan(spark, index, table.catalogTable, r.output.map(_.asInstanceOf[AttributeReference]), isStreaming = false)
-  }
-
-  /** `spark.readStream.table(t)` of a USE table: the stream of its location (`UseStreamSource`, the
-    * provider's V1 source), keeping the attributes the query was resolved with. */
-  private def streamOf(s: StreamingRelationV2): LogicalPlan = {
-    val table = s.table.asInstanceOf[UseTable]
-    val options = s.extraOptions.asCaseSensitiveMap().asScala.toMap + ("path" -> table.meta.root)
-    val source = DataSource(spark, className = table.meta.provider, options = options, catalogTable = table.catalogTable)
-    StreamingRelation(source, table.meta.provider, s.output)
   }
 
   /** The insight and table name of Delta's `DESCRIBE HISTORY <name>` / `DESCRIBE DETAIL <name>` as
@@ -159,7 +145,6 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
       case o: OverwritePartitionsDynamic if o.resolved && isUseTarget(o.table) =>
         AppendData.byName(o.table, o.query, o.writeOptions + (UseAnalysis.DynamicOverwrite -> "true"))
       case r: DataSourceV2Relation if r.table.isInstanceOf[UseTable] => toRelation(r)
-      case s: StreamingRelationV2 if s.table.isInstanceOf[UseTable] => streamOf(s)
       case s @ ShowCreateTable(r @ ResolvedTable(_, _, t: UseTable, _), _, _) if !t.shownByShowCreate =>
         s.copy(child = r.copy(table = t.asShownByShowCreate))
       case d: DeleteFromTable if d.resolved && isUseScan(d.table) =>
