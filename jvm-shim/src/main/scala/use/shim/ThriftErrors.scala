@@ -148,10 +148,24 @@ final class CleanErrorsCLIService(delegate: CLIService) extends CLIService(null)
 
 object ThriftErrors {
 
+  /** Closing a JDBC session failed now and then with `NoClassDefFoundError:
+    * org/apache/hadoop/hive/llap/security/LlapSigner$Signable` (and left the session half-closed):
+    * Hive's `SessionState.close` asks `Hive.get(conf)` for its thread, and on a Thrift worker thread
+    * that had no Hive client yet that creates one which first registers every Hive function, one
+    * of which (LLAP's get_splits) needs a class pyspark's jars do not carry. Spark's Thrift server
+    * runs Spark's functions, never Hive's registry, so the registration is marked done before any
+    * session opens (Hive's own once-only flag), and Hive clients are made without it. */
+  private def skipHiveFunctionRegistry(): Unit = {
+    val flag = classOf[org.apache.hadoop.hive.ql.metadata.Hive].getDeclaredField("didRegisterAllFuncs")
+    flag.setAccessible(true)
+    flag.get(null).asInstanceOf[java.util.concurrent.atomic.AtomicInteger].compareAndSet(0, 2) // REG_FUNCS_NO -> _DONE
+  }
+
   /** Put a `CleanErrorsCLIService` in front of the CLI service of every Thrift front end of a
     * started `HiveThriftServer2`; the number of front ends changed. The front ends read their
     * `cliService` field on every call, so sessions opened afterwards all go through it. */
   def install(server: CompositeService): Int = {
+    skipHiveFunctionRegistry()
     val field = classOf[ThriftCLIService].getDeclaredField("cliService")
     field.setAccessible(true)
     server.getServices.asScala.toSeq.collect { case front: ThriftCLIService =>
