@@ -548,3 +548,7 @@ def test_replace_where_replaces_the_rows_matching_a_condition_on_any_column(spar
     spark.range(1000, 1010).selectExpr("id", "5.0D AS x").write.format("delta").mode("overwrite").option("replaceWhere", "x < 10").save(q)
     assert rows(spark, f"SELECT count(*), min(id) FROM qbeast.`{q}` WHERE x < 10") == [(10, 1000)]
     assert qt.read().count() == kept + 10 and qt.read(sample=1.0).count() == kept + 10
+    # format("qbeast") takes it too (it overwrote the whole table before)
+    spark.range(2000, 2005).selectExpr("id", "95.0D AS x").write.format("qbeast").mode("overwrite").option("replaceWhere", "x >= 90").save(q)
+    assert rows(spark, f"SELECT count(*), min(id) FROM qbeast.`{q}` WHERE x >= 90") == [(5, 2000)]
+    assert rows(spark, f"SELECT count(*) FROM qbeast.`{q}` WHERE x < 10") == [(10,)]

@@ -240,6 +240,9 @@ def _save_qbeast(
         )
     elif snap.has_app_transaction(*app):
         return {"created": False, "root": root}
+    elif mode == "overwrite" and "replacewhere" in lowered:  # the rows matching it, not the whole table
+        _write_replacing_where(spark, df, snap, lowered["replacewhere"])
+        return {"created": False, "root": root}
     else:
         columns = columns or indexed_columns(snap)
         if cube_size is None and mode == "overwrite":
