@@ -11,8 +11,11 @@ after the retention period, so a planned query always finds its files.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
 
 from use.sql.tables import snapshot_of, table_root
 
@@ -28,30 +31,40 @@ def file_uris(root_uri: str, paths: list[str]) -> list[str]:
     return [p if ":" in p.split("/", 1)[0] else prefix + p for p in paths]
 
 
-def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any) -> dict[str, Any]:
-    from use.qbeast.reader import plan_read
-
-    plan = plan_read(None, qsnap, sample=sample, predicate=predicate)
-    files = plan.files
-    keys = qsnap.partition_value_keys  # physical names under Delta column mapping
+def plan_json(
+    root: str, files: pa.Table, keys: Sequence[str], version: int, total_files: int, total_bytes: int,
+    sample: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The files one scan reads (rows of a snapshot's `files`), as the shim's `ScanPlan.fromJson`
+    reads them: URIs, sizes, times, partition values by `keys` (physical names under Delta column
+    mapping; "" is null, as in Delta), the snapshot's totals and a Qbeast sample's row filter."""
     partition_values: list[list[str | None]] = []
     if keys and files.num_rows:
         for found in files.column("partition_values").to_pylist():
             values = dict(found or ())
-            partition_values.append([values.get(k) or None for k in keys])  # "" is null, as in Delta
-    weight = None
-    if plan.weight_range is not None:
-        weight = {"columns": list(plan.indexed_columns), "upper": int(plan.weight_range[1])}
+            partition_values.append([values.get(k) or None for k in keys])
     return {
-        "version": qsnap.version,
-        "paths": file_uris(Path(qsnap.table_root).as_uri(), files.column("path").to_pylist()),
+        "version": version,
+        "paths": file_uris(Path(root).as_uri(), files.column("path").to_pylist()),
         "sizes": files.column("size").to_pylist(),
         "mtimes": files.column("modification_time").to_pylist(),
         "partitionValues": partition_values,
-        "totalFiles": plan.total_files,
-        "totalBytes": plan.total_bytes,
-        "sample": weight,
+        "totalFiles": total_files,
+        "totalBytes": total_bytes,
+        "sample": sample,
     }
+
+
+def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any) -> dict[str, Any]:
+    from use.qbeast.reader import plan_read
+
+    plan = plan_read(None, qsnap, sample=sample, predicate=predicate)
+    weight = None
+    if plan.weight_range is not None:
+        weight = {"columns": list(plan.indexed_columns), "upper": int(plan.weight_range[1])}
+    return plan_json(
+        qsnap.table_root, plan.files, qsnap.partition_value_keys, qsnap.version, plan.total_files, plan.total_bytes, weight
+    )
 
 
 def plan_scans(spark: SparkSession, req: dict[str, Any], filters: list[Any]) -> dict[str, Any]:

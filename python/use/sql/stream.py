@@ -25,14 +25,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from use.delta.actions import FILES_SCHEMA
+from use.delta.columnmapping import partition_value_keys
 from use.errors import InvalidArgumentError, TableConstraintError
-from use.sql.scan import file_uris
+from use.sql.scan import plan_json
 from use.sql.tables import log_for, snapshot_of, table_root
 
 if TYPE_CHECKING:
@@ -98,8 +99,6 @@ class _Stream:
 
     def segments(self, start: Position, last: int) -> Iterator[_Segment]:
         """The files from `start` on, through version `last`, in stream order."""
-        from use.delta.columnmapping import partition_value_keys
-
         version, index = start.version, start.index
         if start.snapshot:
             snap = snapshot_of(self.root, version)
@@ -198,7 +197,7 @@ def stream_batch(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
     last = end.version if end.snapshot or end.index else end.version - 1
     taken: list[pa.Table] = []
     for seg in stream.segments(start, max(last, start.version)):
-        if seg.snapshot != end.snapshot and seg.snapshot:
+        if seg.snapshot and not end.snapshot:
             taken.append(seg.files)  # the snapshot, whole, before the end's change versions
             continue
         if seg.version < end.version:
@@ -207,9 +206,10 @@ def stream_batch(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
         if seg.version == end.version:
             taken.append(seg.files.slice(0, max(end.index - seg.first, 0)))
         break
-    files = pa.concat_tables(taken) if taken else None
+    files = pa.concat_tables(taken) if taken else FILES_SCHEMA.empty_table()
     version = max(last, 0)  # the newest version the batch reads from (the end may be the next one to come)
-    return _plan(stream.root, files, snapshot_of(stream.root, version).metadata, version, files.num_rows if files is not None else 0)
+    keys = partition_value_keys(snapshot_of(stream.root, version).metadata)
+    return plan_json(stream.root, files, keys, version, files.num_rows, int(pc.sum(files.column("size")).as_py() or 0))
 
 
 def _version_since(root: str, ms: int, starting_version: int | None) -> int:
@@ -248,26 +248,3 @@ def _check_schema(found: str, root: str, schema_version: int, version: int) -> N
             f"the schema of {root} changed at version {version}, after the stream started reading it: restart the stream "
             "to read the table with its new schema"
         )
-
-
-def _plan(root: str, files: pa.Table | None, metadata: Any, version: int, total: int) -> dict[str, Any]:
-    from use.delta.columnmapping import partition_value_keys
-
-    keys = partition_value_keys(metadata) if metadata is not None else ()
-    n = files.num_rows if files is not None else 0
-    partition_values: list[list[str | None]] = []
-    if keys and n:
-        for found in files.column("partition_values").to_pylist():  # type: ignore[union-attr]
-            values = dict(found or ())
-            partition_values.append([values.get(k) or None for k in keys])  # "" is null, as in Delta
-    sizes = files.column("size").to_pylist() if n else []  # type: ignore[union-attr]
-    return {
-        "version": version,
-        "paths": file_uris(Path(root).as_uri(), files.column("path").to_pylist()) if n else [],  # type: ignore[union-attr]
-        "sizes": sizes,
-        "mtimes": files.column("modification_time").to_pylist() if n else [],  # type: ignore[union-attr]
-        "partitionValues": partition_values,
-        "totalFiles": total,
-        "totalBytes": sum(s or 0 for s in sizes),
-        "sample": None,
-    }
