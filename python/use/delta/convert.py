@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from use.delta.datafile import HIVE_DEFAULT_PARTITION
@@ -86,31 +85,21 @@ def list_parquet_files(root: str, partition_columns: Sequence[str]) -> list[Parq
 
 
 def _partition_values_checked(files: Sequence[ParquetFile], partition_schema: pa.Schema, root: str) -> None:
-    """Each directory's value must be of its column's declared type (as Spark casts it)."""
+    """Each directory's value must be of its column's declared type, as every Delta reader will type
+    it from the log (`use.delta.skipping.typed_partition_values`, which makes unreadable text null)."""
+    from use.delta.skipping import typed_partition_values
+
+    entries = [[(k, v) for k, v in f.partition_values] for f in files]
+    table = pa.table({"partition_values": pa.array(entries, pa.map_(pa.string(), pa.string()))})
     for i, field in enumerate(partition_schema):
-        raw = pa.array([f.partition_values[i][1] for f in files], pa.string())
-        if pa.types.is_string(field.type):
-            continue
-        try:
-            text = pc.replace_substring(raw, " ", "T", max_replacements=1) if pa.types.is_timestamp(field.type) else raw
-            pc.cast(text, field.type)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            bad = next(
-                f for f in files
-                if f.partition_values[i][1] is not None and not _casts(f.partition_values[i][1], field.type)
-            )  # fmt: skip
+        raw = [f.partition_values[i][1] for f in files]
+        typed = typed_partition_values(table, field.name, field.type).to_pylist()
+        bad = next((j for j, (r, t) in enumerate(zip(raw, typed)) if r not in (None, "") and t is None), None)
+        if bad is not None:
             raise InvalidArgumentError(
-                f"{os.path.join(root, os.path.dirname(bad.path))}: the value {bad.partition_values[i][1]!r} of partition column "
+                f"{os.path.join(root, os.path.dirname(files[bad].path))}: the value {raw[bad]!r} of partition column "
                 f"{field.name} is not of type {field.type}; declare the column's type as the directories hold it"
-            ) from None
-
-
-def _casts(value: str, type_: pa.DataType) -> bool:
-    try:
-        pc.cast(pa.array([value.replace(" ", "T", 1) if pa.types.is_timestamp(type_) else value]), type_)
-        return True
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return False
+            )
 
 
 def parquet_adds(
