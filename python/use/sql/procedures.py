@@ -268,10 +268,9 @@ def _convert_delta(spark: "SparkSession", table: TableRef, args: Mapping[str, An
     text = args.get("partitioned_by")
     if text is not None and str(text).strip():
         partition_schema = spark_schema_to_arrow(_ddl_schema_json(str(text)))
-    elif table.partition_schema and spark_schema_to_arrow(table.partition_schema).names:
-        partition_schema = spark_schema_to_arrow(table.partition_schema)  # a catalog table's own partitioning
-    else:
-        partition_schema = None
+    else:  # a catalog table's own partitioning, if it has one
+        own = spark_schema_to_arrow(table.partition_schema) if table.partition_schema else None
+        partition_schema = own if own is not None and own.names else None
     r = convert_to_delta(table.root, partition_schema, collect_stats=args.get("statistics") is not False)
     return pa.Table.from_pylist(
         [{"location": r.root, "version": r.version, "num_files": r.num_files,

@@ -16,8 +16,9 @@ import org.apache.spark.sql.types.StructType
   * columns, partitioning, comment and properties (a Qbeast table's index options, not its
   * revisions: as SHOW CREATE TABLE prints them), created through this catalog's CREATE so it has
   * a Delta log, as Delta's CREATE TABLE LIKE does. Spark's own command only registered the name
-  * (no log, no partitioning, no properties): every later read of the table failed. */
-case class UseCreateTableLike(like: CreateTableLikeCommand) extends LeafRunnableCommand {
+  * (no log, no partitioning, no properties): every later read of the table failed. `source`: the
+  * source as the analysis loaded it, when it is a USE table. */
+case class UseCreateTableLike(like: CreateTableLikeCommand, source: Option[UseTable]) extends LeafRunnableCommand {
 
   override def output: Seq[Attribute] = Seq.empty
 
@@ -28,7 +29,7 @@ case class UseCreateTableLike(like: CreateTableLikeCommand) extends LeafRunnable
       if (like.ifNotExists) return Seq.empty
       throw new TableAlreadyExistsException(target.namespace() :+ target.name())
     }
-    val (schema, partitioning, sourceProps) = UseCreateTableLike.source(spark, catalog, like.sourceTable)
+    val (schema, partitioning, sourceProps) = UseCreateTableLike.definition(spark, source, like.sourceTable)
     val props = new java.util.HashMap[String, String]()
     sourceProps.foreach { case (k, v) => props.put(k, v) }
     like.provider.foreach(p => props.put(TableCatalog.PROP_PROVIDER, p.toLowerCase(java.util.Locale.ROOT)))
@@ -51,11 +52,11 @@ object UseCreateTableLike {
   /** The plan for `c`: this command when the source is a USE table or the new table is one (USING
     * delta/qbeast); Spark's command for everything else. */
   def of(spark: SparkSession, c: CreateTableLikeCommand): Option[UseCreateTableLike] = {
-    val sourceIsUse = try {
-      sessionCatalog(spark).loadTable(identifier(spark, c.sourceTable))
-        .isInstanceOf[UseTable]
-    } catch { case scala.util.control.NonFatal(_) => false }
-    if (sourceIsUse || TableMeta.isUseProvider(c.provider)) Some(UseCreateTableLike(c)) else None
+    val source = try sessionCatalog(spark).loadTable(identifier(spark, c.sourceTable)) match {
+      case u: UseTable => Some(u)
+      case _ => None
+    } catch { case scala.util.control.NonFatal(_) => None }
+    if (source.isDefined || TableMeta.isUseProvider(c.provider)) Some(UseCreateTableLike(c, source)) else None
   }
 
   /** This session's `spark_catalog` (USE's catalog when the extension is installed). */
@@ -66,17 +67,14 @@ object UseCreateTableLike {
     Identifier.of(Array(t.database.getOrElse(spark.sessionState.catalog.getCurrentDatabase)), t.table)
 
   /** The source's columns, partitioning and properties (provider and comment included). */
-  private def source(spark: SparkSession, catalog: TableCatalog, t: TableIdentifier)
-      : (StructType, Array[Transform], Map[String, String]) = {
-    val loaded = try Some(catalog.loadTable(identifier(spark, t))) catch { case scala.util.control.NonFatal(_) => None }
-    loaded match {
-      case Some(u: UseTable) =>
-        val shown = u.asShownByShowCreate
-        (u.meta.schema, shown.partitioning(), shown.properties().asScala.toMap.filterNot { case (k, _) => Placement.contains(k) })
-      case _ => // a table of another format, or a view: its columns and partitioning
-        val meta = spark.sessionState.catalog.getTempViewOrPermanentTableMetadata(t)
-        (meta.schema, meta.partitionColumnNames.map(c => Expressions.identity(c): Transform).toArray,
-          meta.comment.map(TableCatalog.PROP_COMMENT -> _).toMap)
-    }
+  private def definition(spark: SparkSession, source: Option[UseTable], t: TableIdentifier)
+      : (StructType, Array[Transform], Map[String, String]) = source match {
+    case Some(u) =>
+      val shown = u.asShownByShowCreate
+      (u.meta.schema, shown.partitioning(), shown.properties().asScala.toMap.filterNot { case (k, _) => Placement.contains(k) })
+    case None => // a table of another format, or a view: its columns and partitioning
+      val meta = spark.sessionState.catalog.getTempViewOrPermanentTableMetadata(t)
+      (meta.schema, meta.partitionColumnNames.map(c => Expressions.identity(c): Transform).toArray,
+        meta.comment.map(TableCatalog.PROP_COMMENT -> _).toMap)
   }
 }
