@@ -26,7 +26,7 @@ from use.delta.commits import CommitActions, read_commits
 from use.delta.listing import LOG_DIR_NAME, LogListing, commit_name, list_log
 from use.delta.replay import LogState, advance, replay
 from use.delta.schema import is_primitive, schema_to_json, uses_timestamp_ntz
-from use.delta.snapshot import Snapshot, TableConfig, check_read_support, validate_configuration
+from use.delta.snapshot import Snapshot, TableConfig, check_read_support, protocol_with_change_data_feed, validate_configuration
 from use.delta.storage import LocalLogStore, resolve_table_root
 from use.delta.transaction import Transaction, _string_map, engine_info
 from use.errors import (
@@ -254,11 +254,13 @@ class DeltaLog:
 
     @staticmethod
     def _protocol_for(schema: pa.Schema, conf: Mapping[str, str]) -> Protocol:
-        cdf = conf.get("delta.enableChangeDataFeed", "false").lower() == "true"
         if uses_timestamp_ntz(schema):
-            writer = ["appendOnly", "invariants", "timestampNtz"] + (["changeDataFeed"] if cdf else [])
-            return Protocol(3, 7, ("timestampNtz",), tuple(writer))
-        return Protocol(1, 4 if cdf else 2)
+            protocol = Protocol(3, 7, ("timestampNtz",), ("appendOnly", "invariants", "timestampNtz"))
+        else:
+            protocol = Protocol(1, 2)
+        if conf.get("delta.enableChangeDataFeed", "false").lower() == "true":
+            protocol = protocol_with_change_data_feed(protocol) or protocol
+        return protocol
 
     # --- snapshots --------------------------------------------------------------------------------------
 
