@@ -144,3 +144,28 @@ CONVERT TO DELTA parquet.`${SCRATCH}/raw2` NO STATISTICS;
 SELECT * FROM delta.`${SCRATCH}/raw2`;
 
 CONVERT TO DELTA parquet.`${SCRATCH}/raw2` PARTITIONED BY (k STRING);
+
+-- Delta's auto compaction: the third small file of a table with it on is compacted by the INSERT itself
+CREATE TABLE compacted (id BIGINT) USING delta TBLPROPERTIES ('delta.autoOptimize.autoCompact' = 'true');
+
+SET spark.databricks.delta.autoCompact.minNumFiles = 3;
+
+INSERT INTO compacted VALUES (1);
+
+INSERT INTO compacted VALUES (2);
+
+INSERT INTO compacted VALUES (3);
+
+SELECT version, operation, parameters['auto'] AS auto FROM use_catalog.spark_catalog.golden_delta_tables.compacted.history ORDER BY version;
+
+SELECT num_files FROM use_catalog.spark_catalog.golden_delta_tables.compacted.detail;
+
+SELECT sum(id) FROM compacted;
+
+SET spark.databricks.delta.autoCompact.enabled = maybe;
+
+INSERT INTO compacted VALUES (4);
+
+RESET spark.databricks.delta.autoCompact.enabled;
+
+RESET spark.databricks.delta.autoCompact.minNumFiles;

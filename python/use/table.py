@@ -163,22 +163,25 @@ class QbeastTable(TableSurface, Insights, RowChanges):
         a different size starts a new revision. `txn_app_id`/`txn_version` make the write idempotent.
         `optimize_write=True` shuffles so each planned file is written once, `False` lets every
         write task write its own part of each file; by default the settings, else the size of the
-        write decide (see `use.qbeast.writer.write`).
+        write decide (see `use.qbeast.writer.write`). A table with Delta's auto compaction on
+        (`delta.autoOptimize.autoCompact`) is optimized after the write (`use.optimize.auto_compact`).
         """
+        from use.optimize.auto_compact import compacting_after
         from use.qbeast.writer import write as _write
 
-        return _write(
-            df.sparkSession,
-            df,
-            path,
-            columns_to_index,
-            cube_size=cube_size,
-            mode=mode,
-            column_stats=column_stats,
-            txn_app_id=txn_app_id,
-            txn_version=txn_version,
-            optimize_write=optimize_write,
-        )
+        with compacting_after(df.sparkSession):
+            return _write(
+                df.sparkSession,
+                df,
+                path,
+                columns_to_index,
+                cube_size=cube_size,
+                mode=mode,
+                column_stats=column_stats,
+                txn_app_id=txn_app_id,
+                txn_version=txn_version,
+                optimize_write=optimize_write,
+            )
 
     @staticmethod
     def convert(

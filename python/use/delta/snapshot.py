@@ -278,6 +278,10 @@ class TableConfig:
     deleted_file_retention_ms: int = DEFAULT_DELETED_FILE_RETENTION_MS
     enable_expired_log_cleanup: bool = True
     append_only: bool = False
+    #: Delta's auto compaction (`delta.autoOptimize.autoCompact`, or the legacy `delta.autoOptimize`
+    #: when true): None when the table does not say; the session's setting wins over it
+    #: (`use.optimize.auto_compact`).
+    auto_compact: bool | None = None
 
     @classmethod
     def from_configuration(cls, conf: Mapping[str, str]) -> TableConfig:
@@ -294,7 +298,26 @@ class TableConfig:
             kw["enable_expired_log_cleanup"] = _bool_prop("delta.enableExpiredLogCleanup", conf["delta.enableExpiredLogCleanup"])
         if "delta.appendOnly" in conf:
             kw["append_only"] = _bool_prop("delta.appendOnly", conf["delta.appendOnly"])
+        legacy = _bool_prop(LEGACY_AUTO_OPTIMIZE, conf[LEGACY_AUTO_OPTIMIZE]) if LEGACY_AUTO_OPTIMIZE in conf else None
+        if AUTO_COMPACT_PROPERTY in conf:
+            kw["auto_compact"] = auto_compact_value(f"table property {AUTO_COMPACT_PROPERTY}", conf[AUTO_COMPACT_PROPERTY])
+        if legacy:  # Delta: the legacy flag, when true, wins over the newer property
+            kw["auto_compact"] = True
         return cls(**kw)
+
+
+AUTO_COMPACT_PROPERTY = "delta.autoOptimize.autoCompact"
+LEGACY_AUTO_OPTIMIZE = "delta.autoOptimize"
+
+
+def auto_compact_value(what: str, value: str) -> bool:
+    """An auto compaction setting (the table property, or Spark's `spark.databricks.delta.autoCompact.enabled`):
+    Delta's `true`/`false`, and Databricks' `auto`/`legacy` (tables written there carry them; both
+    mean on), any case. ConfigError naming `what` otherwise."""
+    v = value.strip().lower()
+    if v not in ("true", "false", "auto", "legacy"):
+        raise ConfigError(f"{what}={value!r} must be 'true' or 'false' (Databricks' 'auto' and 'legacy' also mean true)")
+    return v != "false"
 
 
 # Table properties accepted at create time. Anything else under `delta.` is refused (as Spark does),
@@ -312,6 +335,7 @@ KNOWN_DELTA_PROPERTIES = frozenset(
         "delta.checkpoint.writeStatsAsStruct",
         "delta.targetFileSize",
         "delta.tuneFileSizesForRewrites",
+        "delta.autoOptimize",
         "delta.autoOptimize.autoCompact",
         "delta.autoOptimize.optimizeWrite",
         "delta.enableChangeDataFeed",

@@ -19,10 +19,13 @@ is not free: either is a StaleTransactionError, and no commit is ever left below
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -60,6 +63,34 @@ if TYPE_CHECKING:
     from use.delta.log import DeltaLog
 
 DEFAULT_MAX_RETRIES = 100
+
+
+@dataclass(frozen=True)
+class CommittedWrite:
+    """A commit made inside `recording_commits`: what a post-commit hook of the statement needs
+    (Delta's auto compaction: the table, and the partitions the commit added data to; one empty
+    tuple of values for an unpartitioned table)."""
+
+    table_root: str
+    version: int
+    operation: str
+    added_partitions: tuple[tuple[tuple[str, str | None], ...], ...]
+
+
+_RECORDED: ContextVar[list[CommittedWrite] | None] = ContextVar("use_recorded_commits", default=None)
+
+
+@contextlib.contextmanager
+def recording_commits() -> Iterator[list[CommittedWrite]]:
+    """Collect the commits made in this block (this thread), in order, into the list it yields: the
+    statement-level hooks that run after a write (`use.optimize.auto_compact`) learn from it what
+    the statement committed, whatever path of the writer made the commit."""
+    found: list[CommittedWrite] = []
+    token = _RECORDED.set(found)
+    try:
+        yield found
+    finally:
+        _RECORDED.reset(token)
 
 
 def engine_info() -> str:
@@ -337,6 +368,10 @@ class Transaction:
             checked = latest
             version = latest + 1
         self._committed = version
+        recorded = _RECORDED.get()
+        if recorded is not None:
+            added = {tuple(sorted(a.partition_values.items())) for a in self._adds if a.data_change}
+            recorded.append(CommittedWrite(self._log.table_root, version, operation, tuple(sorted(added, key=repr))))
         self._log._post_commit(version, self.snapshot)
         return version
 

@@ -216,8 +216,27 @@ class DeltaTable(TableSurface):
         with Delta stats from their parquet footers; readable by every Delta reader.
         `txn_app_id`/`txn_version` make the write idempotent (Delta's `txn` action, as a streaming
         `foreachBatch` uses its query id and batch id): a version the table has already committed
-        for that app id writes nothing.
+        for that app id writes nothing. A table with Delta's auto compaction on
+        (`delta.autoOptimize.autoCompact`) is compacted after the write (`use.optimize.auto_compact`).
         """
+        from use.optimize.auto_compact import compacting_after
+
+        with compacting_after(df.sparkSession):
+            return DeltaTable._write(
+                df, path, mode, partition_by, properties=properties, txn_app_id=txn_app_id, txn_version=txn_version
+            )
+
+    @staticmethod
+    def _write(
+        df: "DataFrame",
+        path: str,
+        mode: str,
+        partition_by: Sequence[str] | str | None,
+        *,
+        properties: Mapping[str, Any] | None,
+        txn_app_id: str | None,
+        txn_version: int | None,
+    ) -> DeltaWriteResult:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from use.delta import DeltaLog

@@ -342,6 +342,7 @@ def optimize_path(
     job_description: str | None = None,
     where: str | None = None,
     auto: bool = False,
+    scope: Any = None,
 ) -> OptimizeResult:
     """Optimize the table at `location` until the planner selects nothing (the guide's optimize()).
 
@@ -360,7 +361,9 @@ def optimize_path(
     of the task that is running, which is then abandoned. Passing a separate `cancel` lets a caller
     ask for "finish the current task, then end" (the service on UNSET) and keep the hard stop for a
     shutdown. `job_group`/`job_description` label the run's Spark jobs (see `run_task`); `auto`
-    marks the commits of a run the table's properties scheduled (`run_task`).
+    marks the commits of a run the table's properties scheduled (`run_task`). `scope` (a
+    `use.optimize.partition_filter.PartitionFilter`) is `where` for a caller that knows the
+    partitions already (auto compaction: those a write added data to).
     """
     from use.delta import DeltaLog
     from use.delta.snapshot import check_write_support
@@ -391,10 +394,11 @@ def optimize_path(
             f"no table at {location!r}: there is no Delta log with commits; check the path or write the table first"
         )
     first = log.snapshot()
-    scope = None
     if where is not None:
         from use.optimize.partition_filter import partition_filter
 
+        if scope is not None:
+            raise InvalidArgumentError("where and scope cannot be combined: both name the partitions to optimize")
         if files is not None:
             raise InvalidArgumentError("where and files cannot be combined: files names the data files to rewrite already")
         scope = partition_filter(spark, first, where)

@@ -46,9 +46,9 @@ def _methods() -> dict[str, Method]:
         "streamLatest": stream.stream_latest,
         "streamVersion": stream.stream_version,
         "streamBatch": stream.stream_batch,
-        "write": _with_user_metadata(write.write),
-        "savePath": _with_user_metadata(save.save_path),
-        "rewriteRows": _with_user_metadata(dml.rewrite_rows),
+        "write": _with_auto_compaction(_with_user_metadata(write.write)),
+        "savePath": _with_auto_compaction(_with_user_metadata(save.save_path)),
+        "rewriteRows": _with_auto_compaction(_with_user_metadata(dml.rewrite_rows), until_statement_ends=True),
         "rowLevelBegin": dml.writes_begin,
         "rowLevelEnd": dml.writes_end,
         "insightNames": lake.names,
@@ -77,6 +77,20 @@ def _with_user_metadata(method: Method) -> Method:
             session = session_of(spark, args[0]) if args else spark
             given = session.conf.get(USER_METADATA_CONF, None) or None
         with commit_user_metadata(given):
+            return method(spark, req, args)
+
+    return run
+
+
+def _with_auto_compaction(method: Method, until_statement_ends: bool = False) -> Method:
+    """A writing call followed by Delta's auto compaction of what it wrote, in the writing statement's
+    session, before the statement returns (`use.optimize.auto_compact`; a row-level statement's
+    step leaves it to `rowLevelEnd`); the session's settings are checked before anything is written."""
+    from use.optimize.auto_compact import compacting_after
+
+    def run(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+        # each of these calls hands over the written DataFrame first, if any (a DELETE of whole files has none)
+        with compacting_after(session_of(spark, args[0]) if args else spark, until_statement_ends=until_statement_ends):
             return method(spark, req, args)
 
     return run

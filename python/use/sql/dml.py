@@ -133,7 +133,11 @@ def writes_begin(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
 
 
 def writes_end(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
-    from use.optimize import yielding
+    """The statement ended: optimizations stop yielding to it, and the auto compaction its commits
+    asked for runs (`use.optimize.auto_compact`), before the statement returns."""
+    from use.optimize import auto_compact, yielding
 
-    yielding.end(table_root(req["table"]["location"]))
+    root = table_root(req["table"]["location"])
+    yielding.end(root)
+    auto_compact.statement_ended(root)
     return {}
