@@ -169,3 +169,8 @@ INSERT INTO compacted VALUES (4);
 RESET spark.databricks.delta.autoCompact.enabled;
 
 RESET spark.databricks.delta.autoCompact.minNumFiles;
+
+-- Delta's symlink format manifests, written on request
+GENERATE symlink_format_manifest FOR TABLE compacted;
+
+GENERATE manifest FOR TABLE compacted;

@@ -415,7 +415,7 @@ def test_manual_trigger_refuses_bad_settings_and_other_changes(spark, db) -> Non
         (f"CALL {OPT}(table => 't', revision_id => 7)", r"revision"),
         (f"CALL {OPT}(table => 't', no_such_argument => 1)", r"no_such_argument"),
         (f"CALL {OPT}()", r"table"),
-        ("CALL use_catalog.system.no_such_procedure('t')", r"the procedures are use_catalog\.system\.convert_to_delta, use_catalog\.system\.convert_to_qbeast, use_catalog\.system\.optimize, use_catalog\.system\.restore, use_catalog\.system\.vacuum"),
+        ("CALL use_catalog.system.no_such_procedure('t')", r"the procedures are use_catalog\.system\.convert_to_delta, use_catalog\.system\.convert_to_qbeast, use_catalog\.system\.generate, use_catalog\.system\.optimize, use_catalog\.system\.restore, use_catalog\.system\.vacuum"),
         ("CALL use_catalog.system.vacuum(table => 't', retention_hours => -1, force => true)", r"retention"),
         ("CALL use_catalog.system.convert_to_qbeast(table => 't', columns_to_index => 'no_such_column')", r"no_such_column"),
     ],

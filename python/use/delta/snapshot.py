@@ -282,6 +282,9 @@ class TableConfig:
     #: when true): None when the table does not say; the session's setting wins over it
     #: (`use.optimize.auto_compact`).
     auto_compact: bool | None = None
+    #: `delta.compatibility.symlinkFormatManifest.enabled`: every commit rewrites the manifests of
+    #: the partitions it touched (`use.delta.manifest`)
+    symlink_manifest: bool = False
 
     @classmethod
     def from_configuration(cls, conf: Mapping[str, str]) -> TableConfig:
@@ -298,6 +301,8 @@ class TableConfig:
             kw["enable_expired_log_cleanup"] = _bool_prop("delta.enableExpiredLogCleanup", conf["delta.enableExpiredLogCleanup"])
         if "delta.appendOnly" in conf:
             kw["append_only"] = _bool_prop("delta.appendOnly", conf["delta.appendOnly"])
+        if SYMLINK_MANIFEST_PROPERTY in conf:
+            kw["symlink_manifest"] = _bool_prop(SYMLINK_MANIFEST_PROPERTY, conf[SYMLINK_MANIFEST_PROPERTY])
         legacy = _bool_prop(LEGACY_AUTO_OPTIMIZE, conf[LEGACY_AUTO_OPTIMIZE]) if LEGACY_AUTO_OPTIMIZE in conf else None
         if AUTO_COMPACT_PROPERTY in conf:
             kw["auto_compact"] = auto_compact_value(f"table property {AUTO_COMPACT_PROPERTY}", conf[AUTO_COMPACT_PROPERTY])
@@ -307,6 +312,7 @@ class TableConfig:
 
 
 AUTO_COMPACT_PROPERTY = "delta.autoOptimize.autoCompact"
+SYMLINK_MANIFEST_PROPERTY = "delta.compatibility.symlinkFormatManifest.enabled"
 LEGACY_AUTO_OPTIMIZE = "delta.autoOptimize"
 
 
@@ -385,6 +391,13 @@ def validate_configuration(configuration: Mapping[str, str], previous: Mapping[s
         raise UnsupportedFeatureError(
             f"delta.columnMapping.mode={mode!r}: USE reads column-mapped tables but cannot create or enable column "
             "mapping (only 'none'); use delta-spark or delta-rs for that",
+            feature="columnMapping",
+        )
+    manifests = conf.get(SYMLINK_MANIFEST_PROPERTY, "false").strip().lower() == "true"
+    if manifests and mode != "none" and old.get(SYMLINK_MANIFEST_PROPERTY) != conf.get(SYMLINK_MANIFEST_PROPERTY):
+        raise UnsupportedFeatureError(
+            f"{SYMLINK_MANIFEST_PROPERTY}=true on a table with column mapping (mode {mode!r}): symlink format manifests "
+            "cannot describe it (their readers would see the physical column names), as in Delta; leave it unset",
             feature="columnMapping",
         )
     for k in ("delta.minReaderVersion", "delta.minWriterVersion"):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     from use.delta.log import DeltaLog
 
 DEFAULT_MAX_RETRIES = 100
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -373,7 +375,25 @@ class Transaction:
             added = {tuple(sorted(a.partition_values.items())) for a in self._adds if a.data_change}
             recorded.append(CommittedWrite(self._log.table_root, version, operation, tuple(sorted(added, key=repr))))
         self._log._post_commit(version, self.snapshot)
+        if TableConfig.from_configuration((self._metadata or self.snapshot.metadata).configuration).symlink_manifest:
+            self._write_manifests(version)
         return version
+
+    def _write_manifests(self, version: int) -> None:
+        """Delta's symlink format manifests of the partitions this commit touched (`use.delta.manifest`).
+        The commit is durable: a failure is logged with the statement that repairs the manifests,
+        never raised (a caller would take the commit for failed and delete its files)."""
+        from use.delta.manifest import generate_incremental
+
+        try:
+            touched = [a.partition_values for a in self._adds] + [r.partition_values for r in self._removes]
+            generate_incremental(self._log.store, self._log.snapshot(), touched)
+        except Exception as exc:  # noqa: BLE001 - see docstring
+            _log.warning(
+                "version %d of %s committed, but its symlink format manifests were not updated (%s); run "
+                "GENERATE symlink_format_manifest FOR TABLE delta.`%s` to rewrite them", version, self._log.table_root,
+                exc, self._log.table_root,
+            )
 
     def _stale(self, version: int) -> StaleTransactionError:
         return StaleTransactionError(

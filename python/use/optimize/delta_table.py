@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
     from use.delta.log import DeltaLog
+    from use.delta.manifest import ManifestResult
     from use.delta.snapshot import Snapshot
     from use.delta.restore import RestoreResult
     from use.delta.vacuum import VacuumResult
@@ -163,6 +164,14 @@ class TableSurface:
         from use.delta.restore import restore
 
         return restore(self.log, version, timestamp)
+
+    def generate(self, mode: str = "symlink_format_manifest") -> "ManifestResult":
+        """Delta's `generate("symlink_format_manifest")`: rewrite the table's symlink format manifests
+        (what Presto, Trino's Hive connector and Athena read it through) and delete stale ones; with
+        `delta.compatibility.symlinkFormatManifest.enabled` every commit keeps them current."""
+        from use.delta.manifest import generate_table
+
+        return generate_table(self.log, mode)
 
 
 @dataclass(frozen=True)

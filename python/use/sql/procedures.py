@@ -336,6 +336,18 @@ def _restore(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) ->
     )  # fmt: skip
 
 
+#: The result of `generate` (Delta's GENERATE symlink_format_manifest): one row.
+GENERATE_SCHEMA = pa.schema([("manifests_written", pa.int64()), ("manifests_deleted", pa.int64())])
+
+
+def _generate(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
+    from use.delta.manifest import generate_table
+    from use.sql.tables import log_for
+
+    r = generate_table(log_for(table.root), args.get("mode"))
+    return pa.Table.from_pylist([{"manifests_written": len(r.written), "manifests_deleted": len(r.deleted)}], schema=GENERATE_SCHEMA)
+
+
 PROCEDURES: Mapping[str, Procedure] = {
     p.name: p
     for p in (
@@ -378,6 +390,16 @@ PROCEDURES: Mapping[str, Procedure] = {
                 Parameter("timestamp", "string", "NULL", "restore the version current at this time, e.g. '2025-01-01 00:00:00' (UTC)"),
             ),
             _restore,
+        ),
+        Procedure(
+            "generate",
+            "Write the table's symlink format manifests (Delta's GENERATE symlink_format_manifest, what Presto, Trino's "
+            "Hive connector and Athena read a Delta table through) and delete stale ones: one row",
+            (
+                _table_param("generate"),
+                Parameter("mode", "string", "'symlink_format_manifest'", "what to generate: symlink_format_manifest"),
+            ),
+            _generate,
         ),
         Procedure(
             "convert_to_qbeast",

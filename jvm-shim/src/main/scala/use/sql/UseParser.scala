@@ -23,6 +23,8 @@ import org.apache.spark.sql.catalyst.plans.logical.{LeafNode, Limit, LogicalPlan
   *  - `CONVERT TO DELTA <table> [NO STATISTICS] [PARTITIONED BY (<col> <type>, ...)]`: `CALL
   *    use_catalog.system.convert_to_delta(table => ..., partitioned_by => '...', statistics => false)`
   *    (`parquet.`/path``, a quoted path or a parquet table of the catalog).
+  *  - `GENERATE <mode> FOR TABLE <table>`: `CALL use_catalog.system.generate(table => ..., mode => '<mode>')`
+  *    (Delta's symlink format manifests).
   * The forms USE does not have (VACUUM LITE) and bad values are refused with
   * one clear error each; `<table>` is a name or a path as the procedures take it (also quoted).
   *
@@ -38,6 +40,8 @@ object UseParser {
   private val Optimize = """(?is)\s*optimize\s+(.+?)(?:\s+where\s+(.+?))?(?:\s+zorder\s+by\s+(.+?))?\s*;?\s*""".r
   /** `CONVERT TO DELTA <table> [NO STATISTICS] [PARTITIONED BY (<col type>, ...)]`. */
   private val Convert = """(?is)\s*convert\s+to\s+delta\s+(.+?)(\s+no\s+statistics)?(?:\s+partitioned\s+by\s*\((.+)\))?\s*;?\s*""".r
+  /** `GENERATE <mode> FOR TABLE <table>`. */
+  private val Generate = """(?is)\s*generate\s+(\S+)\s+for\s+table\s+(.+?)\s*;?\s*""".r
   /** `RESTORE [TABLE] <table> [TO] VERSION|TIMESTAMP AS OF <x>`. */
   private val Restore = """(?is)\s*restore\s+(?:table\s+)?(.+?)\s+(?:to\s+)?(version|timestamp)\s+as\s+of\s+(.+?)\s*;?\s*""".r
   /** `VACUUM <table> [LITE|FULL] [RETAIN <x> HOURS] [DRY RUN]`. */
@@ -75,6 +79,8 @@ object UseParser {
       val args = Seq(s"table => ${literal(tableText(table))}") ++ Option(partitions).map(p => s"partitioned_by => ${literal(p.trim)}") ++
         Option(noStats).map(_ => "statistics => false")
       Some((s"CALL use_catalog.system.convert_to_delta(${args.mkString(", ")})", None))
+    case Generate(mode, table) =>
+      Some((s"CALL use_catalog.system.generate(table => ${literal(tableText(table))}, mode => ${literal(mode)})", None))
     case Restore(table, kind, at) =>
       val target = if (kind.equalsIgnoreCase("version")) {
         val v = scala.util.Try(at.trim.toLong).toOption.filter(_ >= 0).getOrElse(refuse(
