@@ -104,3 +104,14 @@ def test_manifests_cannot_be_turned_on_for_a_column_mapped_table() -> None:
     mapped = {"delta.columnMapping.mode": "name"}
     with pytest.raises(UnsupportedFeatureError, match="symlinkFormatManifest.enabled=true on a table with column mapping"):
         validate_configuration({**mapped, "delta.compatibility.symlinkFormatManifest.enabled": "true"}, mapped)
+
+
+@pytest.mark.parametrize("provider", ["delta", "qbeast"])
+def test_a_table_created_with_its_data_has_its_manifests_at_once(spark, db, provider) -> None:
+    options = "'columnsToIndex'='id', " if provider == "qbeast" else ""
+    spark.sql(
+        f"CREATE TABLE c_{provider} USING {provider} TBLPROPERTIES ({options}"
+        "'delta.compatibility.symlinkFormatManifest.enabled'='true') AS SELECT id FROM range(20)"
+    )
+    root = location(spark, f"c_{provider}")
+    assert _manifests(root) == _live(root) and len(_manifests(root)[""]) >= 1

@@ -28,7 +28,7 @@ from use.delta.replay import LogState, advance, replay
 from use.delta.schema import is_primitive, schema_to_json, uses_timestamp_ntz
 from use.delta.snapshot import Snapshot, TableConfig, check_read_support, protocol_with_change_data_feed, validate_configuration
 from use.delta.storage import LocalLogStore, resolve_table_root
-from use.delta.transaction import Transaction, _string_map, engine_info
+from use.delta.transaction import Transaction, _string_map, after_commit, engine_info
 from use.errors import (
     CLI,
     PYTHON,
@@ -182,6 +182,9 @@ class DeltaLog:
         path = os.path.join(self.log_dir, commit_name(0))
         if not self.store.put_if_absent(path, data):
             raise TableAlreadyExistsError(f"a Delta table was created concurrently at {self.table_root}")
+        with self._lock:  # the manifests below read the new table
+            self._cached, self._cached_sig = None, None
+        after_commit(self, 0, operation, [a for a in first if isinstance(a, AddFile)], [], conf)
         if first:
             with self._lock:
                 self._cached, self._cached_sig = None, None

@@ -24,7 +24,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -80,6 +80,35 @@ class CommittedWrite:
 
 
 _RECORDED: ContextVar[list[CommittedWrite] | None] = ContextVar("use_recorded_commits", default=None)
+
+
+def after_commit(
+    log: DeltaLog, version: int, operation: str, adds: Sequence[AddFile], removes: Sequence[RemoveFile],
+    configuration: Mapping[str, str],
+) -> None:
+    """What follows every commit USE makes (a transaction's, or a table's creation with its first
+    files): it is recorded for the statement's hooks (`recording_commits`), and Delta's symlink
+    format manifests of the partitions it touched are rewritten when the table asks for them
+    (`use.delta.manifest`). The commit is durable by then: a manifest failure is logged with the
+    statement that repairs it, never raised (a caller would take the commit for failed and delete
+    its files)."""
+    recorded = _RECORDED.get()
+    if recorded is not None:
+        added = {tuple(sorted(a.partition_values.items())) for a in adds if a.data_change}
+        recorded.append(CommittedWrite(log.table_root, version, operation, tuple(sorted(added, key=repr))))
+    try:
+        if not TableConfig.from_configuration(configuration).symlink_manifest:
+            return
+        from use.delta.manifest import generate_incremental
+
+        touched = [a.partition_values for a in adds] + [r.partition_values for r in removes]
+        generate_incremental(log.store, log.snapshot(), touched)
+    except Exception as exc:  # noqa: BLE001 - see docstring
+        _log.warning(
+            "version %d of %s committed, but its symlink format manifests were not updated (%s); run "
+            "GENERATE symlink_format_manifest FOR TABLE delta.`%s` to rewrite them", version, log.table_root, exc,
+            log.table_root,
+        )
 
 
 @contextlib.contextmanager
@@ -370,30 +399,9 @@ class Transaction:
             checked = latest
             version = latest + 1
         self._committed = version
-        recorded = _RECORDED.get()
-        if recorded is not None:
-            added = {tuple(sorted(a.partition_values.items())) for a in self._adds if a.data_change}
-            recorded.append(CommittedWrite(self._log.table_root, version, operation, tuple(sorted(added, key=repr))))
         self._log._post_commit(version, self.snapshot)
-        if TableConfig.from_configuration((self._metadata or self.snapshot.metadata).configuration).symlink_manifest:
-            self._write_manifests(version)
+        after_commit(self._log, version, operation, self._adds, self._removes, (self._metadata or self.snapshot.metadata).configuration)
         return version
-
-    def _write_manifests(self, version: int) -> None:
-        """Delta's symlink format manifests of the partitions this commit touched (`use.delta.manifest`).
-        The commit is durable: a failure is logged with the statement that repairs the manifests,
-        never raised (a caller would take the commit for failed and delete its files)."""
-        from use.delta.manifest import generate_incremental
-
-        try:
-            touched = [a.partition_values for a in self._adds] + [r.partition_values for r in self._removes]
-            generate_incremental(self._log.store, self._log.snapshot(), touched)
-        except Exception as exc:  # noqa: BLE001 - see docstring
-            _log.warning(
-                "version %d of %s committed, but its symlink format manifests were not updated (%s); run "
-                "GENERATE symlink_format_manifest FOR TABLE delta.`%s` to rewrite them", version, self._log.table_root,
-                exc, self._log.table_root,
-            )
 
     def _stale(self, version: int) -> StaleTransactionError:
         return StaleTransactionError(
