@@ -15,7 +15,7 @@ from use.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyEx
 from use.qbeast.revision import cube_size_option
 from use.sql.bridge import dataframe
 from use.sql.tables import check_schema_change, is_qbeast, log_for, spark_schema_to_arrow, table_root
-from use.sql.write import cube_size_of, dynamic_overwrite, indexed_columns, write_delta
+from use.sql.write import cube_size_of, dynamic_overwrite, indexed_columns, write_delta, write_replacing_where
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -44,7 +44,7 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
     `INSERT INTO` / `INSERT OVERWRITE delta.`root`` do, so rows are matched to the table's columns
     by name and a Qbeast table's rows are indexed. `format("qbeast")` saves are `_save_qbeast`'s. Written here
     instead, in one commit each: an overwrite with `overwriteSchema` (`_write_replacing_schema`) or
-    `replaceWhere` (`_write_replacing_where`),
+    `replaceWhere` (`use.sql.write.write_replacing_where`),
     `mergeSchema` with new columns (`_write_merged`: the widened
     schema and the rows) and a write with `txnAppId`/`txnVersion` (`_write_idempotent`: the rows
     and the `txn` action; a version already committed for the app id writes nothing), which the
@@ -88,7 +88,7 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
                 "replaceWhere replaces the rows matching its condition and cannot be combined with "
                 "partitionOverwriteMode=dynamic, overwriteSchema or txnAppId; drop one of them"
             )
-        _write_replacing_where(spark, dataframe(spark, args[0]), snap, replace_where)
+        write_replacing_where(spark, dataframe(spark, args[0]), snap, replace_where)
         return {"created": False, "root": root}
     if overwrite_schema and mode == "overwrite":
         if dynamic:
@@ -117,41 +117,6 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
         _write_idempotent(spark, dataframe(spark, args[0]), snap, mode, app_id, int(app_version))  # type: ignore[arg-type]
         return {"created": False, "root": root}
     return {"write": "dynamic" if dynamic else mode, "root": root}
-
-
-def _write_replacing_where(spark: SparkSession, df: DataFrame, snap: Snapshot, condition: str) -> None:
-    """Delta's `replaceWhere` with an overwrite: the rows matching `condition` (a SQL predicate on
-    any columns) are replaced by the DataFrame's, in one commit. Every written row must match it
-    (Delta's constraint check: a row outside would be added where nothing was replaced); the files
-    the condition can match (partitions and statistics prune them) are removed and their rows that
-    do not match it written again with the new ones. A Qbeast table's rewritten rows join its
-    staging revision, as a DELETE's do."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from use.delta.schema import check_append_schema
-    from use.qbeast.reader import plan_read, scan
-    from use.qbeast.snapshot import QbeastSnapshot
-
-    root = snap.table_root
-    qsnap = QbeastSnapshot.from_delta(snap)
-    try:
-        plan = plan_read(spark, qsnap, filter=condition)
-    except InvalidArgumentError as exc:
-        why = str(exc).partition(" cannot be applied to the table ")[2]
-        raise InvalidArgumentError(f"the writer option replaceWhere={condition!r} cannot be applied to the table {why}") from None
-    check_append_schema(to_arrow_schema(df.schema, prefers_large_types=False), snap.schema, root)
-    data = df.select(*[df[c] for c in snap.schema.names])
-    matches = F.coalesce(F.expr(condition), F.lit(False))
-    outside = data.where(~matches).limit(1).collect()
-    if outside:
-        raise InvalidArgumentError(
-            f"the rows written do not all match replaceWhere={condition!r} (e.g. {outside[0].asDict()}): they would be added "
-            "where no row is replaced; write only rows that match the condition, or widen it"
-        )
-    kept = scan(spark, qsnap, plan.files).where(~matches) if plan.files.num_rows else None
-    rows = data if kept is None else data.unionByName(kept)
-    write_delta(spark, rows, snap, "overwrite", [], replacing=(plan.files, condition))
 
 
 def _option_on(options: Mapping[str, str], name: str) -> bool:
@@ -241,7 +206,7 @@ def _save_qbeast(
     elif snap.has_app_transaction(*app):
         return {"created": False, "root": root}
     elif mode == "overwrite" and "replacewhere" in lowered:  # the rows matching it, not the whole table
-        _write_replacing_where(spark, df, snap, lowered["replacewhere"])
+        write_replacing_where(spark, df, snap, lowered["replacewhere"])
         return {"created": False, "root": root}
     else:
         columns = columns or indexed_columns(snap)

@@ -57,7 +57,9 @@ def write(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str
     table = req["table"]
     snap = snapshot_of(table["location"])
     mode = req["mode"]
-    if is_qbeast(snap.configuration):
+    if mode == "replaceWhere":  # INSERT INTO ... REPLACE WHERE, writeTo().overwrite(condition)
+        write_replacing_where(spark, df, snap, req["condition"], sql=True)
+    elif is_qbeast(snap.configuration):
         write_qbeast(spark, df, snap, mode)
     else:
         write_delta(spark, df, snap, mode, req.get("partitionFilters") or [])
@@ -265,6 +267,44 @@ def _write_delta_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, A
 
             shutil.rmtree(root, ignore_errors=True)
         raise
+
+
+def write_replacing_where(spark: SparkSession, df: DataFrame, snap: Snapshot, condition: str, sql: bool = False) -> None:
+    """Delta's `replaceWhere` with an overwrite (the writer option, or with `sql` SQL's `INSERT INTO ...
+    REPLACE WHERE` and `writeTo().overwrite(condition)`, as the errors say): the rows matching `condition` (a SQL predicate on
+    any columns) are replaced by the DataFrame's, in one commit. Every written row must match it
+    (Delta's constraint check: a row outside would be added where nothing was replaced); the files
+    the condition can match (partitions and statistics prune them) are removed and their rows that
+    do not match it written again with the new ones. A Qbeast table's rewritten rows join its
+    staging revision, as a DELETE's do."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from use.delta.schema import check_append_schema
+    from use.qbeast.reader import plan_read, scan
+    from use.qbeast.snapshot import QbeastSnapshot
+
+    root = snap.table_root
+    qsnap = QbeastSnapshot.from_delta(snap)
+    try:
+        plan = plan_read(spark, qsnap, filter=condition)
+    except InvalidArgumentError as exc:
+        why = str(exc).partition(" cannot be applied to the table ")[2]
+        given = f"the condition of INSERT INTO ... REPLACE WHERE ({condition})" if sql else f"the writer option replaceWhere={condition!r}"
+        raise InvalidArgumentError(f"{given} cannot be applied to the table {why}") from None
+    check_append_schema(to_arrow_schema(df.schema, prefers_large_types=False), snap.schema, root)
+    data = df.select(*[df[c] for c in snap.schema.names])
+    matches = F.coalesce(F.expr(condition), F.lit(False))
+    outside = data.where(~matches).limit(1).collect()
+    if outside:
+        raise InvalidArgumentError(
+            f"the rows written do not all match {f'the REPLACE WHERE condition ({condition})' if sql else f'replaceWhere={condition!r}'} "
+            f"(e.g. {outside[0].asDict()}): they would be added "
+            "where no row is replaced; write only rows that match the condition, or widen it"
+        )
+    kept = scan(spark, qsnap, plan.files).where(~matches) if plan.files.num_rows else None
+    rows = data if kept is None else data.unionByName(kept)
+    write_delta(spark, rows, snap, "overwrite", [], replacing=(plan.files, condition))
 
 
 # --- which files an overwrite replaces -----------------------------------------------------------

@@ -13,7 +13,9 @@ import org.apache.spark.sql.sources._
   * commits once. The builder only records what kind of write Spark asked for.
   *
   * INSERT OVERWRITE ... PARTITION (p = v) arrives as `overwrite(filters)` on partition columns;
-  * filters on data columns (a "replaceWhere") are refused as not supported yet.
+  * filters on other columns (`INSERT INTO t REPLACE WHERE <cond>`, `writeTo(t).overwrite(<cond>)`)
+  * are Delta's replaceWhere: the Python side replaces the rows matching the condition, handed over
+  * as Spark SQL text (`UseWriteBuilder.filterSql`).
   */
 class UseWriteBuilder(
     table: ObjectNode,
@@ -24,6 +26,7 @@ class UseWriteBuilder(
 
   private var mode: String = if (info.options().containsKey(UseAnalysis.DynamicOverwrite)) "dynamic" else "append"
   private var filters: ArrayNode = Bridge.arr()
+  private var condition: Option[String] = None
 
   override def truncate(): WriteBuilder = { mode = "overwrite"; this }
 
@@ -32,7 +35,13 @@ class UseWriteBuilder(
   override def overwrite(fs: Array[Filter]): WriteBuilder = {
     if (fs.forall(_.isInstanceOf[AlwaysTrue])) return truncate()
     val json = Bridge.arr()
-    fs.foreach(f => json.add(UseWriteBuilder.filterJson(f, partitionColumns)))
+    try fs.foreach(f => json.add(UseWriteBuilder.filterJson(f, partitionColumns)))
+    catch {
+      case _: UseException => // not whole partitions: the rows matching the condition (replaceWhere)
+        condition = Some(fs.map(UseWriteBuilder.filterSql).mkString(" AND "))
+        mode = "replaceWhere"
+        return this
+    }
     filters = json
     mode = "partitions"
     this
@@ -45,6 +54,7 @@ class UseWriteBuilder(
         req.set[ObjectNode]("table", table)
         req.put("mode", if (overwrite && mode == "append") "overwrite" else mode)
         req.set[ArrayNode]("partitionFilters", filters)
+        condition.foreach(c => req.put("condition", c))
         req.set[ObjectNode]("options", Bridge.map(info.options().asCaseSensitiveMap().asScala.toMap - UseAnalysis.DynamicOverwrite))
         staged.foreach(s => req.set[ObjectNode]("staged", s.stagedSpec))
         val result = Bridge.call("write", req, data)
@@ -78,6 +88,56 @@ object UseWriteBuilder {
       case other => o.put("value", other.toString) // strings, dates, timestamps: typed by the Python side
     }
     o
+  }
+
+  /** A column of a filter in Spark SQL: each dotted part quoted (a nested field `a.b`). */
+  private def sqlColumn(name: String): String = name.split('.').map(p => "`" + p.replace("`", "``") + "`").mkString(".")
+
+  /** A filter's value as a Spark SQL literal. */
+  private def sqlValue(v: Any, f: Filter): String = v match {
+    case null => "NULL"
+    case s: String => "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    case b: Boolean => b.toString
+    case i: Int => i.toString
+    case l: Long => s"${l}L"
+    case s: Short => s"${s}S"
+    case b: Byte => s"${b}Y"
+    case d: Double if !d.isNaN && !d.isInfinite => s"${d}D"
+    case x: Float if !x.isNaN && !x.isInfinite => s"CAST('${x}' AS FLOAT)"
+    case d: java.math.BigDecimal => s"${d.toPlainString}BD"
+    case d: java.sql.Date => s"DATE'$d'"
+    case d: java.time.LocalDate => s"DATE'$d'"
+    case t: java.sql.Timestamp => s"TIMESTAMP'${t.toInstant}'"
+    case t: java.time.Instant => s"TIMESTAMP'$t'"
+    case t: java.time.LocalDateTime => s"TIMESTAMP_NTZ'$t'"
+    case _ => unsupportedCondition(f)
+  }
+
+  private def unsupportedCondition(f: Filter): Nothing = throw new UseException(
+    s"overwriting the rows matching $f is not supported: its value has no SQL literal here; write a condition on " +
+      "columns of numbers, strings, booleans, dates or timestamps", UseException.Kinds.NotSupported)
+
+  /** A filter Spark made of an overwrite's condition, as Spark SQL (the Python side evaluates it). */
+  def filterSql(f: Filter): String = f match {
+    case EqualTo(a, v) => s"${sqlColumn(a)} = ${sqlValue(v, f)}"
+    case EqualNullSafe(a, v) => s"${sqlColumn(a)} <=> ${sqlValue(v, f)}"
+    case GreaterThan(a, v) => s"${sqlColumn(a)} > ${sqlValue(v, f)}"
+    case GreaterThanOrEqual(a, v) => s"${sqlColumn(a)} >= ${sqlValue(v, f)}"
+    case LessThan(a, v) => s"${sqlColumn(a)} < ${sqlValue(v, f)}"
+    case LessThanOrEqual(a, v) => s"${sqlColumn(a)} <= ${sqlValue(v, f)}"
+    case In(a, vs) if vs.isEmpty => "false"
+    case In(a, vs) => s"${sqlColumn(a)} IN (${vs.map(sqlValue(_, f)).mkString(", ")})"
+    case IsNull(a) => s"${sqlColumn(a)} IS NULL"
+    case IsNotNull(a) => s"${sqlColumn(a)} IS NOT NULL"
+    case StringStartsWith(a, v) => s"startswith(${sqlColumn(a)}, ${sqlValue(v, f)})"
+    case StringEndsWith(a, v) => s"endswith(${sqlColumn(a)}, ${sqlValue(v, f)})"
+    case StringContains(a, v) => s"contains(${sqlColumn(a)}, ${sqlValue(v, f)})"
+    case And(l, r) => s"(${filterSql(l)}) AND (${filterSql(r)})"
+    case Or(l, r) => s"(${filterSql(l)}) OR (${filterSql(r)})"
+    case Not(c) => s"NOT (${filterSql(c)})"
+    case _: AlwaysTrue => "true"
+    case _: AlwaysFalse => "false"
+    case _ => unsupportedCondition(f)
   }
 
   /** A partition overwrite filter as the Python side reads it (typed there by the column's type). */
