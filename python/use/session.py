@@ -89,6 +89,18 @@ PARQUET_CODEC_CONF = "spark.sql.parquet.compression.codec"
 DRIVER_CLASS_PATH_CONF = "spark.driver.extraClassPath"
 
 
+@contextlib.contextmanager
+def statement_table_defaults(spark: SparkSession) -> Iterator[None]:
+    """Tables created in this block take the default properties the session sets with Delta's
+    `spark.databricks.delta.properties.defaults.*` (checked here, before anything is written)."""
+    from use.delta.log import new_table_defaults
+    from use.delta.snapshot import PROPERTY_DEFAULTS_PREFIX, property_defaults
+
+    settings = {k: v for k, v in spark.conf.getAll.items() if k.startswith(PROPERTY_DEFAULTS_PREFIX)}
+    with new_table_defaults(property_defaults(settings)):
+        yield
+
+
 def parquet_codec(spark: SparkSession) -> str:
     """The parquet codec USE's data files are written with: the session's
     `spark.sql.parquet.compression.codec` (snappy by default), as Spark's and Delta's own writers

@@ -7,6 +7,7 @@ that appeared since, so the usual read-commit-read cycle does not re-read checkp
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import itertools
 import json
@@ -15,6 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +43,20 @@ from use.errors import (
 )
 
 _log = logging.getLogger(__name__)
+
+_NEW_TABLE_DEFAULTS: ContextVar[Mapping[str, str]] = ContextVar("use_new_table_defaults", default={})
+
+
+@contextlib.contextmanager
+def new_table_defaults(properties: Mapping[str, str]) -> Iterator[None]:
+    """Tables created in this block (this thread) take `properties` where their own configuration
+    does not set them: Delta's `spark.databricks.delta.properties.defaults.*` of the statement's
+    session (`use.delta.snapshot.property_defaults`), applied whichever path creates the table."""
+    token = _NEW_TABLE_DEFAULTS.set(dict(properties))
+    try:
+        yield
+    finally:
+        _NEW_TABLE_DEFAULTS.reset(token)
 
 DAY_MS = 86_400_000
 ADVANCE_LIMIT = 50
@@ -247,7 +263,7 @@ class DeltaLog:
                 raise InvalidArgumentError(f"partition column {c!r} has nested type {schema.field(c).type}; partition by a primitive column")
         if len(parts) == len(schema):
             raise InvalidArgumentError("at least one column must not be a partition column")
-        conf = validate_configuration(dict(configuration or {}))
+        conf = validate_configuration({**_NEW_TABLE_DEFAULTS.get(), **dict(configuration or {})})
         schema_string = schema_to_json(schema)
         for label, value in (("name", name), ("description", description)):
             if value is not None and not isinstance(value, str):

@@ -360,6 +360,35 @@ KNOWN_DELTA_PROPERTIES = frozenset(
     }
 )
 
+#: Delta's session settings holding default properties of new tables (`<prefix><key>` -> `delta.<key>`).
+PROPERTY_DEFAULTS_PREFIX = "spark.databricks.delta.properties.defaults."
+_NOT_DEFAULTED = frozenset({"delta.minReaderVersion", "delta.minWriterVersion"})
+
+
+def property_defaults(settings: Mapping[str, str]) -> dict[str, str]:
+    """The table properties a new table takes from Delta's session settings
+    `spark.databricks.delta.properties.defaults.<key>` (e.g. `...defaults.enableChangeDataFeed`):
+    `delta.<key>` for the Delta properties this implementation knows, as Delta copies only its
+    registered ones (protocol versions excepted: USE chooses the protocol from the features used);
+    each value checked, a bad one refused naming the setting."""
+    out: dict[str, str] = {}
+    for key, value in settings.items():
+        if not key.startswith(PROPERTY_DEFAULTS_PREFIX):
+            continue
+        prop = "delta." + key[len(PROPERTY_DEFAULTS_PREFIX):]
+        if prop not in KNOWN_DELTA_PROPERTIES or prop in _NOT_DEFAULTED:
+            continue
+        try:
+            validate_configuration({prop: str(value)})
+        except (ConfigError, UnsupportedFeatureError) as exc:
+            raise ConfigError(
+                f"the session's default property of new tables {key}={value!r} cannot be applied: {exc}; "
+                f"UNSET or RESET {key}, or set {prop} when creating the table"
+            ) from None
+        out[prop] = str(value)
+    return out
+
+
 _UNSUPPORTED_WHEN_TRUE = {
     "delta.enableDeletionVectors": "deletionVectors",
     "delta.enableRowTracking": "rowTracking",

@@ -229,8 +229,9 @@ class DeltaTable(TableSurface):
         (`delta.autoOptimize.autoCompact`) is compacted after the write (`use.optimize.auto_compact`).
         """
         from use.optimize.auto_compact import compacting_after
+        from use.session import statement_table_defaults
 
-        with compacting_after(df.sparkSession):
+        with compacting_after(df.sparkSession), statement_table_defaults(df.sparkSession):
             return DeltaTable._write(
                 df, path, mode, partition_by, properties=properties, txn_app_id=txn_app_id, txn_version=txn_version
             )

@@ -35,10 +35,10 @@ def _methods() -> dict[str, Method]:
 
     return {
         "describe": tables.describe,
-        "create": tables.create,
+        "create": _with_table_defaults(tables.create, from_dataframe=False),
         "abandon": tables.abandon,
         "stage": tables.stage,
-        "commitStaged": tables.commit_staged,
+        "commitStaged": _with_table_defaults(tables.commit_staged, from_dataframe=False),
         "alterProperties": tables.alter_properties,
         "alterSchema": tables.alter_schema,
         "truncate": tables.truncate,
@@ -46,8 +46,8 @@ def _methods() -> dict[str, Method]:
         "streamLatest": stream.stream_latest,
         "streamVersion": stream.stream_version,
         "streamBatch": stream.stream_batch,
-        "write": _with_auto_compaction(_with_user_metadata(write.write)),
-        "savePath": _with_auto_compaction(_with_user_metadata(save.save_path)),
+        "write": _with_auto_compaction(_with_table_defaults(_with_user_metadata(write.write))),
+        "savePath": _with_auto_compaction(_with_table_defaults(_with_user_metadata(save.save_path))),
         "rewriteRows": _with_auto_compaction(_with_user_metadata(dml.rewrite_rows), until_statement_ends=True),
         "rowLevelBegin": dml.writes_begin,
         "rowLevelEnd": dml.writes_end,
@@ -77,6 +77,23 @@ def _with_user_metadata(method: Method) -> Method:
             session = session_of(spark, args[0]) if args else spark
             given = session.conf.get(USER_METADATA_CONF, None) or None
         with commit_user_metadata(given):
+            return method(spark, req, args)
+
+    return run
+
+
+def _with_table_defaults(method: Method, from_dataframe: bool = True) -> Method:
+    """A call that may create a table, in the statement's session's defaults for new tables' properties
+    (Delta's `spark.databricks.delta.properties.defaults.*`, `use.session.statement_table_defaults`):
+    the session of the DataFrame written, or the one the shim passes first (CREATE TABLE, REPLACE)."""
+    from use.session import statement_table_defaults
+
+    def run(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+        if from_dataframe:
+            session = session_of(spark, args[0]) if args else spark
+        else:
+            session = calling_session(spark, args)
+        with statement_table_defaults(session):
             return method(spark, req, args)
 
     return run

@@ -241,7 +241,7 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
 
   private def createUse(ident: Identifier, schema: StructType, partitions: Array[Transform], props: util.Map[String, String]): Table = {
     val spec = createSpec(ident, schema, partitions, props, "create", None)
-    val result = Bridge.call("create", spec)
+    val result = Bridge.call("create", spec, session) // the statement's session: its defaults of new tables' properties
     val meta = TableMeta.fromJson(result.get("table"))
     // a table named by its path (CREATE TABLE delta.`/p`) has no metastore entry: the log is all of it
     if (isPathIdentifier(ident)) return new UseTable(meta, None, pathName(ident), pinned = false)

@@ -256,7 +256,7 @@ class StagedUseTable(
   private[sql] def wrote(result: JsonNode): Unit = { written = Some(TableMeta.fromJson(result.get("table"))) }
 
   override def commitStagedChanges(): Unit = {
-    val meta = written.getOrElse(TableMeta.fromJson(Bridge.call("commitStaged", spec).get("table")))
+    val meta = written.getOrElse(TableMeta.fromJson(Bridge.call("commitStaged", spec, org.apache.spark.sql.SparkSession.active).get("table")))
     catalog.registerStaged(ident, spec, meta)
   }
 
