@@ -197,3 +197,27 @@ def test_who_decides_is_deltas_precedence() -> None:
     assert s.small_below == 7
     with pytest.raises(ConfigError, match="maxFileSize='0' must be an integer >= 1"):
         AutoCompactSettings.from_conf({"spark.databricks.delta.autoCompact.maxFileSize": "0"})
+
+
+def test_optimized_writes_make_a_few_files_per_partition(spark, db) -> None:
+    """Delta's optimized write (`delta.autoOptimize.optimizeWrite`, `spark.databricks.delta.optimizeWrite.enabled`
+    winning over it): a write of many tasks makes one file per partition here, not one per task."""
+    spark.sql("CREATE TABLE ow (id BIGINT, p STRING) USING delta PARTITIONED BY (p) TBLPROPERTIES ('delta.autoOptimize.optimizeWrite'='true')")
+    spark.sql("CREATE TABLE plain (id BIGINT, p STRING) USING delta PARTITIONED BY (p)")
+    query = "SELECT /*+ REPARTITION(4) */ id, IF(id % 2 = 0, 'a', 'b') FROM range(400)"
+    spark.sql(f"INSERT INTO ow {query}")
+    spark.sql(f"INSERT INTO plain {query}")
+    assert len(_live_files(location(spark, "ow"))) == 2 and len(_live_files(location(spark, "plain"))) == 8
+    with settings(spark, **{"spark.databricks.delta.optimizeWrite.enabled": "false"}):
+        spark.sql(f"INSERT INTO ow {query}")
+    assert len(_live_files(location(spark, "ow"))) == 10
+    with settings(spark, **{"spark.databricks.delta.optimizeWrite.enabled": "true"}):
+        spark.sql(f"INSERT INTO plain {query}")
+    assert len(_live_files(location(spark, "plain"))) == 10
+    assert rows(spark, "SELECT count(*), sum(id) FROM ow") == [(800, 2 * sum(range(400)))]
+    root = location(spark, "plain")
+    before = state(root)
+    with refused(r"spark\.databricks\.delta\.optimizeWrite\.enabled='yes' must be 'true' or 'false'"):
+        with settings(spark, **{"spark.databricks.delta.optimizeWrite.enabled": "yes"}):
+            spark.sql(f"INSERT INTO plain {query}")
+    assert state(root) == before

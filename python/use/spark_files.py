@@ -37,9 +37,9 @@ from use.delta.actions import AddFile
 from use.errors import InvalidArgumentError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["write_dataframe_files", "partition_value_text", "check_partition_types", "delete_with_prefix"]
+__all__ = ["write_dataframe_files", "optimized_write", "partition_value_text", "check_partition_types", "delete_with_prefix"]
 
 
 def partition_value_text(value: Any) -> str | None:
@@ -112,6 +112,30 @@ def delete_with_prefix(table_root: str, prefix: str, keep: set[str]) -> None:
                 pass
 
 
+#: Delta's session switch for optimized writes; it wins over the table property.
+OPTIMIZE_WRITE_CONF = "spark.databricks.delta.optimizeWrite.enabled"
+OPTIMIZE_WRITE_PROPERTY = "delta.autoOptimize.optimizeWrite"
+
+
+def optimized_write(spark: "SparkSession", configuration: Mapping[str, str] | None) -> bool:
+    """Delta's optimized write for a plain Delta table: `spark.databricks.delta.optimizeWrite.enabled`
+    when set, else the table property `delta.autoOptimize.optimizeWrite`, else off (Qbeast writes
+    have their own rule, `use.qbeast.writer`). A value other than true/false is refused naming it."""
+    for source, raw in (
+        (f"Spark setting {OPTIMIZE_WRITE_CONF}", spark.conf.get(OPTIMIZE_WRITE_CONF, None)),
+        (f"table property {OPTIMIZE_WRITE_PROPERTY}", (configuration or {}).get(OPTIMIZE_WRITE_PROPERTY)),
+    ):
+        if raw is None:
+            continue
+        text = str(raw).strip().lower()
+        if text not in ("true", "false"):
+            from use.errors import ConfigError
+
+            raise ConfigError(f"{source}={raw!r} must be 'true' or 'false'")
+        return text == "true"
+    return False
+
+
 def write_dataframe_files(
     df: "DataFrame",
     table_root: str,
@@ -148,6 +172,11 @@ def write_dataframe_files(
     suffix = ".parquet" if parquet_compression(codec) == "none" else f".{codec}.parquet"
     write_prefix = f"{prefix}{uuid.uuid4().hex[:12]}-"
     root = table_root
+    if data_change and optimized_write(df.sparkSession, configuration):
+        # Delta's optimized write: rows shuffled by partition (AQE's rebalance: each task a partition's
+        # rows, or a share of a large one, up to spark.sql.adaptive.advisoryPartitionSizeInBytes), so
+        # a write of many tasks makes a few files per partition instead of one per task and partition
+        df = df.hint("rebalance", *parts)
     if parts:
         df = df.sortWithinPartitions(*parts)
     os.makedirs(root, exist_ok=True)
