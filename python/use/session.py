@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -111,6 +111,22 @@ def parquet_codec(spark: SparkSession) -> str:
     codec = spark.conf.get(PARQUET_CODEC_CONF, "snappy") or "snappy"
     parquet_compression(codec, f"the Spark conf {PARQUET_CODEC_CONF}")
     return codec.strip().lower()
+
+
+def first_switch(sources: Sequence[tuple[str, object]]) -> bool | None:
+    """The first of `(name, raw value)` pairs that is set (not None), as a boolean switch (true/false in
+    any case): how a Spark setting that wins over a table property is read (None when none is set).
+    A value other than true/false is a ConfigError naming it."""
+    from use.errors import ConfigError
+
+    for name, raw in sources:
+        if raw is None:
+            continue
+        text = str(raw).strip().lower()
+        if text not in ("true", "false"):
+            raise ConfigError(f"{name} must be true or false, got {raw!r}")
+        return text == "true"
+    return None
 
 
 def int_conf(spark: SparkSession, key: str, default: int) -> int:

@@ -121,19 +121,10 @@ def optimized_write(spark: "SparkSession", configuration: Mapping[str, str] | No
     """Delta's optimized write for a plain Delta table: `spark.databricks.delta.optimizeWrite.enabled`
     when set, else the table property `delta.autoOptimize.optimizeWrite`, else off (Qbeast writes
     have their own rule, `use.qbeast.writer`). A value other than true/false is refused naming it."""
-    for source, raw in (
-        (f"Spark setting {OPTIMIZE_WRITE_CONF}", spark.conf.get(OPTIMIZE_WRITE_CONF, None)),
-        (f"table property {OPTIMIZE_WRITE_PROPERTY}", (configuration or {}).get(OPTIMIZE_WRITE_PROPERTY)),
-    ):
-        if raw is None:
-            continue
-        text = str(raw).strip().lower()
-        if text not in ("true", "false"):
-            from use.errors import ConfigError
+    from use.session import first_switch
 
-            raise ConfigError(f"{source}={raw!r} must be 'true' or 'false'")
-        return text == "true"
-    return False
+    return bool(first_switch([(OPTIMIZE_WRITE_CONF, spark.conf.get(OPTIMIZE_WRITE_CONF, None)),
+                              (OPTIMIZE_WRITE_PROPERTY, (configuration or {}).get(OPTIMIZE_WRITE_PROPERTY))]))  # fmt: skip
 
 
 def write_dataframe_files(

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from use.errors import ConfigError
 from use.qbeast.cube import CubeId, symbols_per_level
 from use.qbeast.transform import IdentityTransformation, LinearTransformation
 
@@ -74,11 +73,9 @@ class JvmFile:
 
 def jvm_write_enabled(spark: SparkSession) -> bool:
     """`spark.qbeast.index.jvmWrite` (default true): whether writes may take the JVM path."""
-    raw = spark.conf.get(JVM_WRITE_CONF, "true")
-    text = str(raw).strip().lower()
-    if text not in ("true", "false"):
-        raise ConfigError(f"{JVM_WRITE_CONF} must be true or false, got {raw!r}")
-    return text == "true"
+    from use.session import first_switch
+
+    return bool(first_switch([(JVM_WRITE_CONF, spark.conf.get(JVM_WRITE_CONF, "true"))]))
 
 
 def _number(column: Column, data_type: Any) -> Column | None:

@@ -47,6 +47,7 @@ from use.qbeast.write_shuffle import (
     should_shuffle,
 )
 from use.qbeast.write_scope import write_scope
+from use.spark_files import OPTIMIZE_WRITE_PROPERTY as _OPTIMIZE_WRITE_PROPERTY
 from use.qbeast.write_tasks import CUBE_COLUMN, FILE_COLUMN, write_files
 
 if TYPE_CHECKING:
@@ -67,7 +68,6 @@ __all__ = [
 ]
 
 _OPTIMIZE_WRITE_CONF = "spark.qbeast.index.optimizeWrite"
-_OPTIMIZE_WRITE_PROPERTY = "delta.autoOptimize.optimizeWrite"
 _REVISION_MARGIN_CONF = "spark.qbeast.index.revisionMargin"
 
 
@@ -123,19 +123,10 @@ def _optimize_write(
         if not isinstance(requested, bool):
             raise InvalidArgumentError(f"optimize_write must be True, False or None (the settings decide), got {requested!r}")
         return requested
-    for source, raw in (
-        (_OPTIMIZE_WRITE_CONF, spark.conf.get(_OPTIMIZE_WRITE_CONF, None)),
-        (_OPTIMIZE_WRITE_PROPERTY, (configuration or {}).get(_OPTIMIZE_WRITE_PROPERTY)),
-    ):
-        if raw is None:
-            continue
-        text = str(raw).strip().lower()
-        if text not in ("true", "false"):
-            from use.errors import ConfigError
+    from use.session import first_switch
 
-            raise ConfigError(f"{source} must be true or false, got {raw!r}")
-        return text == "true"
-    return None
+    return first_switch([(_OPTIMIZE_WRITE_CONF, spark.conf.get(_OPTIMIZE_WRITE_CONF, None)),
+                         (_OPTIMIZE_WRITE_PROPERTY, (configuration or {}).get(_OPTIMIZE_WRITE_PROPERTY))])  # fmt: skip
 
 
 def _max_read_slowdown(spark: SparkSession) -> float:
