@@ -115,3 +115,16 @@ def test_a_table_created_with_its_data_has_its_manifests_at_once(spark, db, prov
     )
     root = location(spark, f"c_{provider}")
     assert _manifests(root) == _live(root) and len(_manifests(root)[""]) >= 1
+
+
+def test_a_repartitioning_overwrite_leaves_no_stale_manifest(spark, tmp_path) -> None:
+    path = str(tmp_path / "r")
+    df = spark.range(6).selectExpr("id", "CAST(id % 2 AS STRING) AS a", "CAST(id % 3 AS STRING) AS b")
+    df.write.format("delta").partitionBy("a").option("delta.compatibility.symlinkFormatManifest.enabled", "true").save(path)
+    from use import DeltaTable
+
+    DeltaTable.for_path(spark, path).set_properties({"delta.compatibility.symlinkFormatManifest.enabled": "true"})
+    spark.range(1).selectExpr("id", "'x' AS a", "'y' AS b").write.format("delta").mode("append").save(path)
+    assert set(_manifests(path)) == {"a=0", "a=1", "a=x"}
+    df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").partitionBy("b").save(path)
+    assert _manifests(path) == _live(path) and set(_manifests(path)) == {"b=0", "b=1", "b=2"}

@@ -198,12 +198,10 @@ class DeltaLog:
         path = os.path.join(self.log_dir, commit_name(0))
         if not self.store.put_if_absent(path, data):
             raise TableAlreadyExistsError(f"a Delta table was created concurrently at {self.table_root}")
-        with self._lock:  # the manifests below read the new table
+        with self._lock:  # a cached snapshot is of no table; the manifests below read the new one
             self._cached, self._cached_sig = None, None
         after_commit(self, 0, operation, [a for a in first if isinstance(a, AddFile)], [], conf)
         if first:
-            with self._lock:
-                self._cached, self._cached_sig = None, None
             return self.snapshot(version=0)
         state = LogState(0, protocol, metadata, _empty_files(), _empty_tombstones(), {}, {}, None, info.to_action()["commitInfo"])
         st = os.stat(path)

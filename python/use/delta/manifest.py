@@ -155,6 +155,11 @@ def generate_incremental(store: Any, snapshot: Any, touched: Iterable[Mapping[st
     if not os.path.isdir(os.path.join(local_root(root), MANIFEST_DIR)):
         return generate_full(store, snapshot)
     columns = list(snapshot.metadata.partition_columns)
+    touched = list(touched)
+    if any(set(p) != set(columns) for p in touched if p or columns):
+        # files of another partitioning (an overwrite that re-partitioned the table): its old
+        # partitions' manifests are stale, and only a full generation finds them
+        return generate_full(store, snapshot)
     if not columns:
         return ManifestResult(_write(store, root, _groups(snapshot, None)), ())
     rels = {"/".join(f"{escape_partition_value(c)}={escape_partition_value(p.get(c))}" for c in columns) for p in touched}

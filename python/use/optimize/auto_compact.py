@@ -19,7 +19,7 @@ partitions. Its commits are OPTIMIZE commits with `auto: true`, events in `.opti
 The write has committed before the compaction starts, so a compaction that fails (a conflict it
 cannot resolve, a Spark failure) is logged and the statement still succeeds, as Delta's post-commit
 hooks do; a bad setting, though, refuses the statement before it writes anything
-(`check_session_setting`), since it would otherwise be found only after the commit.
+(`compacting_after`), since it would otherwise be found only after the commit.
 
 The decision (`compaction_targets`) is pure: commits and snapshots in, partitions out; `after_writes`
 runs it.
