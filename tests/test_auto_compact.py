@@ -4,30 +4,16 @@ hold enough small files; a bad setting refuses the statement with nothing writte
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import Iterator
 
 import pytest
 
 from sql_support import commit_actions, location, refused, rows, state
+from use.session import session_conf
 
 MIN_FILES = "spark.databricks.delta.autoCompact.minNumFiles"
 ENABLED = "spark.databricks.delta.autoCompact.enabled"
-
-
-@contextlib.contextmanager
-def settings(spark, **conf: str) -> Iterator[None]:
-    keys = {k.replace("_", "."): v for k, v in conf.items()}
-    old = {k: spark.conf.get(k, None) for k in keys}
-    for k, v in keys.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
 
 
 def _operations(root: str) -> list[tuple[str, dict]]:
@@ -48,7 +34,7 @@ def _live_files(root: str) -> list[str]:
 def test_a_table_with_auto_compaction_is_compacted_after_the_write_that_reaches_min_num_files(spark, db) -> None:
     spark.sql("CREATE TABLE ac (id BIGINT, v STRING) USING delta TBLPROPERTIES ('delta.autoOptimize.autoCompact'='true')")
     root = location(spark, "ac")
-    with settings(spark, **{MIN_FILES: "3"}):
+    with session_conf(spark, {MIN_FILES: "3"}):
         for lo in (0, 10):
             spark.sql(f"INSERT INTO ac SELECT /*+ REPARTITION(1) */ id, 'x' FROM range({lo}, {lo + 10})")
         assert [op for op, _ in _operations(root)] == ["CREATE TABLE", "WRITE", "WRITE"]  # 2 small files: below 3
@@ -73,9 +59,9 @@ def test_only_the_partitions_the_write_added_to_are_compacted(spark, db) -> None
         "TBLPROPERTIES ('delta.autoOptimize.autoCompact'='true')"
     )
     root = location(spark, "acp")
-    with settings(spark, **{MIN_FILES: "2"}):
+    with session_conf(spark, {MIN_FILES: "2"}):
         # two files in 'a' and in 'b' with auto compaction off for these statements
-        with settings(spark, **{ENABLED: "false"}):
+        with session_conf(spark, {ENABLED: "false"}):
             for lo in (0, 10):
                 spark.sql(f"INSERT INTO acp SELECT /*+ REPARTITION(1) */ id, IF(id % 2 = 0, 'a', 'b') FROM range({lo}, {lo + 10})")
         assert [op for op, _ in _operations(root)].count("OPTIMIZE") == 0
@@ -95,12 +81,12 @@ def test_only_the_partitions_the_write_added_to_are_compacted(spark, db) -> None
 def test_the_session_setting_wins_over_the_table_property(spark, db) -> None:
     spark.sql("CREATE TABLE acs (id BIGINT) USING delta")  # no property: off unless the session says
     root = location(spark, "acs")
-    with settings(spark, **{MIN_FILES: "2", ENABLED: "true"}):
+    with session_conf(spark, {MIN_FILES: "2", ENABLED: "true"}):
         for lo in (0, 10):
             spark.sql(f"INSERT INTO acs SELECT /*+ REPARTITION(1) */ id FROM range({lo}, {lo + 10})")
     assert [op for op, _ in _operations(root)][-1] == "OPTIMIZE"
     spark.sql("ALTER TABLE acs SET TBLPROPERTIES ('delta.autoOptimize.autoCompact'='true')")
-    with settings(spark, **{MIN_FILES: "2", ENABLED: "false"}):
+    with session_conf(spark, {MIN_FILES: "2", ENABLED: "false"}):
         for lo in (20, 30):
             spark.sql(f"INSERT INTO acs SELECT /*+ REPARTITION(1) */ id FROM range({lo}, {lo + 10})")
     assert [op for op, _ in _operations(root)][-1] == "WRITE"
@@ -111,14 +97,14 @@ def test_dataframe_writes_dml_and_the_python_api_are_followed_by_it(spark, db, t
     from use import DeltaTable
 
     path = str(tmp_path / "t")
-    with settings(spark, **{MIN_FILES: "2"}):
+    with session_conf(spark, {MIN_FILES: "2"}):
         DeltaTable.write(spark.range(5).coalesce(1), path, properties={"delta.autoOptimize.autoCompact": "true"})
         DeltaTable.write(spark.range(5, 10).coalesce(1), path)
         assert _operations(path)[-1][0] == "OPTIMIZE"
         spark.range(10, 15).coalesce(1).write.format("delta").mode("append").save(path)
         spark.range(15, 20).coalesce(1).write.format("delta").mode("append").save(path)
         assert _operations(path)[-1][0] == "OPTIMIZE" and len(_live_files(path)) == 1
-        with settings(spark, **{ENABLED: "false"}):  # a second file, left as it is
+        with session_conf(spark, {ENABLED: "false"}):  # a second file, left as it is
             spark.range(20, 25).coalesce(1).write.format("delta").mode("append").save(path)
         assert _operations(path)[-1][0] == "WRITE" and len(_live_files(path)) == 2
         spark.sql(f"UPDATE delta.`{path}` SET id = id + 100 WHERE id = 3")
@@ -134,7 +120,7 @@ def test_a_qbeast_table_runs_its_own_optimization(spark, db) -> None:
         "TBLPROPERTIES ('columnsToIndex'='x,y', 'cubeSize'='100', 'delta.autoOptimize.autoCompact'='true')"
     )
     root = location(spark, "acq")
-    with settings(spark, **{MIN_FILES: "3"}):
+    with session_conf(spark, {MIN_FILES: "3"}):
         for i in range(3):
             spark.sql(f"INSERT INTO acq SELECT /*+ REPARTITION(1) */ rand({i}) * 100, rand({i + 7}) * 100 FROM range(60)")
     ops = _operations(root)
@@ -158,22 +144,22 @@ def test_bad_values_are_refused_and_change_nothing(spark, db) -> None:
         spark.sql("ALTER TABLE acb SET TBLPROPERTIES ('delta.autoOptimize.autoCompact'='maybe')")
     assert state(root) == before
     with refused("spark.databricks.delta.autoCompact.enabled='sometimes' must be 'true' or 'false'"):
-        with settings(spark, **{ENABLED: "sometimes"}):
+        with session_conf(spark, {ENABLED: "sometimes"}):
             spark.sql("INSERT INTO acb VALUES (2)")
     assert state(root) == before
     with refused("spark.databricks.delta.autoCompact.minNumFiles='many' must be an integer >= 0"):
-        with settings(spark, **{MIN_FILES: "many"}):
+        with session_conf(spark, {MIN_FILES: "many"}):
             spark.sql("INSERT INTO acb VALUES (2)")
     assert state(root) == before
     with pytest.raises(Exception, match="autoCompact.enabled='sometimes'"):
-        with settings(spark, **{ENABLED: "sometimes"}):
+        with session_conf(spark, {ENABLED: "sometimes"}):
             from use import DeltaTable
 
             DeltaTable.write(spark.range(1), root)
     assert state(root) == before
     # Databricks' values are read as on
     spark.sql("ALTER TABLE acb SET TBLPROPERTIES ('delta.autoOptimize.autoCompact'='auto')")
-    with settings(spark, **{MIN_FILES: "2"}):
+    with session_conf(spark, {MIN_FILES: "2"}):
         spark.sql("INSERT INTO acb VALUES (3)")
     assert _operations(root)[-1][0] == "OPTIMIZE"
     assert json.loads(json.dumps(rows(spark, "SELECT sum(id) FROM acb"))) == [[4]]
@@ -208,16 +194,16 @@ def test_optimized_writes_make_a_few_files_per_partition(spark, db) -> None:
     spark.sql(f"INSERT INTO ow {query}")
     spark.sql(f"INSERT INTO plain {query}")
     assert len(_live_files(location(spark, "ow"))) == 2 and len(_live_files(location(spark, "plain"))) == 8
-    with settings(spark, **{"spark.databricks.delta.optimizeWrite.enabled": "false"}):
+    with session_conf(spark, {"spark.databricks.delta.optimizeWrite.enabled": "false"}):
         spark.sql(f"INSERT INTO ow {query}")
     assert len(_live_files(location(spark, "ow"))) == 10
-    with settings(spark, **{"spark.databricks.delta.optimizeWrite.enabled": "true"}):
+    with session_conf(spark, {"spark.databricks.delta.optimizeWrite.enabled": "true"}):
         spark.sql(f"INSERT INTO plain {query}")
     assert len(_live_files(location(spark, "plain"))) == 10
     assert rows(spark, "SELECT count(*), sum(id) FROM ow") == [(800, 2 * sum(range(400)))]
     root = location(spark, "plain")
     before = state(root)
     with refused(r"spark\.databricks\.delta\.optimizeWrite\.enabled must be true or false, got 'yes'"):
-        with settings(spark, **{"spark.databricks.delta.optimizeWrite.enabled": "yes"}):
+        with session_conf(spark, {"spark.databricks.delta.optimizeWrite.enabled": "yes"}):
             spark.sql(f"INSERT INTO plain {query}")
     assert state(root) == before
