@@ -25,7 +25,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from use.delta.datafile import escape_partition_value, local_root
+from use.delta.datafile import local_root, partition_directory
+from use.delta.skipping import partition_text_table
 from use.errors import InvalidArgumentError, UnsupportedFeatureError
 
 __all__ = ["MANIFEST_DIR", "ManifestResult", "check_can_enable", "generate_full", "generate_incremental", "generate_table"]
@@ -58,15 +59,13 @@ def _relative_dirs(files: pa.Table, columns: Sequence[str]) -> pa.Array:
     """Per file, its partition's manifest directory (`a=1/b=x`, Hive escaping; '' when unpartitioned)."""
     if not columns:
         return pa.array([""] * files.num_rows, pa.string())
-    values = files.column("partition_values")
+    texts = partition_text_table(files, columns)
     parts = []
     for c in columns:
-        col = pc.map_lookup(values, pa.scalar(c, pa.string()), "first")
-        encoded = pc.dictionary_encode(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
-        names = [f"{escape_partition_value(c)}={escape_partition_value(v)}" for v in encoded.dictionary.to_pylist()]
-        indices = encoded.indices
-        null_name = f"{escape_partition_value(c)}={escape_partition_value(None)}"
-        parts.append(pc.fill_null(pc.take(pa.array(names, pa.string()), indices), null_name))
+        # each distinct value's directory name once, then taken per file
+        encoded = pc.dictionary_encode(texts.column(c).combine_chunks())
+        names = pa.array([partition_directory({c: v}) for v in encoded.dictionary.to_pylist()], pa.string())
+        parts.append(pc.fill_null(pc.take(names, encoded.indices), partition_directory({c: None})))
     return pc.binary_join_element_wise(*parts, "/")
 
 
@@ -162,7 +161,7 @@ def generate_incremental(store: Any, snapshot: Any, touched: Iterable[Mapping[st
         return generate_full(store, snapshot)
     if not columns:
         return ManifestResult(_write(store, root, _groups(snapshot, None)), ())
-    rels = {"/".join(f"{escape_partition_value(c)}={escape_partition_value(p.get(c))}" for c in columns) for p in touched}
+    rels = {partition_directory({c: p.get(c) for c in columns}) for p in touched}
     if not rels:
         return ManifestResult((), ())
     groups = _groups(snapshot, rels)

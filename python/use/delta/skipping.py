@@ -51,7 +51,7 @@ from use.errors import InvalidArgumentError
 if TYPE_CHECKING:
     from use.delta.columnmapping import ColumnMapping
 
-__all__ = ["files_matching", "partition_columns_of", "typed_partition_values"]
+__all__ = ["files_matching", "partition_columns_of", "partition_text_table", "typed_partition_values"]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _TIMESTAMP_MAX_SLACK_US = 1000  # Delta writes timestamp stats truncated to milliseconds
@@ -106,6 +106,13 @@ def _all(n: int, value: bool) -> pa.BooleanArray:
 
 def _chunked_to_array(a: Any) -> Any:
     return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
+
+
+def partition_text_table(files: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """The partition values of every file (a snapshot's `files`) as the log stores them: one string
+    column per partition column, null where a file's map has no value."""
+    values = files.column("partition_values")
+    return pa.table({c: pc.map_lookup(values, pa.scalar(c, pa.string()), "first") for c in columns})
 
 
 def typed_partition_values(files: pa.Table, column: str, type_: pa.DataType) -> pa.Array:

@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from use.delta.skipping import partition_text_table
 from use.delta.snapshot import TableConfig, auto_compact_value
 from use.delta.transaction import CommittedWrite, recording_commits
 from use.errors import ConfigError
@@ -161,8 +162,7 @@ def compaction_targets(
     least = max(1, settings.min_num_files)
     if not columns:
         return [{}] if int(small.sum()) >= least else None
-    values = files.filter(pa.array(small)).column("partition_values")
-    rows = pa.table({c: pc.map_lookup(values, pa.scalar(c, pa.string()), "first") for c in columns})
+    rows = partition_text_table(files.filter(pa.array(small)), columns)
     counts = rows.group_by(columns, use_threads=False).aggregate([([], "count_all")])
     full = counts.filter(pc.greater_equal(counts.column("count_all"), least)).select(columns).to_pylist()
     enough = {tuple(r[c] for c in columns) for r in full}  # few: partitions with that many small files

@@ -11,13 +11,13 @@ plans, budgets and scores as usual, just never outside them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from use.delta.skipping import partition_text_table
 from use.errors import CLI, PYTHON, SQL, InvalidArgumentError
 
 __all__ = ["PartitionFilter", "partition_filter"]
@@ -25,12 +25,6 @@ __all__ = ["PartitionFilter", "partition_filter"]
 
 def _hints(example: str) -> dict[str, str]:
     return {PYTHON: f"pass where=\"{example}\"", CLI: f"pass --where \"{example}\"", SQL: f"OPTIMIZE <table> WHERE {example}"}
-
-
-def _partition_table(files: pa.Table, columns: Sequence[str]) -> pa.Table:
-    """The partition columns of a snapshot's `files`, one string column each (null: a null value)."""
-    values = files.column("partition_values")
-    return pa.table({c: pc.map_lookup(values, pa.scalar(c, pa.string()), "first") for c in columns})
 
 
 class PartitionFilter:
@@ -47,7 +41,7 @@ class PartitionFilter:
         n, m = files.num_rows, self.partitions.num_rows
         if m == 0 or n == 0:
             return np.zeros(n, dtype=bool)
-        found = _partition_table(files, self.partitions.column_names)
+        found = partition_text_table(files, self.partitions.column_names)
         # one key per row of files + partitions, equal exactly when every column's value is: per
         # column a code among the kept partitions' values (null matches null; a value no kept
         # partition has is code 0, which no kept row gets), folded in and made dense again
@@ -87,7 +81,7 @@ def partition_filter(spark: Any, snapshot: Any, where: Any) -> PartitionFilter:
             "whole table (leave where out)",
             hints={PYTHON: "leave where out", CLI: "leave --where out", SQL: "OPTIMIZE <table> without WHERE"},
         )
-    distinct = _partition_table(snapshot.files, columns).group_by(columns).aggregate([])
+    distinct = partition_text_table(snapshot.files, columns).group_by(columns).aggregate([])
     rows = [tuple(r[c] for c in columns) for r in distinct.to_pylist()]
     schema = snapshot.schema
     names = ", ".join(columns)

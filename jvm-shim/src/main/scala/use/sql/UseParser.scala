@@ -104,7 +104,7 @@ object UseParser {
   }
 
   /** A Spark SQL string literal of `text` (backslashes and quotes escaped). */
-  private def literal(text: String): String = "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+  private[sql] def literal(text: String): String = "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
   /** `(a, `b c`)` or `a, b` -> `a,b c`: the procedure's `zorder_by`. */
   private def zorderColumns(raw: String): String = {

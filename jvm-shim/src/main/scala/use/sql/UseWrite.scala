@@ -96,7 +96,7 @@ object UseWriteBuilder {
   /** A filter's value as a Spark SQL literal. */
   private def sqlValue(v: Any, f: Filter): String = v match {
     case null => "NULL"
-    case s: String => "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    case s: String => UseParser.literal(s)
     case b: Boolean => b.toString
     case i: Int => i.toString
     case l: Long => s"${l}L"
