@@ -460,12 +460,19 @@ def add_files_table(adds: list[AddFile]) -> pa.Table:
     )
 
 
+_EMPTY_FILES = FILES_SCHEMA.empty_table()
+_EMPTY_TOMBSTONES = TOMBSTONES_SCHEMA.empty_table()
+
+
 def empty_files() -> pa.Table:
-    return FILES_SCHEMA.empty_table()
+    """A files table with no rows; one shared instance (Arrow tables are immutable, and making one
+    costs ~0.2 ms, paid twice per replayed commit otherwise)."""
+    return _EMPTY_FILES
 
 
 def empty_tombstones() -> pa.Table:
-    return TOMBSTONES_SCHEMA.empty_table()
+    """A tombstones table with no rows; shared, as `empty_files`."""
+    return _EMPTY_TOMBSTONES
 
 
 def paths_in(files: pa.Table, paths: pa.Array | pa.ChunkedArray | list[str]) -> pa.ChunkedArray:
