@@ -232,14 +232,17 @@ def test_two_insert_only_merges_of_the_same_keys_insert_them_once(spark, tmp_pat
     path = str(tmp_path / "t")
     deltalake.write_deltalake(path, pa.table({"id": pa.array(range(100), pa.int64()), "v": ["old"] * 100}))
     keys = pa.table({"id": pa.array(range(100, 110), pa.int64()), "v": ["new"] * 10})
-    spark.createDataFrame(keys.to_pandas()).createOrReplaceTempView("src")
+    spark.createDataFrame(keys.to_pandas()).createOrReplaceTempView("racing_keys")
 
     def other_merge() -> None:
         (deltalake.DeltaTable(path).merge(keys, "t.id = s.id", source_alias="s", target_alias="t")
          .when_not_matched_insert_all().execute())  # fmt: skip
 
     calls = _racing(monkeypatch, other_merge)
-    spark.sql(f"MERGE INTO delta.`{path}` t USING src s ON t.id = s.id WHEN NOT MATCHED THEN INSERT *").collect()
+    try:
+        spark.sql(f"MERGE INTO delta.`{path}` t USING racing_keys s ON t.id = s.id WHEN NOT MATCHED THEN INSERT *").collect()
+    finally:
+        spark.catalog.dropTempView("racing_keys")
     assert len(calls) == 1  # the second attempt matched every key: nothing to commit
     assert rows(spark, f"SELECT count(*), count(DISTINCT id) FROM delta.`{path}`") == [(110, 110)]
     assert deltalake.DeltaTable(path).to_pyarrow_table().num_rows == 110
