@@ -235,3 +235,29 @@ def test_parse_stats_many_files_is_vectorized():
     assert parsed.num_rows == n
     assert np.array_equal(parsed["min.a"].to_numpy(), lo)
     assert parsed["min.s"][123].as_py() == f"v{lo[123]}"
+
+
+def test_parse_stats_one_bad_file_among_many_keeps_every_other_files_bounds():
+    """A corrupt stats string used to send the whole snapshot through the per-file path, which read
+    every double bound as null (skipping on doubles was off for the whole table) and raised
+    OverflowError on an integer past int64; now only the bad file has no stats."""
+    n = 1_000
+    good = [f'{{"numRecords":10,"minValues":{{"i":{k},"x":{k}.25}},"maxValues":{{"i":{k + 9},"x":{k}.75}},"nullCount":{{"i":0,"x":0}}}}' for k in range(n)]
+    schema = pa.schema([("i", pa.int64()), ("x", pa.float64()), ("u", pa.uint8())])
+    for bad in ("{not json", '{"numRecords":1,"minValues":{"i":99999999999999999999,"x":1.5}}', '{"numRecords":1,"minValues":{"x":"abc"}}'):
+        stats = good[:500] + [bad] + good[501:]
+        parsed = parse_stats(pa.table({"stats": stats}), schema)
+        assert parsed.num_rows == n
+        min_x, min_i = parsed["min.x"].to_pylist(), parsed["min.i"].to_pylist()
+        assert [min_x[k] for k in range(n) if k != 500] == [k + 0.25 for k in range(n) if k != 500]
+        assert [min_i[k] for k in range(n) if k != 500] == [k for k in range(n) if k != 500]
+        assert min_i[500] is None
+    # the per-file path itself: exact doubles, integers outside the column's type are no bound
+    few = ['{"numRecords":2,"minValues":{"i":-5,"x":0.1,"u":300},"maxValues":{"i":99999999999999999999,"x":2,"u":7}}', "{broken"]
+    parsed = parse_stats(pa.table({"stats": few}), schema)
+    assert parsed["min.x"].to_pylist() == [0.1, None]
+    assert parsed["max.x"].to_pylist() == [2.0, None]
+    assert parsed["min.i"].to_pylist() == [-5, None]
+    assert parsed["max.i"].to_pylist() == [None, None]
+    assert parsed["min.u"].to_pylist() == [None, None]
+    assert parsed["max.u"].to_pylist() == [7, None]

@@ -152,6 +152,26 @@ def test_detail_describes_a_table_written_by_delta_rs_as_describe_detail_does(tm
     assert insights.for_path(root, "detail").schema == insights.schema("detail")
 
 
+def test_insights_share_the_process_log_and_follow_new_commits(tmp_path) -> None:
+    """Each insight query used to replay the table's log from scratch (a log of 20,000 commits: ~6 s
+    per query); the process's shared log only reads the commits since the last query."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from use.delta.log_cache import forget, shared_log
+    from use.insights.facts import TableFacts
+
+    root = str(tmp_path / "t")
+    write_deltalake(root, pa.table({"a": [1]}))
+    assert TableFacts.load(root).log is shared_log(root) is shared_log("file://" + root)
+    assert insights.for_path(root, "detail").to_pylist()[0]["num_files"] == 1
+    write_deltalake(root, pa.table({"a": [2]}), mode="append")  # another writer
+    assert insights.for_path(root, "detail").to_pylist()[0]["num_files"] == 2
+    before = shared_log(root)
+    forget(root)
+    assert shared_log(root) is not before
+
+
 def test_plan_is_the_planners_next_plan() -> None:
     snap = fragmented()
     t = insights.plan(snap)

@@ -175,6 +175,81 @@ def test_a_delete_that_loses_to_a_compaction_runs_again_on_the_new_snapshot(spar
     assert [h["operation"] for h in _history(path)][-2:] == ["OPTIMIZE", "DELETE"]
 
 
+def _racing(monkeypatch, race) -> list[int]:
+    """The bridge's rewriteRows with `race()` run before the first attempt commits (as another
+    process would commit meanwhile); returns the snapshot version each attempt read."""
+    import use.sql.bridge as bridge
+    from use.sql.dml import rewrite_rows
+
+    calls: list[int] = []
+
+    def racing(spark_, req, args):
+        calls.append(req["version"])
+        if len(calls) == 1:
+            race()
+        return rewrite_rows(spark_, req, args)
+
+    monkeypatch.setitem(bridge._registered._methods, "rewriteRows", racing)
+    return calls
+
+
+def test_a_delete_sees_the_rows_a_concurrent_update_moves_into_its_condition(spark, tmp_path, monkeypatch) -> None:
+    """Delta's conflict check: a DELETE read the rows its condition matches; a concurrent UPDATE
+    (delta-rs) that rewrote another file so that one of its rows now matches made the DELETE's
+    commit wrong (the row survived a DELETE committed after it). It is a conflict now and the shim
+    runs the DELETE again; a concurrent commit whose files cannot match (by stats), or a blind
+    append, is none."""
+    import deltalake
+    import pyarrow as pa
+
+    path = str(tmp_path / "t")
+    deltalake.write_deltalake(path, pa.table({"id": pa.array(range(50), pa.int64()), "v": ["x"] + ["a"] * 49}))
+    deltalake.write_deltalake(path, pa.table({"id": pa.array(range(50, 100), pa.int64()), "v": ["b"] * 50}), mode="append")
+    calls = _racing(monkeypatch, lambda: deltalake.DeltaTable(path).update(updates={"v": "'x'"}, predicate="id = 60"))
+    assert spark.sql(f"DELETE FROM delta.`{path}` WHERE v = 'x'").collect()[0][0] == 2
+    assert len(calls) == 2 and calls[1] > calls[0]
+    assert rows(spark, f"SELECT count(*) FROM delta.`{path}` WHERE v = 'x'") == [(0,)]
+    assert sorted(deltalake.DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == [i for i in range(1, 100) if i != 60]
+
+    # files the condition cannot match (ids 50.. for id < 10), and a blind append: no conflict
+    def unrelated() -> None:
+        deltalake.DeltaTable(path).update(updates={"v": "'y'"}, predicate="id = 70")
+        spark.createDataFrame([(5, "new")], "id long, v string").write.format("delta").mode("append").save(path)
+
+    calls = _racing(monkeypatch, unrelated)
+    assert spark.sql(f"DELETE FROM delta.`{path}` WHERE id < 10").collect()[0][0] == 9
+    assert len(calls) == 1
+    assert rows(spark, f"SELECT id, v FROM delta.`{path}` WHERE id < 10 OR id = 70") == [(5, "new"), (70, "y")]
+
+
+def test_two_insert_only_merges_of_the_same_keys_insert_them_once(spark, tmp_path, monkeypatch) -> None:
+    """An insert-only MERGE removes no file, so it declared nothing read and committed as a blind
+    append: one racing with another MERGE of the same keys inserted them twice. It declares the
+    rows its ON condition reads now: the second MERGE runs again and finds the keys there."""
+    import deltalake
+    import pyarrow as pa
+
+    path = str(tmp_path / "t")
+    deltalake.write_deltalake(path, pa.table({"id": pa.array(range(100), pa.int64()), "v": ["old"] * 100}))
+    keys = pa.table({"id": pa.array(range(100, 110), pa.int64()), "v": ["new"] * 10})
+    spark.createDataFrame(keys.to_pandas()).createOrReplaceTempView("racing_keys")
+
+    def other_merge() -> None:
+        (deltalake.DeltaTable(path).merge(keys, "t.id = s.id", source_alias="s", target_alias="t")
+         .when_not_matched_insert_all().execute())  # fmt: skip
+
+    calls = _racing(monkeypatch, other_merge)
+    try:
+        spark.sql(f"MERGE INTO delta.`{path}` t USING racing_keys s ON t.id = s.id WHEN NOT MATCHED THEN INSERT *").collect()
+    finally:
+        spark.catalog.dropTempView("racing_keys")
+    assert len(calls) == 1  # the second attempt matched every key: nothing to commit
+    assert rows(spark, f"SELECT count(*), count(DISTINCT id) FROM delta.`{path}`") == [(110, 110)]
+    assert deltalake.DeltaTable(path).to_pyarrow_table().num_rows == 110
+    spark.sql(f"MERGE INTO delta.`{path}` t USING (SELECT 200L AS id, 'z' AS v) s ON t.id = s.id WHEN NOT MATCHED THEN INSERT *")
+    assert _history(path)[-1]["operation"] == "MERGE" and _history(path)[-1]["isBlindAppend"] is False
+
+
 def _history(root: str) -> list[dict]:
     names = sorted(n for n in os.listdir(os.path.join(root, "_delta_log")) if n.endswith(".json"))
     return [next(a["commitInfo"] for a in commit_actions(root, int(n[:-5])) if "commitInfo" in a) for n in names]

@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -395,7 +396,24 @@ def action_json_line(action: Action | CommitInfo) -> str:
 
 
 def _map_column_to_dicts(col: pa.ChunkedArray | pa.Array) -> list[dict[str, str | None] | None]:
-    return [None if v is None else dict(v) for v in col.to_pylist()]
+    """A map<string, string> column as dicts. `to_pylist` of a map column makes a list of tuples per
+    row (4.5 s for 656k files); this reads the keys and values once and slices them by offsets."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    n = len(arr)
+    if n == 0:
+        return []
+    valid = np.ones(n, dtype=bool) if arr.null_count == 0 else np.asarray(arr.is_valid().to_numpy(zero_copy_only=False))
+    offsets = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    start, end = int(offsets[0]), int(offsets[-1])
+    if start == end:  # no entries: unpartitioned tables, files without tags
+        return [{} if v else None for v in valid.tolist()]
+    keys = arr.keys.slice(start, end - start).to_pylist()
+    values = arr.items.slice(start, end - start).to_pylist()
+    bounds = (offsets - start).tolist()
+    return [
+        dict(zip(keys[bounds[i] : bounds[i + 1]], values[bounds[i] : bounds[i + 1]])) if ok else None
+        for i, ok in enumerate(valid.tolist())
+    ]
 
 
 def add_actions(files: pa.Table, data_change: bool, tags: Sequence[Mapping[str, str] | None] | None = None) -> list[AddFile]:
@@ -460,12 +478,19 @@ def add_files_table(adds: list[AddFile]) -> pa.Table:
     )
 
 
+_EMPTY_FILES = FILES_SCHEMA.empty_table()
+_EMPTY_TOMBSTONES = TOMBSTONES_SCHEMA.empty_table()
+
+
 def empty_files() -> pa.Table:
-    return FILES_SCHEMA.empty_table()
+    """A files table with no rows; one shared instance (Arrow tables are immutable, and making one
+    costs ~0.2 ms, paid twice per replayed commit otherwise)."""
+    return _EMPTY_FILES
 
 
 def empty_tombstones() -> pa.Table:
-    return TOMBSTONES_SCHEMA.empty_table()
+    """A tombstones table with no rows; shared, as `empty_files`."""
+    return _EMPTY_TOMBSTONES
 
 
 def paths_in(files: pa.Table, paths: pa.Array | pa.ChunkedArray | list[str]) -> pa.ChunkedArray:

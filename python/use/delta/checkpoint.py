@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from use.delta.actions import DELETION_VECTOR_TYPE, FILES_SCHEMA, STRING_MAP, TOMBSTONES_SCHEMA, Metadata, Protocol
+from use.delta.actions import DELETION_VECTOR_TYPE, FILES_SCHEMA, STRING_MAP, TOMBSTONES_SCHEMA, Metadata, Protocol, empty_files, empty_tombstones
 from use.delta.commits import CommitActions, parse_commits
 from use.delta.listing import CheckpointFiles
 from use.delta.replay import LogState
@@ -200,8 +200,8 @@ def read_checkpoint(cp: CheckpointFiles) -> CheckpointState:
             files_parts.append(_files_from(t.column("add")))
         if "remove" in t.column_names:
             tomb_parts.append(_tombstones_from(t.column("remove")))
-    files = pa.concat_tables(files_parts) if files_parts else FILES_SCHEMA.empty_table()
-    tombstones = pa.concat_tables(tomb_parts) if tomb_parts else TOMBSTONES_SCHEMA.empty_table()
+    files = pa.concat_tables(files_parts) if files_parts else empty_files()
+    tombstones = pa.concat_tables(tomb_parts) if tomb_parts else empty_tombstones()
     if protocol is None or metadata is None:
         raise CorruptLogError(
             f"checkpoint {cp.version} ({os.path.basename(cp.paths[0])}) has no "

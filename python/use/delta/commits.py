@@ -27,6 +27,8 @@ from use.delta.actions import (
     TOMBSTONES_SCHEMA,
     Metadata,
     Protocol,
+    empty_files,
+    empty_tombstones,
 )
 from use.delta.columnmapping import partition_value_keys
 from use.delta.listing import LogListing, commit_name
@@ -176,7 +178,7 @@ def parse_commit(version: int, path: str, data: bytes) -> CommitActions:
     """
     adds: list[dict[str, Any]] = []
     removes: list[dict[str, Any]] = []
-    out = CommitActions(version, FILES_SCHEMA.empty_table(), TOMBSTONES_SCHEMA.empty_table())
+    out = CommitActions(version, empty_files(), empty_tombstones())
     if not data.strip():
         raise CorruptLogError(f"commit file {path} is empty; a commit must hold at least one action")
     for lineno, raw in enumerate(data.split(b"\n"), 1):
@@ -357,7 +359,7 @@ def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Se
     for version, path, data in items:
         if not data.strip():
             raise CorruptLogError(f"commit file {path} is empty; a commit must hold at least one action")
-        out = CommitActions(version, FILES_SCHEMA.empty_table(), TOMBSTONES_SCHEMA.empty_table())
+        out = CommitActions(version, empty_files(), empty_tombstones())
         adds: list[dict[str, Any]] = []
         removes: list[dict[str, Any]] = []
         fast: list[bytes | memoryview] = []

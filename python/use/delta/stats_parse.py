@@ -2,8 +2,9 @@
 
 The `stats` column of a snapshot is parsed in one `pyarrow.json` call with
 an explicit schema derived from the table schema, so a million files never become a million Python
-dicts. Only if that fast path fails (a writer put something odd in one file's stats) does a slow,
-per-file path run, and it turns what it cannot read into nulls (= "no stats": keep the file).
+dicts. Only where that fast path fails (a writer put something odd in a few files' stats) does a
+slow, per-file path run, on short runs of files around the odd ones, and it turns what it cannot
+read into nulls (= "no stats": keep the file).
 """
 
 from __future__ import annotations
@@ -237,9 +238,15 @@ def _coerce_json_value(v: Any, t: pa.DataType) -> Any:
     if pa.types.is_boolean(t):
         return v if isinstance(v, bool) else None
     if pa.types.is_integer(t):
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
+        if not isinstance(v, int) or isinstance(v, bool):
+            return None
+        low, high = (0, 2**64 - 1) if pa.types.is_unsigned_integer(t) else (-(2**63), 2**63 - 1)
+        return v if low <= v <= high else None  # a bound outside the type is no bound
     if pa.types.is_floating(t):
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        # floats arrive as Decimal (parse_float keeps decimals exact)
+        if isinstance(v, (int, float, _decimal.Decimal)) and not isinstance(v, bool):
+            return float(v)
+        return None
     if pa.types.is_decimal(t):
         if isinstance(v, (int, float, _decimal.Decimal)) and not isinstance(v, bool):
             d = _decimal.Decimal(str(v))
@@ -253,8 +260,27 @@ def _coerce_json_value(v: Any, t: pa.DataType) -> Any:
     return None
 
 
+#: a run of stats strings this short that the fast path rejects is parsed file by file
+_SLOW_RUN = 64
+
+
+def _read_json(stats: pa.ChunkedArray | pa.Array, schema: pa.Schema) -> pa.Table:
+    """The stats strings parsed against `schema`. One Arrow pass when every string reads; when one
+    does not (a writer put something odd in a few files' stats), the halves are retried, so only
+    runs of `_SLOW_RUN` strings around the bad ones go through the per-file path and the other
+    files keep the fast path's exact values."""
+    n = len(stats)
+    table = _read_json_fast(*_newline_joined(stats), schema, n) if n else None
+    if table is not None or n == 0:
+        return table if table is not None else pa.table({f.name: pa.array([], f.type) for f in schema})
+    if n <= _SLOW_RUN:
+        return _read_json_slow(stats, schema)
+    mid = n // 2
+    return pa.concat_tables([_read_json(stats.slice(0, mid), schema), _read_json(stats.slice(mid), schema)])
+
+
 def _read_json_slow(stats: pa.ChunkedArray | pa.Array, schema: pa.Schema) -> pa.Table:
-    """Per-file parse for a snapshot whose stats the fast path rejected; bad parts become null."""
+    """Per-file parse of stats the fast path rejected; bad parts become null."""
     struct_type = pa.struct(list(schema))
     rows: list[Any] = []
     for s in stats.to_pylist():
@@ -298,9 +324,7 @@ def parse_stats(
     json_schema = _stats_schema(stored)
     stats = files.column("stats")
     n = files.num_rows
-    table = _read_json_fast(*_newline_joined(stats), json_schema, n) if n else None
-    if table is None:
-        table = _read_json_slow(stats, json_schema) if n else pa.table({f.name: pa.array([], f.type) for f in json_schema})
+    table = _read_json(stats, json_schema)
     out_names: list[str] = ["num_records"]
     out_cols: list[Any] = [table.column("numRecords")]
     names = set(json_schema.names)

@@ -44,7 +44,9 @@ from use.delta.actions import (
 )
 from use.delta.commits import CommitActions, parse_commits
 from use.delta.listing import LogListing, commit_name, list_log
+from use.delta.predicates import Predicate
 from use.delta.schema import schema_from_json
+from use.delta.skipping import files_matching
 from use.delta.snapshot import Snapshot, TableConfig, check_write_support, validate_configuration
 from use.errors import (
     CommitRetriesExceededError,
@@ -176,6 +178,7 @@ class Transaction:
         self._txns: dict[str, SetTransaction] = {}
         self._read_whole_table = False
         self._read_paths: set[str] = set()
+        self._read_rows: Predicate | bool | None = None
         self._metadata_compatible: Callable[[Metadata, Metadata], bool] | None = None
         self._committed: int | None = None
         self.attempts = 0
@@ -217,6 +220,19 @@ class Transaction:
         self._read_whole_table = True
         return self
 
+    def read_rows_matching(self, predicate: Predicate | None) -> Transaction:
+        """Declare that this transaction read the table's rows matching `predicate` (None: every row)
+        and wrote what it wrote from them (DELETE, UPDATE, MERGE): a concurrent commit adding data
+        files that may hold such rows is a conflict (ConcurrentAppendError), as in Delta's conflict
+        checker (a winner's blind appends excepted under WriteSerializable). Without it a DELETE
+        missed the rows a concurrent UPDATE moved into its condition, and two insert-only MERGEs of
+        the same keys both inserted them. Files are matched by their partition values and stats
+        (`use.delta.skipping.files_matching`), so a winner's files the condition cannot match do
+        not conflict."""
+        self._check_open()
+        self._read_rows = True if predicate is None else predicate
+        return self
+
     def tolerate_metadata_change(self, compatible: Callable[[Metadata, Metadata], bool]) -> Transaction:
         """A concurrent metaData change for which `compatible(read, winner's)` holds is no conflict
         for this transaction, when it changes no metadata itself: the format above the log knows
@@ -242,7 +258,10 @@ class Transaction:
 
     @property
     def is_blind_append(self) -> bool:
-        return not self._removes and all(a.data_change for a in self._adds) and not self._read_whole_table and not self._read_paths
+        return (
+            not self._removes and all(a.data_change for a in self._adds) and not self._read_whole_table
+            and not self._read_paths and self._read_rows is None
+        )  # fmt: skip
 
     @property
     def isolation_level(self) -> str:
@@ -486,6 +505,8 @@ class Transaction:
                         f"files were added to {table} concurrently by {who} (e.g. {changed.column('path')[0].as_py()}) "
                         f"that this transaction should have read{advice}"
                     )
+        if not snapshot_isolation and self._read_rows is not None and winner.adds.num_rows:
+            self._check_read_rows(winner, who, advice)
         if winner.removes.num_rows:
             removed = winner.removes.column("path")
             if self._read_whole_table:
@@ -513,6 +534,29 @@ class Transaction:
             raise ConcurrentTransactionError(
                 f"application transaction {app!r} was committed concurrently to {table} by {who}; check "
                 f"Snapshot.app_transaction_version({app!r}) before retrying"
+            )
+
+
+    def _check_read_rows(self, winner: CommitActions, who: str, advice: str) -> None:
+        """A winner (not a blind append) added data files that may hold rows this transaction's
+        `read_rows_matching` condition matches: ConcurrentAppendError."""
+        if bool((winner.commit_info or {}).get("isBlindAppend", False)):
+            return
+        changed = winner.adds.filter(pc.fill_null(winner.adds.column("data_change"), True))
+        if changed.num_rows and not isinstance(self._read_rows, bool):
+            snap = self.snapshot
+            mapping = snap.column_mapping
+            if mapping.active:  # the files' stats and partition values are keyed by physical names
+                may_match = files_matching(
+                    changed, self._read_rows, snap.schema, partition_columns=snap.partition_columns, column_mapping=mapping
+                )
+            else:
+                may_match = files_matching(changed, self._read_rows, snap.schema)
+            changed = changed.filter(may_match)
+        if changed.num_rows:
+            raise ConcurrentAppendError(
+                f"files were added to {self._log.table_root} concurrently by {who} (e.g. "
+                f"{changed.column('path')[0].as_py()}) that may hold rows this transaction's condition matches{advice}"
             )
 
 

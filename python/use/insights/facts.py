@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Any, Mapping
 
 from use.delta import DeltaLog, HistoryEntry, Snapshot
+from use.delta.log_cache import shared_log
 from use.errors import TableNotFoundError
 from use.optimize.config import OptimizationConfig
 from use.qbeast.revision import Revision, is_qbeast, revisions_from_configuration
@@ -37,7 +38,7 @@ class TableFacts:
         TableNotFoundError when there is no table; CorruptLogError, UnsupportedFeatureError or
         CorruptIndexMetadataError (on first use of `qsnap`) when its log cannot be read.
         """
-        log = DeltaLog.for_path(location)
+        log = shared_log(location)
         if not log.exists():
             what = "does not exist" if not os.path.exists(log.table_root) else "has no Delta log (_delta_log with commits)"
             raise TableNotFoundError(

@@ -442,6 +442,21 @@ def _listed_on_driver(spark: "SparkSession", num_paths: int) -> Any:
     return session_conf(spark, {_LISTING_THRESHOLD_CONF: str(num_paths)})
 
 
+#: the shim's parquet format: Spark's reader without row-group filters on float/double columns
+_PARQUET_FORMAT = "use.sql.UseParquetFormat"
+
+
+def _parquet(spark: "SparkSession", data_schema: Any) -> Any:
+    """Spark's parquet reader of data files with `data_schema`, as the shim's format when the
+    session has it: Spark's own skips row groups on float/double filters by footers that leave NaN
+    and -0.0 out of their reckoning and so drops rows (`UseParquetFormat` in the shim says how).
+    A session without the shim (built outside `use.session`) reads with Spark's format."""
+    from use.shim import shim_loaded
+
+    fmt = _PARQUET_FORMAT if shim_loaded(spark, _PARQUET_FORMAT) else "parquet"
+    return spark.read.schema(data_schema).format(fmt)
+
+
 def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "DataFrame":
     """Spark's parquet reader over exactly these files (rows of `qsnap.files`), with the table schema.
 
@@ -471,7 +486,7 @@ def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "Da
     identity = all(sf.name == f.name and sf.dataType == f.dataType for f, sf in data_fields)
     if not parts:
         with _listed_on_driver(spark, len(paths)):
-            df = spark.read.schema(data_schema).parquet(*paths)
+            df = _parquet(spark, data_schema).load(paths)
         return df if identity else df.select(*[logical(sf, f) for f, sf in data_fields])
     keys = qsnap.partition_value_keys
     by_partition: dict[tuple[str | None, ...], list[str]] = {}
@@ -481,8 +496,8 @@ def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "Da
         by_partition.setdefault(key, []).append(path)
     with _listed_on_driver(spark, max(len(g) for g in by_partition.values())):
         frames = [
-            spark.read.schema(data_schema)
-            .parquet(*group)
+            _parquet(spark, data_schema)
+            .load(group)
             .select(
                 *[logical(sf, f) for f, sf in data_fields],
                 *[F.lit(v).cast(schema[c].dataType).alias(c) for c, v in zip(qsnap.partition_columns, key)],

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Iterable, Sequence
 
 from use.delta import DeltaLog
 from use.delta.listing import LOG_DIR_NAME
+from use.delta.log_cache import forget, shared_log
 from use.delta.storage import resolve_table_root
 from use.errors import InvalidArgumentError
 from use.service.registry import TableInfo
@@ -27,24 +27,15 @@ _log = logging.getLogger("use.service.sources")
 # A warehouse nests tables at most this deep (<dir>/<db>.db/<table>); deeper directories are data.
 _MAX_DEPTH = 2
 
-_LOGS: dict[str, DeltaLog] = {}
-_LOGS_LOCK = threading.Lock()
-
-
 def delta_log(location: str) -> DeltaLog:
-    """The service's `DeltaLog` of a table, one per location, so its snapshot cache is shared by the
-    refresh, the plan checks and GC (an unchanged log is not replayed again)."""
-    with _LOGS_LOCK:
-        log = _LOGS.get(location)
-        if log is None:
-            log = _LOGS[location] = DeltaLog(location)
-        return log
+    """The service's `DeltaLog` of a table: the process's shared one (`use.delta.log_cache`), so its
+    snapshot cache serves the refresh, the plan checks, GC and SQL queries alike."""
+    return shared_log(location)
 
 
 def forget_log(location: str) -> None:
     """Release the cached log (and its snapshot) of a table the service no longer knows."""
-    with _LOGS_LOCK:
-        _LOGS.pop(location, None)
+    forget(location)
 
 
 def read_table(location: str, name: str | None = None) -> TableInfo | None:

@@ -74,7 +74,7 @@ def _with_user_metadata(method: Method) -> Method:
         given = next((str(v) for k, v in (req.get("options") or {}).items() if str(k).lower() == "usermetadata"), None)
         if given is None:
             # each of these calls hands over the written DataFrame first, if any (a DELETE of whole files has none)
-            session = session_of(spark, args[0]) if args else spark
+            session = written_session(spark, args)
             given = session.conf.get(USER_METADATA_CONF, None) or None
         with commit_user_metadata(given):
             return method(spark, req, args)
@@ -90,7 +90,7 @@ def _with_table_defaults(method: Method, from_dataframe: bool = True) -> Method:
 
     def run(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
         if from_dataframe:
-            session = session_of(spark, args[0]) if args else spark
+            session = written_session(spark, args)
         else:
             session = calling_session(spark, args)
         with statement_table_defaults(session):
@@ -107,7 +107,7 @@ def _with_auto_compaction(method: Method, until_statement_ends: bool = False) ->
 
     def run(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
         # each of these calls hands over the written DataFrame first, if any (a DELETE of whole files has none)
-        with compacting_after(session_of(spark, args[0]) if args else spark, until_statement_ends=until_statement_ends):
+        with compacting_after(written_session(spark, args), until_statement_ends=until_statement_ends):
             return method(spark, req, args)
 
     return run
@@ -241,6 +241,12 @@ def calling_session(spark: SparkSession, args: list[Any]) -> SparkSession:
     session's settings, e.g. the `spark.qbeast.use.optimization.*` defaults a JDBC client SET, read
     by `use.optimize.loop.session_defaults` as the Python API reads them."""
     return session_for(spark, args[0] if args else None)
+
+
+def written_session(spark: SparkSession, args: list[Any]) -> SparkSession:
+    """The session of a write call's DataFrame, which the shim hands over first (None, or no
+    argument, when the call writes no rows: a DELETE of whole files): else the installed one."""
+    return session_of(spark, args[0]) if args and args[0] is not None else spark
 
 
 def session_of(spark: SparkSession, jdf: Any) -> SparkSession:

@@ -10,8 +10,10 @@ rows are written as new files (`use.spark_files.write_dataframe_files`, the writ
 Delta write; an UPDATE of a partition column moves a row to its new partition) and committed with
 the removes in one `DELETE` / `UPDATE` / `MERGE` commit on that snapshot. The commit declares the removed
 files read, so a concurrent commit that removed one of them (an optimization, another DELETE)
-fails it with a conflict and the shim runs the statement again. A statement that matches nothing
-commits nothing.
+fails it with a conflict, and the rows its condition matches (the shim sends the condition), so a
+concurrent commit that added files that may hold such rows (another UPDATE or MERGE; not a blind
+append) fails it too, as Delta's conflict checker does; the shim then runs the statement again on
+the new snapshot. A statement that matches nothing commits nothing.
 
 A Qbeast table's rewritten rows are written without index metadata: they join the staging revision
 (0), which every read scans in full (a sample filters it by weight, so results stay exact) and which
@@ -52,7 +54,13 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
     from use.optimize.executor import delete_written, num_records
     from use.spark_files import write_dataframe_files
 
+    from use.qbeast.reader import expression_to_predicate
+
     started = time.time()
+    # args: the rows that replace the removed files (none when whole files go), then the target's
+    # read condition (None: the whole table)
+    frame = args[0] if args else None
+    condition = args[1] if len(args) > 1 else None
     operation = req.get("operation")
     if operation not in (DELETE, UPDATE, MERGE):
         raise InvalidArgumentError(f"internal: unknown row-level operation {operation!r}")
@@ -84,7 +92,7 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
     adds: tuple[Any, ...] = ()
     if not whole:
         adds = write_dataframe_files(
-            dataframe(spark, args[0]), root, snap.schema, partition_columns=snap.partition_columns,
+            dataframe(spark, frame), root, snap.schema, partition_columns=snap.partition_columns,
             configuration=snap.configuration,
         )  # fmt: skip
     try:
@@ -93,6 +101,9 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
         # (the service's) leaves them valid
         txn.tolerate_metadata_change(adds_revisions_only)
         txn.read_files(removed.column("path"))
+        # what the statement read: the rows its condition (a MERGE: the ON condition's target-only
+        # part) matches; rows a concurrent commit adds there make it run again on the new snapshot
+        txn.read_rows_matching(expression_to_predicate(condition) if condition is not None else None)
         txn.add(*remove_actions(removed, data_change=True), *adds)
         written = rows_written(adds)
         metrics = {

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -46,10 +44,6 @@ PROVIDER_OPTIONS: Mapping[str, Mapping[str, str]] = {
     "qbeast": {"columnstoindex": COLUMNS_TO_INDEX_KEY, "cubesize": CUBE_SIZE_KEY, "columnstats": COLUMN_STATS_KEY},
     "delta": {},
 }
-_LOG_CACHE_SIZE = 256
-
-_logs: OrderedDict[str, DeltaLog] = OrderedDict()
-_logs_lock = threading.Lock()
 
 
 # --- tables and their logs ----------------------------------------------------------------------
@@ -63,19 +57,10 @@ def table_root(location: str) -> str:
 
 
 def log_for(root: str) -> DeltaLog:
-    """The DeltaLog of a table root, kept between queries: it moves its cached snapshot forward by
-    the new commits only, so each query's snapshot costs a directory listing, not a replay."""
-    from use.delta.log import DeltaLog
+    """The DeltaLog of a table root, kept between queries (`use.delta.log_cache`)."""
+    from use.delta.log_cache import shared_log
 
-    with _logs_lock:
-        log = _logs.get(root)
-        if log is None:
-            log = _logs[root] = DeltaLog(root)
-            if len(_logs) > _LOG_CACHE_SIZE:
-                _logs.popitem(last=False)
-        else:
-            _logs.move_to_end(root)
-        return log
+    return shared_log(root)
 
 
 def snapshot_of(location: str, version: int | None = None, timestamp_ms: int | None = None, *, by_path: bool = False) -> Snapshot:

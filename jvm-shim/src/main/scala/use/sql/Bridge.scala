@@ -45,6 +45,7 @@ object UseException {
     // raised by the Python side's commits; the shim retries on them (UseDeleteCommand)
     val ConcurrentDeleteRead = "USE_CONCURRENT_DELETE_READ_ERROR" // use.errors.ConcurrentDeleteReadError
     val ConcurrentDeleteDelete = "USE_CONCURRENT_DELETE_DELETE_ERROR" // use.errors.ConcurrentDeleteDeleteError
+    val ConcurrentAppend = "USE_CONCURRENT_APPEND_ERROR" // use.errors.ConcurrentAppendError
     val MetadataChanged = "USE_METADATA_CHANGED_ERROR" // use.errors.MetadataChangedError
   }
 

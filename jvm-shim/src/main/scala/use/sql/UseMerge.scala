@@ -129,7 +129,7 @@ case class UseMergeCommand(target: LogicalPlan, spec: MergeSpec) extends LeafRun
     metrics.put("numTargetRowsCopied", counts.getOrElse(MergeClause.Copied, 0L))
     metrics.put("numTargetFilesRemoved", touched.size.toLong)
     req.set[ObjectNode]("mergeMetrics", metrics)
-    Bridge.call("rewriteRows", req, Plans.dataFrame(spark, rows))
+    Bridge.call("rewriteRows", req, Plans.dataFrame(spark, rows), filter.orNull)
     counts
   }
 

@@ -75,7 +75,7 @@ case class UseRowLevelCommand(target: LogicalPlan, spec: RowLevelSpec) extends L
       val files = RowLevel.planned(meta, plan).listFiles(cond.toSeq, Nil).flatMap(_.files).map(_.getPath.toUri.getPath).toSet
       req.set[ArrayNode]("remove", Bridge.strings(plan.files.map(_.uri).filter(u => files.contains(RowLevel.pathOf(u)))))
       req.put("wholeFiles", true)
-      Bridge.call("rewriteRows", req)
+      Bridge.call("rewriteRows", req, null, cond.orNull)
     } else {
       val relation = RowLevel.over(l, fs, meta, plan)
       val file = Alias(InputFileName(), "file")()
@@ -93,7 +93,7 @@ case class UseRowLevelCommand(target: LogicalPlan, spec: RowLevelSpec) extends L
       }
       req.set[ArrayNode]("remove", Bridge.strings(touched.map(_.uri)))
       req.put("matchedRows", counts.values.sum)
-      Bridge.call("rewriteRows", req, Plans.dataFrame(spark, rewritten))
+      Bridge.call("rewriteRows", req, Plans.dataFrame(spark, rewritten), cond.orNull)
     }
     answer.get("affectedRows").asLong()
   }
@@ -103,7 +103,7 @@ case class UseRowLevelCommand(target: LogicalPlan, spec: RowLevelSpec) extends L
 object RowLevel {
   /** The conflicts a new attempt on the latest snapshot resolves (`use.errors` classes). */
   val Retried: Set[String] = Set(UseException.Kinds.ConcurrentDeleteRead, UseException.Kinds.ConcurrentDeleteDelete,
-    UseException.Kinds.MetadataChanged)
+    UseException.Kinds.ConcurrentAppend, UseException.Kinds.MetadataChanged)
   val Attempts = 5
 
   def scanOf(plan: LogicalPlan, operation: String): (LogicalRelation, HadoopFsRelation, UseFileIndex) =
@@ -117,7 +117,10 @@ object RowLevel {
   def over(l: LogicalRelation, fs: HadoopFsRelation, meta: TableMeta, plan: ScanPlan): LogicalRelation =
     l.copy(relation = fs.copy(location = planned(meta, plan))(fs.sparkSession))
 
-  /** The Python side's `rewriteRows` request: the statement, its table and snapshot, its condition. */
+  /** The Python side's `rewriteRows` request: the statement, its table and snapshot, its condition
+    * as text (the commit's `predicate`). The call's arguments are the rows that replace the removed
+    * files (null when whole files go) and the condition the target was read with (null: the whole
+    * table), which the commit declares read for Delta's conflict check. */
   def request(operation: String, meta: TableMeta, predicate: String): ObjectNode = {
     val req = Bridge.obj()
     req.put("operation", operation)

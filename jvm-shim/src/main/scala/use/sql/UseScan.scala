@@ -7,6 +7,7 @@ import scala.jdk.CollectionConverters._
 
 import com.fasterxml.jackson.databind.JsonNode
 import com.fasterxml.jackson.databind.node.{ArrayNode, ObjectNode}
+import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FileStatus, Path}
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.InternalRow
@@ -14,10 +15,12 @@ import org.apache.spark.sql.catalyst.expressions.{And, AttributeReference, Bound
 import org.apache.spark.sql.catalyst.planning.PhysicalOperation
 import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan, Project, Sample}
 import org.apache.spark.sql.catalyst.rules.Rule
-import org.apache.spark.sql.execution.datasources.{FileIndex, FileStatusWithMetadata, HadoopFsRelation, LogicalRelation, PartitionDirectory}
+import org.apache.spark.sql.catalyst.analysis.UnresolvedAttribute
+import org.apache.spark.sql.execution.datasources.{FileIndex, FileStatusWithMetadata, HadoopFsRelation, LogicalRelation, PartitionDirectory, PartitionedFile}
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat
 import org.apache.spark.sql.internal.SQLConf
-import org.apache.spark.sql.types.StructType
+import org.apache.spark.sql.sources.{Filter => SourceFilter}
+import org.apache.spark.sql.types.{ArrayType, DataType, DoubleType, FloatType, MapType, StructType}
 
 /** One data file of a scan. */
 case class ScanFile(uri: String, size: Long, modificationTime: Long, partitionValues: Seq[String])
@@ -82,10 +85,56 @@ object ScanPlan {
   }
 }
 
-/** The parquet format of a USE scan: Spark's own parquet reader; only its description differs, so
-  * that EXPLAIN shows which files the scan keeps. */
+/** The parquet format of a USE scan: Spark's own parquet reader, described so that EXPLAIN shows
+  * which files the scan keeps, and given no filter on a float or double column.
+  *
+  * Why no such filter: the parquet reader skips row groups by their footer's min/max and
+  * dictionary, and both lose rows Spark SQL's comparisons keep. Footers by pyarrow (USE's Python
+  * writes and rewrites) and other writers following the parquet spec leave NaN out of min/max, so
+  * `d > 1` and `d = double('NaN')` skipped the row group holding the NaN (in Spark SQL NaN equals
+  * NaN and is above every number); and the dictionary check compares with `Double.equals`, so
+  * `d = 0.0` skips a row group whose dictionary holds only -0.0, even in files Spark wrote. The
+  * filters still run on the rows (Spark keeps them above the scan); files are still skipped by
+  * the log's stats, which USE reads with Spark's semantics. The no-argument form is the data
+  * source the Python reader names (`use.qbeast.reader.scan`). */
 class UseParquetFormat(val label: String) extends ParquetFileFormat {
+  def this() = this("")
+
   override def toString: String = if (label.isEmpty) "Parquet" else s"Parquet, $label"
+
+  override def buildReaderWithPartitionValues(
+      sparkSession: SparkSession,
+      dataSchema: StructType,
+      partitionSchema: StructType,
+      requiredSchema: StructType,
+      filters: Seq[SourceFilter],
+      options: Map[String, String],
+      hadoopConf: Configuration): PartitionedFile => Iterator[InternalRow] =
+    super.buildReaderWithPartitionValues(
+      sparkSession, dataSchema, partitionSchema, requiredSchema,
+      filters.filterNot(UseParquetFormat.readsFloatingPoint(dataSchema)), options, hadoopConf)
+}
+
+object UseParquetFormat {
+  /** Whether a pushed filter reads a float or double value (a column unknown to the schema counts:
+    * the filter is then only not pushed, never wrong). */
+  def readsFloatingPoint(schema: StructType)(filter: SourceFilter): Boolean =
+    filter.references.exists { name =>
+      val resolver = SQLConf.get.resolver
+      val path = try UnresolvedAttribute.parseAttributeName(name) catch { case _: Exception => Seq(name) }
+      path.foldLeft(Option[DataType](schema)) {
+        case (Some(s: StructType), part) => s.fields.find(f => resolver(f.name, part)).map(_.dataType)
+        case _ => None
+      }.forall(floating)
+    }
+
+  private def floating(t: DataType): Boolean = t match {
+    case FloatType | DoubleType => true
+    case s: StructType => s.fields.exists(f => floating(f.dataType))
+    case a: ArrayType => floating(a.elementType)
+    case m: MapType => floating(m.keyType) || floating(m.valueType)
+    case _ => false
+  }
 }
 
 /** The files of a USE table for Spark's file scan. Unplanned, it asks the Python side for the live
