@@ -3,6 +3,7 @@ pruning shown by EXPLAIN, TABLESAMPLE as the Qbeast sample, time travel."""
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pyarrow as pa
@@ -135,3 +136,79 @@ def test_format_qbeast_reaches_sessions_made_after_install(spark, tmp_path) -> N
     loaded = other.read.format("qbeast").load(path)
     assert loaded.where("x < 10").count() == 10 and loaded.count() == 200
     assert sorted(r.x for r in loaded.sample(0.2).collect()) == sorted(r.x for r in QbeastTable.for_path(spark, path).read(sample=0.2).collect())
+
+
+def test_timestamp_partitions_are_instants_in_any_session_time_zone(spark, db) -> None:
+    """A TIMESTAMP partition value names an instant: written and read in a non-UTC session it comes
+    back as inserted, filters find it and prune by it, the log holds it in Delta's UTC ISO form (which
+    delta-rs reads as the same instant), and rows rewritten by REPLACE WHERE keep it; a TIMESTAMP_NTZ
+    partition value is wall clock in the log and everywhere."""
+    import datetime as dt
+
+    import deltalake
+
+    from use.delta import DeltaLog
+    from use.session import session_conf
+
+    with session_conf(spark, {"spark.sql.session.timeZone": "America/Los_Angeles"}):
+        spark.sql("CREATE TABLE t (v INT, pts TIMESTAMP, nts TIMESTAMP_NTZ) USING delta PARTITIONED BY (pts, nts)")
+        spark.sql(
+            "INSERT INTO t VALUES (1, TIMESTAMP'2024-03-10 01:30:00', TIMESTAMP_NTZ'2024-03-10 01:30:00'), "
+            "(2, TIMESTAMP'2024-03-10 03:30:00.5', TIMESTAMP_NTZ'2024-03-10 03:30:00.5'), "
+            "(3, TIMESTAMP'2024-03-10 03:30:00.5', TIMESTAMP_NTZ'2024-03-10 03:30:00.5')"
+        )
+        expected = [
+            (1, "2024-03-10 01:30:00", "2024-03-10 01:30:00"),
+            (2, "2024-03-10 03:30:00.5", "2024-03-10 03:30:00.5"),
+            (3, "2024-03-10 03:30:00.5", "2024-03-10 03:30:00.5"),
+        ]
+        assert rows(spark, "SELECT v, CAST(pts AS STRING), CAST(nts AS STRING) FROM t") == expected
+        assert rows(spark, "SELECT v FROM t WHERE pts = TIMESTAMP'2024-03-10 01:30:00'") == [(1,)]
+        assert rows(spark, "SELECT v FROM t WHERE nts = TIMESTAMP_NTZ'2024-03-10 03:30:00.5'") == [(2,), (3,)]
+        plan = _explain(spark, "SELECT * FROM t WHERE pts = TIMESTAMP'2024-03-10 01:30:00'")
+        assert re.search(r": 1 of [2-9] files", plan), plan  # the other partition's files pruned
+        # the rows a REPLACE WHERE keeps are read by the Python scan and written again in their partition
+        spark.sql("INSERT INTO t REPLACE WHERE v >= 3 VALUES (4, TIMESTAMP'2024-03-10 03:30:00.5', TIMESTAMP_NTZ'2024-03-10 03:30:00.5')")
+        expected[2] = (4, "2024-03-10 03:30:00.5", "2024-03-10 03:30:00.5")
+        assert rows(spark, "SELECT v, CAST(pts AS STRING), CAST(nts AS STRING) FROM t") == expected
+    root = location(spark, "t")
+    logged = {(dict(p)["pts"], dict(p)["nts"]) for p in DeltaLog.for_path(root).snapshot().files.column("partition_values").to_pylist()}
+    assert logged == {("2024-03-10T09:30:00.000000Z", "2024-03-10 01:30:00"), ("2024-03-10T10:30:00.500000Z", "2024-03-10 03:30:00.500000")}
+    utc = dt.timezone.utc
+    read = pa.table(deltalake.DeltaTable(root).to_pyarrow_table()).sort_by("v").to_pylist()
+    assert [(r["v"], r["pts"], r["nts"]) for r in read] == [
+        (1, dt.datetime(2024, 3, 10, 9, 30, tzinfo=utc), dt.datetime(2024, 3, 10, 1, 30)),
+        (2, dt.datetime(2024, 3, 10, 10, 30, 0, 500000, tzinfo=utc), dt.datetime(2024, 3, 10, 3, 30, 0, 500000)),
+        (4, dt.datetime(2024, 3, 10, 10, 30, 0, 500000, tzinfo=utc), dt.datetime(2024, 3, 10, 3, 30, 0, 500000)),
+    ]
+    assert rows(spark, "SELECT v, CAST(pts AS STRING) FROM t WHERE v = 1") == [(1, "2024-03-10 09:30:00")]  # UTC session
+
+
+def test_zone_less_timestamp_partition_values_are_utc(spark, db, tmp_path) -> None:
+    """A zone-less timestamp partition value (`2024-03-10 09:30:00.000000`, as delta-rs writes and USE
+    wrote before) is UTC in every session; a partition spelled both ways (USE writes the ISO form now)
+    is one partition to filters, OPTIMIZE ... WHERE and a dynamic partition overwrite."""
+    import datetime as dt
+
+    import deltalake
+
+    root = str(tmp_path / "r")
+    at = dt.datetime(2024, 3, 10, 9, 30, tzinfo=dt.timezone.utc)
+    for v in (1, 2):
+        data = pa.table({"v": pa.array([v], pa.int32()), "pts": pa.array([at], pa.timestamp("us", "UTC"))})
+        deltalake.write_deltalake(root, data, partition_by=["pts"], mode="append")
+    spark.sql(f"CREATE TABLE r USING delta LOCATION '{root}'")
+    assert rows(spark, "SELECT v, CAST(pts AS STRING) FROM r") == [(1, "2024-03-10 09:30:00"), (2, "2024-03-10 09:30:00")]
+    from use.session import session_conf
+
+    with session_conf(spark, {"spark.sql.session.timeZone": "America/Los_Angeles"}):
+        assert rows(spark, "SELECT v, CAST(pts AS STRING) FROM r") == [(1, "2024-03-10 01:30:00"), (2, "2024-03-10 01:30:00")]
+        assert rows(spark, "SELECT v FROM r WHERE pts = TIMESTAMP'2024-03-10 01:30:00'") == [(1,), (2,)]
+        (row,) = spark.sql("OPTIMIZE r WHERE pts = TIMESTAMP'2024-03-10 01:30:00'").collect()
+        assert (row["files_in"], row["files_out"]) == (2, 1)
+        spark.sql("INSERT INTO r VALUES (3, TIMESTAMP'2024-03-10 01:30:00')")  # the ISO form, beside the zone-less one
+        assert rows(spark, "SELECT v FROM r WHERE pts >= TIMESTAMP'2024-03-10 01:30:00'") == [(1,), (2,), (3,)]
+        with session_conf(spark, {"spark.sql.sources.partitionOverwriteMode": "dynamic"}):
+            spark.sql("INSERT OVERWRITE r VALUES (9, TIMESTAMP'2024-03-10 01:30:00')")
+        assert rows(spark, "SELECT v, CAST(pts AS STRING) FROM r") == [(9, "2024-03-10 01:30:00")]
+

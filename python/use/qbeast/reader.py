@@ -37,6 +37,8 @@ from use.delta.predicates import (
     Predicate,
     Unknown,
 )
+from use.delta.datafile import timestamp_partition_columns
+from use.delta.skipping import utc_timestamp_texts
 from use.delta.storage import absolute_path
 from use.errors import InvalidArgumentError, NotAQbeastTableError, TableNotFoundError
 from use.qbeast.query import select_files
@@ -474,11 +476,21 @@ def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "Da
             df = spark.read.schema(data_schema).parquet(*paths)
         return df if identity else df.select(*[logical(sf, f) for f, sf in data_fields])
     keys = qsnap.partition_value_keys
+    instants = timestamp_partition_columns(qsnap.schema, qsnap.partition_columns)
     by_partition: dict[tuple[str | None, ...], list[str]] = {}
     for path, values in zip(paths, files.column("partition_values").to_pylist()):
         found = dict(values or ())
         key = tuple(found.get(k) or None for k in keys)  # "" is null, as in Delta
         by_partition.setdefault(key, []).append(path)
+    if instants:
+        # a timestamp's text with its zone, so the cast below takes it as UTC when the log has none
+        # (as every USE reader does: `use.delta.skipping.typed_partition_values`), not in the session's zone
+        at = [i for i, c in enumerate(qsnap.partition_columns) if c in instants]
+        texts = {i: utc_timestamp_texts(pa.array([k[i] for k in by_partition], pa.string())).to_pylist() for i in at}
+        merged: dict[tuple[str | None, ...], list[str]] = {}
+        for j, (key, group) in enumerate(by_partition.items()):  # one instant may be spelled both ways
+            merged.setdefault(tuple(texts[i][j] if i in texts else v for i, v in enumerate(key)), []).extend(group)
+        by_partition = merged
     with _listed_on_driver(spark, max(len(g) for g in by_partition.values())):
         frames = [
             spark.read.schema(data_schema)
