@@ -228,6 +228,21 @@ def test_timestamp_partitions_without_zone_are_utc():
     assert utc_timestamp_texts(raw, hive=True).to_pylist()[:3] == ["2021-01-01 10:00:00", "2021-01-01 10:00:00", "2021-01-01 10:00:00.500000"]
 
 
+def test_zoned_timestamp_literals_past_year_9999_in_utc():
+    """9999-12-31 23:00 in Los Angeles is a valid literal whose UTC datetime Python cannot hold: it
+    prunes as the instant it is (by stats written by USE: the last one has no max)."""
+    import zoneinfo
+
+    schema = pa.schema([("t", pa.timestamp("us", "UTC"))])
+    files = pa.table({"stats": pa.array([
+        '{"numRecords":1,"minValues":{"t":"2024-01-01T00:00:00.000Z"},"maxValues":{"t":"2024-01-01T00:00:00.000Z"},"nullCount":{"t":0}}',
+        '{"numRecords":1,"minValues":{"t":"9999-12-31T23:59:59.999Z"},"maxValues":{},"nullCount":{"t":0}}',
+    ])})  # fmt: skip
+    late = dt.datetime(9999, 12, 31, 23, tzinfo=zoneinfo.ZoneInfo("America/Los_Angeles"))
+    assert files_matching(files, Comparison("t", "<", late), schema).to_pylist() == [True, True]
+    assert files_matching(files, Comparison("t", ">=", late), schema).to_pylist() == [False, True]  # no max: no bound
+
+
 # --- property test: no file holding a matching row is ever dropped -------------------------------
 
 

@@ -3,6 +3,7 @@ pruning shown by EXPLAIN, TABLESAMPLE as the Qbeast sample, time travel."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 
@@ -212,3 +213,37 @@ def test_zone_less_timestamp_partition_values_are_utc(spark, db, tmp_path) -> No
             spark.sql("INSERT OVERWRITE r VALUES (9, TIMESTAMP'2024-03-10 01:30:00')")
         assert rows(spark, "SELECT v, CAST(pts AS STRING) FROM r") == [(9, "2024-03-10 01:30:00")]
 
+
+def test_timestamps_and_dates_at_the_ends_of_their_range(spark, db) -> None:
+    """The first and last timestamps and dates are written (the max stat of a value in the last
+    millisecond is left out: no millisecond above it exists) and filters on them near either end,
+    in sessions west and east of UTC (where such a literal is in year 10000 or year 0 in UTC),
+    return what the filter says, whatever pruning can use."""
+    from use.delta import DeltaLog
+    from use.session import session_conf
+
+    spark.sql("CREATE TABLE e (id INT, ts TIMESTAMP, ntz TIMESTAMP_NTZ, d DATE) USING delta")
+    with session_conf(spark, {"spark.sql.session.timeZone": "UTC"}):
+        spark.sql(
+            "INSERT INTO e VALUES (1, TIMESTAMP'0001-01-01 00:00:00', TIMESTAMP_NTZ'0001-01-01 00:00:00', DATE'0001-01-01'), "
+            "(2, TIMESTAMP'2024-01-01 00:00:00', TIMESTAMP_NTZ'2024-01-01 00:00:00', DATE'2024-01-01')"
+        )
+        spark.sql("INSERT INTO e VALUES (3, TIMESTAMP'9999-12-31 23:59:59.999999', TIMESTAMP_NTZ'9999-12-31 23:59:59.999999', DATE'9999-12-31')")
+    stats = [json.loads(s) for s in DeltaLog.for_path(location(spark, "e")).snapshot().files.column("stats").to_pylist()]
+    (last,) = [s for s in stats if s["minValues"]["id"] == 3]
+    assert last["minValues"]["ts"] == "9999-12-31T23:59:59.999Z" and "ts" not in last["maxValues"]
+    assert last["maxValues"]["ntz"] == "9999-12-31T23:59:59.999999" and last["maxValues"]["d"] == "9999-12-31"
+    (first,) = [s for s in stats if s["minValues"]["id"] == 1]
+    assert (first["minValues"]["ts"], first["minValues"]["d"]) == ("0001-01-01T00:00:00.000Z", "0001-01-01")
+    cases = {  # (west: America/Los_Angeles, east: +14:00); LA before 1883 is its local mean time, -07:52:58
+        "ts < TIMESTAMP'9999-12-31 23:00:00'": ([1, 2, 3], [1, 2]),
+        "ts > TIMESTAMP'9999-12-31 23:00:00'": ([], [3]),
+        "ts >= TIMESTAMP'0001-01-01 00:00:00'": ([2, 3], [1, 2, 3]),
+        "ts IN (TIMESTAMP'0001-01-01 00:00:00', TIMESTAMP'9999-12-31 23:59:00')": ([], []),
+        "ntz >= TIMESTAMP_NTZ'9999-12-31 23:59:59.999999' OR d <= DATE'0001-01-01'": ([1, 3], [1, 3]),
+        "d > DATE'9999-12-30' AND ts > TIMESTAMP'2024-01-01 00:00:00'": ([3], [3]),
+    }
+    for i, zone in enumerate(("America/Los_Angeles", "+14:00")):
+        with session_conf(spark, {"spark.sql.session.timeZone": zone}):
+            for condition, expected in cases.items():
+                assert [r[0] for r in rows(spark, f"SELECT id FROM e WHERE {condition}")] == expected[i], (zone, condition)

@@ -431,11 +431,12 @@ def _prepare(b: _Bounds, op: str, value: Any) -> _Prepared | None:
     if pa.types.is_timestamp(t):
         if not isinstance(value, _dt.datetime):
             return None
-        if value.tzinfo is not None:
-            if t.tz is None:
-                return None
-            value = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
-        micros = (value - _dt.datetime(1970, 1, 1)) // _dt.timedelta(microseconds=1)
+        if value.tzinfo is not None and t.tz is None:
+            return None
+        # by subtraction, not astimezone: 9999-12-31 23:00 in a zone west of UTC is a valid instant
+        # whose UTC datetime Python cannot hold (year 10000)
+        epoch = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc if value.tzinfo is not None else None)
+        micros = (value - epoch) // _dt.timedelta(microseconds=1)
         us = pa.timestamp("us", t.tz)
         lo = _cast(_cast(b.lo, us), pa.int64())
         hi = _cast(_cast(b.hi, us), pa.int64())

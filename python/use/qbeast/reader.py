@@ -152,12 +152,18 @@ def _python_value(value: Any, type_name: str) -> Any:
         return bool(value)
     if type_name == "string":
         return str(value.toString())
-    if type_name == "date":
-        return _EPOCH_DATE + _dt.timedelta(days=int(value))
-    if type_name == "timestamp":
-        return _EPOCH_TS + _dt.timedelta(microseconds=int(value))
-    if type_name == "timestamp_ntz":
-        return _EPOCH_NTZ + _dt.timedelta(microseconds=int(value))
+    try:
+        # Python's datetime ends where Spark's range does (years 1-9999, in UTC): a literal past it
+        # (`timestamp'9999-12-31 23:00:00'` in a zone west of UTC is in year 10000 UTC) has no
+        # Python value, so that predicate part prunes nothing (Spark still evaluates it exactly)
+        if type_name == "date":
+            return _EPOCH_DATE + _dt.timedelta(days=int(value))
+        if type_name == "timestamp":
+            return _EPOCH_TS + _dt.timedelta(microseconds=int(value))
+        if type_name == "timestamp_ntz":
+            return _EPOCH_NTZ + _dt.timedelta(microseconds=int(value))
+    except OverflowError:
+        raise _NoValue(f"{type_name} {int(value)} is outside years 1-9999") from None
     if type_name.startswith("decimal"):
         big = value.toJavaBigDecimal()  # py4j hands java.math.BigDecimal over as decimal.Decimal
         return big if isinstance(big, _decimal.Decimal) else _decimal.Decimal(str(big.toPlainString()))
