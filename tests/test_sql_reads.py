@@ -247,3 +247,36 @@ def test_timestamps_and_dates_at_the_ends_of_their_range(spark, db) -> None:
         with session_conf(spark, {"spark.sql.session.timeZone": zone}):
             for condition, expected in cases.items():
                 assert [r[0] for r in rows(spark, f"SELECT id FROM e WHERE {condition}")] == expected[i], (zone, condition)
+
+
+def test_time_travel_to_a_time_after_the_last_commit_is_refused(spark, db, tmp_path) -> None:
+    """As Delta's time travel: a time after the latest commit is an error naming that commit's time
+    (a read "as of" a time not reached yet would change as commits arrive), in SQL and through the
+    reader option, for a table named in the metastore and by its path; a time at the latest commit
+    reads it. TIMESTAMP AS OF takes an expression on a path table as on a named one."""
+    import datetime as dt
+
+    from use.delta import DeltaLog
+
+    path = str(tmp_path / "tt")
+    spark.sql(f"CREATE TABLE delta.`{path}` (a INT) USING delta")
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (1)")
+    spark.sql(f"CREATE TABLE tt USING delta LOCATION '{path}'")
+    stamps = {h.version: h.timestamp for h in DeltaLog.for_path(path).history()}
+    last = dt.datetime.fromtimestamp(stamps[1] / 1000, dt.timezone.utc).isoformat(timespec="milliseconds")
+    after = (
+        rf"the timestamp 2999-01-01T00:00:00.000\+00:00 is after the latest version of {re.escape(path)} \(version 1, "
+        rf"committed at {re.escape(last)}\); use a timestamp at or before {re.escape(last)}, or read without a timestamp"
+    )
+    for name in ("tt", f"delta.`{path}`"):
+        with refused(after):
+            spark.sql(f"SELECT * FROM {name} TIMESTAMP AS OF '2999-01-01 00:00:00'").collect()
+        with refused("USE_VERSION_NOT_FOUND_ERROR.*is after the latest version"):
+            spark.sql(f"SELECT * FROM {name} TIMESTAMP AS OF current_timestamp()").collect()
+        assert rows(spark, f"SELECT * FROM {name} TIMESTAMP AS OF timestamp_millis({stamps[1]})") == [(1,)]
+        assert rows(spark, f"SELECT * FROM {name} TIMESTAMP AS OF timestamp_millis({stamps[0]}) + INTERVAL 0 SECONDS") == []
+    with refused(after):
+        spark.read.format("delta").option("timestampAsOf", "2999-01-01 00:00:00").load(path).collect()
+    with refused(after):
+        spark.read.option("timestampAsOf", "2999-01-01 00:00:00").table("tt").collect()
+    assert spark.read.format("delta").option("timestampAsOf", last.replace("+00:00", "")).load(path).count() == 1
