@@ -172,6 +172,9 @@ def test_timestamp_partitions_are_instants_in_any_session_time_zone(spark, db) -
         spark.sql("INSERT INTO t REPLACE WHERE v >= 3 VALUES (4, TIMESTAMP'2024-03-10 03:30:00.5', TIMESTAMP_NTZ'2024-03-10 03:30:00.5')")
         expected[2] = (4, "2024-03-10 03:30:00.5", "2024-03-10 03:30:00.5")
         assert rows(spark, "SELECT v, CAST(pts AS STRING), CAST(nts AS STRING) FROM t") == expected
+        # a static partition overwrite replaces the partition its value names, and only it
+        spark.sql("INSERT OVERWRITE t PARTITION (pts = TIMESTAMP'2024-03-10 01:30:00', nts = TIMESTAMP_NTZ'2024-03-10 01:30:00') SELECT 1")
+        assert rows(spark, "SELECT v, CAST(pts AS STRING), CAST(nts AS STRING) FROM t") == expected
     root = location(spark, "t")
     logged = {(dict(p)["pts"], dict(p)["nts"]) for p in DeltaLog.for_path(root).snapshot().files.column("partition_values").to_pylist()}
     assert logged == {("2024-03-10T09:30:00.000000Z", "2024-03-10 01:30:00"), ("2024-03-10T10:30:00.500000Z", "2024-03-10 03:30:00.500000")}
