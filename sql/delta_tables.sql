@@ -29,8 +29,6 @@ SELECT * FROM events VERSION AS OF 1 ORDER BY id;
 
 SELECT * FROM events VERSION AS OF 2 ORDER BY id;
 
-SELECT count(*) FROM events TIMESTAMP AS OF current_timestamp();
-
 SELECT * FROM events VERSION AS OF 99;
 
 DESCRIBE events;

@@ -124,3 +124,21 @@ def test_convert_to_delta_in_sql_by_path_and_of_a_parquet_table(spark, db, tmp_p
     assert rows(spark, "SELECT count(*), sum(id) FROM pq") == [(7, 115)]
     assert [r.operation for r in spark.sql("DESCRIBE HISTORY pq").collect()] == ["WRITE", "CONVERT"]
     assert deltalake.DeltaTable(where).to_pyarrow_table().num_rows == 7
+
+
+def test_timestamp_partition_directories_are_the_converting_sessions_wall_clock(spark, tmp_path) -> None:
+    """Spark names a timestamp partition's directory by its session's wall clock; converted in such a
+    session the value is the instant Spark's own parquet reader sees there, kept in the log in UTC
+    (Delta's ISO form), so every reader in any zone (delta-rs too) reads that instant."""
+    import datetime as dt
+
+    from use.session import session_conf
+
+    path = str(tmp_path / "ts")
+    with session_conf(spark, {"spark.sql.session.timeZone": "America/Los_Angeles"}):
+        spark.sql("SELECT 1 AS id, TIMESTAMP'2024-03-10 01:30:00' AS pts").write.partitionBy("pts").parquet(path)
+        assert os.listdir(path) != [] and "pts=2024-03-10 01%3A30%3A00" in os.listdir(path)
+        spark.sql(f"CONVERT TO DELTA parquet.`{path}` PARTITIONED BY (pts TIMESTAMP)").collect()
+        assert rows(spark, f"SELECT id, CAST(pts AS STRING) FROM delta.`{path}`") == [(1, "2024-03-10 01:30:00")]
+    read = pa.table(deltalake.DeltaTable(path).to_pyarrow_table()).to_pylist()
+    assert read == [{"id": 1, "pts": dt.datetime(2024, 3, 10, 9, 30, tzinfo=dt.timezone.utc)}]

@@ -13,7 +13,7 @@ import pytest
 
 from use.delta.datafile import write_data_file
 from use.delta.predicates import And, Comparison, InList, IsNotNull, IsNull, Not, Or, Unknown
-from use.delta.skipping import files_matching, typed_partition_values
+from use.delta.skipping import files_matching, typed_partition_values, utc_timestamp_texts
 from use.delta.stats_parse import parse_stats
 from use.errors import InvalidArgumentError
 
@@ -206,20 +206,41 @@ def test_empty_partition_value_is_null_for_every_type(type_):
     assert files_matching(files, IsNotNull("p"), schema).to_pylist() == [False, False, True]
 
 
-def test_timestamp_partitions_without_zone_are_widened():
+def test_timestamp_partitions_without_zone_are_utc():
     schema = pa.schema([("a", pa.int64()), ("t", pa.timestamp("us", "UTC"))])
     files = pa.table(
         {
-            "stats": pa.array([None, None], pa.string()),
-            "partition_values": pa.array([[("t", "2021-01-01 10:00:00")], [("t", "2021-01-01T10:00:00.000000Z")]], pa.map_(pa.string(), pa.string())),
+            "stats": pa.array([None, None, None], pa.string()),
+            "partition_values": pa.array(
+                [[("t", "2021-01-01 10:00:00")], [("t", "2021-01-01T10:00:00.000000Z")], [("t", "2021-01-01T15:00:00.000000Z")]],
+                pa.map_(pa.string(), pa.string()),
+            ),
         }
     )
-    # The zone-less value may be 10:00 in any session time zone: kept for 15:00 UTC; the UTC one is exact.
+    # A zone-less value is UTC, as every USE reader (the shim's scan too) types it: pruned exactly.
     at = dt.datetime(2021, 1, 1, 15, tzinfo=UTC)
-    assert files_matching(files, Comparison("t", "=", at), schema).to_pylist() == [True, False]
-    far = dt.datetime(2021, 1, 3, tzinfo=UTC)
-    assert files_matching(files, Comparison("t", ">=", far), schema).to_pylist() == [False, False]
-    assert files_matching(files, Comparison("t", "=", dt.datetime(2021, 1, 1, 10, tzinfo=UTC)), schema).to_pylist() == [True, True]
+    assert files_matching(files, Comparison("t", "=", at), schema).to_pylist() == [False, False, True]
+    assert files_matching(files, Comparison("t", "=", dt.datetime(2021, 1, 1, 10, tzinfo=UTC)), schema).to_pylist() == [True, True, False]
+    # one spelling per instant: Delta's UTC ISO form, or Hive's (directory names)
+    raw = pa.array(["2021-01-01 10:00:00", "2021-01-01T10:00:00.000000Z", "2021-01-01T11:00:00.5+01:00", "", None, "bad"])
+    assert utc_timestamp_texts(raw).to_pylist() == [
+        "2021-01-01T10:00:00.000000Z", "2021-01-01T10:00:00.000000Z", "2021-01-01T10:00:00.500000Z", "", None, "bad"]  # fmt: skip
+    assert utc_timestamp_texts(raw, hive=True).to_pylist()[:3] == ["2021-01-01 10:00:00", "2021-01-01 10:00:00", "2021-01-01 10:00:00.500000"]
+
+
+def test_zoned_timestamp_literals_past_year_9999_in_utc():
+    """9999-12-31 23:00 in Los Angeles is a valid literal whose UTC datetime Python cannot hold: it
+    prunes as the instant it is (by stats written by USE: the last one has no max)."""
+    import zoneinfo
+
+    schema = pa.schema([("t", pa.timestamp("us", "UTC"))])
+    files = pa.table({"stats": pa.array([
+        '{"numRecords":1,"minValues":{"t":"2024-01-01T00:00:00.000Z"},"maxValues":{"t":"2024-01-01T00:00:00.000Z"},"nullCount":{"t":0}}',
+        '{"numRecords":1,"minValues":{"t":"9999-12-31T23:59:59.999Z"},"maxValues":{},"nullCount":{"t":0}}',
+    ])})  # fmt: skip
+    late = dt.datetime(9999, 12, 31, 23, tzinfo=zoneinfo.ZoneInfo("America/Los_Angeles"))
+    assert files_matching(files, Comparison("t", "<", late), schema).to_pylist() == [True, True]
+    assert files_matching(files, Comparison("t", ">=", late), schema).to_pylist() == [False, True]  # no max: no bound
 
 
 # --- property test: no file holding a matching row is ever dropped -------------------------------

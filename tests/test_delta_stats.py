@@ -117,6 +117,34 @@ def test_timestamp_ntz_and_units(tmp_path):
     assert stats["maxValues"]["ns"] == "2020-09-13T12:26:40.124Z"
 
 
+def test_bounds_at_the_ends_of_the_timestamp_and_date_range(tmp_path):
+    """The first and last instants (0001-01-01, 9999-12-31T23:59:59.999999) and dates write true
+    bounds in Delta's text, years before 1000 with their leading zeros; a max in the last
+    millisecond cannot be rounded up to a millisecond, so it is left out (no bound) rather than
+    written below the values."""
+    first, last = dt.datetime(1, 1, 1, tzinfo=UTC), dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+    table = pa.table(
+        {
+            "ts": pa.array([first, last], pa.timestamp("us", "UTC")),
+            "ts_ms": pa.array([first + dt.timedelta(microseconds=500), last.replace(microsecond=999000)], pa.timestamp("us", "UTC")),
+            "ntz": pa.array([first.replace(tzinfo=None), last.replace(tzinfo=None)], pa.timestamp("us")),
+            "d": pa.array([dt.date(1, 1, 1), dt.date(9999, 12, 31)], pa.date32()),
+            "early": pa.array([dt.datetime(999, 3, 4, 5, 6, 7, 800900, tzinfo=UTC)] * 2, pa.timestamp("us", "UTC")),
+        }
+    )
+    stats = collect_stats(_write(tmp_path, table))
+    mins, maxs = stats["minValues"], stats["maxValues"]
+    assert mins == {
+        "ts": "0001-01-01T00:00:00.000Z", "ts_ms": "0001-01-01T00:00:00.000Z", "ntz": "0001-01-01T00:00:00.000000",
+        "d": "0001-01-01", "early": "0999-03-04T05:06:07.800Z",
+    }  # fmt: skip
+    assert maxs == {"ts_ms": "9999-12-31T23:59:59.999Z", "ntz": "9999-12-31T23:59:59.999999", "d": "9999-12-31", "early": "0999-03-04T05:06:07.801Z"}
+    parsed = parse_stats(pa.table({"stats": [json.dumps(stats)]}), table.schema)
+    assert parsed.column(stat_column("min", ("ts",)))[0].as_py() == first
+    assert parsed.column(stat_column("max", ("ts",)))[0].as_py() is None
+    assert parsed.column(stat_column("max", ("ntz",)))[0].as_py() == last.replace(tzinfo=None)
+
+
 def test_string_truncation_rules():
     assert truncate_min_string("a" * 32) == "a" * 32
     assert truncate_min_string("a" * 40) == "a" * 32

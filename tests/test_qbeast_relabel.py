@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 import pytest
-from use.delta.predicates import Comparison
+from use.delta.predicates import Comparison, InList
 from use.qbeast.blocks import Block, blocks_json
 from use.qbeast.cube import CubeId
 from use.qbeast.relabel import aligned_growth, alignment, growth_shift, relabelled_adds
@@ -138,3 +138,13 @@ def test_timestamp_and_date_ranges_grow_exactly_and_their_edge_is_a_stats_value(
     r1 = replace(r1, transformations=(d, r1.transformations[1]))
     r2 = replace(r2, transformations=(aligned_growth(d, 15 * 86_400_000), r2.transformations[1]))
     assert alignment(r1, r2).edge_predicate() == Comparison("x", ">=", dt.date(1970, 1, 11))  # the day holding it
+
+
+def test_an_edge_past_the_last_timestamp_holds_no_row() -> None:
+    """A timestamp range widened past year 9999 (its margins) has an edge no row can reach."""
+    top = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z in epoch millis
+    ts = LinearTransformation(top - 86_400_000, top + 86_400_000, top, "TimestampDataType")
+    r1, r2 = _rev(1, (0.0, 1.0)), _rev(2, (0.0, 1.0))
+    r1 = replace(r1, transformations=(ts, r1.transformations[1]))
+    r2 = replace(r2, transformations=(aligned_growth(ts, top + 3 * 86_400_000), r2.transformations[1]))
+    assert alignment(r1, r2).edge_predicate() == InList("x", ())

@@ -3,6 +3,8 @@ pruning shown by EXPLAIN, TABLESAMPLE as the Qbeast sample, time travel."""
 
 from __future__ import annotations
 
+import json
+import re
 import threading
 
 import pyarrow as pa
@@ -168,3 +170,150 @@ def test_nan_and_negative_zero_rows_are_not_skipped_by_parquet_footers(spark, db
     spark.sql("OPTIMIZE dn")
     spark.sql("CALL use_catalog.system.optimize(table => 'qn')")
     check()
+
+
+def test_timestamp_partitions_are_instants_in_any_session_time_zone(spark, db) -> None:
+    """A TIMESTAMP partition value names an instant: written and read in a non-UTC session it comes
+    back as inserted, filters find it and prune by it, the log holds it in Delta's UTC ISO form (which
+    delta-rs reads as the same instant), and rows rewritten by REPLACE WHERE keep it; a TIMESTAMP_NTZ
+    partition value is wall clock in the log and everywhere."""
+    import datetime as dt
+
+    import deltalake
+
+    from use.delta import DeltaLog
+    from use.session import session_conf
+
+    with session_conf(spark, {"spark.sql.session.timeZone": "America/Los_Angeles"}):
+        spark.sql("CREATE TABLE t (v INT, pts TIMESTAMP, nts TIMESTAMP_NTZ) USING delta PARTITIONED BY (pts, nts)")
+        spark.sql(
+            "INSERT INTO t VALUES (1, TIMESTAMP'2024-03-10 01:30:00', TIMESTAMP_NTZ'2024-03-10 01:30:00'), "
+            "(2, TIMESTAMP'2024-03-10 03:30:00.5', TIMESTAMP_NTZ'2024-03-10 03:30:00.5'), "
+            "(3, TIMESTAMP'2024-03-10 03:30:00.5', TIMESTAMP_NTZ'2024-03-10 03:30:00.5')"
+        )
+        expected = [
+            (1, "2024-03-10 01:30:00", "2024-03-10 01:30:00"),
+            (2, "2024-03-10 03:30:00.5", "2024-03-10 03:30:00.5"),
+            (3, "2024-03-10 03:30:00.5", "2024-03-10 03:30:00.5"),
+        ]
+        assert rows(spark, "SELECT v, CAST(pts AS STRING), CAST(nts AS STRING) FROM t") == expected
+        assert rows(spark, "SELECT v FROM t WHERE pts = TIMESTAMP'2024-03-10 01:30:00'") == [(1,)]
+        assert rows(spark, "SELECT v FROM t WHERE nts = TIMESTAMP_NTZ'2024-03-10 03:30:00.5'") == [(2,), (3,)]
+        plan = _explain(spark, "SELECT * FROM t WHERE pts = TIMESTAMP'2024-03-10 01:30:00'")
+        assert re.search(r": 1 of [2-9] files", plan), plan  # the other partition's files pruned
+        # the rows a REPLACE WHERE keeps are read by the Python scan and written again in their partition
+        spark.sql("INSERT INTO t REPLACE WHERE v >= 3 VALUES (4, TIMESTAMP'2024-03-10 03:30:00.5', TIMESTAMP_NTZ'2024-03-10 03:30:00.5')")
+        expected[2] = (4, "2024-03-10 03:30:00.5", "2024-03-10 03:30:00.5")
+        assert rows(spark, "SELECT v, CAST(pts AS STRING), CAST(nts AS STRING) FROM t") == expected
+        # a static partition overwrite replaces the partition its value names, and only it
+        spark.sql("INSERT OVERWRITE t PARTITION (pts = TIMESTAMP'2024-03-10 01:30:00', nts = TIMESTAMP_NTZ'2024-03-10 01:30:00') SELECT 1")
+        assert rows(spark, "SELECT v, CAST(pts AS STRING), CAST(nts AS STRING) FROM t") == expected
+    root = location(spark, "t")
+    logged = {(dict(p)["pts"], dict(p)["nts"]) for p in DeltaLog.for_path(root).snapshot().files.column("partition_values").to_pylist()}
+    assert logged == {("2024-03-10T09:30:00.000000Z", "2024-03-10 01:30:00"), ("2024-03-10T10:30:00.500000Z", "2024-03-10 03:30:00.500000")}
+    utc = dt.timezone.utc
+    read = pa.table(deltalake.DeltaTable(root).to_pyarrow_table()).sort_by("v").to_pylist()
+    assert [(r["v"], r["pts"], r["nts"]) for r in read] == [
+        (1, dt.datetime(2024, 3, 10, 9, 30, tzinfo=utc), dt.datetime(2024, 3, 10, 1, 30)),
+        (2, dt.datetime(2024, 3, 10, 10, 30, 0, 500000, tzinfo=utc), dt.datetime(2024, 3, 10, 3, 30, 0, 500000)),
+        (4, dt.datetime(2024, 3, 10, 10, 30, 0, 500000, tzinfo=utc), dt.datetime(2024, 3, 10, 3, 30, 0, 500000)),
+    ]
+    assert rows(spark, "SELECT v, CAST(pts AS STRING) FROM t WHERE v = 1") == [(1, "2024-03-10 09:30:00")]  # UTC session
+
+
+def test_zone_less_timestamp_partition_values_are_utc(spark, db, tmp_path) -> None:
+    """A zone-less timestamp partition value (`2024-03-10 09:30:00.000000`, as delta-rs writes and USE
+    wrote before) is UTC in every session; a partition spelled both ways (USE writes the ISO form now)
+    is one partition to filters, OPTIMIZE ... WHERE and a dynamic partition overwrite."""
+    import datetime as dt
+
+    import deltalake
+
+    root = str(tmp_path / "r")
+    at = dt.datetime(2024, 3, 10, 9, 30, tzinfo=dt.timezone.utc)
+    for v in (1, 2):
+        data = pa.table({"v": pa.array([v], pa.int32()), "pts": pa.array([at], pa.timestamp("us", "UTC"))})
+        deltalake.write_deltalake(root, data, partition_by=["pts"], mode="append")
+    spark.sql(f"CREATE TABLE r USING delta LOCATION '{root}'")
+    assert rows(spark, "SELECT v, CAST(pts AS STRING) FROM r") == [(1, "2024-03-10 09:30:00"), (2, "2024-03-10 09:30:00")]
+    from use.session import session_conf
+
+    with session_conf(spark, {"spark.sql.session.timeZone": "America/Los_Angeles"}):
+        assert rows(spark, "SELECT v, CAST(pts AS STRING) FROM r") == [(1, "2024-03-10 01:30:00"), (2, "2024-03-10 01:30:00")]
+        assert rows(spark, "SELECT v FROM r WHERE pts = TIMESTAMP'2024-03-10 01:30:00'") == [(1,), (2,)]
+        spark.sql("INSERT INTO r VALUES (3, TIMESTAMP'2024-03-10 01:30:00')")  # the ISO form, beside the zone-less one
+        assert rows(spark, "SELECT v FROM r WHERE pts >= TIMESTAMP'2024-03-10 01:30:00'") == [(1,), (2,), (3,)]
+        (row,) = spark.sql("OPTIMIZE r WHERE pts = TIMESTAMP'2024-03-10 01:30:00'").collect()
+        assert (row["files_in"], row["files_out"]) == (3, 1)  # one partition, however its files spell it
+        assert rows(spark, "SELECT v, CAST(pts AS STRING) FROM r") == [(v, "2024-03-10 01:30:00") for v in (1, 2, 3)]
+        with session_conf(spark, {"spark.sql.sources.partitionOverwriteMode": "dynamic"}):
+            spark.sql("INSERT OVERWRITE r VALUES (9, TIMESTAMP'2024-03-10 01:30:00')")
+        assert rows(spark, "SELECT v, CAST(pts AS STRING) FROM r") == [(9, "2024-03-10 01:30:00")]
+
+
+def test_timestamps_and_dates_at_the_ends_of_their_range(spark, db) -> None:
+    """The first and last timestamps and dates are written (the max stat of a value in the last
+    millisecond is left out: no millisecond above it exists) and filters on them near either end,
+    in sessions west and east of UTC (where such a literal is in year 10000 or year 0 in UTC),
+    return what the filter says, whatever pruning can use."""
+    from use.delta import DeltaLog
+    from use.session import session_conf
+
+    spark.sql("CREATE TABLE e (id INT, ts TIMESTAMP, ntz TIMESTAMP_NTZ, d DATE) USING delta")
+    with session_conf(spark, {"spark.sql.session.timeZone": "UTC"}):
+        spark.sql(
+            "INSERT INTO e VALUES (1, TIMESTAMP'0001-01-01 00:00:00', TIMESTAMP_NTZ'0001-01-01 00:00:00', DATE'0001-01-01'), "
+            "(2, TIMESTAMP'2024-01-01 00:00:00', TIMESTAMP_NTZ'2024-01-01 00:00:00', DATE'2024-01-01')"
+        )
+        spark.sql("INSERT INTO e VALUES (3, TIMESTAMP'9999-12-31 23:59:59.999999', TIMESTAMP_NTZ'9999-12-31 23:59:59.999999', DATE'9999-12-31')")
+    stats = [json.loads(s) for s in DeltaLog.for_path(location(spark, "e")).snapshot().files.column("stats").to_pylist()]
+    (last,) = [s for s in stats if s["minValues"]["id"] == 3]
+    assert last["minValues"]["ts"] == "9999-12-31T23:59:59.999Z" and "ts" not in last["maxValues"]
+    assert last["maxValues"]["ntz"] == "9999-12-31T23:59:59.999999" and last["maxValues"]["d"] == "9999-12-31"
+    (first,) = [s for s in stats if s["minValues"]["id"] == 1]
+    assert (first["minValues"]["ts"], first["minValues"]["d"]) == ("0001-01-01T00:00:00.000Z", "0001-01-01")
+    cases = {  # (west: America/Los_Angeles, east: +14:00); LA before 1883 is its local mean time, -07:52:58
+        "ts < TIMESTAMP'9999-12-31 23:00:00'": ([1, 2, 3], [1, 2]),
+        "ts > TIMESTAMP'9999-12-31 23:00:00'": ([], [3]),
+        "ts >= TIMESTAMP'0001-01-01 00:00:00'": ([2, 3], [1, 2, 3]),
+        "ts IN (TIMESTAMP'0001-01-01 00:00:00', TIMESTAMP'9999-12-31 23:59:00')": ([], []),
+        "ntz >= TIMESTAMP_NTZ'9999-12-31 23:59:59.999999' OR d <= DATE'0001-01-01'": ([1, 3], [1, 3]),
+        "d > DATE'9999-12-30' AND ts > TIMESTAMP'2024-01-01 00:00:00'": ([3], [3]),
+    }
+    for i, zone in enumerate(("America/Los_Angeles", "+14:00")):
+        with session_conf(spark, {"spark.sql.session.timeZone": zone}):
+            for condition, expected in cases.items():
+                assert [r[0] for r in rows(spark, f"SELECT id FROM e WHERE {condition}")] == expected[i], (zone, condition)
+
+
+def test_time_travel_to_a_time_after_the_last_commit_is_refused(spark, db, tmp_path) -> None:
+    """As Delta's time travel: a time after the latest commit is an error naming that commit's time
+    (a read "as of" a time not reached yet would change as commits arrive), in SQL and through the
+    reader option, for a table named in the metastore and by its path; a time at the latest commit
+    reads it. TIMESTAMP AS OF takes an expression on a path table as on a named one."""
+    import datetime as dt
+
+    from use.delta import DeltaLog
+
+    path = str(tmp_path / "tt")
+    spark.sql(f"CREATE TABLE delta.`{path}` (a INT) USING delta")
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (1)")
+    spark.sql(f"CREATE TABLE tt USING delta LOCATION '{path}'")
+    stamps = {h.version: h.timestamp for h in DeltaLog.for_path(path).history()}
+    last = dt.datetime.fromtimestamp(stamps[1] / 1000, dt.timezone.utc).isoformat(timespec="milliseconds")
+    after = (
+        rf"the timestamp 2999-01-01T00:00:00.000\+00:00 is after the latest version of {re.escape(path)} \(version 1, "
+        rf"committed at {re.escape(last)}\); use a timestamp at or before {re.escape(last)}, or read without a timestamp"
+    )
+    for name in ("tt", f"delta.`{path}`"):
+        with refused(after):
+            spark.sql(f"SELECT * FROM {name} TIMESTAMP AS OF '2999-01-01 00:00:00'").collect()
+        with refused("USE_VERSION_NOT_FOUND_ERROR.*is after the latest version"):
+            spark.sql(f"SELECT * FROM {name} TIMESTAMP AS OF current_timestamp()").collect()
+        assert rows(spark, f"SELECT * FROM {name} TIMESTAMP AS OF timestamp_millis({stamps[1]})") == [(1,)]
+        assert rows(spark, f"SELECT * FROM {name} TIMESTAMP AS OF timestamp_millis({stamps[0]}) + INTERVAL 0 SECONDS") == []
+    with refused(after):
+        spark.read.format("delta").option("timestampAsOf", "2999-01-01 00:00:00").load(path).collect()
+    with refused(after):
+        spark.read.option("timestampAsOf", "2999-01-01 00:00:00").table("tt").collect()
+    assert spark.read.format("delta").option("timestampAsOf", last.replace("+00:00", "")).load(path).count() == 1

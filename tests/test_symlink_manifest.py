@@ -128,3 +128,26 @@ def test_a_repartitioning_overwrite_leaves_no_stale_manifest(spark, tmp_path) ->
     assert set(_manifests(path)) == {"a=0", "a=1", "a=x"}
     df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").partitionBy("b").save(path)
     assert _manifests(path) == _live(path) and set(_manifests(path)) == {"b=0", "b=1", "b=2"}
+
+
+def test_a_timestamp_partition_has_one_manifest_named_in_utc(spark, db, tmp_path) -> None:
+    """A timestamp partition's manifest directory is Hive's `yyyy-MM-dd HH:mm:ss` in UTC (what Hive
+    readers parse, as USE named it before), whichever session wrote it and however the log spells
+    the value (zone-less from delta-rs, Delta's ISO form from USE): one partition, one manifest."""
+    import datetime as dt
+
+    import deltalake
+    import pyarrow as pa
+
+    from use.session import session_conf
+
+    root = str(tmp_path / "m")
+    at = pa.array([dt.datetime(2024, 3, 10, 9, 30, tzinfo=dt.timezone.utc)], pa.timestamp("us", "UTC"))
+    deltalake.write_deltalake(root, pa.table({"id": pa.array([1], pa.int64()), "pts": at}), partition_by=["pts"])
+    spark.sql(f"CREATE TABLE m USING delta LOCATION '{root}'")
+    with session_conf(spark, {"spark.sql.session.timeZone": "America/Los_Angeles"}):
+        spark.sql("ALTER TABLE m SET TBLPROPERTIES ('delta.compatibility.symlinkFormatManifest.enabled'='true')")
+        spark.sql("INSERT INTO m VALUES (2, TIMESTAMP'2024-03-10 01:30:00')")
+    manifests = _manifests(root)
+    assert list(manifests) == ["pts=2024-03-10 09%3A30%3A00"] and len(manifests["pts=2024-03-10 09%3A30%3A00"]) == 2
+    assert "pts=2024-03-10 09%3A30%3A00" in os.listdir(root)  # USE's data files: the directory the manifest names

@@ -44,14 +44,18 @@ __all__ = ["write_dataframe_files", "optimized_write", "partition_value_text", "
 
 def partition_value_text(value: Any) -> str | None:
     """A partition value as the Delta protocol serializes it in `partitionValues` (None stays null):
-    booleans `true`/`false`, dates `2024-05-01`, timestamps in UTC `2024-05-01 12:00:00[.ffffff]`."""
+    booleans `true`/`false`, dates `2024-05-01`, timestamps in Delta's UTC ISO form
+    `2024-05-01T12:00:00.000000Z` (as newer Delta writes them: the zone-less form is read in the
+    reader's session time zone by Delta on Spark and as UTC by delta-rs, so only this one means the
+    same instant to every reader), timestamp_ntz as the wall clock `2024-05-01 12:00:00[.ffffff]`."""
     if value is None:
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, _dt.datetime):
         if value.tzinfo is not None:
-            value = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+            utc = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+            return utc.isoformat(timespec="microseconds") + "Z"
         return value.isoformat(sep=" ", timespec="microseconds" if value.microsecond else "seconds")
     if isinstance(value, _dt.date):
         return value.isoformat()
@@ -147,7 +151,7 @@ def write_dataframe_files(
     table's (stats settings). Nothing is committed here: the caller commits the returned actions,
     and deletes their files if it does not.
     """
-    from use.delta.datafile import DataFileWriter, parquet_compression, partition_directory
+    from use.delta.datafile import DataFileWriter, parquet_compression, partition_directory, timestamp_partition_columns
     from use.delta.stats import StatsConfig
     from use.delta.storage import absolute_path
     from use.session import parquet_codec
@@ -157,6 +161,7 @@ def write_dataframe_files(
     if fixed and parts:
         raise InvalidArgumentError("give partition_columns or fixed_partition_values, not both")
     data_schema = pa.schema([f for f in schema if f.name not in parts and f.name not in fixed])
+    instants = timestamp_partition_columns(schema, [*parts, *fixed])
     stats = StatsConfig.from_configuration(configuration)
     codec = parquet_codec(df.sparkSession)
     # Spark's file naming: the codec before the extension (none for uncompressed files).
@@ -191,7 +196,7 @@ def write_dataframe_files(
             return DataFileWriter(
                 root,
                 schema=data_schema,
-                file_name=f"{partition_directory(values)}/{name}" if values else name,
+                file_name=f"{partition_directory(values, instants)}/{name}" if values else name,
                 data_change=data_change,
                 partition_values=dict(values) or None,
                 stats_columns=stats.num_indexed_cols,

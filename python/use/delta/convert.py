@@ -12,7 +12,9 @@ as it is.
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
+import re
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -102,6 +104,48 @@ def _partition_values_checked(files: Sequence[ParquetFile], partition_schema: pa
             )
 
 
+def _zone(name: str) -> _dt.tzinfo:
+    """A time zone as Spark's session time zone names it: a region (`America/Los_Angeles`) or an offset (`+08:00`, `UTC+8`)."""
+    import zoneinfo
+
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        pass
+    offset = name.upper().removeprefix("UTC").removeprefix("GMT") or "+00:00"
+    m = re.fullmatch(r"([+-])(\d{1,2})(?::?(\d{2}))?", offset)
+    if m is None:
+        raise InvalidArgumentError(f"the session time zone {name!r} is neither a region (e.g. America/Los_Angeles) nor an offset (e.g. +08:00)")
+    minutes = int(m.group(2)) * 60 + int(m.group(3) or 0)
+    return _dt.timezone(_dt.timedelta(minutes=-minutes if m.group(1) == "-" else minutes))
+
+
+def _instants_in_utc(files: Sequence[ParquetFile], partition_schema: pa.Schema, time_zone: str) -> list[ParquetFile]:
+    """The files with their timestamp (with time zone) partition values as instants in Delta's UTC ISO
+    form: a directory name such as `ts=2024-03-10 01%3A30%3A00` is the wall clock of the session that
+    wrote it (as Spark writes and reads such directories), here `time_zone`; the log must not keep
+    it zone-less, as USE and delta-rs read a zone-less value as UTC (`use.delta.skipping.typed_partition_values`).
+    Checked values only (`_partition_values_checked`)."""
+    from use.delta.datafile import timestamp_partition_columns
+    from use.spark_files import partition_value_text
+
+    instants = timestamp_partition_columns(partition_schema, partition_schema.names)
+    if not instants:
+        return list(files)
+    zone = _zone(time_zone)
+    texts: dict[str, str | None] = {}
+
+    def utc(text: str | None) -> str | None:
+        if text in (None, ""):
+            return text
+        if text not in texts:
+            when = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+            texts[text] = partition_value_text(when if when.tzinfo is not None else when.replace(tzinfo=zone))
+        return texts[text]
+
+    return [ParquetFile(f.path, tuple((k, utc(v) if k in instants else v) for k, v in f.partition_values)) for f in files]
+
+
 def parquet_adds(
     root: str, files: Sequence[ParquetFile], partition_schema: pa.Schema = pa.schema([]), *, collect_stats: bool = True
 ) -> tuple[pa.Schema, list[Any]]:
@@ -147,11 +191,15 @@ def parquet_adds(
     return schema, adds
 
 
-def convert_to_delta(root: str, partition_schema: pa.Schema | None = None, *, collect_stats: bool = True) -> ConvertedTable:
+def convert_to_delta(
+    root: str, partition_schema: pa.Schema | None = None, *, collect_stats: bool = True, time_zone: str = "UTC"
+) -> ConvertedTable:
     """Convert the parquet directory at `root` into a Delta table (one `CONVERT` commit).
     `partition_schema`: the partition columns and their types, for a partitioned directory. A
     Delta table there is left as it is (`converted=False`) unless the partitioning given differs from
-    its own (refused: converting cannot change it)."""
+    its own (refused: converting cannot change it). `time_zone`: the zone in which the directory
+    names of timestamp partition columns are wall clock (Spark's session time zone that wrote them;
+    SQL passes the converting session's, as Spark reads such a directory in it)."""
     from use.delta import DeltaLog
 
     if not isinstance(root, str) or not root:
@@ -177,6 +225,7 @@ def convert_to_delta(root: str, partition_schema: pa.Schema | None = None, *, co
         raise TableNotFoundError(f"cannot convert {root!r} to Delta: it holds no data files; write the table instead")
     if names:
         _partition_values_checked(files, parts, root)
+        files = _instants_in_utc(files, parts, time_zone)
     schema, adds = parquet_adds(root, files, parts, collect_stats=collect_stats)
     snap = log.create(
         schema,

@@ -13,7 +13,7 @@ import contextlib
 import os
 import urllib.parse
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -31,6 +31,7 @@ __all__ = [
     "local_root",
     "parquet_compression",
     "partition_directory",
+    "timestamp_partition_columns",
     "write_data_file",
 ]
 
@@ -48,9 +49,25 @@ def escape_partition_value(value: str | None) -> str:
     return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in value)
 
 
-def partition_directory(partition_values: Mapping[str, str | None]) -> str:
-    """`a=1/b=x%3Ay`: the relative directory Spark would use for these partition values."""
+def partition_directory(partition_values: Mapping[str, str | None], timestamp_columns: Collection[str] = ()) -> str:
+    """`a=1/b=x%3Ay`: the relative directory Spark would use for these partition values (log texts).
+
+    `timestamp_columns`, the partition columns of type timestamp (with time zone), are named in
+    Hive's form in UTC (`ts=2024-03-10 09%3A30%3A00`) whichever way the log spells them: Hive readers
+    of symlink manifests parse the names, and one instant gets one directory (`use.delta.skipping.utc_timestamp_texts`)."""
+    if timestamp_columns:
+        from use.delta.skipping import utc_timestamp_texts
+
+        partition_values = {
+            k: utc_timestamp_texts(pa.array([v], pa.string()), hive=True)[0].as_py() if k in timestamp_columns else v
+            for k, v in partition_values.items()
+        }
     return "/".join(f"{escape_partition_value(k)}={escape_partition_value(v)}" for k, v in partition_values.items())
+
+
+def timestamp_partition_columns(schema: pa.Schema, columns: Iterable[str]) -> frozenset[str]:
+    """The `columns` of `schema` of type timestamp with a time zone (whose partition values name an instant)."""
+    return frozenset(c for c in columns if c in schema.names and pa.types.is_timestamp(schema.field(c).type) and schema.field(c).type.tz is not None)
 
 
 def local_root(table_root: str) -> str:

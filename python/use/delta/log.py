@@ -285,13 +285,18 @@ class DeltaLog:
         self,
         version: int | None = None,
         timestamp: int | _dt.datetime | _dt.date | str | None = None,
+        *,
+        after_latest: bool = True,
     ) -> Snapshot:
         """The latest snapshot, or the one at `version`, or the latest one committed at or before `timestamp`.
 
         Commit times are the commit files' modification times made strictly increasing (as Delta
         does), or a commit's `inCommitTimestamp` where it records one (`_commit_times`); a
-        timestamp after the last commit gives the latest version (as delta-rs does), one before
-        the earliest reconstructable commit is a VersionNotFoundError. Naive datetimes and ISO
+        timestamp after the last commit gives the latest version (as delta-rs does and Delta's
+        RESTORE takes it), or with `after_latest=False` is a VersionNotFoundError naming the last
+        commit's time (as Delta's time travel refuses it: a read "as of" a time not yet reached
+        would change as commits arrive); one before the earliest reconstructable commit is a
+        VersionNotFoundError. Naive datetimes and ISO
         strings without an offset are read as UTC. Resolving a timestamp stats every commit file;
         loading by version (or the latest) lists names only and stats just the commits from the
         snapshot's checkpoint on (see `LogListing.commit_timestamp` for its `timestamp`).
@@ -305,7 +310,14 @@ class DeltaLog:
         stamps: dict[int, int] | None = None
         if timestamp is not None:
             stamps = self._commit_times(listing)
-            target = self._version_at(listing, stamps, _to_ms(timestamp))
+            ts = _to_ms(timestamp)
+            target = self._version_at(listing, stamps, ts)
+            if not after_latest and target == latest and latest in stamps and stamps[latest] < ts:
+                raise VersionNotFoundError(
+                    f"the timestamp {_fmt_ms(ts)} is after the latest version of {self.table_root} (version {latest}, "
+                    f"committed at {_fmt_ms(stamps[latest])}); use a timestamp at or before {_fmt_ms(stamps[latest])}, "
+                    "or read without a timestamp for the latest version"
+                )
         elif version is not None:
             if isinstance(version, bool) or not isinstance(version, int):
                 raise InvalidArgumentError(f"version must be an int, got {version!r}")

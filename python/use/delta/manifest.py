@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from use.delta.datafile import local_root, partition_directory
+from use.delta.datafile import local_root, partition_directory, timestamp_partition_columns
 from use.delta.skipping import partition_text_table
 from use.errors import InvalidArgumentError, UnsupportedFeatureError
 
@@ -55,8 +55,9 @@ def check_can_enable(protocol: Any, metadata: Any, table: str) -> None:
         )
 
 
-def _relative_dirs(files: pa.Table, columns: Sequence[str]) -> pa.Array:
-    """Per file, its partition's manifest directory (`a=1/b=x`, Hive escaping; '' when unpartitioned)."""
+def _relative_dirs(files: pa.Table, columns: Sequence[str], instants: frozenset[str]) -> pa.Array:
+    """Per file, its partition's manifest directory (`a=1/b=x`, Hive escaping; '' when unpartitioned;
+    `instants`, the timestamp columns, in Hive's form in UTC: `partition_directory`)."""
     if not columns:
         return pa.array([""] * files.num_rows, pa.string())
     texts = partition_text_table(files, columns)
@@ -64,7 +65,7 @@ def _relative_dirs(files: pa.Table, columns: Sequence[str]) -> pa.Array:
     for c in columns:
         # each distinct value's directory name once, then taken per file
         encoded = pc.dictionary_encode(texts.column(c).combine_chunks())
-        names = pa.array([partition_directory({c: v}) for v in encoded.dictionary.to_pylist()], pa.string())
+        names = pa.array([partition_directory({c: v}, instants) for v in encoded.dictionary.to_pylist()], pa.string())
         parts.append(pc.fill_null(pc.take(names, encoded.indices), partition_directory({c: None})))
     return pc.binary_join_element_wise(*parts, "/")
 
@@ -113,7 +114,7 @@ def _delete(root: str, rels: Iterable[str]) -> tuple[str, ...]:
 def _groups(snapshot: Any, only: set[str] | None) -> dict[str, list[str]]:
     files = snapshot.files
     columns = list(snapshot.metadata.partition_columns)
-    rels = _relative_dirs(files, columns)
+    rels = _relative_dirs(files, columns, timestamp_partition_columns(snapshot.schema, columns))
     if only is not None:
         keep = pc.is_in(rels, value_set=pa.array(sorted(only), pa.string()))
         files, rels = files.filter(keep), rels.filter(keep)
@@ -161,7 +162,8 @@ def generate_incremental(store: Any, snapshot: Any, touched: Iterable[Mapping[st
         return generate_full(store, snapshot)
     if not columns:
         return ManifestResult(_write(store, root, _groups(snapshot, None)), ())
-    rels = {partition_directory({c: p.get(c) for c in columns}) for p in touched}
+    instants = timestamp_partition_columns(snapshot.schema, columns)
+    rels = {partition_directory({c: p.get(c) for c in columns}, instants) for p in touched}
     if not rels:
         return ManifestResult((), ())
     groups = _groups(snapshot, rels)

@@ -17,7 +17,8 @@ Care points, each because a real writer produces such stats:
   keeps the file;
 - numbers of mixed types compare as Spark compares them (an int column against a double literal in
   double, against a decimal literal exactly, rounding the literal to the column's grid);
-- partition columns compare exactly against the typed `partition_values`.
+- partition columns compare exactly against the typed `partition_values` (a zone-less timestamp
+  partition value is UTC, as every USE reader takes it: `typed_partition_values`).
 """
 
 from __future__ import annotations
@@ -51,11 +52,10 @@ from use.errors import InvalidArgumentError
 if TYPE_CHECKING:
     from use.delta.columnmapping import ColumnMapping
 
-__all__ = ["files_matching", "partition_columns_of", "partition_text_table", "typed_partition_values"]
+__all__ = ["files_matching", "partition_columns_of", "partition_text_table", "typed_partition_values", "utc_timestamp_texts"]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _TIMESTAMP_MAX_SLACK_US = 1000  # Delta writes timestamp stats truncated to milliseconds
-_MAX_TZ_OFFSET_US = 14 * 3_600_000_000  # UTC+14 is the widest zone offset in use
 _MAX_INLIST_ITEMS = 256  # beyond this an IN list is pruned by its [min, max] range
 _MAX_PREFIX_CHECK = 256  # longest string max for which "literal starts with max" is checked
 _NEGATED = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
@@ -119,12 +119,19 @@ def typed_partition_values(files: pa.Table, column: str, type_: pa.DataType) -> 
     """One partition column of every file as typed values (null partitions and bad text -> null).
 
     An empty string is null for every type, strings included: the protocol writes a null partition
-    value as "" or null, so a string partition can never hold the empty string.
+    value as "" or null, so a string partition can never hold the empty string. A timestamp (with
+    time zone) value may be written in Delta's UTC ISO form (`2024-03-10T09:30:00.000000Z`, what USE
+    and newer Delta write) or without a zone (`2024-03-10 09:30:00`): a zone-less one is UTC, as USE
+    wrote them before it wrote the ISO form and as delta-rs writes and reads them; every USE reader
+    (the shim's scan, the Python scan, pruning, OPTIMIZE WHERE) takes it so, so they all agree.
     """
+    raw = pc.map_lookup(files.column("partition_values"), pa.scalar(column), "first")
+    return _typed_texts(_chunked_to_array(raw), type_)
+
+
+def _typed_texts(raw: pa.Array, type_: pa.DataType) -> pa.Array:
     from use.delta.stats_parse import _convert  # the one string -> typed value conversion
 
-    raw = pc.map_lookup(files.column("partition_values"), pa.scalar(column), "first")
-    raw = _chunked_to_array(raw)
     raw = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
     t = _storage(type_)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
@@ -134,12 +141,19 @@ def typed_partition_values(files: pa.Table, column: str, type_: pa.DataType) -> 
     return _chunked_to_array(_convert(raw, t))
 
 
-def _zoneless(files: pa.Table, column: str) -> pa.Array | None:
-    """Per file: is this timestamp partition value written without a zone (None: none is)?"""
-    raw = _chunked_to_array(pc.map_lookup(files.column("partition_values"), pa.scalar(column), "first"))
-    has_zone = pc.or_(pc.ends_with(raw, "Z"), pc.match_substring_regex(raw, r"[+-]\d\d:?\d\d$"))
-    zoneless = pc.fill_null(pc.invert(has_zone), False)
-    return zoneless if pc.any(zoneless).as_py() else None
+def utc_timestamp_texts(raw: pa.Array | pa.ChunkedArray, *, hive: bool = False) -> pa.Array:
+    """Timestamp (with time zone) partition values, as the log may spell them, in one spelling per
+    instant: Delta's UTC ISO form `2024-03-10T09:30:00.000000Z` (what USE writes: no reader can take
+    it in another zone), or with `hive` Hive's `2024-03-10 09:30:00[.ffffff]` in UTC (directory
+    names, which Hive readers parse and which USE wrote before). Zone-less values are UTC (see
+    `typed_partition_values`); null and "" stay as they are, and so does text that is no timestamp."""
+    raw = _chunked_to_array(raw)
+    typed = _typed_texts(raw, pa.timestamp("us", "UTC"))
+    if hive:
+        text = pc.replace_substring_regex(pc.strftime(typed, "%Y-%m-%d %H:%M:%S"), r"\.000000$", "")
+    else:
+        text = pc.strftime(typed, "%Y-%m-%dT%H:%M:%SZ")  # %S of microseconds: `00.000000`
+    return pc.if_else(typed.is_null(), raw, text)
 
 
 class _Evaluator:
@@ -201,15 +215,6 @@ class _Evaluator:
             key = self.partitions[path[0].lower()]
             values = typed_partition_values(self.files, key, t)
             isnull = values.is_null()
-            if pa.types.is_timestamp(t) and t.tz is not None:
-                zoneless = _zoneless(self.files, key)
-                if zoneless is not None:
-                    # `2021-01-01 10:00:00` may be in the writer's session time zone: widen by the
-                    # largest offset rather than risk pruning a matching partition.
-                    micros = values.cast(pa.int64())
-                    lo = pc.if_else(zoneless, pc.subtract(micros, _MAX_TZ_OFFSET_US), micros)
-                    hi = pc.if_else(zoneless, pc.add(micros, _MAX_TZ_OFFSET_US), micros)
-                    return _Bounds(t, lo.cast(t), hi.cast(t), isnull, isnull, exact=False)
             return _Bounds(t, values, values, isnull, isnull, exact=True)
         if self.parsed is None:
             return None
@@ -426,11 +431,12 @@ def _prepare(b: _Bounds, op: str, value: Any) -> _Prepared | None:
     if pa.types.is_timestamp(t):
         if not isinstance(value, _dt.datetime):
             return None
-        if value.tzinfo is not None:
-            if t.tz is None:
-                return None
-            value = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
-        micros = (value - _dt.datetime(1970, 1, 1)) // _dt.timedelta(microseconds=1)
+        if value.tzinfo is not None and t.tz is None:
+            return None
+        # by subtraction, not astimezone: 9999-12-31 23:00 in a zone west of UTC is a valid instant
+        # whose UTC datetime Python cannot hold (year 10000)
+        epoch = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc if value.tzinfo is not None else None)
+        micros = (value - epoch) // _dt.timedelta(microseconds=1)
         us = pa.timestamp("us", t.tz)
         lo = _cast(_cast(b.lo, us), pa.int64())
         hi = _cast(_cast(b.hi, us), pa.int64())

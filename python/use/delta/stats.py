@@ -344,14 +344,28 @@ def _raw_to_micros(raw: int, t: pa.TimestampType, *, round_up: bool) -> int:
     return -((-raw) // f) if round_up else raw // f
 
 
-def _render_timestamp(micros: int, t: pa.TimestampType, *, is_max: bool) -> str:
+_EPOCH_TS = _dt.datetime(1970, 1, 1)
+# The range Spark and Delta hold a timestamp in (Python's too): 0001-01-01 to 9999-12-31T23:59:59.999999.
+_MIN_TS_MICROS = (_dt.datetime.min - _EPOCH_TS) // _dt.timedelta(microseconds=1)
+_MAX_TS_MICROS = (_dt.datetime.max - _EPOCH_TS) // _dt.timedelta(microseconds=1)
+
+
+def _render_timestamp(micros: int, t: pa.TimestampType, *, is_max: bool) -> str | None:
+    """A timestamp bound as Delta writes it (module docstring), or None when none can be written:
+    a max rounded up past 9999-12-31T23:59:59.999 (a value in Delta's last millisecond) or a bound
+    outside years 1-9999 has no text a reader could take; the stat is then left out, which every
+    reader takes as "no bound" (a truncated max would be below the values, and a reader that does
+    not widen it by Delta's millisecond would prune a matching file)."""
     if t.tz is None:
-        value = _dt.datetime(1970, 1, 1) + _dt.timedelta(microseconds=micros)
-        return value.strftime("%Y-%m-%dT%H:%M:%S.%f")
+        if not _MIN_TS_MICROS <= micros <= _MAX_TS_MICROS:
+            return None
+        return (_EPOCH_TS + _dt.timedelta(microseconds=micros)).isoformat(timespec="microseconds")
     # Millisecond precision like Delta on Spark; rounding outwards keeps the bounds true bounds.
     millis = -((-micros) // 1000) if is_max else micros // 1000
-    value = _dt.datetime(1970, 1, 1) + _dt.timedelta(milliseconds=millis)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    if not _MIN_TS_MICROS <= millis * 1000 <= _MAX_TS_MICROS:
+        return None
+    # isoformat, not strftime: `%Y` drops the leading zeros of years before 1000 (`1-01-01`)
+    return (_EPOCH_TS + _dt.timedelta(milliseconds=millis)).isoformat(timespec="milliseconds") + "Z"
 
 
 class _RawJson(str):
@@ -376,7 +390,10 @@ def _render_value(value: Any, t: pa.DataType, *, is_max: bool) -> Any:
         if isinstance(value, _dt.datetime):
             value = value.date()
         if isinstance(value, int):
-            value = _EPOCH_DATE + _dt.timedelta(days=value)
+            try:
+                value = _EPOCH_DATE + _dt.timedelta(days=value)
+            except OverflowError:  # outside years 1-9999: no text to write, so no bound
+                return None
         return value.isoformat()
     if pa.types.is_string(t) or pa.types.is_large_string(t) or (
         hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t)
@@ -468,8 +485,11 @@ def collect_stats(
                 continue
         low, high = _merge(lo, False), _merge(hi, True)
         if pa.types.is_timestamp(t):
-            put(mins, leaf.path, _render_timestamp(low, t, is_max=False))
-            put(maxs, leaf.path, _render_timestamp(high, t, is_max=True))
+            tlo, thi = _render_timestamp(low, t, is_max=False), _render_timestamp(high, t, is_max=True)
+            if tlo is not None:
+                put(mins, leaf.path, tlo)
+            if thi is not None:
+                put(maxs, leaf.path, thi)
             continue
         rlo = _render_value(low, t, is_max=False)
         rhi = _render_value(high, t, is_max=True)
@@ -534,7 +554,7 @@ def _render_parsed(value: Any, t: pa.DataType, *, is_max: bool) -> Any:
         # Exact values, so exact microseconds; always with `Z`: a zoneless parquet timestamp here may be
         # Spark's INT96 of a UTC timestamp, and a reader that took zoneless text as local time could
         # prune wrongly, while `Z` on a timestamp_ntz bound at worst makes it unreadable (no pruning).
-        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return value.isoformat(timespec="microseconds") + "Z"  # not strftime: `%Y` of year 1 is `1`
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return str(value)  # already as the writer truncated it
     return _render_value(value, t, is_max=is_max)

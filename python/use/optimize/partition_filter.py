@@ -17,7 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from use.delta.skipping import partition_text_table
+from use.delta.datafile import timestamp_partition_columns
+from use.delta.skipping import partition_text_table, utc_timestamp_texts
 from use.errors import CLI, PYTHON, SQL, InvalidArgumentError
 
 __all__ = ["PartitionFilter", "partition_filter"]
@@ -82,8 +83,12 @@ def partition_filter(spark: Any, snapshot: Any, where: Any) -> PartitionFilter:
             hints={PYTHON: "leave where out", CLI: "leave --where out", SQL: "OPTIMIZE <table> without WHERE"},
         )
     distinct = partition_text_table(snapshot.files, columns).group_by(columns).aggregate([])
-    rows = [tuple(r[c] for c in columns) for r in distinct.to_pylist()]
     schema = snapshot.schema
+    instants = timestamp_partition_columns(schema, columns)
+    # what Spark casts: a timestamp's text with its zone (a zone-less one is UTC, as every USE
+    # reader takes it), or the cast would read it in the session's time zone
+    spelled = {c: (utc_timestamp_texts(distinct.column(c)) if c in instants else distinct.column(c)).to_pylist() for c in columns}
+    rows = list(zip(*(spelled[c] for c in columns)))
     names = ", ".join(columns)
     quoted = [f"`{c.replace('`', '``')}`" for c in columns]
     try:

@@ -37,6 +37,8 @@ from use.delta.predicates import (
     Predicate,
     Unknown,
 )
+from use.delta.datafile import timestamp_partition_columns
+from use.delta.skipping import utc_timestamp_texts
 from use.delta.storage import absolute_path
 from use.errors import InvalidArgumentError, NotAQbeastTableError, TableNotFoundError
 from use.qbeast.query import select_files
@@ -150,12 +152,18 @@ def _python_value(value: Any, type_name: str) -> Any:
         return bool(value)
     if type_name == "string":
         return str(value.toString())
-    if type_name == "date":
-        return _EPOCH_DATE + _dt.timedelta(days=int(value))
-    if type_name == "timestamp":
-        return _EPOCH_TS + _dt.timedelta(microseconds=int(value))
-    if type_name == "timestamp_ntz":
-        return _EPOCH_NTZ + _dt.timedelta(microseconds=int(value))
+    try:
+        # Python's datetime ends where Spark's range does (years 1-9999, in UTC): a literal past it
+        # (`timestamp'9999-12-31 23:00:00'` in a zone west of UTC is in year 10000 UTC) has no
+        # Python value, so that predicate part prunes nothing (Spark still evaluates it exactly)
+        if type_name == "date":
+            return _EPOCH_DATE + _dt.timedelta(days=int(value))
+        if type_name == "timestamp":
+            return _EPOCH_TS + _dt.timedelta(microseconds=int(value))
+        if type_name == "timestamp_ntz":
+            return _EPOCH_NTZ + _dt.timedelta(microseconds=int(value))
+    except OverflowError:
+        raise _NoValue(f"{type_name} {int(value)} is outside years 1-9999") from None
     if type_name.startswith("decimal"):
         big = value.toJavaBigDecimal()  # py4j hands java.math.BigDecimal over as decimal.Decimal
         return big if isinstance(big, _decimal.Decimal) else _decimal.Decimal(str(big.toPlainString()))
@@ -489,11 +497,21 @@ def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "Da
             df = _parquet(spark, data_schema).load(paths)
         return df if identity else df.select(*[logical(sf, f) for f, sf in data_fields])
     keys = qsnap.partition_value_keys
+    instants = timestamp_partition_columns(qsnap.schema, qsnap.partition_columns)
     by_partition: dict[tuple[str | None, ...], list[str]] = {}
     for path, values in zip(paths, files.column("partition_values").to_pylist()):
         found = dict(values or ())
         key = tuple(found.get(k) or None for k in keys)  # "" is null, as in Delta
         by_partition.setdefault(key, []).append(path)
+    if instants:
+        # a timestamp's text with its zone, so the cast below takes it as UTC when the log has none
+        # (as every USE reader does: `use.delta.skipping.typed_partition_values`), not in the session's zone
+        at = [i for i, c in enumerate(qsnap.partition_columns) if c in instants]
+        texts = {i: utc_timestamp_texts(pa.array([k[i] for k in by_partition], pa.string())).to_pylist() for i in at}
+        merged: dict[tuple[str | None, ...], list[str]] = {}
+        for j, (key, group) in enumerate(by_partition.items()):  # one instant may be spelled both ways
+            merged.setdefault(tuple(texts[i][j] if i in texts else v for i, v in enumerate(key)), []).extend(group)
+        by_partition = merged
     with _listed_on_driver(spark, max(len(g) for g in by_partition.values())):
         frames = [
             _parquet(spark, data_schema)

@@ -39,7 +39,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from use.delta.actions import AddFile, add_actions
-from use.delta.predicates import Comparison, Or, Predicate
+from use.delta.predicates import Comparison, InList, Or, Predicate
 from use.errors import InvalidArgumentError
 from use.qbeast.cube import CubeId
 from use.qbeast.revision import Revision
@@ -79,11 +79,7 @@ class Alignment:
     def edge_predicate(self) -> Predicate:
         """Rows a relabel would misplace: a grown column at exactly its old maximum (or above,
         which no row of the old revision has)."""
-        preds = [
-            Comparison(col, ">=", _stats_value(self.old.transformations[i]))
-            for i, col in enumerate(self.old.columns)
-            if self.shifts[i]
-        ]
+        preds = [_at_or_above(col, _stats_value(self.old.transformations[i])) for i, col in enumerate(self.old.columns) if self.shifts[i]]
         out: Predicate = preds[0]
         for p in preds[1:]:
             out = Or(out, p)
@@ -92,12 +88,23 @@ class Alignment:
 
 def _stats_value(t: Any) -> Any:
     """A linear range's maximum as a value Delta stats compare with: timestamps and dates are epoch
-    millis in the transformation, a datetime (UTC) and the date holding it in the stats."""
-    if t.ordered_data_type == "TimestampDataType":
-        return _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=int(t.max_number))
-    if t.ordered_data_type == "DateDataType":
-        return _dt.date(1970, 1, 1) + _dt.timedelta(days=int(t.max_number) // 86_400_000)
+    millis in the transformation, a datetime (UTC) and the date holding it in the stats; None for a
+    maximum past the last one (year 9999: a range widened by its margins may end there)."""
+    try:
+        if t.ordered_data_type == "TimestampDataType":
+            return _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=int(t.max_number))
+        if t.ordered_data_type == "DateDataType":
+            return _dt.date(1970, 1, 1) + _dt.timedelta(days=int(t.max_number) // 86_400_000)
+    except OverflowError:
+        if int(t.max_number) < 0:  # before year 1: no range of Spark's values ends there
+            raise
+        return None
     return t.max_number
+
+
+def _at_or_above(column: str, value: Any) -> Predicate:
+    """`column >= value`; no row at all when the value is past the last date or timestamp."""
+    return InList(column, ()) if value is None else Comparison(column, ">=", value)
 
 
 def _exact(t: Any) -> bool:

@@ -271,7 +271,10 @@ def _convert_delta(spark: "SparkSession", table: TableRef, args: Mapping[str, An
     else:  # a catalog table's own partitioning, if it has one
         own = spark_schema_to_arrow(table.partition_schema) if table.partition_schema else None
         partition_schema = own if own is not None and own.names else None
-    r = convert_to_delta(table.root, partition_schema, collect_stats=args.get("statistics") is not False)
+    r = convert_to_delta(
+        table.root, partition_schema, collect_stats=args.get("statistics") is not False,
+        time_zone=spark.conf.get("spark.sql.session.timeZone") or "UTC",
+    )  # fmt: skip
     return pa.Table.from_pylist(
         [{"location": r.root, "version": r.version, "num_files": r.num_files,
           "partition_columns": list(r.partition_columns), "converted": r.converted}],

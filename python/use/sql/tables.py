@@ -81,7 +81,8 @@ def snapshot_of(location: str, version: int | None = None, timestamp_ms: int | N
             f"moved); DROP TABLE to unregister it, or register the table where it is now with CREATE TABLE ... LOCATION"
         )
     if timestamp_ms is not None:
-        return log.snapshot(timestamp=int(timestamp_ms))
+        # Delta's time travel: a time after the last commit is refused, not read as the latest
+        return log.snapshot(timestamp=int(timestamp_ms), after_latest=False)
     return log.snapshot(version=None if version is None else int(version))
 
 

@@ -368,9 +368,21 @@ def files_to_replace(snapshot: Snapshot, mode: str, adds: Sequence[AddFile], fil
     if mode == "overwrite" or (mode == "dynamic" and not parts):
         return files
     if mode == "dynamic":
-        written = {tuple(a.partition_values.get(c) for c in parts) for a in adds}
-        keys = [tuple((dict(m or ()).get(c) or None) for c in parts) for m in files.column("partition_values").to_pylist()]
-        return files.filter(pa.array([k in written for k in keys], pa.bool_()))
+        from use.delta.actions import add_files_table
+        from use.delta.datafile import timestamp_partition_columns
+        from use.delta.skipping import partition_text_table, utc_timestamp_texts
+
+        # a partition is the same whichever way the log spells a timestamp in it (an older file's
+        # `2024-03-10 09:30:00` is the new `2024-03-10T09:30:00.000000Z`): compared in one spelling
+        instants = timestamp_partition_columns(snapshot.schema, parts)
+
+        def keys(table: pa.Table) -> list[tuple[str | None, ...]]:
+            texts = partition_text_table(table, parts)
+            cols = [(utc_timestamp_texts(texts.column(c)) if c in instants else texts.column(c)).to_pylist() for c in parts]
+            return [tuple(v or None for v in row) for row in zip(*cols)]  # "" is null, as in Delta
+
+        written = set(keys(add_files_table(list(adds)))) if adds else set()
+        return files.filter(pa.array([k in written for k in keys(files)], pa.bool_()))
     if mode == "partitions":
         from use.delta.skipping import files_matching
 

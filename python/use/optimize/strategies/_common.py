@@ -327,11 +327,26 @@ def sort_files(snapshot: Any, idx: np.ndarray, keys: Sequence[tuple[str, str]]) 
     return idx[order]
 
 
+def _instant_keys(snapshot: Any) -> frozenset[str]:
+    """The `partitionValues` keys of the table's timestamp (with time zone) partition columns
+    (`snapshot`: a `use.qbeast.snapshot.QbeastSnapshot`, what the strategies plan on)."""
+    from use.delta.datafile import timestamp_partition_columns
+
+    columns = tuple(getattr(snapshot, "partition_columns", ()))
+    if not columns:
+        return frozenset()
+    instants = timestamp_partition_columns(snapshot.schema, columns)
+    return frozenset(k for k, c in zip(getattr(snapshot, "partition_value_keys", columns), columns) if c in instants)
+
+
 def partition_groups(snapshot: Any, idx: np.ndarray) -> tuple[np.ndarray, list[dict[str, str | None]]]:
     """Group files `idx` by partition values: (group id per file, partition values per group).
 
     The map column is turned into one canonical string per file (entries sorted by key, nulls kept
-    distinct from empty strings) in a few Arrow kernels, then dictionary-encoded.
+    distinct from empty strings) in a few Arrow kernels, then dictionary-encoded. A timestamp value
+    is taken in Delta's UTC ISO form however the log spells it (`use.delta.skipping.utc_timestamp_texts`),
+    so files an older USE wrote (`2024-03-10 09:30:00`) and newer ones of the same partition are one
+    group, rewritten with the ISO form.
     """
     files: pa.Table = snapshot.files
     n = idx.size
@@ -347,6 +362,11 @@ def partition_groups(snapshot: Any, idx: np.ndarray) -> tuple[np.ndarray, list[d
         return np.zeros(n, dtype=np.int64), [{}]
     keys = pv.keys
     items = pv.items
+    instant_keys = _instant_keys(snapshot)
+    if instant_keys:
+        from use.delta.skipping import utc_timestamp_texts
+
+        items = pc.if_else(pc.is_in(keys, value_set=pa.array(sorted(instant_keys), pa.string())), utc_timestamp_texts(items), items)
     row = np.repeat(np.arange(n), np.diff(offsets))
     key_codes = pc.dictionary_encode(keys).combine_chunks() if isinstance(keys, pa.ChunkedArray) else pc.dictionary_encode(keys)
     key_rank = np.argsort(np.argsort(np.asarray(key_codes.dictionary.to_pylist(), dtype=object)))

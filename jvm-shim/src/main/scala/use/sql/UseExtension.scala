@@ -3,9 +3,9 @@ package use.sql
 import org.apache.spark.sql.{SparkSession, SparkSessionExtensions}
 import org.apache.spark.sql.catalyst.TableIdentifier
 import org.apache.spark.sql.catalyst.catalog.CatalogTable
-import org.apache.spark.sql.catalyst.analysis.{EliminateSubqueryAliases, ResolvedTable, UnresolvedAttribute, UnresolvedRelation, UnresolvedTableOrView}
+import org.apache.spark.sql.catalyst.analysis.{EliminateSubqueryAliases, RelationTimeTravel, ResolvedTable, UnresolvedAttribute, UnresolvedRelation, UnresolvedTableOrView}
 import org.apache.spark.sql.catalyst.expressions.{Alias, AttributeReference, Cast, Descending, Literal, NamedExpression, SortOrder}
-import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable, DescribeColumn, LogicalPlan, MergeIntoTable, OverwritePartitionsDynamic, Project, ReplaceTableAsSelect, ShowCreateTable, Sort, UpdateTable, View}
+import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable, DescribeColumn, LogicalPlan, MergeIntoTable, OneRowRelation, OverwritePartitionsDynamic, Project, ReplaceTableAsSelect, ShowCreateTable, Sort, UpdateTable, View}
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.execution.command.CreateTableLikeCommand
 import org.apache.spark.sql.execution.datasources.{HadoopFsRelation, LogicalRelation}
@@ -20,6 +20,7 @@ import org.apache.spark.sql.types.StructType
 class UseSparkSessionExtension extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
     extensions.injectParser((_, delegate) => UseParser.wrap(delegate))
+    extensions.injectHintResolutionRule(spark => new UsePathTimeTravel(spark))
     extensions.injectResolutionRule(spark => new UseAnalysis(spark))
     extensions.injectPreCBORule(spark => new UsePrepareScans(spark))
   }
@@ -237,4 +238,31 @@ object UseAnalysis {
 
   /** Write option marking an append that is a dynamic partition overwrite (see `UseAnalysis`). */
   val DynamicOverwrite = "__use_dynamic_partition_overwrite"
+}
+
+/** `delta.`/path` TIMESTAMP AS OF <expression>` (`current_timestamp()`, `now() - INTERVAL 1 HOUR`):
+  * Spark's `ResolveRelations` reads a time travel only once its timestamp is resolved, while
+  * `ResolveSQLOnFile`, later in the same pass, takes `delta.`/path`` with a resolved timestamp for a
+  * direct query on files and fails (UNSUPPORTED_DATASOURCE_FOR_DIRECT_QUERY): a function call is
+  * resolved only within that pass, a literal before it. This rule runs in the hint batch, before
+  * that pass, and resolves the timestamp of a time travel on a USE path table, so the catalog
+  * (`UseCatalog.loadTable(ident, timestamp)`) reads it as it reads a table named in the metastore.
+  * A timestamp it cannot resolve is left as it is, for Spark's own error. */
+class UsePathTimeTravel(spark: SparkSession) extends Rule[LogicalPlan] {
+
+  private def isUsePath(parts: Seq[String]): Boolean = parts match {
+    case Seq(provider, path) =>
+      TableMeta.Providers.contains(provider.toLowerCase(java.util.Locale.ROOT)) &&
+        (path.startsWith("/") || path.startsWith("file:")) && !spark.sessionState.catalog.databaseExists(provider)
+    case _ => false
+  }
+
+  override def apply(plan: LogicalPlan): LogicalPlan = plan.resolveOperators {
+    case t @ RelationTimeTravel(u: UnresolvedRelation, Some(ts), _) if !ts.resolved && isUsePath(u.multipartIdentifier) =>
+      val resolved = scala.util.Try(spark.sessionState.analyzer.execute(Project(Seq(Alias(ts, "timestamp")()), OneRowRelation()))).toOption
+      resolved match {
+        case Some(Project(Seq(a: Alias), _)) if a.child.resolved => t.copy(timestamp = Some(a.child))
+        case _ => t
+      }
+  }
 }

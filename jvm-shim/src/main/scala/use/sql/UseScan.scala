@@ -174,7 +174,11 @@ class UseFileIndex(
   private def directories(plan: ScanPlan, partitionFilters: Seq[Expression]): Seq[PartitionDirectory] = {
     val schema = partitionSchema
     if (schema.isEmpty) return Seq(PartitionDirectory(InternalRow.empty, plan.files.map(status)))
-    val tz = Some(SQLConf.get.sessionLocalTimeZone)
+    // A timestamp partition value names an instant: Delta's UTC ISO form (`...T09:30:00.000000Z`, what
+    // USE writes) carries its zone, and a zone-less one (`2024-03-10 09:30:00`, what USE wrote before
+    // and delta-rs writes) is UTC, never the session's zone (`use.delta.skipping.typed_partition_values`,
+    // by which the Python side prunes). timestamp_ntz values are wall clock: the zone does not apply.
+    val tz = Some("UTC")
     val keep = partitionPredicate(partitionFilters)
     plan.files.groupBy(_.partitionValues).toSeq.flatMap { case (values, files) =>
       // Partition values are the log's strings (null or "" = null), typed as Spark casts them.

@@ -85,6 +85,8 @@ object UseWriteBuilder {
       case d: Double => o.put("value", d)
       case f: Float => o.put("value", f.toDouble)
       case d: java.math.BigDecimal => o.put("value", d.toPlainString)
+      // an instant with its zone (`2024-03-10T09:30:00Z`): java.sql.Timestamp's own text is the JVM's wall clock
+      case t: java.sql.Timestamp => o.put("value", t.toInstant.toString)
       case other => o.put("value", other.toString) // strings, dates, timestamps: typed by the Python side
     }
     o
