@@ -644,3 +644,33 @@ def test_write_type_rule_takes_lossless_widenings_and_ignores_nullability():
     assert nullable_type(array) == {"type": "array", "elementType": struct(("q", "integer", True)), "containsNull": True}
     assert type_sql(array, nullability=True) == "array<struct<q:int NOT NULL> NOT NULL>" and type_sql(array) == "array<struct<q:int>>"
 
+
+def test_void_columns_are_read_as_nulls_and_never_written(table_path):
+    """The protocol's `void` type (delta-spark's mergeSchema of an all-NULL column) reads as NULLs;
+    a new table cannot get one, and no data file is added to a table that has one (writers must
+    leave void columns out of their files, which USE's do not), metadata-only commits still are."""
+    import dataclasses
+    import json
+
+    log = DeltaLog.for_path(table_path)
+    with pytest.raises(SchemaMismatchError, match=r"column n of the data has no type \(it is all NULL.*cast it to the type"):
+        log.create(pa.schema([("id", pa.int64()), ("n", pa.null())]))
+    assert not log.exists()
+    deltalake.write_deltalake(table_path, pa.table({"id": pa.array([1, 2], pa.int64())}))
+    first = os.path.join(table_path, "_delta_log", f"{0:020d}.json")
+    actions = [json.loads(line) for line in open(first)]
+    for a in actions:  # as delta-spark commits it
+        if "metaData" in a:
+            schema = json.loads(a["metaData"]["schemaString"])
+            schema["fields"].append({"name": "n", "type": "void", "nullable": True, "metadata": {}})
+            a["metaData"]["schemaString"] = json.dumps(schema)
+    with open(first, "w") as f:
+        f.write("\n".join(json.dumps(a) for a in actions) + "\n")
+    snap = DeltaLog.for_path(table_path).snapshot()
+    assert snap.schema.field("n").type == pa.null() and deltalake.DeltaTable(table_path).schema().to_arrow().field("n").type == pa.null()
+    with pytest.raises(UnsupportedFeatureError, match=r"has column\(s\) n of type void .* USE reads the table .* but writes no data into it"):
+        append(log, [3], partitioned=False)
+    assert DeltaLog.for_path(table_path).snapshot().version == 0
+    txn = log.start_transaction()
+    txn.add(dataclasses.replace(snap.metadata, configuration={"delta.appendOnly": "true"}))
+    assert txn.commit("SET TBLPROPERTIES", {}) == 1
