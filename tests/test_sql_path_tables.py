@@ -195,6 +195,22 @@ def test_alter_a_table_named_by_its_path_and_drop_is_refused(spark, tmp_path) ->
     spark.sql(f"DROP TABLE IF EXISTS delta.`{tmp_path}/nothing`")  # nothing there: nothing to do
 
 
+def test_table_constraints_are_refused_alike_by_name_and_by_path(spark, db, tmp_path) -> None:
+    """ALTER TABLE ... ADD/DROP CONSTRAINT: USE cannot enforce Delta's CHECK constraints on its
+    writes, so it refuses them, by path as by name (by path Spark's session catalog failed with a bare
+    java.util.NoSuchElementException), and nothing changes."""
+    path = str(tmp_path / "c")
+    spark.sql(f"CREATE TABLE delta.`{path}` (id INT, v STRING) USING delta")
+    spark.sql(f"CREATE TABLE named USING delta LOCATION '{path}'")
+    before = state(path)
+    for table in ("named", f"delta.`{path}`", f"qbeast.`{path}`"):
+        for clause, verb in [("ADD CONSTRAINT pos CHECK (id > 0)", "ADD"), ("DROP CONSTRAINT pos", "DROP"), ("ADD CONSTRAINT pk PRIMARY KEY (id)", "ADD")]:
+            with refused(rf"USE_NOT_SUPPORTED_ERROR\] ALTER TABLE .*{verb} CONSTRAINT: table constraints \(Delta's CHECK constraints, "
+                         r"feature checkConstraints\) are not supported by USE yet.*check the rule in the job that writes"):  # fmt: skip
+                spark.sql(f"ALTER TABLE {table} {clause}")
+            assert state(path) == before, (table, clause)
+
+
 def test_merge_schema_adds_the_new_columns_in_the_commit_that_writes_the_rows(spark, tmp_path) -> None:
     path = str(tmp_path / "m")
     spark.range(3).selectExpr("id", "CAST(id * 2 AS INT) AS v", "CAST(id % 2 AS STRING) AS k").write.format("delta").partitionBy("k").save(path)
