@@ -291,6 +291,30 @@ def test_merge_schema_compares_types_as_delta_and_adds_columns_nullable_to_the_l
     assert rows(spark, f"SELECT count(*) FROM delta.`{b}` WHERE arr IS NULL") == [(2,)]
 
 
+def test_a_table_with_a_void_column_is_read_with_the_column_null_and_not_written(spark, tmp_path) -> None:
+    """delta-spark's mergeSchema of an all-NULL column commits it as `void` (now in the protocol):
+    USE reads such a table (it refused it as a corrupt log) and adds no data file to it."""
+    import deltalake
+
+    path = str(tmp_path / "v")
+    deltalake.write_deltalake(path, pa.table({"id": pa.array([1, 2], pa.int64())}))
+    first = os.path.join(path, "_delta_log", f"{0:020d}.json")
+    actions = [json.loads(line) for line in open(first)]
+    for a in actions:
+        if "metaData" in a:
+            schema = json.loads(a["metaData"]["schemaString"])
+            schema["fields"].append({"name": "n", "type": "void", "nullable": True, "metadata": {}})
+            a["metaData"]["schemaString"] = json.dumps(schema)
+    with open(first, "w") as f:
+        f.write("\n".join(json.dumps(a) for a in actions) + "\n")
+    assert rows(spark, f"SELECT id, n FROM delta.`{path}`") == [(1, None), (2, None)]
+    assert rows(spark, f"SELECT count(*) FROM delta.`{path}` WHERE n IS NULL AND id > 1") == [(1,)]
+    before = state(path)
+    with refused(r"has column\(s\) n of type void .*USE reads the table .*but writes no data into it"):
+        spark.sql(f"INSERT INTO delta.`{path}` VALUES (3, NULL)")
+    assert state(path) == before
+
+
 def test_dataframe_writes_take_the_tables_types_or_lossless_widenings_with_or_without_merge_schema(spark, tmp_path) -> None:
     """Delta's DataFrame writer refuses data whose type would need a narrowing or converting cast
     ("Failed to merge incompatible data types") with or without mergeSchema; USE refuses the same,
