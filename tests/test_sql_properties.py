@@ -90,6 +90,8 @@ def test_real_delta_properties_are_taken_or_refused_saying_why_never_as_misspelt
         ("delta.universalFormat.enabledFormats", "iceberg", r"UniForm .* is not supported by USE"),
         ("delta.feature.deletionVectors", "supported", r"asks to add the table feature 'deletionVectors' to the protocol, which USE does not do by property"),
         ("delta.isolationLevel", "ReadCommitted", r"USE_CONFIG_ERROR.*must be 'Serializable' or 'WriteSerializable'"),
+        ("delta.randomizeFilePrefixes", "maybe", r"USE_CONFIG_ERROR.*delta.randomizeFilePrefixes='maybe' must be 'true' or 'false'"),
+        ("delta.setTransactionRetentionDuration", "2 months", r"USE_CONFIG_ERROR.*is not a valid interval: months are not allowed"),
     ]  # fmt: skip
     for table in ("d", f"delta.`{root}`"):
         before = state(root)

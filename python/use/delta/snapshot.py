@@ -408,6 +408,12 @@ _UNSUPPORTED_WHEN_TRUE = {
 #: Delta's WriteSerializable level whatever the table says (README, "Delta table properties").
 _ISOLATION_LEVELS = ("serializable", "writeserializable")
 
+#: Delta's boolean properties that nothing else parses: a value other than true/false is refused.
+_BOOLEAN_PROPERTIES = frozenset(
+    {*_UNSUPPORTED_WHEN_TRUE, "delta.enableTypeWidening", "delta.enableIcebergCompatV1", "delta.enableIcebergCompatV2",
+     "delta.enableIcebergCompatV3", "delta.randomizeFilePrefixes", "delta.tuneFileSizesForRewrites"}
+)  # fmt: skip
+
 #: The table feature prefix of Delta's `delta.feature.<name>=supported` (adds `<name>` to the protocol).
 FEATURE_PROPERTY_PREFIX = "delta.feature."
 
@@ -417,6 +423,13 @@ def _refusal(key: str, value: str) -> UseError | None:
     feature it turns on, which USE does not write, or a value Delta itself does not accept. Named
     precisely, so that a real property is never answered "check its spelling"."""
     v = value.strip().lower()
+    if key in _BOOLEAN_PROPERTIES and v not in ("true", "false"):
+        return ConfigError(f"table property {key}={value!r} must be 'true' or 'false'")
+    if key == "delta.setTransactionRetentionDuration":
+        try:
+            parse_interval_ms(key, value)
+        except ConfigError as exc:
+            return exc
     if key in _UNSUPPORTED_WHEN_TRUE and v == "true":
         return UnsupportedFeatureError(
             f"table property {key}=true needs the feature {_UNSUPPORTED_WHEN_TRUE[key]!r}, which USE does not support", feature=_UNSUPPORTED_WHEN_TRUE[key]
