@@ -195,6 +195,20 @@ def test_decimal_literals_of_38_digits_are_put_on_the_columns_grid_exactly():
     assert keep("<", "-" + top) == [False, False]
     assert keep("<=", "-" + top) == [True, False]
     assert keep("<", "1e400") == [True, True]  # beyond any DECIMAL(38,18): no error, nothing pruned wrongly
+    # the same literals against DECIMAL(38,18) partition values
+    parts = pa.schema([("p", pa.decimal128(38, 18)), ("x", pa.int32())])
+    by_part = pa.table({
+        "path": ["a", "b", "c"], "stats": pa.array([None] * 3, pa.string()),
+        "partition_values": pa.array([[("p", top)], [("p", "12345678901.5")], [("p", "-" + top)]], pa.map_(pa.string(), pa.string())),
+    })  # fmt: skip
+
+    def keep_part(op: str, text: str) -> list[bool]:
+        return files_matching(by_part, Comparison("p", op, decimal.Decimal(text)), parts, partition_columns=("p",)).to_pylist()
+
+    assert keep_part(">", "10000000000") == [True, True, False]
+    assert keep_part("=", "12345678901.5") == [False, True, False]
+    assert keep_part(">=", top) == [True, False, False]
+    assert keep_part("<", "-99999999999999999999.99999999999999999") == [False, False, True]
 
 
 def test_partition_pruning_is_exact():
