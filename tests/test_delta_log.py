@@ -631,3 +631,66 @@ def test_last_data_change_stats_only_the_commits_it_scans(table_path):
     assert _versions(store.stated) == {10, 11, 12}
     with pytest.raises(InvalidArgumentError, match="scan must be a positive int, got 0"):
         log.last_data_change_ms(scan=0)
+
+
+# --- types: the write rule and void columns -------------------------------------------------------------
+
+
+def test_write_type_rule_takes_lossless_widenings_and_ignores_nullability():
+    from use.delta.schema import nullable_type, type_sql, write_type_problem
+
+    def struct(*fields):
+        return {"type": "struct", "fields": [{"name": n, "type": t, "nullable": nullable, "metadata": {}} for n, t, nullable in fields]}
+
+    # NULLs aside, any order and case of nested fields, lossless widenings, NULL (void) into anything
+    assert write_type_problem(struct(("a", "integer", False)), struct(("a", "integer", True)), "s") is None
+    assert write_type_problem(struct(("a", "integer", True)), struct(("a", "integer", False)), "s") is None  # checked per row
+    assert write_type_problem(struct(("B", "string", True), ("a", "short", False)), struct(("a", "integer", True), ("b", "string", True)), "s") is None
+    for data, table in [("integer", "long"), ("float", "double"), ("decimal(8,2)", "decimal(10,2)"), ("date", "timestamp_ntz"), ("void", "string")]:
+        assert write_type_problem(data, table, "c") is None, (data, table)
+    array = {"type": "array", "elementType": struct(("q", "integer", False)), "containsNull": False}
+    assert write_type_problem(array, nullable_type(array), "arr") is None
+    # narrowing, converting, nested differences: named, in Spark's spelling
+    assert write_type_problem("long", "integer", "c") == "c is bigint in the data and int in the table"
+    assert write_type_problem("double", "float", "c") == "c is double in the data and float in the table"
+    assert write_type_problem("decimal(12,2)", "decimal(10,2)", "c") == "c is decimal(12,2) in the data and decimal(10,2) in the table"
+    assert write_type_problem(struct(("a", "integer", True)), struct(("a", "integer", True), ("b", "string", True)), "s") == (
+        "s is struct<a:int> in the data and struct<a:int,b:string> in the table (fields missing from the data: b)"
+    )
+    assert write_type_problem({"type": "array", "elementType": "long", "containsNull": True}, {"type": "array", "elementType": "integer", "containsNull": True}, "arr") == (
+        "arr.element is bigint in the data and int in the table"
+    )
+    # a column added by a write is nullable to the last nested field (map keys excepted)
+    assert nullable_type(array) == {"type": "array", "elementType": struct(("q", "integer", True)), "containsNull": True}
+    assert type_sql(array, nullability=True) == "array<struct<q:int NOT NULL> NOT NULL>" and type_sql(array) == "array<struct<q:int>>"
+
+
+def test_void_columns_are_read_as_nulls_and_never_written(table_path):
+    """The protocol's `void` type (delta-spark's mergeSchema of an all-NULL column) reads as NULLs;
+    a new table cannot get one, and no data file is added to a table that has one (writers must
+    leave void columns out of their files, which USE's do not), metadata-only commits still are."""
+    import dataclasses
+    import json
+
+    log = DeltaLog.for_path(table_path)
+    with pytest.raises(SchemaMismatchError, match=r"column n of the data has no type \(it is all NULL.*cast it to the type"):
+        log.create(pa.schema([("id", pa.int64()), ("n", pa.null())]))
+    assert not log.exists()
+    deltalake.write_deltalake(table_path, pa.table({"id": pa.array([1, 2], pa.int64())}))
+    first = os.path.join(table_path, "_delta_log", f"{0:020d}.json")
+    actions = [json.loads(line) for line in open(first)]
+    for a in actions:  # as delta-spark commits it
+        if "metaData" in a:
+            schema = json.loads(a["metaData"]["schemaString"])
+            schema["fields"].append({"name": "n", "type": "void", "nullable": True, "metadata": {}})
+            a["metaData"]["schemaString"] = json.dumps(schema)
+    with open(first, "w") as f:
+        f.write("\n".join(json.dumps(a) for a in actions) + "\n")
+    snap = DeltaLog.for_path(table_path).snapshot()
+    assert snap.schema.field("n").type == pa.null() and deltalake.DeltaTable(table_path).schema().to_arrow().field("n").type == pa.null()
+    with pytest.raises(UnsupportedFeatureError, match=r"has column\(s\) n of type void .* USE reads the table .* but writes no data into it"):
+        append(log, [3], partitioned=False)
+    assert DeltaLog.for_path(table_path).snapshot().version == 0
+    txn = log.start_transaction()
+    txn.add(dataclasses.replace(snap.metadata, configuration={"delta.appendOnly": "true"}))
+    assert txn.commit("SET TBLPROPERTIES", {}) == 1

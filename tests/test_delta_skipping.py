@@ -172,6 +172,45 @@ def test_decimals_dates_booleans_and_nested():
         files_matching(files, Comparison("a", "=", None), SCHEMA)  # type: ignore[arg-type]
 
 
+def test_decimal_literals_of_38_digits_are_put_on_the_columns_grid_exactly():
+    """A DECIMAL(38,18) literal at the column's scale has up to 38 digits (Python's default decimal
+    context holds 28): skipping must neither fail nor round it."""
+    schema = pa.schema([("dec", pa.decimal128(38, 18))])
+    top = "99999999999999999999.999999999999999999"
+    files = _files(
+        [
+            {"numRecords": 2, "minValues": {"dec": "-" + top}, "maxValues": {"dec": "1.5"}, "nullCount": {"dec": 0}},
+            {"numRecords": 2, "minValues": {"dec": "12345678901.5"}, "maxValues": {"dec": top}, "nullCount": {"dec": 0}},
+        ]
+    )
+
+    def keep(op: str, text: str) -> list[bool]:
+        return files_matching(files, Comparison("dec", op, decimal.Decimal(text)), schema).to_pylist()
+
+    assert keep(">", "10000000000") == [False, True]
+    assert keep("=", "12345678901.5") == [False, True]
+    assert keep("=", "12345678901.5000000000000000001") == [False, False]  # off the grid: no value equals it
+    assert keep(">=", top) == [False, True]
+    assert keep(">", top) == [False, False]
+    assert keep("<", "-" + top) == [False, False]
+    assert keep("<=", "-" + top) == [True, False]
+    assert keep("<", "1e400") == [True, True]  # beyond any DECIMAL(38,18): no error, nothing pruned wrongly
+    # the same literals against DECIMAL(38,18) partition values
+    parts = pa.schema([("p", pa.decimal128(38, 18)), ("x", pa.int32())])
+    by_part = pa.table({
+        "path": ["a", "b", "c"], "stats": pa.array([None] * 3, pa.string()),
+        "partition_values": pa.array([[("p", top)], [("p", "12345678901.5")], [("p", "-" + top)]], pa.map_(pa.string(), pa.string())),
+    })  # fmt: skip
+
+    def keep_part(op: str, text: str) -> list[bool]:
+        return files_matching(by_part, Comparison("p", op, decimal.Decimal(text)), parts, partition_columns=("p",)).to_pylist()
+
+    assert keep_part(">", "10000000000") == [True, True, False]
+    assert keep_part("=", "12345678901.5") == [False, True, False]
+    assert keep_part(">=", top) == [True, False, False]
+    assert keep_part("<", "-99999999999999999999.99999999999999999") == [False, False, True]
+
+
 def test_partition_pruning_is_exact():
     files = _files([None] * 4, parts=["1", "2", None, "10"])
     assert _keep(files, Comparison("p", "=", 1)) == [True, False, False, False]

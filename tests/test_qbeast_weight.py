@@ -108,6 +108,10 @@ def test_spark_hash_against_spark(spark):
     got = df.selectExpr(*cols, *exprs).collect()
     big = spark.sql("SELECT hash(CAST('12345678901234567890.123' AS decimal(25,3))) AS h").collect()[0]["h"]
     assert big == spark_hash([decimal.Decimal("12345678901234567890.123")], ["decimal(25,3)"])
+    for text in ("99999999999999999999.999999999999999999", "-12345678901234567890.123456789012345678"):
+        # 38 digits: more than Python's default decimal context holds (the unscaled value was rounded)
+        h = spark.sql(f"SELECT hash(CAST('{text}' AS decimal(38,18))) AS h").collect()[0]["h"]
+        assert h == spark_hash([decimal.Decimal(text)], ["decimal(38,18)"]), text
     assert len(got) == len(rows)
     for row, values in zip(got, rows):
         # expected values come from the (time-zone aware) inputs, not the collected local-time rows

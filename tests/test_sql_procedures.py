@@ -178,6 +178,33 @@ def test_vacuum_safety_check_dry_run_and_delete(spark, db) -> None:
     assert spark.sql("CALL use_catalog.system.vacuum('t')").count() == 0
 
 
+def test_reading_a_version_whose_files_vacuum_deleted_says_so_and_what_can_be_read(spark, db) -> None:
+    """Time travel to a version whose files VACUUM deleted fails as the query is planned, naming the
+    version, VACUUM and the versions still readable (it failed with the reader's FILE_NOT_EXIST
+    and Spark's advice to REFRESH TABLE), by name, by path and through the DataFrame reader, as
+    RESTORE to it does; the versions after the compaction still read."""
+    root = _delta_table(spark)  # versions 1-4: two files each (one per row)
+    spark.sql(f"CALL {OPT}('t')").collect()  # version 5: one compacted file, the four removed
+    spark.sql("CALL use_catalog.system.vacuum(table => 't', retention_hours => 0, force => true)").collect()
+    from use.delta import DeltaLog
+
+    latest = DeltaLog.for_path(root).snapshot().version
+    expected = rf"USE_VERSION_NOT_FOUND_ERROR\] version 2 of .* cannot be read: 4 of the data files it needs are no longer on storage \(VACUUM deleted them.*versions 5 to {latest} \(the latest\) can still be read"
+    for read in (
+        lambda: spark.sql("SELECT * FROM t VERSION AS OF 2").collect(),
+        lambda: spark.sql(f"SELECT count(*) FROM delta.`{root}` VERSION AS OF 2").collect(),
+        lambda: spark.read.format("delta").option("versionAsOf", 2).load(root).collect(),
+    ):
+        with refused(expected):
+            read()
+    # only the files the query reads are counted (a filter pruned one of the two away)
+    with refused(r"version 2 of .* cannot be read: 1 of the data files"):
+        spark.sql("SELECT * FROM t VERSION AS OF 2 WHERE a = 11").collect()
+    with refused(r"cannot restore .* to version 2: 4 of its data files are no longer on storage \(VACUUM deleted them"):
+        spark.sql("RESTORE TABLE t TO VERSION AS OF 2")
+    assert rows(spark, "SELECT count(*) FROM t VERSION AS OF 5") == rows(spark, "SELECT count(*) FROM t") == [(8,)]
+
+
 def test_convert_to_qbeast_of_a_delta_table_and_a_parquet_directory(spark, db, tmp_path) -> None:
     from use.qbeast.reader import load_snapshot
 

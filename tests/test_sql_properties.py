@@ -3,7 +3,7 @@ SET/UNSET commits it (and keeps the metastore's copy in step); bad values change
 
 from __future__ import annotations
 
-from sql_support import commit_actions, location, refused, state
+from sql_support import commit_actions, location, refused, rows, state
 
 
 def _props(spark, table: str) -> dict[str, str]:
@@ -71,6 +71,47 @@ def test_bad_values_are_refused_and_nothing_changes(spark, db) -> None:
         spark.sql("ALTER TABLE q RENAME COLUMN x TO y")
     assert state(root) == before
     assert "use.optimization.bytes-per-iter" not in _props(spark, "q")
+
+
+def test_real_delta_properties_are_taken_or_refused_saying_why_never_as_misspelt(spark, db) -> None:
+    """Every real Delta property is either accepted (acted upon, or kept for other engines: README,
+    "Delta table properties") or refused naming what USE cannot do; "check its spelling" is for
+    keys Delta does not have. A refusal changes nothing, by name as by path."""
+    spark.sql("CREATE TABLE d (id INT) USING delta")
+    root = location(spark, "d")
+    refusals = [
+        ("delta.enableTypeWidening", "true", r"USE_UNSUPPORTED_FEATURE_ERROR.*reads tables whose column types were widened .* does not widen a column's type itself"),
+        ("delta.enableDeletionVectors", "true", r"needs the feature 'deletionVectors', which USE does not support"),
+        ("delta.enableRowTracking", "true", r"needs the feature 'rowTracking', which USE does not support"),
+        ("delta.columnMapping.mode", "name", r"USE reads column-mapped tables but cannot create or enable column mapping"),
+        ("delta.checkpointPolicy", "v2", r"needs V2 checkpoints \(feature v2Checkpoint\), which USE reads but does not write"),
+        ("delta.checkpointPolicy", "v3", r"USE_CONFIG_ERROR.*must be 'classic' or 'v2'"),
+        ("delta.enableIcebergCompatV2", "true", r"Iceberg compatibility \(UniForm, feature icebergCompatV2\)"),
+        ("delta.universalFormat.enabledFormats", "iceberg", r"UniForm .* is not supported by USE"),
+        ("delta.feature.deletionVectors", "supported", r"asks to add the table feature 'deletionVectors' to the protocol, which USE does not do by property"),
+        ("delta.isolationLevel", "ReadCommitted", r"USE_CONFIG_ERROR.*must be 'Serializable' or 'WriteSerializable'"),
+        ("delta.randomizeFilePrefixes", "maybe", r"USE_CONFIG_ERROR.*delta.randomizeFilePrefixes='maybe' must be 'true' or 'false'"),
+        ("delta.setTransactionRetentionDuration", "2 months", r"USE_CONFIG_ERROR.*is not a valid interval: months are not allowed"),
+    ]  # fmt: skip
+    for table in ("d", f"delta.`{root}`"):
+        before = state(root)
+        for key, value, message in refusals:
+            with refused(message):
+                spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{key}'='{value}')")
+            assert "check its spelling" not in message
+            assert state(root) == before, (table, key)
+    accepted = {
+        "delta.enableTypeWidening": "false", "delta.enableDeletionVectors": "false", "delta.enableRowTracking": "false",
+        "delta.checkpointPolicy": "classic", "delta.enableIcebergCompatV2": "false", "delta.dataSkippingStatsColumns": "id",
+        "delta.isolationLevel": "Serializable", "delta.setTransactionRetentionDuration": "interval 7 days",
+        "delta.targetFileSize": "134217728", "delta.tuneFileSizesForRewrites": "true", "delta.randomizeFilePrefixes": "true",
+    }  # fmt: skip
+    pairs = ", ".join(f"'{k}'='{v}'" for k, v in accepted.items())
+    spark.sql(f"ALTER TABLE d SET TBLPROPERTIES ({pairs})")
+    props = _props(spark, "d")
+    assert {k: props[k] for k in accepted} == accepted
+    spark.sql("INSERT INTO d VALUES (1)")  # the table stays writable
+    assert rows(spark, "SELECT id FROM d") == [(1,)]
 
 
 def test_values_naming_the_table_other_use_keys_and_index_options_are_checked(spark, db) -> None:

@@ -317,3 +317,42 @@ def test_time_travel_to_a_time_after_the_last_commit_is_refused(spark, db, tmp_p
     with refused(after):
         spark.read.option("timestampAsOf", "2999-01-01 00:00:00").table("tt").collect()
     assert spark.read.format("delta").option("timestampAsOf", last.replace("+00:00", "")).load(path).count() == 1
+
+
+def test_filters_on_38_digit_decimals_at_their_extremes_before_and_after_optimize(spark, db) -> None:
+    """DECIMAL(38,18) holds 20 integer digits and 18 decimals: a literal on that grid has up to 38
+    digits, more than Python's default decimal context (28), so stats skipping, which puts it on
+    the column's grid, must compute with enough digits (it failed with InvalidOperation)."""
+    extremes = [
+        "99999999999999999999.999999999999999999", "-99999999999999999999.999999999999999999",
+        "12345678901.5", "10000000000", "0.000000000000000001", "-0.000000000000000001", "0", "1.5",
+    ]  # fmt: skip
+    spark.sql("CREATE TABLE dec (id INT, amount DECIMAL(38,18)) USING delta")
+    spark.sql("CREATE TABLE qdec (id INT, amount DECIMAL(38,18)) USING qbeast OPTIONS ('columnsToIndex'='amount', 'cubeSize'='2')")
+    for table in ("dec", "qdec"):
+        for i, v in enumerate(extremes):  # one file each: stats skipping decides per file
+            spark.sql(f"INSERT INTO {table} VALUES ({i}, {v}BD), ({i + 100}, NULL)")
+    conditions = [
+        "amount > 10000000000", "amount = 12345678901.5", "amount >= 99999999999999999999.999999999999999999",
+        "amount < -99999999999999999999.99999999999999999", "amount = 0.000000000000000001",
+        "amount > 0.0000000000000000005", "amount <= -0.0000000000000000005", "amount != 12345678901.5",
+        "amount > 12345678901234567890123.5", "amount < 99999999999999999999.99999999999999999",
+        "amount IN (1.5, 12345678901.5, 7)", "amount BETWEEN -10000000000.5 AND 12345678901.49",
+    ]  # fmt: skip
+    import decimal
+
+    values = {i: decimal.Decimal(v) for i, v in enumerate(extremes)}
+
+    def expected(condition: str) -> list[tuple[int]]:
+        # the same condition computed by Spark over the unfiltered rows (no skipping can apply)
+        everything = spark.sql("SELECT id, amount FROM dec").collect()
+        spark.createDataFrame(everything, "id INT, amount DECIMAL(38,18)").createOrReplaceTempView("dec_all")
+        return rows(spark, f"SELECT id FROM dec_all WHERE {condition}")
+
+    for stage in ("written", "optimized"):
+        for table in ("dec", "qdec"):
+            assert dict(rows(spark, f"SELECT id, amount FROM {table} WHERE id < 100")) == values, (stage, table)
+            for condition in conditions:
+                assert rows(spark, f"SELECT id FROM {table} WHERE {condition}") == expected(condition), (stage, table, condition)
+        spark.sql("OPTIMIZE dec")
+        spark.sql("OPTIMIZE qdec")

@@ -18,7 +18,6 @@ write is a conflict (retry the restore) rather than silently undone.
 from __future__ import annotations
 
 import datetime as _dt
-import os
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
@@ -26,8 +25,8 @@ import pyarrow.compute as pc
 
 from use.delta.actions import add_actions, remove_actions
 from use.delta.log import DeltaLog
-from use.delta.storage import absolute_path
 from use.delta.transaction import Transaction
+from use.delta.vacuum import files_gone
 from use.errors import InvalidArgumentError
 
 __all__ = ["RestoreResult", "restore"]
@@ -83,7 +82,7 @@ def restore(
     now, then = current.files, target.files
     back = then.filter(pc.invert(pc.is_in(then.column("path"), value_set=now.column("path"))))
     gone = now.filter(pc.invert(pc.is_in(now.column("path"), value_set=then.column("path"))))
-    missing = [p for p in back.column("path").to_pylist() if not os.path.exists(absolute_path(log.table_root, p))]
+    missing = files_gone(log.table_root, back.column("path").to_pylist())
     if missing:
         raise InvalidArgumentError(
             f"cannot restore {log.table_root} to version {target.version}: {len(missing)} of its data files are no longer "

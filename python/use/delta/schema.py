@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from use.delta.typewidening import is_supported_change
 from use.errors import CorruptLogError, SchemaMismatchError
 
 _PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
@@ -42,6 +43,8 @@ def _type_from_delta(t: Any, where: str) -> pa.DataType:
             return pa.decimal128(int(m.group(1)), int(m.group(2)))
         if t == "decimal":
             return pa.decimal128(10, 0)
+        if t == VOID:  # the protocol's void type (delta-spark's mergeSchema of an all-NULL column): read as NULLs
+            return pa.null()
         raise CorruptLogError(f"unknown Delta type {t!r} for column {where} in the table schema")
     if isinstance(t, dict):
         kind = t.get("type")
@@ -79,6 +82,8 @@ def schema_from_json(schema_string: str) -> pa.Schema:
 
 
 def _type_to_delta(t: pa.DataType, where: str) -> Any:
+    if pa.types.is_null(t):
+        return VOID
     if pa.types.is_dictionary(t):
         return _type_to_delta(t.value_type, where)
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
@@ -122,14 +127,148 @@ def _field_to_delta(f: pa.Field, parent: str = "") -> dict[str, Any]:
 
 
 def schema_to_json(schema: pa.Schema) -> str:
-    """The `schemaString` of an Arrow schema (SchemaMismatchError for types Delta cannot hold)."""
+    """The `schemaString` of an Arrow schema (SchemaMismatchError for types Delta cannot hold, and
+    for NULL-typed columns: `check_no_void`)."""
     names = [f.name for f in schema]
     dupes = sorted({n for n in names if names.count(n) > 1 or names.count(n.lower()) > 1} |
                    {n for n in names if sum(1 for m in names if m.lower() == n.lower()) > 1})
     if dupes:
         raise SchemaMismatchError(f"duplicate column names (Delta names are case-insensitive): {dupes}")
-    doc = {"type": "struct", "fields": [_field_to_delta(f) for f in schema]}
+    fields = [_field_to_delta(f) for f in schema]
+    check_no_void(fields, "the table")
+    doc = {"type": "struct", "fields": fields}
     return json.dumps(doc, separators=(",", ":"))
+
+
+#: Spark's and the protocol's name of the NULL type (Spark's `NullType`, what `lit(None)` has).
+VOID = "void"
+
+#: Delta type names that Spark SQL spells otherwise (`DataType.simpleString`).
+_SQL_NAMES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
+
+
+def type_sql(t: Any, *, nullability: bool = False) -> str:
+    """A Delta type (schemaString JSON) as Spark SQL writes it (`bigint`, `struct<a:int>`), for
+    messages; with `nullability`, `NOT NULL` marks each non-nullable field, element and value, for
+    two types that differ only there."""
+
+    def nn(nullable: Any) -> str:
+        return " NOT NULL" if nullability and nullable is False else ""
+
+    if isinstance(t, str):
+        return _SQL_NAMES.get(t, t)
+    kind = t.get("type") if isinstance(t, dict) else None
+    if kind == "struct":
+        inner = ",".join(f"{f['name']}:{type_sql(f['type'], nullability=nullability)}{nn(f.get('nullable'))}" for f in t["fields"])
+        return f"struct<{inner}>"
+    if kind == "array":
+        return f"array<{type_sql(t['elementType'], nullability=nullability)}{nn(t.get('containsNull'))}>"
+    if kind == "map":
+        key, value = type_sql(t["keyType"], nullability=nullability), type_sql(t["valueType"], nullability=nullability)
+        return f"map<{key},{value}{nn(t.get('valueContainsNull'))}>"
+    return json.dumps(t)
+
+
+def _shown(data: Any, table: Any) -> tuple[str, str]:
+    """The two types as messages show them: with NOT NULL marks when they would print alike."""
+    a, b = type_sql(data), type_sql(table)
+    return (type_sql(data, nullability=True), type_sql(table, nullability=True)) if a == b else (a, b)
+
+
+def nullable_type(t: Any) -> Any:
+    """The Delta type with every nested field, array element and map value nullable, as Delta
+    stores a column a write adds (Spark's `asNullable`): that the rows of that write had no NULL
+    inside must not refuse NULLs in later ones. Map keys stay required (they cannot be NULL)."""
+    if isinstance(t, dict):
+        kind = t.get("type")
+        if kind == "struct":
+            return {**t, "fields": [{**f, "type": nullable_type(f["type"]), "nullable": True} for f in t["fields"]]}
+        if kind == "array":
+            return {**t, "elementType": nullable_type(t["elementType"]), "containsNull": True}
+        if kind == "map":
+            return {**t, "keyType": nullable_type(t["keyType"]), "valueType": nullable_type(t["valueType"]), "valueContainsNull": True}
+    return t
+
+
+def write_type_problem(data: Any, table: Any, where: str) -> str | None:
+    """Why values of the Delta type `data` cannot be written into the column `where` of the Delta
+    type `table` (None: they can). The one rule of DataFrame writes into an existing table
+    (`df.write.format("delta").save(path)` in every mode and option, `DeltaTable.write`,
+    `QbeastTable.write`), Delta's (`SchemaMergingUtils.mergeSchemas`, which Delta's DataFrame writer
+    applies): NULLs aside (the data's nullability is not trusted; a NOT NULL column is checked row
+    by row as the rows are written), the type must be the table's, or one the table's holds without
+    loss (an int into a bigint, a float into a double, a decimal(10,2) into a decimal(12,2): the
+    protocol's widenings, `use.delta.typewidening.is_supported_change`; Delta itself takes only the
+    tinyint/smallint/int ones, as a cast they are exact), nested types field by field (by name, any
+    case, any order), and an all-NULL (void) value fits any column. Anything else, narrowing
+    (bigint into int, double into float) or converting (string into int), is refused rather than
+    cast: a cast could change or lose the values ("Failed to merge incompatible data types", Delta
+    says)."""
+    if data == VOID:
+        return None
+    if isinstance(data, str) and isinstance(table, str):
+        if data == table or is_supported_change(data, table):
+            return None
+    elif isinstance(data, dict) and isinstance(table, dict) and data.get("type") == table.get("type"):
+        kind = table.get("type")
+        if kind == "struct":
+            have = {f["name"].lower(): f for f in data["fields"]}
+            want = {f["name"].lower(): f for f in table["fields"]}
+            extra = [f["name"] for f in data["fields"] if f["name"].lower() not in want]
+            missing = [f["name"] for f in table["fields"] if f["name"].lower() not in have]
+            if not extra and not missing:
+                for f in table["fields"]:
+                    problem = write_type_problem(have[f["name"].lower()]["type"], f["type"], f"{where}.{f['name']}")
+                    if problem:
+                        return problem
+                return None
+            a, b = _shown(data, table)
+            why = "; ".join(
+                ([f"fields not in the table: {', '.join(extra)}"] if extra else [])
+                + ([f"fields missing from the data: {', '.join(missing)}"] if missing else [])
+            )
+            return f"{where} is {a} in the data and {b} in the table ({why})"
+        if kind == "array":
+            return write_type_problem(data["elementType"], table["elementType"], f"{where}.element")
+        if kind == "map":
+            return write_type_problem(data["keyType"], table["keyType"], f"{where}.key") or write_type_problem(
+                data["valueType"], table["valueType"], f"{where}.value"
+            )
+    a, b = _shown(data, table)
+    return f"{where} is {a} in the data and {b} in the table"
+
+
+def void_columns(fields: list[dict[str, Any]], parent: str = "") -> list[str]:
+    """The (nested) columns of these schemaString fields whose type is NULL (void), by path."""
+
+    def walk(t: Any, where: str) -> list[str]:
+        if t == VOID:
+            return [where]
+        if isinstance(t, dict):
+            if t.get("type") == "struct":
+                return [p for f in t["fields"] for p in walk(f["type"], f"{where}.{f['name']}")]
+            if t.get("type") == "array":
+                return walk(t["elementType"], f"{where}.element")
+            if t.get("type") == "map":
+                return walk(t["keyType"], f"{where}.key") + walk(t["valueType"], f"{where}.value")
+        return []
+
+    return [p for f in fields for p in walk(f["type"], f"{parent}{f['name']}")]
+
+
+def check_no_void(fields: list[dict[str, Any]], target: str) -> None:
+    """SchemaMismatchError naming the columns of these schemaString fields that have no type (all
+    NULL, e.g. `lit(None)`: Spark's NullType, `void`), which a write cannot add to `target`. Delta
+    stores such a column as `void` and leaves it out of every data file, a column that can never
+    hold a value; USE refuses it instead, so the mistake shows where it is made: the column needs
+    the type its values will have."""
+    voids = void_columns(fields)
+    if voids:
+        raise SchemaMismatchError(
+            f"column {', '.join(voids)} of the data has no type (it is all NULL, e.g. lit(None): Spark's NullType, "
+            f"'void'), which a write cannot add to {target}; cast it to the type its values will have, e.g. "
+            f"lit(None).cast(\"string\") in Python or CAST(NULL AS STRING) in SQL"
+        )
 
 
 def uses_timestamp_ntz(schema: pa.Schema) -> bool:
@@ -153,27 +292,17 @@ def is_primitive(t: pa.DataType) -> bool:
     return not (pa.types.is_nested(t))
 
 
-def _normalized(t: pa.DataType) -> pa.DataType:
-    if pa.types.is_large_string(t):
-        return pa.string()
-    if pa.types.is_large_binary(t):
-        return pa.binary()
-    return t
-
-
 def check_append_schema(data: pa.Schema, table: pa.Schema, path: str) -> None:
-    """Appends must bring exactly the table's columns with the same types (order may differ); a
-    SchemaMismatchError naming every difference otherwise. Nullability is not compared: a written
-    schema is stored nullable (nested fields too), as Delta stores it, and data that has no nulls
-    fits it."""
-    shown = data
-    data, table = as_nullable(data), as_nullable(table)
+    """Appends must bring exactly the table's columns (order may differ), each of a type the
+    table's column takes (`write_type_problem`: the same, NULLs aside, or one it widens without
+    loss; the write casts it); a SchemaMismatchError naming every difference otherwise."""
     extra = [n for n in data.names if n not in table.names]
     missing = [n for n in table.names if n not in data.names]
     differing = [
-        f"{f.name} ({shown.field(f.name).type} in the data, {f.type} in the table)"
+        problem
         for f in table
-        if f.name in data.names and _normalized(data.field(f.name).type) != _normalized(f.type)
+        if f.name in data.names
+        and (problem := write_type_problem(_type_to_delta(data.field(f.name).type, f.name), _type_to_delta(f.type, f.name), f.name))
     ]
     if extra or missing or differing:
         parts = []
@@ -182,7 +311,7 @@ def check_append_schema(data: pa.Schema, table: pa.Schema, path: str) -> None:
         if missing:
             parts.append(f"table columns missing from the data: {', '.join(missing)}")
         if differing:
-            parts.append(f"columns with another type: {', '.join(differing)}")
+            parts.append(f"columns of a type the table's cannot take without a cast that could change values: {'; '.join(differing)}")
         raise SchemaMismatchError(
             f"the data does not match the schema of {path} ({'; '.join(parts)}); select and cast the data to the "
             f"table's columns {table.names}, or write with mode='overwrite' to replace the table"

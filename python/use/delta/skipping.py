@@ -346,11 +346,16 @@ def _cast(a: Any, t: pa.DataType) -> Any:
 
 
 def _grid(op: str, value: _decimal.Decimal, step: _decimal.Decimal) -> tuple[str, _decimal.Decimal] | bool:
-    """Rewrite `x op value` for x on a grid of `step`: (op, grid value), or a constant outcome."""
-    floor = value.quantize(step, rounding=_decimal.ROUND_FLOOR)
+    """Rewrite `x op value` for x on a grid of `step`: (op, grid value), or a constant outcome.
+    Exact whatever the digits: under a context as precise as the value on that grid needs (Python's
+    default of 28 digits cannot hold a DECIMAL(38,18) value such as 12345678901.5 at scale 18, and
+    `quantize` then fails instead of rounding)."""
+    digits = max(value.adjusted(), 0) + 1 - min(step.as_tuple().exponent, 0) + 1  # type: ignore[operator]
+    ctx = _decimal.Context(prec=max(digits, 1), Emax=_decimal.MAX_EMAX, Emin=_decimal.MIN_EMIN)
+    floor = value.quantize(step, rounding=_decimal.ROUND_FLOOR, context=ctx)
     if floor == value:
-        return op, value.quantize(step)
-    ceil = value.quantize(step, rounding=_decimal.ROUND_CEILING)
+        return op, value.quantize(step, context=ctx)
+    ceil = value.quantize(step, rounding=_decimal.ROUND_CEILING, context=ctx)
     if op == "=":
         return False
     if op == "!=":

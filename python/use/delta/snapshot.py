@@ -24,7 +24,7 @@ from use.delta.replay import LogState
 from use.delta.schema import schema_from_json
 from use.delta.typewidening import FEATURES as TYPE_WIDENING_FEATURES
 from use.delta.typewidening import check_type_changes
-from use.errors import ConfigError, UnsupportedFeatureError
+from use.errors import ConfigError, UnsupportedFeatureError, UseError
 
 # --- features ---------------------------------------------------------------------------------------
 
@@ -326,10 +326,18 @@ def auto_compact_value(what: str, value: str) -> bool:
     return v != "false"
 
 
-# Table properties accepted at create time. Anything else under `delta.` is refused (as Spark does),
-# because a misspelt property silently does nothing.
+# Delta's table properties: accepted at create time (and by ALTER TABLE ... SET TBLPROPERTIES),
+# acted upon or, for those with no meaning in USE, kept for other engines (README, "Delta table
+# properties"); the ones USE cannot honour are refused by `_refusal` saying why. Anything else under
+# `delta.` is refused as unknown (as Spark does), because a misspelt property silently does nothing.
 KNOWN_DELTA_PROPERTIES = frozenset(
     {
+        "delta.enableTypeWidening",
+        "delta.checkpointPolicy",
+        "delta.enableIcebergCompatV1",
+        "delta.enableIcebergCompatV2",
+        "delta.enableIcebergCompatV3",
+        "delta.universalFormat.enabledFormats",
         "delta.appendOnly",
         "delta.checkpointInterval",
         "delta.logRetentionDuration",
@@ -396,6 +404,78 @@ _UNSUPPORTED_WHEN_TRUE = {
     "delta.checkpoint.writeStatsAsStruct": "checkpoint stats as struct",
 }
 
+#: Delta's isolation levels a table may name (`delta.isolationLevel`); USE checks conflicts as
+#: Delta's WriteSerializable level whatever the table says (README, "Delta table properties").
+_ISOLATION_LEVELS = ("serializable", "writeserializable")
+
+#: Delta's boolean properties that nothing else parses: a value other than true/false is refused.
+_BOOLEAN_PROPERTIES = frozenset(
+    {*_UNSUPPORTED_WHEN_TRUE, "delta.enableTypeWidening", "delta.enableIcebergCompatV1", "delta.enableIcebergCompatV2",
+     "delta.enableIcebergCompatV3", "delta.randomizeFilePrefixes", "delta.tuneFileSizesForRewrites"}
+)  # fmt: skip
+
+#: The table feature prefix of Delta's `delta.feature.<name>=supported` (adds `<name>` to the protocol).
+FEATURE_PROPERTY_PREFIX = "delta.feature."
+
+
+def _refusal(key: str, value: str) -> UseError | None:
+    """Why USE refuses a real Delta table property with this value (None: it takes it): the
+    feature it turns on, which USE does not write, or a value Delta itself does not accept. Named
+    precisely, so that a real property is never answered "check its spelling"."""
+    v = value.strip().lower()
+    if key in _BOOLEAN_PROPERTIES and v not in ("true", "false"):
+        return ConfigError(f"table property {key}={value!r} must be 'true' or 'false'")
+    if key == "delta.setTransactionRetentionDuration":
+        try:
+            parse_interval_ms(key, value)
+        except ConfigError as exc:
+            return exc
+    if key in _UNSUPPORTED_WHEN_TRUE and v == "true":
+        return UnsupportedFeatureError(
+            f"table property {key}=true needs the feature {_UNSUPPORTED_WHEN_TRUE[key]!r}, which USE does not support", feature=_UNSUPPORTED_WHEN_TRUE[key]
+        )
+    if key == "delta.enableTypeWidening" and v == "true":
+        return UnsupportedFeatureError(
+            f"table property {key}=true: USE reads tables whose column types were widened (feature typeWidening) but "
+            "does not widen a column's type itself (ALTER COLUMN ... TYPE is not supported yet), so it does not enable "
+            "type widening; widen the column with delta-spark, or rewrite the table with the wider type "
+            "(CREATE OR REPLACE TABLE ... AS SELECT CAST(...))",
+            feature="typeWidening",
+        )
+    if key.startswith("delta.enableIcebergCompatV") and v == "true":
+        feature = "icebergCompat" + key[len("delta.enableIcebergCompat"):]
+        return UnsupportedFeatureError(
+            f"table property {key}=true: Iceberg compatibility (UniForm, feature {feature}) has writers keep Iceberg "
+            "metadata beside the Delta log, which USE does not write; leave it unset, or write the table with delta-spark",
+            feature=feature,
+        )
+    if key == "delta.universalFormat.enabledFormats" and v:
+        return UnsupportedFeatureError(
+            f"table property {key}={value!r}: UniForm (Iceberg/Hudi metadata kept beside the Delta log by every "
+            "writer) is not supported by USE; leave it unset, or write the table with delta-spark"
+        )
+    if key == "delta.checkpointPolicy":
+        if v == "v2":
+            return UnsupportedFeatureError(
+                f"table property {key}=v2 needs V2 checkpoints (feature v2Checkpoint), which USE reads but does not "
+                "write (its checkpoints are classic); leave it 'classic'",
+                feature="v2Checkpoint",
+            )
+        if v != "classic":
+            return ConfigError(f"table property {key}={value!r} must be 'classic' or 'v2' (Delta's checkpoint policies)")
+    if key == "delta.isolationLevel" and v not in _ISOLATION_LEVELS:
+        return ConfigError(f"table property {key}={value!r} must be 'Serializable' or 'WriteSerializable' (Delta's isolation levels)")
+    if key.startswith(FEATURE_PROPERTY_PREFIX):
+        name = key[len(FEATURE_PROPERTY_PREFIX):]
+        return UnsupportedFeatureError(
+            f"table property {key}={value!r} asks to add the table feature {name!r} to the protocol, which USE does not "
+            "do by property: it upgrades the protocol itself for the features a table uses (timestampNtz for a "
+            "TIMESTAMP_NTZ column, changeDataFeed for delta.enableChangeDataFeed=true, ...); leave it unset, or add the "
+            "feature with delta-spark",
+            feature=name,
+        )
+    return None
+
 
 def validate_configuration(configuration: Mapping[str, str], previous: Mapping[str, str] | None = None) -> dict[str, str]:
     """Check table properties being set; with `previous`, only keys that are new or changed are judged
@@ -411,10 +491,11 @@ def validate_configuration(configuration: Mapping[str, str], previous: Mapping[s
             continue
         if k.startswith("delta.constraints."):
             raise UnsupportedFeatureError(f"table property {k}: CHECK constraints (feature 'checkConstraints') cannot be enforced by USE")
+        refusal = _refusal(k, v)
+        if refusal is not None:
+            raise refusal
         if k.startswith("delta.") and k not in KNOWN_DELTA_PROPERTIES:
             raise ConfigError(f"unknown Delta table property {k!r}; check its spelling (known: {', '.join(sorted(KNOWN_DELTA_PROPERTIES))})")
-        if k in _UNSUPPORTED_WHEN_TRUE and v.strip().lower() == "true":
-            raise UnsupportedFeatureError(f"table property {k}=true needs the feature {_UNSUPPORTED_WHEN_TRUE[k]!r}, which USE does not support")
     mode = conf.get("delta.columnMapping.mode", "none").lower()
     if mode != "none" and old.get("delta.columnMapping.mode") != conf.get("delta.columnMapping.mode"):
         raise UnsupportedFeatureError(

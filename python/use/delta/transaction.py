@@ -45,7 +45,7 @@ from use.delta.actions import (
 from use.delta.commits import CommitActions, parse_commits
 from use.delta.listing import LogListing, commit_name, list_log
 from use.delta.predicates import Predicate
-from use.delta.schema import schema_from_json
+from use.delta.schema import schema_from_json, void_columns
 from use.delta.skipping import files_matching
 from use.delta.snapshot import Snapshot, TableConfig, check_write_support, validate_configuration
 from use.errors import (
@@ -300,6 +300,8 @@ class Transaction:
             if missing:
                 raise InvalidArgumentError(f"partition columns {missing} are not in the new schema {schema.names}")
             validate_configuration(metadata.configuration, snap.metadata.configuration)
+        if self._adds:
+            _check_no_void_columns(metadata, table)
         config = TableConfig.from_configuration(metadata.configuration)
         add_paths = [a.path for a in self._adds]
         rem_paths = [r.path for r in self._removes]
@@ -573,3 +575,22 @@ def check_app_transaction(app_id: Any, version: Any) -> None:
 
 
 __all__ = ["Transaction", "check_app_transaction", "engine_info"]
+
+
+def _check_no_void_columns(metadata: Metadata, table: str) -> None:
+    """Data files cannot be added to a table with a column of the protocol's `void` type (what
+    delta-spark's mergeSchema makes of an all-NULL column): writers must leave such columns out of
+    their files, which USE's writers do not do, so USE reads these tables (the column is NULL) but
+    writes no data into them. Metadata-only commits stay allowed, and so does an overwrite whose
+    new schema gives the column a type."""
+    fields = json.loads(metadata.schema_string).get("fields", [])
+    voids = void_columns(fields)
+    if voids:
+        first = voids[0].split(".")[0]
+        raise UnsupportedFeatureError(
+            f"table {table} has column(s) {', '.join(voids)} of type void (all NULL, e.g. added by delta-spark's "
+            "mergeSchema from a lit(None) column): USE reads the table (the column reads as NULL) but writes no data into "
+            "it, since writers must leave void columns out of their data files; give the column a type first, e.g. "
+            f"overwrite the table with it cast (CAST({first} AS STRING) AS {first}) and "
+            f"option(\"overwriteSchema\", \"true\"), or write it with delta-spark"
+        )

@@ -28,9 +28,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from use.delta.datafile import local_root
-from use.errors import CLI, PYTHON, SQL, InvalidArgumentError, VacuumRetentionError
+from use.delta.storage import absolute_path
+from use.errors import CLI, PYTHON, SQL, InvalidArgumentError, VacuumRetentionError, VersionNotFoundError
 
-__all__ = ["VacuumResult", "vacuum", "vacuum_candidates"]
+__all__ = ["VacuumResult", "check_version_files", "files_gone", "vacuum", "vacuum_candidates"]
 
 _HOUR_MS = 3_600_000
 _LOG_DIR = "_delta_log"
@@ -271,3 +272,33 @@ def _remove_empty_dirs(root: str, dirs: set[str]) -> None:
             os.rmdir(os.path.join(root, *d.split("/")))
         except OSError:
             pass  # not empty (or gone): leave it
+
+
+def files_gone(root: str, paths: Sequence[str]) -> list[str]:
+    """The data files among `paths` (log paths of the table at `root`) that are no longer on
+    storage: a version older than the retention may name files VACUUM has since deleted. The one
+    check of RESTORE and of time travel (`check_version_files`)."""
+    return [p for p in paths if not os.path.exists(absolute_path(root, p))]
+
+
+def check_version_files(log: Any, version: int, paths: Sequence[str]) -> None:
+    """VersionNotFoundError when files a read of `version` needs (`paths`) are gone, naming the
+    version, VACUUM, and the versions that can still be read, instead of the reader's
+    FILE_NOT_EXIST halfway through the query. Checked where a query is planned, on the files it
+    will read (a stat each; only for a read of an older version: the latest's files are kept)."""
+    gone = files_gone(log.table_root, paths)
+    if not gone:
+        return
+    latest = log.snapshot().version
+    lo, hi = version + 1, latest  # the oldest version after it whose files are all there (the latest's are)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if files_gone(log.table_root, log.snapshot(version=mid).files.column("path").to_pylist()):
+            lo = mid + 1
+        else:
+            hi = mid
+    raise VersionNotFoundError(
+        f"version {version} of {log.table_root} cannot be read: {len(gone)} of the data files it needs are no longer on "
+        f"storage (VACUUM deleted them once they were older than the table's retention, "
+        f"delta.deletedFileRetentionDuration), e.g. {gone[0]}; versions {lo} to {latest} (the latest) can still be read"
+    )

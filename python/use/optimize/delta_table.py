@@ -254,7 +254,7 @@ class DeltaTable(TableSurface):
         from use.delta.schema import as_nullable, check_append_schema, schema_to_json
         from use.delta.transaction import check_app_transaction
         from use.optimize.properties import check_configuration, property_text
-        from use.spark_files import check_partition_types, write_dataframe_files
+        from use.spark_files import check_partition_types, conform_to_table, write_dataframe_files
 
         mode_key = mode.lower() if isinstance(mode, str) else mode
         if mode_key not in WRITE_MODES:
@@ -289,6 +289,7 @@ class DeltaTable(TableSurface):
         data_schema = to_arrow_schema(df.schema, prefers_large_types=False)
         if snap is not None and mode_key == "append":
             check_append_schema(data_schema, snap.schema, root)
+            df = conform_to_table(df, snap.metadata.schema_string)  # a type widened without loss: the table's
             table_parts = list(snap.metadata.partition_columns)
             if partition_by is not None and parts != table_parts:
                 raise InvalidArgumentError(

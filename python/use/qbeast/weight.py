@@ -249,7 +249,10 @@ def _hash_one(v: Any, kind: str, seed: int) -> int:
         return _hash_long(micros, seed)
     if kind.startswith("decimal"):
         precision, scale = _decimal_params(kind)
-        unscaled = int(decimal.Decimal(v).scaleb(scale).to_integral_value())
+        d = decimal.Decimal(v)
+        # exact at any precision (a DECIMAL(38,18) value has 38 digits; Python's default context rounds to 28)
+        exact = decimal.Context(prec=len(d.as_tuple().digits) + scale + 1, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+        unscaled = int(d.scaleb(scale, context=exact).to_integral_value(context=exact))
         if precision <= 18:
             return _hash_long(unscaled, seed)
         length = max(1, (unscaled.bit_length() + 8) // 8)  # BigInteger.toByteArray: minimal two's complement

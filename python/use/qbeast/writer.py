@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from use.delta.actions import AddFile, Metadata
-from use.delta.schema import check_append_schema
+from use.delta.schema import check_append_schema, schema_to_json
 from use.delta.transaction import check_app_transaction
 from use.errors import IndexColumnError, InvalidArgumentError
 from use.qbeast.index_plan import (
@@ -48,6 +48,7 @@ from use.qbeast.write_shuffle import (
 )
 from use.qbeast.write_scope import write_scope
 from use.spark_files import OPTIMIZE_WRITE_PROPERTY as _OPTIMIZE_WRITE_PROPERTY
+from use.spark_files import conform_to_table
 from use.qbeast.write_tasks import CUBE_COLUMN, FILE_COLUMN, write_files
 
 if TYPE_CHECKING:
@@ -287,7 +288,7 @@ def write(
     origin_rev: Revision | None = None
     if snapshot is not None and mode == "append":
         check_append_schema(data_schema, snapshot.schema, root)
-        df = df.select(*[df[c] for c in snapshot.schema.names])
+        df = conform_to_table(df, snapshot.metadata.schema_string)
         data_schema = _arrow_schema(df)
         if qsnap is not None and qsnap.revisions:
             existing_rev = qsnap.revisions[qsnap.latest_revision_id]
@@ -394,7 +395,7 @@ def index_into_revision(
     latest = qsnap.revisions[qsnap.latest_revision_id]
     data_schema = _arrow_schema(df)
     check_append_schema(data_schema, qsnap.schema, root)
-    df = df.select(*[df[c] for c in qsnap.schema.names])
+    df = conform_to_table(df, schema_to_json(qsnap.schema))
     data_schema = _arrow_schema(df)
     transformers = parse_column_specs(list(latest.columns), data_schema, existing=latest)
     stats = collect_stats(df, transformers)
@@ -458,7 +459,7 @@ def rewrite_with_existing_weights(
     root = qsnap.table_root
     data_schema = _arrow_schema(df)
     check_append_schema(data_schema, qsnap.schema, root)
-    df = df.select(*[df[c] for c in qsnap.schema.names])
+    df = conform_to_table(df, schema_to_json(qsnap.schema))
     data_schema = _arrow_schema(df)
     sample_weight = None
     if sampling_fraction is not None:

@@ -26,14 +26,6 @@ if TYPE_CHECKING:
 #: Spark's SaveMode names, as the V1 write passes them, to `DeltaTable.write`'s modes.
 _SAVE_MODES = {"Append": "append", "Overwrite": "overwrite", "ErrorIfExists": "errorifexists", "Ignore": "ignore"}
 
-#: The type changes `mergeSchema` takes (the data's type -> the table's wider one), as Spark's safe
-#: casts on insert; any other difference is refused (mergeSchema adds columns, it does not retype).
-_WIDENS = {
-    ("byte", "short"), ("byte", "integer"), ("byte", "long"), ("short", "integer"), ("short", "long"),
-    ("integer", "long"), ("float", "double"), ("byte", "double"), ("short", "double"), ("integer", "double"),
-}
-
-
 def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """`df.write.format("delta").save(path)` in any save mode, with Delta's semantics (the shim's
     `DeltaPathProvider.createRelation`). A path without a table gets one, created by this write in
@@ -79,24 +71,32 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
     snap = log.snapshot()
     if snap.has_app_transaction(app_id, app_version):
         return {"created": False, "root": root}  # this batch was written already
+    df = dataframe(spark, args[0])
     # a stream's complete mode replaces the table whatever the session's overwrite mode
     dynamic = mode == "overwrite" and dynamic_overwrite(None if req.get("stream") else spark, options)
-    replace_where = next((v for k, v in options.items() if k.lower() == "replacewhere"), None)
-    if replace_where is not None and mode == "overwrite":
-        if dynamic or overwrite_schema or app_id is not None:
-            raise InvalidArgumentError(
-                "replaceWhere replaces the rows matching its condition and cannot be combined with "
-                "partitionOverwriteMode=dynamic, overwriteSchema or txnAppId; drop one of them"
-            )
-        write_replacing_where(spark, dataframe(spark, args[0]), snap, replace_where)
-        return {"created": False, "root": root}
+    replace_where = next((v for k, v in options.items() if k.lower() == "replacewhere"), None) if mode == "overwrite" else None
+    if replace_where is not None and (dynamic or overwrite_schema or app_id is not None):
+        raise InvalidArgumentError(
+            "replaceWhere replaces the rows matching its condition and cannot be combined with "
+            "partitionOverwriteMode=dynamic, overwriteSchema or txnAppId; drop one of them"
+        )
     if overwrite_schema and mode == "overwrite":
         if dynamic:
             raise InvalidArgumentError(
                 "overwriteSchema=true replaces the whole table (rows, schema, partitioning) and cannot be combined with a "
                 "dynamic partition overwrite (partitionOverwriteMode=dynamic), as in Delta: drop one of the two options"
             )
-        _write_replacing_schema(spark, dataframe(spark, args[0]), snap, parts, (app_id, app_version))
+        _write_replacing_schema(spark, df, snap, parts, (app_id, app_version))
+        return {"created": False, "root": root}
+    # every other write keeps the table's schema, so the data must fit it (new columns only with mergeSchema)
+    added = _columns_to_add(snap, df, merge_schema)
+    if replace_where is not None:
+        if added:
+            raise InvalidArgumentError(
+                f"replaceWhere with new columns ({', '.join(f['name'] for f in added)}, mergeSchema) is not supported "
+                "yet; add the columns first (ALTER TABLE ... ADD COLUMNS), then replace the rows"
+            )
+        write_replacing_where(spark, df, snap, replace_where)
         return {"created": False, "root": root}
     if parts is not None:
         current = list(snap.partition_columns)
@@ -105,16 +105,13 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
                 f"partitionBy({', '.join(map(repr, parts))}) differs from the partitioning of the table at {root} "
                 f"({', '.join(current) or 'none'}); leave partitionBy out to write into the table as it is partitioned"
             )
-    if merge_schema:
-        df = dataframe(spark, args[0])
-        added = _new_columns(snap, df)
-        if added:
-            _refuse_dynamic(dynamic, "mergeSchema with new columns")
-            _write_merged(spark, df, snap, mode, added, (app_id, app_version))
-            return {"created": False, "root": root}
+    if added:
+        _refuse_dynamic(dynamic, "mergeSchema with new columns")
+        _write_merged(spark, df, snap, mode, added, (app_id, app_version))
+        return {"created": False, "root": root}
     if app_id is not None:
         _refuse_dynamic(dynamic, "txnAppId/txnVersion")
-        _write_idempotent(spark, dataframe(spark, args[0]), snap, mode, app_id, int(app_version))  # type: ignore[arg-type]
+        _write_idempotent(spark, df, snap, mode, app_id, int(app_version))  # type: ignore[arg-type]
         return {"created": False, "root": root}
     return {"write": "dynamic" if dynamic else mode, "root": root}
 
@@ -251,9 +248,10 @@ def _write_idempotent(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: 
 
     from use.delta.schema import check_append_schema
     from use.optimize.delta_table import DeltaTable
+    from use.spark_files import conform_to_table
 
     check_append_schema(to_arrow_schema(df.schema, prefers_large_types=False), snap.schema, snap.table_root)
-    df = df.select(*[df[c] for c in snap.schema.names])
+    df = conform_to_table(df, snap.metadata.schema_string)
     if is_qbeast(snap.configuration):
         from use.qbeast.writer import write as otree_write
 
@@ -262,60 +260,82 @@ def _write_idempotent(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: 
         DeltaTable.write(df, snap.table_root, mode=mode, txn_app_id=app_id, txn_version=version)
 
 
-def _new_columns(snap: Snapshot, df: DataFrame) -> list[Any]:
-    """`mergeSchema`: the DataFrame's columns the table does not have (Spark fields, in the data's
-    order), after checking that the columns both have agree on their type (or the table's is wider)."""
-    from pyspark.sql.types import StructType
+def _columns_to_add(snap: Snapshot, df: DataFrame, merge_schema: bool) -> list[dict[str, Any]]:
+    """The data's columns the table does not have (schemaString fields, in the data's order), which
+    `mergeSchema` adds; checked first, as Delta's DataFrame writer checks them, so that a write that
+    cannot go in is refused before anything is written, with or without mergeSchema alike:
+    - a column the table has takes data of its type or of one it holds without loss
+      (`use.delta.schema.write_type_problem`; NULLs aside: a NOT NULL column is checked as the rows
+      are written); narrowing (bigint into int, double into float) or converting is refused, not
+      cast, since a cast could change the values;
+    - a column the table lacks needs `mergeSchema` (Delta's advice in its schema-mismatch error),
+      must have a type (not all-NULL `void`, `check_no_void`), and a Qbeast table takes none yet."""
+    from use.delta.schema import check_no_void, write_type_problem
 
-    if is_qbeast(snap.configuration):
-        raise InvalidArgumentError(
-            f"mergeSchema into the Qbeast table at {snap.table_root} is not supported yet; add the columns first "
-            f"(ALTER TABLE qbeast.`{snap.table_root}` ADD COLUMNS (...)), then append"
+    table = {f["name"].lower(): f for f in json.loads(snap.metadata.schema_string)["fields"]}
+    data = df.schema.jsonValue()["fields"]
+    added = [f for f in data if f["name"].lower() not in table]
+    problems = [
+        p for f in data if f["name"].lower() in table and (p := write_type_problem(f["type"], table[f["name"].lower()]["type"], f["name"]))
+    ]
+    root = snap.table_root
+    if problems:
+        raise SchemaMismatchError(
+            f"the data does not fit the columns of the table at {root}: {'; '.join(problems)}. A write keeps the table's "
+            "column types and nested fields (mergeSchema adds top-level columns; it does not change a column's type, and "
+            "a nested field is added with ALTER TABLE ... ADD COLUMNS (s.x <type>) first) and takes only data it holds "
+            "without a cast that could change values: cast the data to the table's type (e.g. "
+            'df.withColumn("c", col("c").cast("int"))), or replace the table with mode("overwrite") and '
+            'option("overwriteSchema", "true")'
         )
-    table = {f.name.lower(): f for f in StructType.fromJson(json.loads(snap.metadata.schema_string)).fields}
-    added = []
-    for field in df.schema.fields:
-        have = table.get(field.name.lower())
-        if have is None:
-            added.append(field)
-        elif have.dataType != field.dataType and (field.dataType.typeName(), have.dataType.typeName()) not in _WIDENS:
-            raise SchemaMismatchError(
-                f"column {field.name} is {field.dataType.simpleString()} in the data and {have.dataType.simpleString()} in the "
-                f"table at {snap.table_root}; mergeSchema adds columns, it does not change a column's type: cast the column "
-                f"to {have.dataType.simpleString()}"
+    if added and not merge_schema:
+        names = ", ".join(f["name"] for f in added)
+        raise SchemaMismatchError(
+            f"the data has column(s) {names} that the table at {root} does not have (its columns: "
+            f"{', '.join(f['name'] for f in table.values())}); to add them to the table, write with "
+            '.option("mergeSchema", "true") (as Delta asks), or select only the table\'s columns'
+        )
+    if added:
+        check_no_void(added, f"the table at {root}")
+        if is_qbeast(snap.configuration):
+            raise InvalidArgumentError(
+                f"mergeSchema into the Qbeast table at {root} is not supported yet; add the columns first "
+                f"(ALTER TABLE qbeast.`{root}` ADD COLUMNS (...)), then append"
             )
     return added
 
 
 def _write_merged(
-    spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str, added: Sequence[Any], app: tuple[str | None, int | None]
+    spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str, added: Sequence[dict[str, Any]], app: tuple[str | None, int | None]
 ) -> None:
     """`mergeSchema` with new columns: one commit holding the widened schema (the new columns at the
-    end, nullable, as Delta adds them) and the rows (plus every old file removed, on overwrite).
-    Columns the data lacks are NULL; the table's columns keep their types."""
+    end, nullable to the last nested field, as Delta adds them: `nullable_type`) and the rows (plus
+    every old file removed, on overwrite). Columns the data lacks are NULL; the table's columns keep
+    their types (`conform_to_table` casts the data to them)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
+
+    from use.delta.schema import nullable_type
+    from use.spark_files import conform_to_table
 
     root = snap.table_root
     current = json.loads(snap.metadata.schema_string)
-    merged = {**current, "fields": current["fields"] + [{**f.jsonValue(), "nullable": True} for f in added]}
+    new_fields = [{**f, "type": nullable_type(f["type"]), "nullable": True} for f in added]
+    merged = {**current, "fields": current["fields"] + new_fields}
     schema_string = json.dumps(merged, separators=(",", ":"))
     check_schema_change(snap, spark_schema_to_arrow(schema_string), f"mergeSchema into {root}")
-    given = {c.lower(): c for c in df.columns}
-    fields = StructType.fromJson(merged).fields
-    missing = [f.name for f in fields if not f.nullable and f.name.lower() not in given]
+    given = {c.lower() for c in df.columns}
+    required = [f["name"] for f in merged["fields"] if not f.get("nullable", True)]
+    missing = [name for name in required if name.lower() not in given]
     if missing:
         raise SchemaMismatchError(
             f"the data has no column {', '.join(missing)}, which the table at {root} declares NOT NULL; add the column "
             "to the data"
         )
-
-    def column(f: Any) -> Any:
-        if f.name.lower() not in given:
-            return F.lit(None).cast(f.dataType).alias(f.name)
-        value = F.col(f"`{given[f.name.lower()]}`").cast(f.dataType)
-        if not f.nullable:  # as Spark's inserts check a NOT NULL column: a clean error on the first NULL
-            value = F.coalesce(value, F.raise_error(F.lit(f"NULL in column {f.name}, which the table at {root} declares NOT NULL")))
-        return value.alias(f.name)
-
-    write_delta(spark, df.select(*[column(f) for f in fields]), snap, mode, [], schema_string=schema_string, app=app)
+    rows = conform_to_table(df, schema_string)
+    # as Spark's inserts check a NOT NULL column: a clean error on the first NULL
+    rows = rows.select(*[
+        F.coalesce(F.col(f"`{c}`"), F.raise_error(F.lit(f"NULL in column {c}, which the table at {root} declares NOT NULL"))).alias(c)
+        if c in required else F.col(f"`{c}`")
+        for c in rows.columns
+    ])  # fmt: skip
+    write_delta(spark, rows, snap, mode, [], schema_string=schema_string, app=app)

@@ -55,10 +55,15 @@ def plan_json(
     }
 
 
-def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any) -> dict[str, Any]:
+def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any, *, pinned: bool = False) -> dict[str, Any]:
+    """One scan's files; of a `pinned` version (time travel), checked to be still on storage."""
+    from use.delta.vacuum import check_version_files
     from use.qbeast.reader import plan_read
+    from use.sql.tables import log_for
 
     plan = plan_read(None, qsnap, sample=sample, predicate=predicate)
+    if pinned:
+        check_version_files(log_for(qsnap.table_root), qsnap.version, plan.files.column("path").to_pylist())
     weight = None
     if plan.weight_range is not None:
         weight = {"columns": list(plan.indexed_columns), "upper": int(plan.weight_range[1])}
@@ -80,5 +85,5 @@ def plan_scans(spark: SparkSession, req: dict[str, Any], filters: list[Any]) -> 
         if qsnap is None:
             qsnap = snapshots[key] = QbeastSnapshot.from_delta(snapshot_of(key[0], key[1]))
         predicate = expression_to_predicate(condition) if condition is not None else None
-        out.append(_scan(qsnap, scan.get("sample"), predicate))
+        out.append(_scan(qsnap, scan.get("sample"), predicate, pinned=key[1] is not None))
     return {"scans": out}

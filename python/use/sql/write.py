@@ -283,6 +283,7 @@ def write_replacing_where(spark: SparkSession, df: DataFrame, snap: Snapshot, co
     from use.delta.schema import check_append_schema
     from use.qbeast.reader import plan_read, scan
     from use.qbeast.snapshot import QbeastSnapshot
+    from use.spark_files import conform_to_table
 
     root = snap.table_root
     qsnap = QbeastSnapshot.from_delta(snap)
@@ -293,7 +294,7 @@ def write_replacing_where(spark: SparkSession, df: DataFrame, snap: Snapshot, co
         given = f"the condition of INSERT INTO ... REPLACE WHERE ({condition})" if sql else f"the writer option replaceWhere={condition!r}"
         raise InvalidArgumentError(f"{given} cannot be applied to the table {why}") from None
     check_append_schema(to_arrow_schema(df.schema, prefers_large_types=False), snap.schema, root)
-    data = df.select(*[df[c] for c in snap.schema.names])
+    data = conform_to_table(df, snap.metadata.schema_string)
     matches = F.coalesce(F.expr(condition), F.lit(False))
     outside = data.where(~matches).limit(1).collect()
     if outside:

@@ -135,6 +135,16 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
       case d: DeleteFromTable if d.resolved => refuseView(d.table, "DELETE"); refuseMapped(d.table, "DELETE")
       case u: UpdateTable if u.resolved => refuseView(u.table, "UPDATE"); refuseMapped(u.table, "UPDATE")
       case m: MergeIntoTable if m.resolved => refuseView(m.targetTable, "MERGE"); refuseMapped(m.targetTable, "MERGE")
+      case c if UseAnalysis.ConstraintStatements.contains(c.getClass.getSimpleName) =>
+        // the table is the statement's child (DROP) or under it (ADD CHECK plans a filter over it)
+        c.collectFirst {
+          case ResolvedTable(_, ident, _: UseTable, _) => ident.toString
+          case r: DataSourceV2Relation if r.table.isInstanceOf[UseTable] => r.table.name()
+          case other if UseFileIndex.of(other).isDefined => UseFileIndex.of(other).get._3.meta.root
+        }.foreach { name =>
+          val verb = if (c.getClass.getSimpleName.startsWith("Drop")) "DROP" else "ADD"
+          throw UseParser.constraintsNotSupported(s"ALTER TABLE $name $verb CONSTRAINT")
+        }
       case _ =>
     }
     plan.resolveOperatorsUp {
@@ -194,6 +204,9 @@ object UseAnalysis {
 
   def toAttributes(schema: StructType): Seq[AttributeReference] =
     schema.fields.toSeq.map(f => AttributeReference(f.name, f.dataType, f.nullable, f.metadata)())
+
+  /** Spark's plans of `ALTER TABLE ... ADD|DROP CONSTRAINT` (by name: they differ across Spark versions). */
+  val ConstraintStatements: Set[String] = Set("AddCheckConstraint", "AddConstraint", "DropConstraint")
 
   /** Delta's DESCRIBE statements read as USE's insight tables of the same name. */
   val DescribeInsights: Set[String] = Set("history", "detail")

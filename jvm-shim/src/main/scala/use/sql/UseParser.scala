@@ -44,6 +44,8 @@ object UseParser {
   private val Generate = """(?is)\s*generate\s+(\S+)\s+for\s+table\s+(.+?)\s*;?\s*""".r
   /** `RESTORE [TABLE] <table> [TO] VERSION|TIMESTAMP AS OF <x>`. */
   private val Restore = """(?is)\s*restore\s+(?:table\s+)?(.+?)\s+(?:to\s+)?(version|timestamp)\s+as\s+of\s+(.+?)\s*;?\s*""".r
+  /** `ALTER TABLE delta.`<path>` ADD|DROP CONSTRAINT ...` (or `qbeast.`<path>``). */
+  private val PathConstraint = """(?is)\s*alter\s+table\s+((?:delta|qbeast)\s*\.\s*`(?:[^`]|``)*`)\s+(add|drop)\s+constraint\b.*""".r
   /** `VACUUM <table> [LITE|FULL] [RETAIN <x> HOURS] [DRY RUN]`. */
   private val Vacuum = """(?is)\s*vacuum\s+(.+?)(?:\s+(lite|full))?(?:\s+retain\s+(\S+)\s+hours)?(\s+dry\s+run)?\s*;?\s*""".r
 
@@ -92,8 +94,20 @@ object UseParser {
           s"RESTORE ... TIMESTAMP AS OF takes a quoted time, e.g. TIMESTAMP AS OF '2025-01-01 00:00:00' (UTC), got '$other'")
       }
       Some((s"CALL use_catalog.system.restore(table => ${literal(tableText(table))}, $target)", None))
+    case PathConstraint(table, verb) => throw constraintsNotSupported(s"ALTER TABLE $table ${verb.toUpperCase(java.util.Locale.ROOT)} CONSTRAINT")
     case _ => None
   }
+
+  /** Table constraints (Delta's CHECK constraints, the `checkConstraints` feature, and Spark's
+    * PRIMARY/FOREIGN KEY, UNIQUE): USE does not enforce them on its writes, so it cannot add them.
+    * The same error for a registered table (`UseAnalysis`) and a table named by its path (here:
+    * Spark's session catalog fails on such a statement with a bare NoSuchElementException before any
+    * analysis rule sees it). */
+  private[sql] def constraintsNotSupported(statement: String): UseException = new UseException(
+    s"$statement: table constraints (Delta's CHECK constraints, feature checkConstraints) are not supported by USE yet, " +
+      "since its writes could not enforce them; check the rule in the job that writes (e.g. a filter or an assertion on " +
+      "the DataFrame before the write), or add the constraint with delta-spark (USE then reads the table but does not " +
+      "write it)", UseException.Kinds.NotSupported)
 
   private def refuse(message: String): Nothing = throw new UseException(message, UseException.Kinds.InvalidArgument)
 
