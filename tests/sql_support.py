@@ -42,6 +42,22 @@ def commit_actions(root: str, version: int) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def add_void_column(root: str, name: str) -> None:
+    """Give the table's first commit a `void` column, as delta-spark's mergeSchema of an all-NULL
+    column records one."""
+    import json
+
+    first = os.path.join(root, "_delta_log", f"{0:020d}.json")
+    actions = commit_actions(root, 0)
+    for a in actions:
+        if "metaData" in a:
+            schema = json.loads(a["metaData"]["schemaString"])
+            schema["fields"].append({"name": name, "type": "void", "nullable": True, "metadata": {}})
+            a["metaData"]["schemaString"] = json.dumps(schema)
+    with open(first, "w") as f:
+        f.write("\n".join(json.dumps(a) for a in actions) + "\n")
+
+
 @contextmanager
 def refused(match: str) -> Iterator[None]:
     """The statement fails with one clean message (USE's or Spark's own), no Python traceback and

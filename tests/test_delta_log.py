@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from use.delta import AddFile, DeltaLog, Metadata, Protocol, RemoveFile, SetTransaction, Snapshot
+from sql_support import add_void_column
 from use.delta.actions import FILES_SCHEMA, remove_actions
 from use.delta.listing import list_log
 from use.delta.storage import LocalLogStore
@@ -670,22 +671,13 @@ def test_void_columns_are_read_as_nulls_and_never_written(table_path):
     a new table cannot get one, and no data file is added to a table that has one (writers must
     leave void columns out of their files, which USE's do not), metadata-only commits still are."""
     import dataclasses
-    import json
 
     log = DeltaLog.for_path(table_path)
     with pytest.raises(SchemaMismatchError, match=r"column n of the data has no type \(it is all NULL.*cast it to the type"):
         log.create(pa.schema([("id", pa.int64()), ("n", pa.null())]))
     assert not log.exists()
     deltalake.write_deltalake(table_path, pa.table({"id": pa.array([1, 2], pa.int64())}))
-    first = os.path.join(table_path, "_delta_log", f"{0:020d}.json")
-    actions = [json.loads(line) for line in open(first)]
-    for a in actions:  # as delta-spark commits it
-        if "metaData" in a:
-            schema = json.loads(a["metaData"]["schemaString"])
-            schema["fields"].append({"name": "n", "type": "void", "nullable": True, "metadata": {}})
-            a["metaData"]["schemaString"] = json.dumps(schema)
-    with open(first, "w") as f:
-        f.write("\n".join(json.dumps(a) for a in actions) + "\n")
+    add_void_column(table_path, "n")
     snap = DeltaLog.for_path(table_path).snapshot()
     assert snap.schema.field("n").type == pa.null() and deltalake.DeltaTable(table_path).schema().to_arrow().field("n").type == pa.null()
     with pytest.raises(UnsupportedFeatureError, match=r"has column\(s\) n of type void .* USE reads the table .* but writes no data into it"):

@@ -10,7 +10,7 @@ import os
 import pyarrow as pa
 import pytest
 
-from sql_support import commit_actions, location, refused, rows, state
+from sql_support import add_void_column, commit_actions, location, refused, rows, state
 
 
 def _delta_rs(path: str):
@@ -298,15 +298,7 @@ def test_a_table_with_a_void_column_is_read_with_the_column_null_and_not_written
 
     path = str(tmp_path / "v")
     deltalake.write_deltalake(path, pa.table({"id": pa.array([1, 2], pa.int64())}))
-    first = os.path.join(path, "_delta_log", f"{0:020d}.json")
-    actions = [json.loads(line) for line in open(first)]
-    for a in actions:
-        if "metaData" in a:
-            schema = json.loads(a["metaData"]["schemaString"])
-            schema["fields"].append({"name": "n", "type": "void", "nullable": True, "metadata": {}})
-            a["metaData"]["schemaString"] = json.dumps(schema)
-    with open(first, "w") as f:
-        f.write("\n".join(json.dumps(a) for a in actions) + "\n")
+    add_void_column(path, "n")
     assert rows(spark, f"SELECT id, n FROM delta.`{path}`") == [(1, None), (2, None)]
     assert rows(spark, f"SELECT count(*) FROM delta.`{path}` WHERE n IS NULL AND id > 1") == [(1,)]
     before = state(path)
