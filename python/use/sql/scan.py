@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from use.sql.tables import snapshot_of, table_root
+from use.sql.tables import log_for, snapshot_of, table_root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -59,7 +59,6 @@ def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any, *, pinned
     """One scan's files; of a `pinned` version (time travel), checked to be still on storage."""
     from use.delta.vacuum import check_version_files
     from use.qbeast.reader import plan_read
-    from use.sql.tables import log_for
 
     plan = plan_read(None, qsnap, sample=sample, predicate=predicate)
     if pinned:
@@ -85,5 +84,8 @@ def plan_scans(spark: SparkSession, req: dict[str, Any], filters: list[Any]) -> 
         if qsnap is None:
             qsnap = snapshots[key] = QbeastSnapshot.from_delta(snapshot_of(key[0], key[1]))
         predicate = expression_to_predicate(condition) if condition is not None else None
-        out.append(_scan(qsnap, scan.get("sample"), predicate, pinned=key[1] is not None))
+        # an older version's files may be gone (VACUUM); the latest's are kept (a DELETE, UPDATE or
+        # MERGE pins the latest: no stat per file for those)
+        pinned = key[1] is not None and key[1] < log_for(key[0]).snapshot().version
+        out.append(_scan(qsnap, scan.get("sample"), predicate, pinned=pinned))
     return {"scans": out}
