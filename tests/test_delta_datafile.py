@@ -164,3 +164,34 @@ def test_compression_takes_spark_codec_names(tmp_path) -> None:
         with pytest.raises(ConfigError, match=r"is not a parquet codec USE can write.*; use one of brotli, gzip"):
             write_data_file(str(tmp_path), _data(), compression=bad)  # type: ignore[arg-type]
     assert os.listdir(tmp_path) == [add.path]
+
+
+def test_float_columns_holding_nan_get_no_footer_min_max(tmp_path) -> None:
+    """pyarrow leaves NaN out of a footer's min/max (the parquet spec); parquet-mr readers (Spark and
+    Delta Spark reading the table's files) take such bounds as covering every value and drop the NaN
+    rows of `d > 1`. Chunks of columns holding NaN get no min/max, as parquet-mr writes them; the
+    other columns keep theirs, the rows and row groups are unchanged, the Delta stats are as before."""
+    root = str(tmp_path)
+    nan = float("nan")
+    data = pa.table({
+        "id": pa.array(range(6), pa.int64()),
+        "d": [0.5, nan, 0.7, 1.0, 2.0, 3.0],
+        "f": pa.array([0.5, 1.5, 0.7, 1.0, 2.0, 3.0], pa.float32()),
+        "s": pa.array([{"x": 0.5 * i if i != 4 else nan} for i in range(6)], pa.struct([("x", pa.float64())])),
+    })  # fmt: skip
+    add = write_data_file(root, data, row_group_size=3, stats_columns=-1)
+    path = os.path.join(root, add.path)
+    md = pq.read_metadata(path)
+    assert md.num_row_groups == 2 and not any(f.endswith(".nan") or f.startswith(".") for f in os.listdir(root))
+    for g in range(2):
+        chunks = [md.row_group(g).column(i) for i in range(4)]
+        has = {c.path_in_schema: c.statistics is not None and c.statistics.has_min_max for c in chunks}
+        assert has == {"id": True, "d": False, "f": True, "s.x": False}
+    back = pq.read_table(path)
+    assert back.column("id").to_pylist() == list(range(6)) and back.column("d").to_pylist()[2:] == [0.7, 1.0, 2.0, 3.0]
+    stats = json.loads(add.stats)
+    assert stats["minValues"]["d"] == 0.5 and "d" not in stats["maxValues"] and stats["maxValues"]["f"] == 3.0
+    # no NaN: one write, every footer bound kept
+    plain = write_data_file(root, data.select(["id", "f"]))
+    md = pq.read_metadata(os.path.join(root, plain.path))
+    assert all(md.row_group(0).column(i).statistics.has_min_max for i in range(2))

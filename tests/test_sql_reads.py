@@ -167,6 +167,9 @@ def test_nan_and_negative_zero_rows_are_not_skipped_by_parquet_footers(spark, db
         assert sorted(r[0] for r in qt.read().where("d > 1 OR d = 0.0").collect()) == [2, 4]
 
     check()
+    # the files themselves, read by Spark's own parquet reader as another engine would: no footer
+    # bound of a float column holding NaN hides the row
+    assert sorted(r[0] for r in spark.read.parquet(location(spark, "dn")).where("d > 1 OR f > 1").collect()) == [2]
     spark.sql("OPTIMIZE dn")
     spark.sql("CALL use_catalog.system.optimize(table => 'qn')")
     check()

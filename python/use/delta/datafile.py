@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from use.delta.actions import AddFile
-from use.delta.stats import DEFAULT_NUM_INDEXED_COLS, file_stats_json, iter_leaf_arrays, stats_leaves
+from use.delta.stats import DEFAULT_NUM_INDEXED_COLS, file_stats_json, iter_leaf_arrays, leaf_columns, stats_leaves
 from use.errors import ConfigError, InvalidArgumentError, SchemaMismatchError, StorageError
 
 __all__ = [
@@ -260,8 +260,9 @@ class DataFileWriter:
         self._target = target
         self._stats_columns = stats_columns
         self._stats_column_names = stats_column_names
-        leaves = stats_leaves(target, num_indexed_cols=stats_columns, columns=stats_column_names)
-        self._float_leaves = [l for l in leaves if pa.types.is_floating(l.type)]
+        stats_leaves(target, num_indexed_cols=stats_columns, columns=stats_column_names)  # bad names refused now
+        # every float leaf, not only the stats columns: a footer's min/max of any of them is read
+        self._float_leaves = [l for l in leaf_columns(target) if pa.types.is_floating(l.type)]
         if file_name is None:
             rel = f"{uuid.uuid4()}.parquet"
             if self._pvals:
@@ -278,6 +279,7 @@ class DataFileWriter:
         self._data_change = data_change
         self._tags = dict(tags) if tags is not None else None
         self._writer: pq.ParquetWriter | None = None
+        self._use_dictionary: list[str] | bool = True
         self._nan_columns: set[str] = set()
         self._closed = False
 
@@ -288,17 +290,43 @@ class DataFileWriter:
 
     def _open(self, use_dictionary: list[str] | bool) -> pq.ParquetWriter:
         os.makedirs(os.path.dirname(self._final), exist_ok=True)
-        self._writer = pq.ParquetWriter(
-            self._tmp,
+        self._use_dictionary = use_dictionary
+        self._writer = self._parquet_writer(self._tmp, True)
+        return self._writer
+
+    def _parquet_writer(self, path: str, write_statistics: bool | list[str]) -> pq.ParquetWriter:
+        return pq.ParquetWriter(
+            path,
             self._target,
             compression=self._compression,
-            use_dictionary=use_dictionary,
-            write_statistics=True,
+            use_dictionary=self._use_dictionary,
+            write_statistics=write_statistics,
             use_compliant_nested_type=True,
             coerce_timestamps="us",
             allow_truncated_timestamps=False,
         )
-        return self._writer
+
+    def _drop_nan_footer_stats(self, metadata: pq.FileMetaData) -> None:
+        """Rewrite the finished file without footer min/max of the float columns that hold NaN.
+
+        The parquet spec has writers leave NaN out of min/max (pyarrow does); parquet-mr readers
+        (Spark, Delta Spark, Trino's Hive connector reading USE's tables) take such bounds as
+        covering every value and skip the row groups holding the NaN for `d > 1` or `d = NaN`.
+        parquet-mr's own writer writes no min/max for a chunk with NaN; this does the same, once
+        the file is written (only files holding NaN pay the second write). The Delta stats come
+        from the first footer (the log's max of such a column is left out anyway)."""
+        paths = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
+        keep = [p for p in paths if p not in self._nan_columns]
+        again = f"{self._tmp}.nan"
+        source = pq.ParquetFile(self._tmp)
+        try:
+            with self._parquet_writer(again, keep) as writer:
+                for i in range(source.num_row_groups):
+                    writer.write_table(source.read_row_group(i))
+            os.replace(again, self._tmp)
+        finally:
+            if os.path.lexists(again):
+                os.unlink(again)
 
     def write(self, data: pa.RecordBatch | pa.Table, row_group_size: int | None = None) -> None:
         """Append rows (a batch, or a table whose chunks the writer cuts into row groups of
@@ -333,6 +361,8 @@ class DataFileWriter:
             writer.close()
             self._closed = True
             metadata = pq.read_metadata(self._tmp)
+            if self._nan_columns:
+                self._drop_nan_footer_stats(metadata)
             _publish(self._tmp, self._final, self._rel, self._table_root)
         except BaseException:
             self.abort()
