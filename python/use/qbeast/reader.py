@@ -454,15 +454,14 @@ def _listed_on_driver(spark: "SparkSession", num_paths: int) -> Any:
 _PARQUET_FORMAT = "use.sql.UseParquetFormat"
 
 
-def _parquet(spark: "SparkSession", data_schema: Any) -> Any:
-    """Spark's parquet reader of data files with `data_schema`, as the shim's format when the
-    session has it: Spark's own skips row groups on float/double filters by footers that leave NaN
-    and -0.0 out of their reckoning and so drops rows (`UseParquetFormat` in the shim says how).
-    A session without the shim (built outside `use.session`) reads with Spark's format."""
+def _parquet_format(spark: "SparkSession") -> str:
+    """The format the data files are read with: the shim's when the session has it, since Spark's
+    own skips row groups on float/double filters by footers that leave NaN and -0.0 out of their
+    reckoning and so drops rows (`UseParquetFormat` in the shim says how). A session without the
+    shim (built outside `use.session`) reads with Spark's format."""
     from use.shim import shim_loaded
 
-    fmt = _PARQUET_FORMAT if shim_loaded(spark, _PARQUET_FORMAT) else "parquet"
-    return spark.read.schema(data_schema).format(fmt)
+    return _PARQUET_FORMAT if shim_loaded(spark, _PARQUET_FORMAT) else "parquet"
 
 
 def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "DataFrame":
@@ -491,10 +490,11 @@ def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "Da
         return (col.cast(f.dataType) if stored_field.dataType != f.dataType else col).alias(f.name)
 
     data_schema = StructType([sf for _, sf in data_fields])
+    fmt = _parquet_format(spark)  # one lookup of the shim's class per scan, not per partition
     identity = all(sf.name == f.name and sf.dataType == f.dataType for f, sf in data_fields)
     if not parts:
         with _listed_on_driver(spark, len(paths)):
-            df = _parquet(spark, data_schema).load(paths)
+            df = spark.read.schema(data_schema).format(fmt).load(paths)
         return df if identity else df.select(*[logical(sf, f) for f, sf in data_fields])
     keys = qsnap.partition_value_keys
     instants = timestamp_partition_columns(qsnap.schema, qsnap.partition_columns)
@@ -514,7 +514,8 @@ def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "Da
         by_partition = merged
     with _listed_on_driver(spark, max(len(g) for g in by_partition.values())):
         frames = [
-            _parquet(spark, data_schema)
+            spark.read.schema(data_schema)
+            .format(fmt)
             .load(group)
             .select(
                 *[logical(sf, f) for f, sf in data_fields],
