@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal as _decimal
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +52,10 @@ from use.errors import InvalidArgumentError
 if TYPE_CHECKING:
     from use.delta.columnmapping import ColumnMapping
 
-__all__ = ["files_matching", "partition_columns_of", "partition_text_table", "typed_partition_values", "utc_timestamp_texts"]
+__all__ = [
+    "files_matching", "partition_columns_of", "partition_text_table", "snapshot_files_matching", "typed_partition_values",
+    "utc_timestamp_texts",
+]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _TIMESTAMP_MAX_SLACK_US = 1000  # Delta writes timestamp stats truncated to milliseconds
@@ -108,11 +111,14 @@ def _chunked_to_array(a: Any) -> Any:
     return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
 
 
-def partition_text_table(files: pa.Table, columns: Sequence[str]) -> pa.Table:
+def partition_text_table(files: pa.Table, columns: Sequence[str], instants: Collection[str] = ()) -> pa.Table:
     """The partition values of every file (a snapshot's `files`) as the log stores them: one string
-    column per partition column, null where a file's map has no value."""
+    column per partition column, null where a file's map has no value. `instants`, timestamp (with
+    time zone) columns, are taken in one spelling per instant (`utc_timestamp_texts`), so that
+    files of one partition compare equal however the log spells its value."""
     values = files.column("partition_values")
-    return pa.table({c: pc.map_lookup(values, pa.scalar(c, pa.string()), "first") for c in columns})
+    texts = {c: pc.map_lookup(values, pa.scalar(c, pa.string()), "first") for c in columns}
+    return pa.table({c: utc_timestamp_texts(t) if c in instants else t for c, t in texts.items()})
 
 
 def typed_partition_values(files: pa.Table, column: str, type_: pa.DataType) -> pa.Array:
@@ -502,6 +508,16 @@ def _compare(b: _Bounds, op: str, value: Any, n: int) -> pa.BooleanArray:
         same = pc.and_(pc.equal(lo, lit), pc.equal(hi, lit))
         return _keep(pc.invert(same), n)
     raise InvalidArgumentError(f"comparison operator {op!r} is not one of =, !=, <, <=, >, >=")
+
+
+def snapshot_files_matching(snapshot: Any, files: pa.Table, predicate: Predicate) -> pa.BooleanArray:
+    """`files_matching` for rows of a snapshot's files (or files added to it), with the snapshot's
+    schema; under active column mapping the stats and partition values are keyed by physical names.
+    `snapshot`: a `Snapshot` or a `use.qbeast.snapshot.QbeastSnapshot`."""
+    mapping = getattr(snapshot, "column_mapping", None)
+    if mapping is not None and mapping.active:
+        return files_matching(files, predicate, snapshot.schema, partition_columns=snapshot.partition_columns, column_mapping=mapping)
+    return files_matching(files, predicate, snapshot.schema)
 
 
 def files_matching(

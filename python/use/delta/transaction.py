@@ -46,7 +46,7 @@ from use.delta.commits import CommitActions, parse_commits
 from use.delta.listing import LogListing, commit_name, list_log
 from use.delta.predicates import Predicate
 from use.delta.schema import schema_from_json, void_columns
-from use.delta.skipping import files_matching
+from use.delta.skipping import snapshot_files_matching
 from use.delta.snapshot import Snapshot, TableConfig, check_write_support, validate_configuration
 from use.errors import (
     CommitRetriesExceededError,
@@ -546,15 +546,7 @@ class Transaction:
             return
         changed = winner.adds.filter(pc.fill_null(winner.adds.column("data_change"), True))
         if changed.num_rows and not isinstance(self._read_rows, bool):
-            snap = self.snapshot
-            mapping = snap.column_mapping
-            if mapping.active:  # the files' stats and partition values are keyed by physical names
-                may_match = files_matching(
-                    changed, self._read_rows, snap.schema, partition_columns=snap.partition_columns, column_mapping=mapping
-                )
-            else:
-                may_match = files_matching(changed, self._read_rows, snap.schema)
-            changed = changed.filter(may_match)
+            changed = changed.filter(snapshot_files_matching(self.snapshot, changed, self._read_rows))
         if changed.num_rows:
             raise ConcurrentAppendError(
                 f"files were added to {self._log.table_root} concurrently by {who} (e.g. "

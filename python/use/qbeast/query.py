@@ -448,18 +448,6 @@ def select_blocks(blocks: pa.Table, revisions: Any, predicate: Predicate | None,
     return keep
 
 
-def files_by_stats(qsnap: Any, files: pa.Table, predicate: Predicate) -> pa.BooleanArray:
-    """Delta data skipping (`use.delta.skipping.files_matching`) of rows of `qsnap.files` for
-    `predicate`: True where a file may hold a matching row."""
-    from use.delta.skipping import files_matching
-
-    mapping = getattr(qsnap, "column_mapping", None)
-    if mapping is not None and mapping.active:
-        # The files' stats and partition values are keyed by physical names.
-        return files_matching(files, predicate, qsnap.schema, partition_columns=qsnap.partition_columns, column_mapping=mapping)
-    return files_matching(files, predicate, qsnap.schema)
-
-
 def select_files(
     qsnap: Any,
     predicate: Predicate | None = None,
@@ -473,8 +461,10 @@ def select_files(
     Staging files are kept (subject only to Delta stats skipping); an indexed file is kept when it
     has a block of a selected cube whose weights overlap the range. `stats_mask` is the Delta
     data-skipping verdict for the same files; when omitted it is computed with
-    `use.delta.skipping.files_matching` for the predicate.
+    `use.delta.skipping.snapshot_files_matching` for the predicate.
     """
+    from use.delta.skipping import snapshot_files_matching
+
     files: pa.Table = qsnap.files
     n = files.num_rows
     if weight_range is not None:
@@ -484,7 +474,7 @@ def select_files(
         if lo == hi:  # [lo, lo) holds no row (a sample of 0): not even a staging file is read
             return pa.array(np.zeros(n, dtype=bool), type=pa.bool_())
     if stats_mask is None:
-        stats_mask = files_by_stats(qsnap, files, predicate) if predicate is not None and n else np.ones(n, dtype=bool)
+        stats_mask = snapshot_files_matching(qsnap, files, predicate) if predicate is not None and n else np.ones(n, dtype=bool)
     if isinstance(stats_mask, (pa.Array, pa.ChunkedArray)):
         mask = np.asarray(stats_mask.to_numpy(zero_copy_only=False), dtype=bool)
     else:

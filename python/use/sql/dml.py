@@ -35,7 +35,8 @@ from use.errors import InvalidArgumentError, TableConstraintError
 from use.qbeast.revision import adds_revisions_only
 from use.sql.bridge import dataframe
 from use.sql.scan import file_uris
-from use.sql.tables import log_for, snapshot_of, table_root
+from use.delta.log_cache import shared_log
+from use.sql.tables import snapshot_of, table_root
 from use.sql.write import rows_written
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
             configuration=snap.configuration,
         )  # fmt: skip
     try:
-        txn = Transaction(log_for(root), snap)
+        txn = Transaction(shared_log(root), snap)
         # the rewritten rows are staging files of a Qbeast table: an index revision added meanwhile
         # (the service's) leaves them valid
         txn.tolerate_metadata_change(adds_revisions_only)

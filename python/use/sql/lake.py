@@ -107,9 +107,10 @@ def _check_settings(location: str, insight: str, spark_conf: Mapping[str, str]) 
     would reach the client as a Python traceback inside a failed Spark job, not as this one clean
     error with its SQLSTATE."""
     from use.insights.facts import TableFacts
-    from use.sql.tables import log_for, table_root
+    from use.delta.log_cache import shared_log
+    from use.sql.tables import table_root
 
-    log = log_for(table_root(location))
+    log = shared_log(table_root(location))
     check(TableFacts(log, log.snapshot()), insight, spark_conf=dict(spark_conf))
 
 

@@ -115,7 +115,8 @@ def resolve_table(ref: Mapping[str, Any] | None, *, allow_parquet: bool = False)
     Delta/Qbeast table of the catalog, TableNotFoundError for a location without a Delta log
     (`allow_parquet`: a parquet directory by path, or a parquet table of the session catalog, is
     accepted, for the converting procedures)."""
-    from use.sql.tables import log_for, table_root
+    from use.delta.log_cache import shared_log
+    from use.sql.tables import table_root
 
     if not ref or not ref.get("location"):
         raise InvalidArgumentError("table must name a table (table, db.table or catalog.db.table) or give a table path")
@@ -128,7 +129,7 @@ def resolve_table(ref: Mapping[str, Any] | None, *, allow_parquet: bool = False)
             f"CALL {PREFIX}convert_to_qbeast('<path>', '<columns>'))"
         )
     root = table_root(str(ref["location"]))
-    if not allow_parquet and not log_for(root).exists():
+    if not allow_parquet and not shared_log(root).exists():
         named = "" if name in (root, ref["location"]) else f" ({name})"
         raise TableNotFoundError(
             f"no Delta table at {root}{named}: there is no _delta_log with commits; check the table name or path"
@@ -204,7 +205,7 @@ VACUUM_SCHEMA = pa.schema([("path", pa.string()), ("bytes", pa.int64()), ("delet
 
 def _vacuum(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
     from use.delta.vacuum import vacuum
-    from use.sql.tables import log_for
+    from use.delta.log_cache import shared_log
 
     dry_run, force = args.get("dry_run"), args.get("force")
     for key, value in (("dry_run", dry_run), ("force", force)):
@@ -212,7 +213,7 @@ def _vacuum(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> 
             raise InvalidArgumentError(f"{key} must be true or false, got {value!r}")
     # Delta's switch for its VACUUM's check, as Delta users turn it off (also for the VACUUM statement)
     force = force or str(spark.conf.get(RETENTION_CHECK_CONF, "true")).strip().lower() == "false"
-    result = vacuum(log_for(table.root), args.get("retention_hours"), dry_run=dry_run, enforce_retention_check=not force)
+    result = vacuum(shared_log(table.root), args.get("retention_hours"), dry_run=dry_run, enforce_retention_check=not force)
     return pa.table(
         {
             "path": pa.array(result.files, pa.string()),
@@ -327,9 +328,9 @@ RESTORE_SCHEMA = pa.schema(
 
 def _restore(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
     from use.delta.restore import restore
-    from use.sql.tables import log_for
+    from use.delta.log_cache import shared_log
 
-    r = restore(log_for(table.root), args.get("version"), args.get("timestamp"))
+    r = restore(shared_log(table.root), args.get("version"), args.get("timestamp"))
     return pa.Table.from_pylist(
         [{"restored_version": r.restored_version, "version": r.version, "table_size_after_restore": r.size,
           "num_of_files_after_restore": r.num_files, "num_removed_files": r.num_removed_files,
@@ -345,9 +346,9 @@ GENERATE_SCHEMA = pa.schema([("manifests_written", pa.int64()), ("manifests_dele
 
 def _generate(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
     from use.delta.manifest import generate_table
-    from use.sql.tables import log_for
+    from use.delta.log_cache import shared_log
 
-    r = generate_table(log_for(table.root), args.get("mode"))
+    r = generate_table(shared_log(table.root), args.get("mode"))
     return pa.Table.from_pylist([{"manifests_written": len(r.written), "manifests_deleted": len(r.deleted)}], schema=GENERATE_SCHEMA)
 
 
@@ -531,7 +532,7 @@ def manual_trigger(spark: "SparkSession", req: dict[str, Any], args: list[Any]) 
     from use.optimize.loop import optimize_path, session_defaults
     from use.service import active
     from use.sql.bridge import calling_session
-    from use.sql.tables import log_for
+    from use.delta.log_cache import shared_log
 
     spark = calling_session(spark, args)
     table = resolve_table(req.get("table"))
@@ -543,7 +544,7 @@ def manual_trigger(spark: "SparkSession", req: dict[str, Any], args: list[Any]) 
             f"and changes no property; {'no setting was given' if not settings else 'it takes no ' + ', '.join(others)}: "
             f"to change the table's properties, ALTER TABLE the table in its own catalog (e.g. {table.name})"
         )
-    properties = log_for(table.root).snapshot().configuration
+    properties = shared_log(table.root).snapshot().configuration
     defaults = session_defaults(spark)
     OptimizationConfig.from_properties(properties, settings, spark_conf=defaults)  # bad settings fail here
     service = active.current()

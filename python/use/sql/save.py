@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from use.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
 from use.qbeast.revision import cube_size_option
 from use.sql.bridge import dataframe
-from use.sql.tables import check_schema_change, is_qbeast, log_for, spark_schema_to_arrow, table_root
+from use.delta.log_cache import shared_log
+from use.sql.tables import check_schema_change, is_qbeast, spark_schema_to_arrow, table_root
 from use.sql.write import cube_size_of, dynamic_overwrite, indexed_columns, write_delta, write_replacing_where
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
     app_id, app_version = _txn_options(options)
     parts = req.get("partitionColumns")
     root = table_root(req["path"])
-    log = log_for(root)
+    log = shared_log(root)
     if req.get("format") == "qbeast":
         return _save_qbeast(spark, dataframe(spark, args[0]), root, mode, options, parts, (app_id, app_version))
     if not log.exists():
@@ -180,7 +181,7 @@ def _save_qbeast(
             'rows instead); leave partitionBy out, or write a partitioned Delta table with format("delta")'
         )
     cube_size = cube_size_option(cube, None)
-    log = log_for(root)
+    log = shared_log(root)
     snap = log.snapshot() if log.exists() else None
     if snap is None:
         if not columns:

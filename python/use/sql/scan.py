@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from use.sql.tables import log_for, snapshot_of, table_root
+from use.delta.log_cache import shared_log
+from use.sql.tables import snapshot_of, table_root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -62,7 +63,7 @@ def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any, *, pinned
 
     plan = plan_read(None, qsnap, sample=sample, predicate=predicate)
     if pinned:
-        check_version_files(log_for(qsnap.table_root), qsnap.version, plan.files.column("path").to_pylist())
+        check_version_files(shared_log(qsnap.table_root), qsnap.version, plan.files.column("path").to_pylist())
     weight = None
     if plan.weight_range is not None:
         weight = {"columns": list(plan.indexed_columns), "upper": int(plan.weight_range[1])}
@@ -86,6 +87,6 @@ def plan_scans(spark: SparkSession, req: dict[str, Any], filters: list[Any]) -> 
         predicate = expression_to_predicate(condition) if condition is not None else None
         # an older version's files may be gone (VACUUM); the latest's are kept (a DELETE, UPDATE or
         # MERGE pins the latest: no stat per file for those)
-        pinned = key[1] is not None and key[1] < log_for(key[0]).snapshot().version
+        pinned = key[1] is not None and key[1] < shared_log(key[0]).snapshot().version
         out.append(_scan(qsnap, scan.get("sample"), predicate, pinned=pinned))
     return {"scans": out}

@@ -34,7 +34,8 @@ from use.delta.actions import FILES_SCHEMA
 from use.delta.columnmapping import partition_value_keys
 from use.errors import InvalidArgumentError, TableConstraintError
 from use.sql.scan import plan_json
-from use.sql.tables import log_for, snapshot_of, table_root
+from use.delta.log_cache import shared_log
+from use.sql.tables import snapshot_of, table_root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -110,7 +111,7 @@ class _Stream:
             version, index = version + 1, 0
         if version > last:
             return
-        log = log_for(self.root)
+        log = shared_log(self.root)
         metadata = snapshot_of(self.root, version - 1).metadata if version > 0 else None
         keys = partition_value_keys(metadata) if metadata is not None else ()
         for commit in log.commits(version, last, keys):
@@ -144,7 +145,7 @@ class _Stream:
 
 def stream_version(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """The table's latest version (where a `Trigger.AvailableNow` run stops); a listing only."""
-    return {"version": log_for(table_root(req["location"])).latest_version()}
+    return {"version": shared_log(table_root(req["location"])).latest_version()}
 
 
 def stream_latest(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
@@ -152,7 +153,7 @@ def stream_latest(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> 
     within the read limits (`maxFiles`, `maxBytes`, null: none) and versions up to `lastVersion`
     (null: the latest); the start itself when there is nothing new."""
     stream = _Stream.of(req)
-    latest = log_for(stream.root).latest_version()
+    latest = shared_log(stream.root).latest_version()
     if req.get("lastVersion") is not None:  # Trigger.AvailableNow: what there was when it started
         latest = min(latest, int(req["lastVersion"]))
     start = Position.from_json(req.get("start")) or stream.initial(latest)
@@ -218,7 +219,7 @@ def _version_since(root: str, ms: int, starting_version: int | None) -> int:
 
     if starting_version is not None:
         raise InvalidArgumentError("give the read option startingVersion or startingTimestamp, not both")
-    version = log_for(root).first_version_since(ms)
+    version = shared_log(root).first_version_since(ms)
     if version is None:
         when = dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(sep=" ", timespec="milliseconds")
         raise InvalidArgumentError(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.compute as pc
 
+from use.delta.log_cache import shared_log
 from use.errors import (
     ConfigError,
     IndexColumnError,
@@ -46,7 +47,7 @@ PROVIDER_OPTIONS: Mapping[str, Mapping[str, str]] = {
 }
 
 
-# --- tables and their logs ----------------------------------------------------------------------
+# --- tables and their logs (each root's shared DeltaLog: `use.delta.log_cache`) ----------------------------------------------------------------------
 
 
 def table_root(location: str) -> str:
@@ -56,19 +57,12 @@ def table_root(location: str) -> str:
     return resolve_table_root(location)
 
 
-def log_for(root: str) -> DeltaLog:
-    """The DeltaLog of a table root, kept between queries (`use.delta.log_cache`)."""
-    from use.delta.log_cache import shared_log
-
-    return shared_log(root)
-
-
 def snapshot_of(location: str, version: int | None = None, timestamp_ms: int | None = None, *, by_path: bool = False) -> Snapshot:
     """The snapshot a SQL statement reads: the latest, a version, or the one current at a time.
     `by_path`: the statement names the table by its path (`delta.`/p``, `format("delta").load(p)`),
     not by a metastore entry, which changes what a missing table means."""
     root = table_root(location)
-    log = log_for(root)
+    log = shared_log(root)
     if not log.exists():
         if by_path:
             raise TableNotFoundError(
@@ -305,7 +299,7 @@ def create(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[s
     provider, name = spec["provider"], spec["name"]
     properties, options = table_settings(provider, spec.get("properties") or {}, spec.get("options") or {})
     spec = {**spec, "properties": properties, "options": options}
-    log = log_for(root)
+    log = shared_log(root)
     if log.exists():
         if not spec.get("locationGiven"):
             raise TableAlreadyExistsError(
@@ -350,7 +344,7 @@ def _remove_created(root: str) -> None:
 def abandon(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """Undo a `create` whose metastore registration failed: the new table's directory goes."""
     root = table_root(req["location"])
-    log = log_for(root)
+    log = shared_log(root)
     if log.exists() and log.snapshot().version == 0:
         _remove_created(root)
     return {}
@@ -368,7 +362,7 @@ def stage(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[st
     schema = spark_schema_to_arrow(spec["schema"])
     parts = list(spec.get("partitionColumns") or [])
     _check_partitioning(provider, parts, schema)
-    log = log_for(root)
+    log = shared_log(root)
     if spec["mode"] == "replace":
         if not log.exists():
             raise TableNotFoundError(f"cannot replace {name}: its location {root} holds no Delta table any more")
@@ -444,7 +438,7 @@ def commit_staged(spark: SparkSession, spec: dict[str, Any], args: list[Any]) ->
     root, provider = spec["root"], spec["provider"]
     schema = spark_schema_to_arrow(spec["schema"])
     conf = new_configuration(provider, spec.get("properties") or {}, spec.get("options") or {}, schema, root)
-    log = log_for(root)
+    log = shared_log(root)
     if spec["mode"] != "replace":
         snap = log.create(
             schema,
@@ -496,7 +490,7 @@ def alter_properties(spark: SparkSession, req: dict[str, Any], args: list[Any]) 
         to_unset = [k for k in to_unset if k != "comment"]
     if to_set or to_unset:
         alter(snap.table_root, to_set, to_unset)
-    return {"table": table_json(log_for(snap.table_root).snapshot(), table["provider"])}
+    return {"table": table_json(shared_log(snap.table_root).snapshot(), table["provider"])}
 
 
 def check_schema_change(snap: Snapshot, schema: pa.Schema, what: str) -> None:
@@ -538,7 +532,7 @@ def alter_schema(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
     schema_string = json.dumps(json.loads(req["schema"]), separators=(",", ":"))
     check_schema_change(snap, spark_schema_to_arrow(schema_string), f"ALTER TABLE on {snap.table_root}")
     added = [str(c) for c in req.get("added") or []]
-    txn = Transaction(log_for(snap.table_root), snap)
+    txn = Transaction(shared_log(snap.table_root), snap)
     txn.add(replace(snap.metadata, schema_string=schema_string))
     if added:
         by_name = {f["name"]: f for f in json.loads(schema_string)["fields"]}
@@ -546,7 +540,7 @@ def alter_schema(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
         txn.commit("ADD COLUMNS", {"columns": json.dumps(columns, separators=(",", ":"))})
     else:
         txn.commit("CHANGE COLUMN", {})
-    return {"table": table_json(log_for(snap.table_root).snapshot(), table["provider"])}
+    return {"table": table_json(shared_log(snap.table_root).snapshot(), table["provider"])}
 
 
 def _set_description(snap: Snapshot, description: str | None) -> None:
@@ -555,7 +549,7 @@ def _set_description(snap: Snapshot, description: str | None) -> None:
 
     if description == snap.metadata.description:
         return
-    txn = Transaction(log_for(snap.table_root), snap)
+    txn = Transaction(shared_log(snap.table_root), snap)
     txn.add(replace(snap.metadata, description=description))
     txn.commit("SET TBLPROPERTIES", {"properties": json.dumps({"comment": description})})
 
@@ -567,7 +561,7 @@ def truncate(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[
 
     snap = snapshot_of(req["location"])
     if snap.num_files:
-        txn = Transaction(log_for(snap.table_root), snap)
+        txn = Transaction(shared_log(snap.table_root), snap)
         txn.read_whole_table()
         txn.add(*remove_actions(snap.files, data_change=True))
         txn.commit("TRUNCATE", {})

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from use.delta.log_cache import shared_log
 from use.errors import InvalidArgumentError
 from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY
 from use.sql.bridge import dataframe
@@ -30,7 +31,6 @@ from use.sql.tables import (
     _cube_size,
     check_properties,
     is_qbeast,
-    log_for,
     new_configuration,
     replacement,
     snapshot_of,
@@ -63,7 +63,7 @@ def write(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str
         write_qbeast(spark, df, snap, mode)
     else:
         write_delta(spark, df, snap, mode, req.get("partitionFilters") or [])
-    return {"table": table_json(log_for(snap.table_root).snapshot(), table["provider"])}
+    return {"table": table_json(shared_log(snap.table_root).snapshot(), table["provider"])}
 
 
 #: Spark's session setting for the overwrite mode of partitioned tables, which Delta's writer honours.
@@ -149,7 +149,7 @@ def write_delta(
         if mode == "partitions":
             _check_rows_in_replaced_partitions(snap, adds, filters)
         removed = replacing[0] if replacing is not None else files_to_replace(snap, mode, adds, filters)
-        txn = Transaction(log_for(root), snap)
+        txn = Transaction(shared_log(root), snap)
         if mode != "append":
             txn.read_whole_table()
         if schema_string is not None:
@@ -235,7 +235,7 @@ def _write_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, Any]) -
         )
     else:
         _write_delta_staged(spark, df, spec, schema, new_configuration(provider, properties, options, schema, root))
-    return {"table": table_json(log_for(root).snapshot(), provider)}
+    return {"table": table_json(shared_log(root).snapshot(), provider)}
 
 
 def _write_delta_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, Any], schema: pa.Schema, conf: dict[str, str]) -> None:
@@ -245,7 +245,7 @@ def _write_delta_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, A
     root = spec["root"]
     parts = list(spec.get("partitionColumns") or [])
     created_dir = not os.path.exists(root)
-    log = log_for(root)
+    log = shared_log(root)
     if spec["mode"] == "replace":
         current = log.snapshot()
         txn = replacement(log, current, spec, schema, conf)
@@ -371,15 +371,15 @@ def files_to_replace(snapshot: Snapshot, mode: str, adds: Sequence[AddFile], fil
     if mode == "dynamic":
         from use.delta.actions import add_files_table
         from use.delta.datafile import timestamp_partition_columns
-        from use.delta.skipping import partition_text_table, utc_timestamp_texts
+        from use.delta.skipping import partition_text_table
 
         # a partition is the same whichever way the log spells a timestamp in it (an older file's
         # `2024-03-10 09:30:00` is the new `2024-03-10T09:30:00.000000Z`): compared in one spelling
         instants = timestamp_partition_columns(snapshot.schema, parts)
 
         def keys(table: pa.Table) -> list[tuple[str | None, ...]]:
-            texts = partition_text_table(table, parts)
-            cols = [(utc_timestamp_texts(texts.column(c)) if c in instants else texts.column(c)).to_pylist() for c in parts]
+            texts = partition_text_table(table, parts, instants)
+            cols = [texts.column(c).to_pylist() for c in parts]
             return [tuple(v or None for v in row) for row in zip(*cols)]  # "" is null, as in Delta
 
         written = set(keys(add_files_table(list(adds)))) if adds else set()

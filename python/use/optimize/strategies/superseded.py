@@ -121,7 +121,7 @@ def relabelable(snapshot: Any, idx: np.ndarray) -> np.ndarray:
     """Which of the files at `idx` (of contained older revisions) can move into the latest
     revision by their tags (`use.qbeast.relabel`): their revision aligns with the latest and their
     stats rule out a row at the old maximum of a grown column."""
-    from use.qbeast.query import files_by_stats
+    from use.delta.skipping import snapshot_files_matching
     from use.qbeast.relabel import alignment
 
     latest = snapshot.revisions[int(snapshot.latest_revision_id)]
@@ -133,7 +133,7 @@ def relabelable(snapshot: Any, idx: np.ndarray) -> np.ndarray:
             continue
         mine = np.flatnonzero(rids == rid)
         files = snapshot.files.take(pa.array(idx[mine], pa.int64()))
-        keep = ~np.asarray(files_by_stats(snapshot, files, al.edge_predicate()), dtype=bool)
+        keep = ~np.asarray(snapshot_files_matching(snapshot, files, al.edge_predicate()), dtype=bool)
         if "deletion_vector" in files.column_names:  # re-adding such a file would drop its vector
             keep &= np.asarray(files.column("deletion_vector").is_null(), dtype=bool)
         out[mine[keep]] = True
