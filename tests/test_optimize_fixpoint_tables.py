@@ -184,6 +184,23 @@ def test_a_quiet_table_converges_to_the_layout_of_one_write_with_max_wait(spark,
     shutil.copytree(ours, quiet)
     assert probe(quiet, {"tiering.idle-after": "1ms"}, now=time.time())[0].tasks == 1
     assert probe(quiet, {"tiering.idle-after": "1h"}, now=time.time())[0].tasks == 0
+    # the insights plan as the run does, planning time included: `plan` lists the task a dry run
+    # plans and metastore_summary's pending_bytes counts it (they showed nothing to do before)
+    from use.insights import TableIdentity, for_path, metastore_summary_row
+
+    def insights_plan(idle_after: str) -> tuple[Any, int]:
+        conf = {"spark.qbeast.use.optimization.tiering.idle-after": idle_after}
+        identity = TableIdentity("spark_catalog", "default", "quiet", provider="qbeast", location=quiet)
+        summary = metastore_summary_row(identity, spark_conf=conf)
+        return for_path(quiet, "plan", spark_conf=conf), summary.column("pending_bytes")[0].as_py()
+
+    planned, pending = insights_plan("1ms")
+    dry = optimize_path(spark, quiet, overrides={"tiering.idle-after": "1ms"}, dry_run=True)
+    assert planned.num_rows == 1 and "quiet for tiering.idle-after" in planned.column("reason")[0].as_py()
+    assert planned.column("paths")[0].as_py() and set(planned.column("paths")[0].as_py()) == set(dry.plan.tasks[0].paths)
+    assert pending == dry.plan.bytes > 0
+    planned, pending = insights_plan("1h")
+    assert planned.num_rows == 0 and pending == 0
     result = optimize_path(spark, quiet, overrides={"tiering.idle-after": "1ms"})
     assert result.outcome == CONVERGED and "quiet for tiering.idle-after=0.001s" in result.iterations[0].reason
     quiet_reads = reads(quiet)

@@ -120,7 +120,7 @@ def _check_layout(facts: TableFacts, spark_conf: Mapping[str, str] | None = None
 
 
 def _plan(facts: TableFacts, spark_conf: Mapping[str, str] | None = None, revision_id: int | None = None) -> pa.Table:
-    return plan(facts.qsnap, facts.config(spark_conf), revision_id=revision_id)
+    return plan(facts.qsnap, facts.planning_config(spark_conf), revision_id=revision_id)
 
 
 def _check_plan(facts: TableFacts, spark_conf: Mapping[str, str] | None = None, revision_id: int | None = None) -> None:

@@ -11,7 +11,8 @@ at the snapshot's version so that every insight of one `TableFacts` describes th
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping
 
@@ -26,10 +27,12 @@ from use.qbeast.snapshot import QbeastSnapshot
 @dataclass(frozen=True, eq=False)
 class TableFacts:
     """One table as of its latest snapshot: `qsnap` (files, blocks, revisions, properties), the
-    Delta `snapshot` (commit time) and, on first use, `history` (oldest commit first)."""
+    Delta `snapshot` (commit time) and, on first use, `history` (oldest commit first); `now` is
+    when the facts were read (seconds since epoch), the planning time of the insights that plan."""
 
     log: DeltaLog
     snapshot: Snapshot
+    now: float = field(default_factory=time.time)
 
     @classmethod
     def load(cls, location: str) -> "TableFacts":
@@ -90,6 +93,15 @@ class TableFacts:
         `OptimizationConfig.from_properties`): its properties, then `spark_conf` session defaults
         (`spark.qbeast.use.optimization.*`), with `overrides` winning. ConfigError on a bad value."""
         return OptimizationConfig.from_properties(self.snapshot.configuration, overrides, spark_conf=spark_conf)
+
+    def planning_config(self, spark_conf: Mapping[str, str] | None = None) -> OptimizationConfig:
+        """`config(spark_conf)` with the inputs of the time-aware rules as of `now`, as an
+        `optimize()` run (and the service's plan check) plans: without them `tiering.max-wait` and
+        `tiering.idle-after` never apply, and `plan` / `pending_bytes` showed nothing to do for a
+        quiet table that `optimize(dry_run=True)` and the service would merge."""
+        from use.optimize.loop import with_planning_time
+
+        return with_planning_time(self.config(spark_conf), self.log, self.now)
 
 
 def config_of(

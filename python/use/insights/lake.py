@@ -155,7 +155,7 @@ def _log_columns(facts: TableFacts, errors: list[str], spark_conf: Mapping[str, 
         return {"optimization_count": len(times), "last_optimization_time": max(times) if times else None}
 
     def optimizer() -> dict[str, Any]:
-        config = facts.config(spark_conf)
+        config = facts.planning_config(spark_conf)
         out["auto_optimize"] = config.continuous  # known even if planning fails below
         return {"pending_bytes": next_plan(facts.qsnap, config).bytes, "health_score": health_score(facts.qsnap, config)}
 

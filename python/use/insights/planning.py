@@ -2,7 +2,9 @@
 
 It is the planner itself (`use.optimize.planner.Planner` with the table's `OptimizationConfig`), so
 the rows are by construction the tasks `optimize(dry_run=True)` plans for the same snapshot and
-settings: its columns are `Plan.to_table()`'s (the dry-run rows of `CALL ... optimize`) plus the
+settings, planning time included (`TableFacts.planning_config`: the time-aware rules,
+`tiering.max-wait` and `tiering.idle-after`, need it; a config without it plans as if no file had
+waited): its columns are `Plan.to_table()`'s (the dry-run rows of `CALL ... optimize`) plus the
 snapshot version the plan was made on and the files of each task.
 """
 
