@@ -413,6 +413,23 @@ def test_manual_trigger_is_ignored_on_a_continuously_optimized_table(spark, db, 
     assert "ignored: the table has continuous optimization configured" in caplog.text
 
 
+def test_a_session_default_strategy_does_not_make_a_table_continuously_optimized(spark, db) -> None:
+    """`spark.qbeast.use.optimization.type` is a default for the runs a session starts; a table asks
+    for continuous optimization by its own properties (what the service schedules by), so neither
+    `metastore_summary.auto_optimize` nor the manual trigger takes the default for a request."""
+    from use.session import session_conf
+
+    root = _delta_table(spark)
+    summary = f"SELECT auto_optimize FROM use_catalog.system_lake_tables.metastore_summary WHERE database = '{db}' AND table_name = 't'"
+    with session_conf(spark, {"spark.qbeast.use.optimization.type": "BinPacking"}):
+        assert spark.sql(summary).first()[0] is False
+        before = state(root)
+        spark.sql(f"ALTER TABLE use_catalog.spark_catalog.{db}.t SET TBLPROPERTIES ('use.optimization.bytes-per-iter'='5000000')")
+        assert state(root) != before and _live_files(root) == 1  # the trigger ran: the 4 inserts bin-packed
+    spark.sql("ALTER TABLE t SET TBLPROPERTIES ('use.optimization.type'='BinPacking')")
+    assert spark.sql(summary).first()[0] is True
+
+
 def test_manual_trigger_refuses_bad_settings_and_other_changes(spark, db) -> None:
     root = _delta_table(spark)
     before = state(root)

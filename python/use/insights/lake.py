@@ -26,7 +26,7 @@ from use.insights.facts import TableFacts
 from use.insights.health import health_score
 from use.insights.planning import next_plan
 from use.insights.tables import STRING_MAP, TIMESTAMP, file_records, optimizations, timestamps
-from use.optimize.config import PREFIX
+from use.optimize.config import PREFIX, is_continuous
 from use.optimize.events import EVENT_TAG, OPTIMIZATIONS_SCHEMA
 
 __all__ = [
@@ -155,8 +155,8 @@ def _log_columns(facts: TableFacts, errors: list[str], spark_conf: Mapping[str, 
         return {"optimization_count": len(times), "last_optimization_time": max(times) if times else None}
 
     def optimizer() -> dict[str, Any]:
+        out["auto_optimize"] = is_continuous(facts.snapshot.configuration)  # known even if planning fails below
         config = facts.planning_config(spark_conf)
-        out["auto_optimize"] = config.continuous  # known even if planning fails below
         return {"pending_bytes": next_plan(facts.qsnap, config).bytes, "health_score": health_score(facts.qsnap, config)}
 
     for part in (records, index, events, optimizer):

@@ -560,6 +560,17 @@ def zorder_strategy(strategy: Any, zorder_by: Any, files: Any = None) -> Any:
     return "ZOrder" if strategy is None else strategy
 
 
+def is_continuous(props: Mapping[str, str] | None) -> bool:
+    """Does the table ask for continuous optimization (`OptimizationConfig.continuous`: its
+    `use.optimization.type` set or `autoOptimize.enabled=true`), by its own properties alone.
+
+    A session default (`spark.qbeast.use.optimization.type`) is a default for the runs that
+    session starts, not a request that every table be optimized: the service schedules tables by
+    their properties, so `metastore_summary.auto_optimize` and the manual trigger's "continuously
+    optimized" check read the same. ConfigError for an invalid property."""
+    return OptimizationConfig.from_properties(props or {}).continuous
+
+
 def gc_enabled(props: Mapping[str, str] | None) -> bool:
     """The table property `use.gc.enabled` (default false); ConfigError for a value that is not
     true/false, so a typo does not silently leave a table without GC."""

@@ -47,7 +47,7 @@ from dataclasses import replace
 from typing import Any
 
 from use.errors import ConfigError, TableNotFoundError
-from use.optimize.config import OptimizationConfig, gc_enabled
+from use.optimize.config import OptimizationConfig, gc_enabled, is_continuous
 from use.service.records import (
     Candidate,
     DROPPED,
@@ -150,7 +150,7 @@ class Scheduler:
         config_error = None
         continuous = False
         try:
-            continuous = OptimizationConfig.from_properties(props).continuous
+            continuous = is_continuous(props)
         except ConfigError as e:
             config_error = str(e)
         try:

@@ -528,7 +528,7 @@ def manual_trigger(spark: "SparkSession", req: dict[str, Any], args: list[Any]) 
     a bad one is a ConfigError and nothing happens. The answer says what happened (`ran`, `queued`,
     `reason`); the reason is logged too, since ALTER TABLE returns no rows."""
     from use.optimize.config import PREFIX as OPT_PREFIX
-    from use.optimize.config import OptimizationConfig
+    from use.optimize.config import OptimizationConfig, is_continuous
     from use.optimize.loop import optimize_path, session_defaults
     from use.service import active
     from use.sql.bridge import calling_session
@@ -558,7 +558,7 @@ def manual_trigger(spark: "SparkSession", req: dict[str, Any], args: list[Any]) 
         decision = service.trigger(table.root, settings)
         _log.warning("manual optimization of %s handed to the optimization service: %s", table.name, decision.reason)
         return {"ran": False, "queued": bool(decision.accepted), "reason": decision.reason}
-    if OptimizationConfig.from_properties(properties, spark_conf=defaults).continuous:
+    if is_continuous(properties):
         reason = (
             f"manual optimization of {table.name} ignored: the table has continuous optimization configured "
             "(use.optimization.type or use.optimization.autoOptimize.enabled); its scheduled runs follow its properties"
