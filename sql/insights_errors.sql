@@ -16,6 +16,8 @@ SELECT * FROM use_catalog.spark_catalog.golden_insights_errors.t;
 -- Delta's DESCRIBE HISTORY ... LIMIT takes a count of commits
 DESCRIBE HISTORY golden_insights_errors.t LIMIT -1;
 DESCRIBE HISTORY golden_insights_errors.t LIMIT many;
+-- DESCRIBE of a missing table names it as written (as OPTIMIZE does)
+DESCRIBE DETAIL golden_insights_errors.nope;
 
 -- DDL on use_catalog is refused
 CREATE TABLE use_catalog.spark_catalog.golden_insights_errors.n (id INT);

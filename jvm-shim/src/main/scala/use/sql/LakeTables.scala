@@ -172,7 +172,15 @@ object LakeTables {
     }
   }
 
-  def load(ident: Identifier): Table = {
+  def load(ident: Identifier): Table = load(ident, None)
+
+  /** The insight table a statement reads for a user who named only the table (DESCRIBE HISTORY /
+    * DETAIL, `given` as written): a missing table is USE_TABLE_NOT_FOUND_ERROR naming it, in the
+    * words of OPTIMIZE and RESTORE (`UseProcedures.tableRef`, or the Python side's for a path), not
+    * Spark's not-found of a `use_catalog` insight table the user never wrote. */
+  def loadForStatement(ident: Identifier, given: String): Table = load(ident, Some(given))
+
+  private def load(ident: Identifier, statement: Option[String]): Table = {
     val s = session
     ident.namespace().toSeq match {
       case Seq(LakeNamespace) => lakeTable(s, ident)
@@ -181,8 +189,10 @@ object LakeTables {
         req.put("name", s"path.`$location`")
         req.put("location", location)
         req.put("byPath", true)
-        insightTable(s, ident, req)
-      case Seq(cat, db, t) => insightTable(s, ident, tableRequest(s, ident, cat, db, t))
+        insightTable(s, ident, req, statement.isDefined)
+      case Seq(cat, db, t) =>
+        statement.foreach(given => UseProcedures.tableRef(s, cat, Seq(db), t, given))
+        insightTable(s, ident, tableRequest(s, ident, cat, db, t), statement.isDefined)
       case Seq(cat, db) => ownTable(s, ident, cat, db)
       case _ => throw notFound(fullName(ident),
         "use_catalog names <catalog>.<database>.<table>.<insight>, path.`<location>`.<insight> or " +
@@ -250,11 +260,11 @@ object LakeTables {
     out
   }
 
-  private def insightTable(s: ClassicSession, ident: Identifier, req: ObjectNode): Table = {
+  private def insightTable(s: ClassicSession, ident: Identifier, req: ObjectNode, keepUseErrors: Boolean = false): Table = {
     // The querying session goes along: its settings (the session's optimization defaults) are read
     // on the Python side as the Python API reads them.
     val answer = try Bridge.call("insightRead", req, s) catch {
-      case e: UseException if e.kind == UseException.Kinds.TableNotFound =>
+      case e: UseException if e.kind == UseException.Kinds.TableNotFound && !keepUseErrors =>
         throw notFound(fullName(ident), e.message.stripPrefix(s"[${e.kind}] "))
     }
     val schema = DataType.fromJson(answer.get("schema").asText()).asInstanceOf[StructType]

@@ -9,6 +9,7 @@ import org.apache.spark.sql.catalyst.plans.logical.{AppendData, DeleteFromTable,
 import org.apache.spark.sql.catalyst.rules.Rule
 import org.apache.spark.sql.execution.command.CreateTableLikeCommand
 import org.apache.spark.sql.execution.datasources.{HadoopFsRelation, LogicalRelation}
+import org.apache.spark.sql.connector.catalog.{Identifier, TableCatalog}
 import org.apache.spark.sql.execution.datasources.v2.DataSourceV2Relation
 import org.apache.spark.sql.types.StructType
 
@@ -118,7 +119,10 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
     * for a table named by its path). */
   private def describeInsight(insight: String, parts: Seq[String]): LogicalPlan = {
     val full = insightTable(insight, parts)
-    val relation = UnresolvedRelation(full)
+    // loaded here, not left to the analyzer, so that a missing table is named as the user wrote it
+    val ident = Identifier.of(full.slice(1, full.length - 1).toArray, insight)
+    val lake = spark.sessionState.catalogManager.catalog(full.head).asInstanceOf[TableCatalog]
+    val relation = DataSourceV2Relation.create(LakeTables.loadForStatement(ident, parts.mkString(".")), Some(lake), Some(ident))
     val parser = spark.sessionState.sqlParser
     val columns = (if (insight == "history") UseAnalysis.DeltaHistoryColumns else UseAnalysis.DeltaDetailColumns).map {
       case ("name", _) if full(1) != "path" => Alias(Literal(full.drop(1).dropRight(1).mkString(".")), "name")()
