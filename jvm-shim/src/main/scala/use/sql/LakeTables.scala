@@ -7,7 +7,6 @@ import scala.util.control.NonFatal
 
 import com.fasterxml.jackson.databind.node.ObjectNode
 import org.apache.spark.sql.{AnalysisException, SparkSession}
-import org.apache.spark.sql.catalyst.TableIdentifier
 import org.apache.spark.sql.catalyst.analysis.{NoSuchNamespaceException, NoSuchTableException}
 import org.apache.spark.sql.classic.{SparkSession => ClassicSession}
 import org.apache.spark.sql.connector.catalog._
@@ -190,9 +189,7 @@ object LakeTables {
         req.put("location", location)
         req.put("byPath", true)
         insightTable(s, ident, req, statement.isDefined)
-      case Seq(cat, db, t) =>
-        statement.foreach(given => UseProcedures.tableRef(s, cat, Seq(db), t, given))
-        insightTable(s, ident, tableRequest(s, ident, cat, db, t), statement.isDefined)
+      case Seq(cat, db, t) => insightTable(s, ident, tableRequest(s, ident, cat, db, t, statement), statement.isDefined)
       case Seq(cat, db) => ownTable(s, ident, cat, db)
       case _ => throw notFound(fullName(ident),
         "use_catalog names <catalog>.<database>.<table>.<insight>, path.`<location>`.<insight> or " +
@@ -208,26 +205,21 @@ object LakeTables {
     req
   }
 
-  /** Location and provider of `cat`.`db`.`t`: the metastore entry for the session catalog (no log
-    * read), the table's DSv2 properties for another catalog. */
-  private def tableRequest(s: ClassicSession, ident: Identifier, cat: String, db: String, t: String): ObjectNode = {
-    val missing = notFound(fullName(ident), s"there is no table $cat.$db.$t (insight tables are named " +
-      s"<catalog>.<database>.<table>.<insight>, the insight tables are ${insightNames.mkString(", ")})")
-    val (location, provider) =
-      if (cat == SessionCatalogName) {
-        val ct = try s.sessionState.catalog.getTableMetadata(TableIdentifier(t, Some(db), Some(cat)))
-        catch { case NonFatal(_) => throw missing }
-        (ct.storage.locationUri.map(_.toString), ct.provider)
-      } else {
-        val table = try tableCatalog(s, cat).getOrElse(throw missing).loadTable(Identifier.of(Array(db), t))
-        catch { case NonFatal(_) => throw missing }
-        val props = table.properties()
-        (Option(props.get(TableCatalog.PROP_LOCATION)), Option(props.get(TableCatalog.PROP_PROVIDER)))
-      }
+  /** Location and provider of `cat`.`db`.`t`, looked up as the procedures look up a table argument
+    * (`UseProcedures.tableRef`: the metastore entry, no log read). A missing table is Spark's
+    * not-found of the insight table; for a statement (`given`: the table as the user wrote it),
+    * USE_TABLE_NOT_FOUND_ERROR naming it. */
+  private def tableRequest(s: ClassicSession, ident: Identifier, cat: String, db: String, t: String,
+                           given: Option[String]): ObjectNode = {
+    val ref = try UseProcedures.tableRef(s, cat, Seq(db), t, given.getOrElse(s"$cat.$db.$t")) catch {
+      case e: UseException if e.kind == UseException.Kinds.TableNotFound && given.isEmpty =>
+        throw notFound(fullName(ident), s"there is no table $cat.$db.$t (insight tables are named " +
+          s"<catalog>.<database>.<table>.<insight>, the insight tables are ${insightNames.mkString(", ")})")
+    }
     val req = request("table", ident.name())
     req.put("name", s"$cat.$db.$t")
-    location.foreach(l => req.put("location", l))
-    provider.foreach(p => req.put("provider", p))
+    Bridge.optText(ref, "location").foreach(l => req.put("location", l))
+    Bridge.optText(ref, "provider").foreach(p => req.put("provider", p))
     req
   }
 
