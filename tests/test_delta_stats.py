@@ -289,3 +289,24 @@ def test_parse_stats_one_bad_file_among_many_keeps_every_other_files_bounds():
     assert parsed["max.i"].to_pylist() == [None, None]
     assert parsed["min.u"].to_pylist() == [None, None]
     assert parsed["max.u"].to_pylist() == [7, None]
+
+
+def test_decimals_stored_as_integers_as_sparks_writer_stores_them(tmp_path):
+    """Spark's parquet writer stores a decimal of up to 9 digits as INT32 and up to 18 as INT64 (the
+    unscaled value); pyarrow cannot convert those statistics (ArrowNotImplementedError), which failed
+    every Qbeast write on the JVM path of a table with such a column. They are decoded from the raw
+    values with the column's scale."""
+    table = pa.table(
+        {
+            "small": pa.array([decimal.Decimal("-3.25"), decimal.Decimal("1.50"), None], pa.decimal128(5, 2)),
+            "money": pa.array([decimal.Decimal("12345678.90"), decimal.Decimal("-0.01"), decimal.Decimal("7")], pa.decimal128(10, 2)),
+            "wide": pa.array([decimal.Decimal("123456789012345.678"), decimal.Decimal("0.001"), None], pa.decimal128(18, 3)),
+        }
+    )
+    md = _write(tmp_path, table, store_decimal_as_integer=True)
+    assert [md.row_group(0).column(i).physical_type for i in range(3)] == ["INT32", "INT64", "INT64"]
+    # the same stats as the same values stored as fixed-length bytes (pyarrow's default)
+    assert file_stats_json(md) == file_stats_json(_write(tmp_path, table, "bytes.parquet"))
+    text = file_stats_json(md)
+    assert '"minValues":{"small":-3.25,"money":-0.01,"wide":0.001}' in text
+    assert '"maxValues":{"small":1.50,"money":12345678.90,"wide":123456789012345.678}' in text

@@ -677,3 +677,27 @@ def test_an_append_whose_new_revision_loses_to_a_concurrent_one_lands_staged(spa
 
     fails(lambda: spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('k' = 'v')").collect())
     fails(lambda: write(spark, _data(spark, 100, start=9_000, x_scale=-1_000.0), path, ["x", "y"]), cube_size=100)
+
+
+def test_a_table_with_decimal_columns_spark_stores_as_integers(spark, table_path) -> None:
+    """Spark's parquet writer (the JVM write path of linear indexed columns) stores decimals of up to
+    18 digits as INT32/INT64, whose footer statistics pyarrow cannot convert: every such write failed
+    with ArrowNotImplementedError, nothing written. Now the rows land, the stats bound them, and a
+    filter on a decimal column prunes by them and returns its rows."""
+    import decimal
+
+    from use import QbeastTable
+
+    df = spark.sql(
+        "SELECT id, CAST(id AS DOUBLE) AS x, CAST(id / 100 AS DECIMAL(10, 2)) AS price, "
+        "CAST(id % 1000 / 10 AS DECIMAL(5, 1)) AS small, CAST(id AS DECIMAL(18, 3)) AS wide FROM range(3000)"
+    )
+    write(spark, df, table_path, ["x"], cube_size=500)
+    _check_table(spark, table_path, np.arange(3_000), ["x"])
+    files = _qsnap(table_path).files
+    stats = [json.loads(s) for s in files.column("stats").to_pylist()]
+    assert all({"price", "small", "wide"} <= set(s["minValues"]) for s in stats)
+    assert min(decimal.Decimal(str(s["minValues"]["price"])) for s in stats) == decimal.Decimal("0.00")
+    assert max(decimal.Decimal(str(s["maxValues"]["wide"])) for s in stats) == decimal.Decimal("2999.000")
+    qt = QbeastTable.for_path(spark, table_path)
+    assert sorted(r.id for r in qt.read(filter="price >= 29.95").collect()) == list(range(2995, 3000))

@@ -469,6 +469,11 @@ def collect_stats(
                 if pa.types.is_timestamp(t):
                     lo.append(_raw_to_micros(int(st.min_raw), t, round_up=False))
                     hi.append(_raw_to_micros(int(st.max_raw), t, round_up=True))
+                elif pa.types.is_decimal(t) and col.physical_type in ("INT32", "INT64"):
+                    # Spark's writer stores a decimal of up to 18 digits as its unscaled INT32/INT64,
+                    # whose statistics pyarrow cannot convert (ArrowNotImplementedError): decode them
+                    lo.append(_decimal.Decimal(int(st.min_raw)).scaleb(-t.scale))
+                    hi.append(_decimal.Decimal(int(st.max_raw)).scaleb(-t.scale))
                 else:
                     lo.append(st.min)
                     hi.append(st.max)
