@@ -24,8 +24,8 @@ def fragmented() -> QbeastSnapshot:
             (0, 1, "", 0, MIN_W, -1000, 50),
             (0, 1, "A", 1, -1000, MAX_W, 5),
             (1, 1, "", 0, -1000, MAX_W, 600),
-            (2, 1, "A", 1, MIN_W, MAX_W, 5),
-            (2, 1, "Ag", 2, MIN_W, MAX_W, 3),
+            (2, 1, "A", 1, -1000, MAX_W, 5),  # rows of A weigh at least the root's cut
+            (2, 1, "Ag", 2, -1000, MAX_W, 3),
             (3, 0, "", 0, MIN_W, MAX_W, 7),
         ],
     )

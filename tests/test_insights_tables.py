@@ -32,7 +32,7 @@ def test_files_of_a_qbeast_table() -> None:
     assert [r["file_level"] for r in rows] == [1, 2, 0, 0]  # largest blocks 50, 600, 5, 7
     assert [r["num_blocks"] for r in rows] == [2, 1, 2, 1]
     assert [r["num_cubes"] for r in rows] == [2, 1, 2, 1]
-    assert [r["min_weight"] for r in rows] == [MIN_W, -1000, MIN_W, MIN_W]
+    assert [r["min_weight"] for r in rows] == [MIN_W, -1000, -1000, MIN_W]
     assert [r["max_weight"] for r in rows] == [MAX_W] * 4
     assert rows[1]["modification_time"] == dt.datetime(1970, 1, 1, 0, 0, 2, tzinfo=UTC)
     assert rows[0]["partition_values"] == []

@@ -19,6 +19,7 @@ from use.qbeast.query import (
     EmptySpace,
     QuerySpaceFromTo,
     query_spaces,
+    select_blocks,
     select_cubes,
     select_files,
 )
@@ -148,11 +149,56 @@ def test_vectorized_selection_equals_the_traversal(seed):
     cubes = random_tree(rng, d)
     lo = [rng.random() * 0.7 for _ in range(d)]
     box = QuerySpaceFromTo(tuple(lo), tuple(x + rng.random() * 0.5 for x in lo))
-    for weight_to in (MIN_WEIGHT + 1, rng.randint(-(2**30), 2**30), MAX_WEIGHT):
-        expected = reference_selection(cubes, box.intersects, weight_to)
-        names = [c.to_string() for c in cubes]
-        got = select_cubes(names, np.array(list(cubes.values())), d, [box], weight_to)
-        assert {c for c, ok in zip(cubes, got) if ok} == expected
+    expected = reference_selection(cubes, box.intersects, MAX_WEIGHT + 1)  # no sample: the walk goes everywhere the space does
+    got = select_cubes([c.to_string() for c in cubes], d, [box])
+    assert {c for c, ok in zip(cubes, got) if ok} == expected
+
+
+def blocks_of_tree(rng: random.Random, cubes: dict[CubeId, int]) -> list[tuple]:
+    """One or two blocks per present cube, as writers leave them: maxWeight the cube's weight, minWeight
+    the exact lightest row, at or above the weight its rows passed their parent with (the parent's, or
+    a missing parent's own ancestor's)."""
+    rows = []
+    for i, (cube, w) in enumerate(sorted(cubes.items())):
+        parent_w = MIN_WEIGHT
+        for anc in sorted(cubes):
+            if anc.is_ancestor_of(cube) and anc != cube:
+                parent_w = max(parent_w, cubes[anc])
+        for _ in range(rng.randint(1, 2)):
+            rows.append((i, 1, cube.to_string(), rng.randint(parent_w, min(w, MAX_WEIGHT - 1)), w, 10))
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_sample_blocks_equal_the_spec_walk_on_a_consistent_tree(seed):
+    """Blocks selected by their own weight range are the spec's walk (which stops below a cube whose
+    status maxWeight covers the sample) and its block filter, wherever every routing weight is some
+    block's maxWeight: the walk's stop is then implied by the deeper blocks' minWeights."""
+    rng = random.Random(seed)
+    cubes = random_tree(rng, 2)
+    rows = blocks_of_tree(rng, cubes)
+    blocks = block_table(rows)
+    revisions = {1: Rev(("x", "y"), (LIN_X, LIN_X))}
+    for weight_to in (MIN_WEIGHT + 1, rng.randint(-(2**30), 2**30), rng.randint(-(2**30), 2**30), MAX_WEIGHT):
+        walked = {c.to_string() for c in reference_selection(cubes, AllSpace().intersects, weight_to)}
+        expected = [r[2] in walked and weight_to > r[3] for r in rows]
+        assert select_blocks(blocks, revisions, None, (MIN_WEIGHT, weight_to)).tolist() == expected
+
+
+def test_rows_an_append_sent_below_a_cube_whose_lower_weight_it_did_not_record_are_sampled():
+    """An append lowers cube g's maxWeight and writes no row into g, so g's status (its only block,
+    from the first write) still says g holds every row below -1604875184; the rows with weight
+    -1821943649 the append sent down sit in gg. The spec's walk stopped at g for sample(0.1) and
+    lost them; the block's own minWeight says they are there."""
+    w_sample = int(weight_from_fraction(0.1))  # -1717986918
+    rows = [
+        (0, 1, "", MIN_WEIGHT, -1900000000, 10),
+        (0, 1, "g", -1900000000, -1604875184, 10),  # the first write's block of g
+        (1, 1, "gg", -1821943649, MAX_WEIGHT, 6),  # the append's, below g's lowered weight
+        (1, 1, "gw", -1500000000, MAX_WEIGHT, 6),
+    ]
+    keep = select_blocks(block_table(rows), {1: Rev(("x", "y"), (LIN_X, LIN_X))}, None, (MIN_WEIGHT, w_sample))
+    assert keep.tolist() == [True, True, True, False]
 
 
 # --- file selection -------------------------------------------------------------------------------

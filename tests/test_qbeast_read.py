@@ -4,6 +4,7 @@ full read, exactly, and selective ones read strictly fewer files."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 
@@ -103,6 +104,36 @@ def test_sample_is_exactly_the_hash_filter(spark, table, fraction):
     else:
         assert got == rows(full.filter(F.hash("x", "d", "s") < weight_from_fraction(fraction)))
 
+
+
+def test_a_sample_after_an_append_that_lowered_a_cube_s_weight_without_writing_to_it(spark, tmp_path):
+    """Found by a randomized trial: two appends of one indexed column with many equal values (cube
+    size 10). The second lowers a cube's maxWeight and writes no row into it (its lightest rows
+    there tie at the new weight, so they go down to a child), so no block records the lower
+    weight; the reads stopped at the cube for sample(0.1) and returned 67 of its 73 rows. Every
+    reader now returns exactly the rows below the sample's weight, as the same rows written at once."""
+    import random
+
+    from pyspark.sql import functions as F
+
+    from use import QbeastTable
+    from use.qbeast.weight import weight_from_fraction
+
+    def batch(start: int, n: int, seed: int) -> Any:
+        r = random.Random(seed)
+        return spark.createDataFrame([(start + i, r.randint(950, 1050)) for i in range(n)], "id long, y int")
+
+    path, once = str(tmp_path / "appended"), str(tmp_path / "once")
+    first, second = batch(0, 200, 1), batch(200, 500, 4)
+    for df in (first, second):
+        QbeastTable.write(df, path, columns_to_index=["y"], cube_size=10, mode="append")
+    QbeastTable.write(first.union(second), once, columns_to_index=["y"], cube_size=10)
+    qt = QbeastTable.for_path(spark, path)
+    for fraction in (0.05, 0.1, 0.37):
+        expected = rows(qt.read().filter(F.hash("y") < weight_from_fraction(fraction)))
+        assert rows(qt.read(sample=fraction)) == expected == rows(QbeastTable.for_path(spark, once).read(sample=fraction))
+        assert rows(spark.read.format("qbeast").load(path).sample(fraction)) == expected
+    assert len(rows(qt.read(sample=0.1))) == 73
 
 def test_small_samples_read_fewer_files_and_bytes(spark, table):
     from use.qbeast.reader import load_snapshot, plan_read
