@@ -235,9 +235,10 @@ def metastore_summary_row(
 
     For a Delta/Qbeast table it reads the latest snapshot at `identity.location`: version, commit
     time, files, bytes, records (null if a file's stats lack numRecords), latest revision, the
-    `use.optimization.*` settings and whether the table's properties ask for continuous optimization, the events
-    (count and time of the last) still in the log, `pending_bytes` (the bytes of the planner's
-    next plan, all its tasks, planned at the time of the call) and the health score (`use.insights.layout`).
+    `use.optimization.*` settings and whether the table's properties ask for continuous
+    optimization, the events (count and time of the last) still in the log, `pending_bytes` (the
+    bytes of the planner's next plan, all its tasks, planned at the time of the call) and the
+    health score (`use.insights.layout`).
     `spark_conf` adds session defaults to the table's settings, as `optimize()` does. Never raises:
     failures go to `error`.
     """
