@@ -39,7 +39,7 @@ def live_file_sizes(path: str) -> dict[str, int]:
     if not DeltaLog.for_path(path).exists():
         return {}
     q = load_snapshot(path)
-    return dict(zip(q.files.column("path").to_pylist(), q.files.column("size").to_pylist()))
+    return dict(zip(q.files.column("path").to_pylist(), q.files.column("size").to_pylist(), strict=False))
 
 
 def read_cost(qsnap: Any, *, sample: float | None = None, predicate: Any = None) -> tuple[int, int]:
@@ -97,7 +97,9 @@ def event_log(root: str, events: int) -> str:
 
     log = DeltaLog.for_path(root)
     log.create(pa.schema([("id", pa.int64())]))
-    stats_in = FileStats(tuple(f"part-{i:05d}.parquet" for i in range(10)), (3,) * 10, 10_000, 10 * 2**20, 10, 40, 60, 6.0, 1_000.0)
+    stats_in = FileStats(
+        tuple(f"part-{i:05d}.parquet" for i in range(10)), (3,) * 10, 10_000, 10 * 2**20, 10, 40, 60, 6.0, 1_000.0
+    )
     stats_out = FileStats(("merged-0.parquet", "merged-1.parquet"), (4, 4), 10_000, 9 * 2**20, 2, 40, 40, 20.0, 250.0)
     for i in range(events):
         event = OptimizationEvent(

@@ -115,6 +115,7 @@ class Run:
     def ratios(self, attr: str) -> list[float]:
         return [getattr(r.reads, attr) / max(1, getattr(r.ref, attr)) for r in self.rounds]
 
+
 # --- report ---------------------------------------------------------------------------------
 
 HEADER = ["shape", "k", "contender", "rounds", "rewritten/appended", "round/table", "sample files", "sample bytes",
@@ -214,8 +215,8 @@ def plot(s: Settings, runs: Sequence[Run], png: str) -> None:
     cols = (("rewritten / appended", None), ("sample(0.01) files / one-go", "sample_files"),
             ("1% range files / one-go", "range_files"))  # fmt: skip
     fig, axes = plt.subplots(len(keys), len(cols), figsize=(5 * len(cols), 3 * len(keys)), squeeze=False)
-    colors = dict(zip(CONTENDERS, ("tab:blue", "tab:orange", "tab:green", "tab:red")))
-    styles = dict(zip(CONTENDERS, ("-", "-", "--", ":")))  # zorder and hilbert often coincide
+    colors = dict(zip(CONTENDERS, ("tab:blue", "tab:orange", "tab:green", "tab:red"), strict=False))
+    styles = dict(zip(CONTENDERS, ("-", "-", "--", ":"), strict=False))  # zorder and hilbert often coincide
     for row, (shape, k) in enumerate(keys):
         for col, (title, attr) in enumerate(cols):
             ax = axes[row][col]

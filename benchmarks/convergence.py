@@ -66,11 +66,14 @@ def rows(spark: Any, start: int, n: int) -> Any:
 def layout(spark: Any, path: str, fraction: float = 0.01) -> dict[str, float]:
     """Layout facts of the latest snapshot: blocks per file/cube and what two queries read."""
     import pyarrow.compute as pc
+
     from use.qbeast.reader import load_snapshot, spark_schema, translate_filter
 
     q = load_snapshot(path)
     blocks = q.blocks
-    cubes = len(pc.unique(pc.binary_join_element_wise(pc.cast(blocks.column("revision_id"), "string"), blocks.column("cube_id"), "/")))
+    cubes = len(
+        pc.unique(pc.binary_join_element_wise(pc.cast(blocks.column("revision_id"), "string"), blocks.column("cube_id"), "/"))
+    )
     sample_files, sample_bytes = read_cost(q, sample=fraction)
     range_files, range_bytes = read_cost(q, predicate=translate_filter(spark, spark_schema(q), RANGE_FILTER))
     return {
@@ -110,11 +113,11 @@ class Timing:
     @property
     def ratios(self) -> list[float]:
         """Per repeat: merge-task throughput / plain throughput (= plain seconds / task seconds)."""
-        return [p / t for p, t in zip(self.plain, self.task)]
+        return [p / t for p, t in zip(self.plain, self.task, strict=False)]
 
     @property
     def cpu_ratios(self) -> list[float]:
-        return [p / t for p, t in zip(self.plain_cpu, self.task_cpu)]
+        return [p / t for p, t in zip(self.plain_cpu, self.task_cpu, strict=False)]
 
     @property
     def best_ratio(self) -> float:
@@ -243,8 +246,12 @@ def run_after(spark: Any, args: argparse.Namespace, appended: str, ref: dict[str
     def on_iteration(m: Any) -> None:
         rewritten[0] += m.bytes_in if m.committed else 0
         lay = layout(spark, appended)
-        body.append([m.iteration, m.strategy, m.kind if m.committed else "abandoned", m.files_in, rewritten[0], *layout_cells(lay)])
-        print(f"  iteration {m.iteration}: {m.kind} {m.files_in}->{m.files_out} files, {m.time_ms} ms: {m.reason[:90]}", flush=True)
+        body.append(
+            [m.iteration, m.strategy, m.kind if m.committed else "abandoned", m.files_in, rewritten[0], *layout_cells(lay)]
+        )
+        print(
+            f"  iteration {m.iteration}: {m.kind} {m.files_in}->{m.files_out} files, {m.time_ms} ms: {m.reason[:90]}", flush=True
+        )
 
     t0 = time.perf_counter()
     result = optimize_path(spark, appended, bytes_per_iter=args.bytes_per_iter, on_iteration=on_iteration)
@@ -325,13 +332,25 @@ def main() -> None:
     ap.add_argument("--appends", type=int, default=100)
     ap.add_argument("--rows-per-append", type=int, default=1000)
     ap.add_argument("--cube-size", type=int, default=2000)
-    ap.add_argument("--bytes-per-iter", type=int, default=None,
-                    help="use.optimization.bytes-per-iter (also the task IO limit); default: the table's (1 GB)")
-    ap.add_argument("--mode", choices=("both", "after", "continuous", "throughput"), default="both",
-                    help="throughput: only the merge-task throughput comparison")
+    ap.add_argument(
+        "--bytes-per-iter",
+        type=int,
+        default=None,
+        help="use.optimization.bytes-per-iter (also the task IO limit); default: the table's (1 GB)",
+    )
+    ap.add_argument(
+        "--mode",
+        choices=("both", "after", "continuous", "throughput"),
+        default="both",
+        help="throughput: only the merge-task throughput comparison",
+    )
     ap.add_argument("--every", type=int, default=10, help="continuous mode: optimize after every N appends")
-    ap.add_argument("--sampling-fraction", type=float, default=0.01,
-                    help="sampling phase: SamplingOverheadReduction's fraction (0 to skip the phase)")
+    ap.add_argument(
+        "--sampling-fraction",
+        type=float,
+        default=0.01,
+        help="sampling phase: SamplingOverheadReduction's fraction (0 to skip the phase)",
+    )
     ap.add_argument("--repeat", type=int, default=2, help="repetitions of the throughput measurement")
     ap.add_argument("--no-throughput", action="store_true", help="skip the merge-task throughput comparison")
     ap.add_argument("--keep", default=None, help="directory to keep the tables in (default: a temp dir, removed)")

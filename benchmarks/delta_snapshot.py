@@ -133,19 +133,28 @@ def main(argv: list[str] | None = None) -> int:
 
     assert ours() == args.files, "our snapshot lost files"
     assert delta_rs() == args.files, "delta-rs sees another file count"
-    contenders = {"ours": ours, "delta-rs (get_add_actions)": delta_rs, "delta-rs (file_uris)": delta_rs_uris, "floor (checkpoint read)": floor}
+    contenders = {
+        "ours": ours,
+        "delta-rs (get_add_actions)": delta_rs,
+        "delta-rs (file_uris)": delta_rs_uris,
+        "floor (checkpoint read)": floor,
+    }
     results: dict[str, list[float]] = {k: [] for k in contenders}
     for _ in range(args.runs):  # interleaved, so drift in machine load hits everyone alike
         for name, fn in contenders.items():
             results[name].append(_median_time(fn, 1)[0])
     med = {k: statistics.median(v) for k, v in results.items()}
-    print(f"\nDelta snapshot load: {args.files} live files, {args.commits} commits, checkpoint every {CHECKPOINT_EVERY} "
-          f"(last at v{last_cp}, {args.commits - last_cp} commits after it), median of {args.runs} runs\n")
+    print(
+        f"\nDelta snapshot load: {args.files} live files, {args.commits} commits, checkpoint every {CHECKPOINT_EVERY} "
+        f"(last at v{last_cp}, {args.commits - last_cp} commits after it), median of {args.runs} runs\n"
+    )
     print(f"{'contender':<28}{'median s':>10}{'min s':>10}{'ours / this':>13}")
     for name, m in med.items():
         print(f"{name:<28}{m:>10.4f}{min(results[name]):>10.4f}{med['ours'] / m:>13.2f}")
     ratio_rs = med["ours"] / med["delta-rs (get_add_actions)"]
-    print(f"\nours / delta-rs = {ratio_rs:.2f}x (goal <= 1.5x)   ours / floor = {med['ours'] / med['floor (checkpoint read)']:.2f}x")
+    print(
+        f"\nours / delta-rs = {ratio_rs:.2f}x (goal <= 1.5x)   ours / floor = {med['ours'] / med['floor (checkpoint read)']:.2f}x"
+    )
 
     # Stats parsing for data skipping over the whole snapshot (the snapshot itself not timed).
     from use.delta.predicates import Comparison
@@ -157,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     pred = Comparison("id", "<", 5_000_000)
     expected = 5_000
     assert files_matching(snap.files, pred, snap.schema).true_count == expected
+
     def ours_stats() -> object:
         s = DeltaLog.for_path(str(path)).snapshot()
         return parse_stats(s.files, s.schema)

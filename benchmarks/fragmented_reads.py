@@ -69,8 +69,10 @@ def main() -> None:
         overhead, fixed = np.polyfit(files, times, 1)  # seconds per file, the rest
         rate = size / max(1e-9, fixed)  # parquet bytes scanned per second (one file's price aside)
         ratio = memory_bytes / size
-        print(f"rows={args.rows:,}  parquet {size / 2**20:,.0f} MiB ({memory_bytes / 2**20:,.0f} MiB in memory)  "
-              f"master={spark.sparkContext.master}  best of {args.rounds}")
+        print(
+            f"rows={args.rows:,}  parquet {size / 2**20:,.0f} MiB ({memory_bytes / 2**20:,.0f} MiB in memory)  "
+            f"master={spark.sparkContext.master}  best of {args.rounds}"
+        )
         print(f"{'files':>7} {'MiB/file':>9} {'scan (s)':>9}")
         for k in counts:
             print(f"{k:>7} {size / k / 2**20:>9.2f} {best[k]:>9.3f}")
@@ -78,8 +80,10 @@ def main() -> None:
         print(f"open cost o*r = {overhead * rate / 2**20:.2f} MiB of parquet (Spark's openCostInBytes default: 4 MiB)")
         for share in (0.10, 0.25):
             part = overhead * rate / share
-            print(f"part with overhead {share:.0%} of its read: {part / 2**20:,.1f} MiB parquet, "
-                  f"{part * ratio / 2**20:,.1f} MiB in memory")
+            print(
+                f"part with overhead {share:.0%} of its read: {part / 2**20:,.1f} MiB parquet, "
+                f"{part * ratio / 2**20:,.1f} MiB in memory"
+            )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

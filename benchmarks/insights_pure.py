@@ -28,9 +28,9 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import use.insights as insights  # noqa: E402
 from _common import event_log  # noqa: E402  (OPTIMIZE commits with events, shared with insights.py)
 from planner_scale import _files, _time  # noqa: E402  (the same synthetic files and timing)
-import use.insights as insights  # noqa: E402
 from use.insights.facts import TableFacts  # noqa: E402
 from use.qbeast.revision import Revision, configuration_with_revision, staging_revision  # noqa: E402
 from use.qbeast.snapshot import QbeastSnapshot  # noqa: E402
@@ -88,7 +88,10 @@ def delta_snapshot(n: int, rng: np.random.Generator) -> QbeastSnapshot:
     lo = rng.integers(0, 10**9, n)
     hi = lo + rng.integers(0, 10**6, n)
     stats = pa.array(
-        [f'{{"numRecords":1000,"minValues":{{"id":{a}}},"maxValues":{{"id":{b}}},"nullCount":{{"id":0}}}}' for a, b in zip(lo.tolist(), hi.tolist())],
+        [
+            f'{{"numRecords":1000,"minValues":{{"id":{a}}},"maxValues":{{"id":{b}}},"nullCount":{{"id":0}}}}'
+            for a, b in zip(lo.tolist(), hi.tolist(), strict=False)
+        ],
         pa.string(),
     )
     return QbeastSnapshot.from_tables(
@@ -133,14 +136,14 @@ def main() -> None:
             ("plan", insights.plan),
             ("health_score", insights.health_score),
         ):
-            secs, out = _time(lambda: fn(snap), args.runs)
+            secs, out = _time(lambda fn=fn, snap=snap: fn(snap), args.runs)
             rows.append((name, f"{label}, {snap.files.num_rows:,} files", out.num_rows if isinstance(out, pa.Table) else 1, secs))
 
     head = ("insight", "input", "rows out", "median s")
     table = [head] + [(a, b, f"{c:,}", f"{d:.3f}") for a, b, c, d in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(head))]
     for k, r in enumerate(table):
-        print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False))))
         if k == 0:
             print("  ".join("-" * w for w in widths))
 

@@ -90,7 +90,14 @@ def qbeast_snapshot(n: int, blocks_per_file: int, rng: np.random.Generator) -> Q
             "element_count": pa.array(ec, pa.int64()),
         }
     )
-    rev = Revision(1, 1000, "bench", 50_000, (LinearTransformer("x", "IntegerDataType"),), (LinearTransformation(0, 10**6, 0, "IntegerDataType"),))
+    rev = Revision(
+        1,
+        1000,
+        "bench",
+        50_000,
+        (LinearTransformer("x", "IntegerDataType"),),
+        (LinearTransformation(0, 10**6, 0, "IntegerDataType"),),
+    )
     config = configuration_with_revision({}, rev)
     return QbeastSnapshot.from_tables(
         files=files, blocks=blocks, version=1, table_root="/bench/qbeast", configuration=config,
@@ -101,7 +108,13 @@ def qbeast_snapshot(n: int, blocks_per_file: int, rng: np.random.Generator) -> Q
 def delta_snapshot(n: int, rng: np.random.Generator) -> QbeastSnapshot:
     lo = rng.integers(0, 10**9, n)
     hi = lo + rng.integers(0, 10**6, n)
-    stats = pa.array([f'{{"numRecords":1000,"minValues":{{"id":{a}}},"maxValues":{{"id":{b}}},"nullCount":{{"id":0}}}}' for a, b in zip(lo.tolist(), hi.tolist())], pa.string())
+    stats = pa.array(
+        [
+            f'{{"numRecords":1000,"minValues":{{"id":{a}}},"maxValues":{{"id":{b}}},"nullCount":{{"id":0}}}}'
+            for a, b in zip(lo.tolist(), hi.tolist(), strict=False)
+        ],
+        pa.string(),
+    )
     files = _files(n, np.zeros(n, dtype=np.int64), rng, stats)
     return QbeastSnapshot.from_tables(
         files=files, blocks=None if n == 0 else pa.table({
@@ -154,14 +167,14 @@ def main() -> None:
     rows = []
     for label, snap, chain in cases:
         planner = Planner(chain, base)
-        secs, plan = _time(lambda: planner.plan(snap), args.runs)
+        secs, plan = _time(lambda planner=planner, snap=snap: planner.plan(snap), args.runs)
         rows.append((label, plan.strategy, len(plan.tasks), plan.num_files, plan.bytes, secs, secs / GOAL_S))
 
     head = ("case", "winning strategy", "tasks", "files", "bytes", "median s", "s / 5 s goal")
     table = [head] + [(r[0], r[1], str(r[2]), f"{r[3]:,}", f"{r[4]:,}", f"{r[5]:.3f}", f"{r[6]:.2f}") for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for k, row in enumerate(table):
-        print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False))))
         if k == 0:
             print("  ".join("-" * w for w in widths))
     worst = max(r[5] for r in rows)

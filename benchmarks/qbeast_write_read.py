@@ -52,12 +52,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import timed_cpu
@@ -214,7 +215,7 @@ def timed_writes(df: Any, base: str, cube_size: int, rounds: int) -> dict[str, A
     rows = df.count()
     writers.append(("plain_same_files", lambda: plain_in_files(df, scratch, rows, files["shuffled"])))
     writers.append(("plain_shuffled", lambda: plain_shuffled(df, scratch, files["shuffled"])))
-    for r in range(rounds):
+    for _ in range(rounds):
         for label, fn in writers:
             shutil.rmtree(scratch, ignore_errors=True)
             wall, cpu, result = timed_cpu(fn)
@@ -238,9 +239,7 @@ def timed_writes(df: Any, base: str, cube_size: int, rounds: int) -> dict[str, A
     return out
 
 
-def measure_qbeast(
-    spark: Any, df: Any, base: str, cube_size: int, plain: Any, rounds: int, read_rounds: int
-) -> dict[str, Any]:
+def measure_qbeast(spark: Any, df: Any, base: str, cube_size: int, plain: Any, rounds: int, read_rounds: int) -> dict[str, Any]:
     from use import QbeastTable
     from use.qbeast.reader import apply_filters, load_snapshot, plan_read, scan
 
@@ -278,7 +277,7 @@ def measure_qbeast(
 def box_filter() -> str:
     """A box of 1% of the indexed space's volume (side 1000 * 0.01^(1/3) on x, y, z)."""
     side = 1000 * 0.01 ** (1 / 3)
-    return " and ".join(f"{c} >= {lo} and {c} < {lo + side}" for c, lo in zip(INDEXED, (100, 300, 500)))
+    return " and ".join(f"{c} >= {lo} and {c} < {lo + side}" for c, lo in zip(INDEXED, (100, 300, 500), strict=False))
 
 
 # The write ways the fragmentation figure compares: label -> optimize_write.
@@ -326,9 +325,20 @@ def fragmentation_child(rows: int, cube_specs: str, tasks: int) -> None:
 def fragmentation(rows: int, cube_specs: str, tasks: int) -> list[dict[str, Any]]:
     """`fragmentation_child` in a child process (a session's parallelism is fixed at its start)."""
     done = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "--fragmentation-child", "--rows", str(rows),
-         "--cube-sizes", cube_specs, "--fragmentation-tasks", str(tasks)],
-        check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--fragmentation-child",
+            "--rows",
+            str(rows),
+            "--cube-sizes",
+            cube_specs,
+            "--fragmentation-tasks",
+            str(tasks),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -339,7 +349,8 @@ def same_result(a: Any, b: Any) -> bool:
 
     da, db = a.asDict(), b.asDict()
     return da.keys() == db.keys() and all(
-        math.isclose(da[k], db[k], rel_tol=1e-9) if isinstance(da[k], float) and da[k] is not None and db[k] is not None
+        math.isclose(da[k], db[k], rel_tol=1e-9)
+        if isinstance(da[k], float) and da[k] is not None and db[k] is not None
         else da[k] == db[k]
         for k in da
     )
@@ -381,7 +392,9 @@ def report(
             "files written: shuffled / unshuffled",
             [f"{r['files_shuffled']} / {r['files_unshuffled']}" for r in runs],
         ),
-        line("sample(0.01): bytes read / total", [pct(r["sample_plan"].bytes, r["sample_plan"].total_bytes) for r in runs], "<= 3%"),
+        line(
+            "sample(0.01): bytes read / total", [pct(r["sample_plan"].bytes, r["sample_plan"].total_bytes) for r in runs], "<= 3%"
+        ),
         line("sample(0.01): files read / total", [f"{r['sample_plan'].num_files}/{r['sample_plan'].total_files}" for r in runs]),
         line("sample(0.01) time (s), all columns", [f"{r['t_sample']:.3f}" for r in runs]),
         line("plain df.sample(0.01) time (s), all columns", [f"{r['t_plain_sample']:.3f}" for r in runs]),
@@ -411,8 +424,10 @@ def report(
     lines.append(
         line(
             "  the default rule picked",
-            ["shuffle" if f["default"] == f["shuffled"] else "no shuffle" if f["default"] == f["unshuffled"] else "?"
-             for f in frag],
+            [
+                "shuffle" if f["default"] == f["shuffled"] else "no shuffle" if f["default"] == f["unshuffled"] else "?"
+                for f in frag
+            ],
         )
     )
     bad = [r["cube_size"] for r in runs if not same_result(r["filter_row"], r["plain_filter_row"])]
@@ -434,11 +449,21 @@ def writes_report(rows: int, runs: list[dict[str, Any]]) -> str:
         lines.append(f"{names.get(label, label):<46}" + "".join(f"{c:>22}" for c in cells))
     for floor, name in (("plain_same_files", "shuffled / plain with as many files"),
                         ("plain_shuffled", "shuffled / plain shuffled alike")):  # fmt: skip
-        lines.append(f"{name:<46}" + "".join(
-            f"{r['t_shuffled'] / r['t_' + floor]:.2f}x / CPU {r['c_shuffled'] / r['c_' + floor]:.2f}x".rjust(22)
-            for r in runs))
-    lines.append(f"{'files: plain, rolled, shuffled plain, shuffled, unshuffled, default':<46}" + "".join(
-        f"  {r['files_plain']}, {r['files_plain_same_files']}, {r['files_plain_shuffled']}, {r['files_shuffled']}, {r['files_unshuffled']}, {r['files_write']}".rjust(22) for r in runs))
+        lines.append(
+            f"{name:<46}"
+            + "".join(
+                f"{r['t_shuffled'] / r['t_' + floor]:.2f}x / CPU {r['c_shuffled'] / r['c_' + floor]:.2f}x".rjust(22) for r in runs
+            )
+        )
+    lines.append(
+        f"{'files: plain, rolled, shuffled plain, shuffled, unshuffled, default':<46}"
+        + "".join(
+            f"  {r['files_plain']}, {r['files_plain_same_files']}, {r['files_plain_shuffled']}, {r['files_shuffled']}, {r['files_unshuffled']}, {r['files_write']}".rjust(
+                22
+            )
+            for r in runs
+        )
+    )
     lines.append(f"{'plain write (s), CPU-s':<46}" + "".join(f"{r['t_plain']:.2f}, {r['c_plain']:.1f}".rjust(22) for r in runs))
     return "\n".join(lines)
 
@@ -453,8 +478,11 @@ def main() -> None:
     ap.add_argument("--driver-memory", default="8g", help="Spark driver memory (the cached rows live there)")
     ap.add_argument("--fragmentation-tasks", type=int, default=16, help="write tasks of the fragmentation figure")
     ap.add_argument("--fragmentation-rows", type=int, default=500_000, help="rows of the fragmentation figure")
-    ap.add_argument("--writes-only", action="store_true",
-                    help="only the write rounds (item 1): each way of writing vs the plain write, wall and CPU")
+    ap.add_argument(
+        "--writes-only",
+        action="store_true",
+        help="only the write rounds (item 1): each way of writing vs the plain write, wall and CPU",
+    )
     ap.add_argument("--fragmentation-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.fragmentation_child:
@@ -465,9 +493,7 @@ def main() -> None:
 
     from use.session import spark_session
 
-    spark = spark_session(
-        "qbeast-bench", conf={"spark.driver.memory": args.driver_memory, "spark.sql.shuffle.partitions": "8"}
-    )
+    spark = spark_session("qbeast-bench", conf={"spark.driver.memory": args.driver_memory, "spark.sql.shuffle.partitions": "8"})
     base = args.keep or tempfile.mkdtemp(prefix="qbeast-bench-")
     plain_dir = os.path.join(base, "plain")
     shutil.rmtree(plain_dir, ignore_errors=True)

@@ -11,7 +11,18 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ("delta_snapshot.py", "planner_scale.py", "insights_pure.py", "insights.py", "qbeast_write_read.py", "convergence.py", "drifting_revisions.py", "tradeoff.py", "sql_surface.py", "service.py")
+SCRIPTS = (
+    "delta_snapshot.py",
+    "planner_scale.py",
+    "insights_pure.py",
+    "insights.py",
+    "qbeast_write_read.py",
+    "convergence.py",
+    "drifting_revisions.py",
+    "tradeoff.py",
+    "sql_surface.py",
+    "service.py",
+)
 
 
 def main() -> int:

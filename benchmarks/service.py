@@ -234,7 +234,7 @@ def latency(a: ServerProcess, b: ServerProcess, queries: int) -> tuple[float, fl
                 cur.execute(QUERY)
                 cur.fetchall()
         for i in range(queries):
-            for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+            for k in (0, 1) if i % 2 == 0 else (1, 0):
                 t0 = time.perf_counter()
                 curs[k].execute(QUERY)
                 curs[k].fetchall()
@@ -256,21 +256,29 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=2000, help="rows per append")
     p.add_argument("--cube-size", type=int, default=2000)
     p.add_argument("--interval", default="10s", help="the service's optimization interval")
-    p.add_argument("--max-wait", default=None,
-                   help="the table's use.optimization.tiering.max-wait (the time factor; without it the table's default, "
-                        "1h, which the run does not wait for); with it the converged moment is measured once the table "
-                        "has been quiet that long")
-    p.add_argument("--idle-after", default=None,
-                   help="the table's use.optimization.tiering.idle-after (without it the table's default, 10 minutes, "
-                        "which the run does not wait for); with it the converged moment is measured once the table "
-                        "has been quiet that long")
+    p.add_argument(
+        "--max-wait",
+        default=None,
+        help="the table's use.optimization.tiering.max-wait (the time factor; without it the table's default, "
+        "1h, which the run does not wait for); with it the converged moment is measured once the table "
+        "has been quiet that long",
+    )
+    p.add_argument(
+        "--idle-after",
+        default=None,
+        help="the table's use.optimization.tiering.idle-after (without it the table's default, 10 minutes, "
+        "which the run does not wait for); with it the converged moment is measured once the table "
+        "has been quiet that long",
+    )
     p.add_argument("--measure-every", type=float, default=30.0, help="seconds between layout measurements")
     p.add_argument("--queries", type=int, default=40, help="queries per server in the latency loop")
     p.add_argument("--keep", help="keep the data dirs here (default: a temporary directory, removed)")
     args = p.parse_args()
 
     work = Path(args.keep or tempfile.mkdtemp(prefix="use-bench-service-"))
-    with_service = ServerProcess(work / "service", work / "cwd-service", args=("--conf", f"spark.qbeast.use.optimization-interval={args.interval}"))
+    with_service = ServerProcess(
+        work / "service", work / "cwd-service", args=("--conf", f"spark.qbeast.use.optimization-interval={args.interval}")
+    )
     without = ServerProcess(work / "no-service", work / "cwd-no-service", args=("--no-service",))
     t0 = time.monotonic()
     try:
@@ -295,7 +303,18 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
-    header = ["t s", "rows", "opt commits", "files", "unmerged appends", "sample files x", "sample bytes x", "range files x", "range bytes x", "rewritten/appended"]
+    header = [
+        "t s",
+        "rows",
+        "opt commits",
+        "files",
+        "unmerged appends",
+        "sample files x",
+        "sample bytes x",
+        "range files x",
+        "range bytes x",
+        "rewritten/appended",
+    ]
     body, worst, worst_merged = [], 0.0, 0.0
     for m in moments:
         if not m.rows:

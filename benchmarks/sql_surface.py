@@ -71,7 +71,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-
 class Server:
     """A `use serve` subprocess on a data dir of its own; ready when it prints its JDBC URL.
 
@@ -89,7 +88,9 @@ class Server:
             "--master", "local[2]", "--no-service",
             "--conf", "spark.sql.shuffle.partitions=4", "--conf", f"spark.driver.memory={driver_memory}",
         ]  # fmt: skip
-        self.proc = subprocess.Popen(command, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            command, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
         self.lines: list[str] = []
         ready = threading.Event()
 
@@ -247,7 +248,12 @@ def main() -> int:
         ))  # fmt: skip
 
         goals = [
-            [f"catalog overhead, {name} (catalog - QbeastTable.read)", f"{catalog:.1f} ms", "<= 50 ms", "met" if catalog <= 50 else "MISSED"]
+            [
+                f"catalog overhead, {name} (catalog - QbeastTable.read)",
+                f"{catalog:.1f} ms",
+                "<= 50 ms",
+                "met" if catalog <= 50 else "MISSED",
+            ]
             for name, (catalog, _) in overheads.items()
             if name != "small result"
         ]

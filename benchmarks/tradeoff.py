@@ -164,6 +164,7 @@ class Measurer:
 def one_go(spark: Any, s: Settings, shape: str, n: int, work: str) -> tuple[Reads, int, int]:
     """The first n appends of a shape written at once as a Qbeast table: (reads, bytes, files)."""
     import pyarrow as pa
+
     from use.qbeast.reader import load_snapshot
 
     path = os.path.join(work, f"one-go-{shape}-{n}")
@@ -204,7 +205,7 @@ def run_one(spark: Any, s: Settings, shape: str, contender: str, k: int, target:
         got = result.totals()["bytes_in"]
         rewritten += got
         qsnap = load_snapshot(path)
-        live = dict(zip(qsnap.files.column("path").to_pylist(), qsnap.files.column("size").to_pylist()))
+        live = dict(zip(qsnap.files.column("path").to_pylist(), qsnap.files.column("size").to_pylist(), strict=False))
         ref_n = max(p for p in ref_points if p <= i + 1)
         run.rounds.append(Round(
             appends=i + 1, appended_bytes=appended, rewritten_bytes=rewritten, round_bytes=got,
@@ -237,7 +238,7 @@ def run_benchmark(spark: Any, s: Settings, work: str, log: Callable[[str], None]
         for shape in s.shapes:
             points = s.ref_points()
             got = list(pool.map(lambda n, shape=shape: one_go(spark, s, shape, n, work), points))
-            refs[shape] = {n: r for n, (r, _, _) in zip(points, got)}
+            refs[shape] = {n: r for n, (r, _, _) in zip(points, got, strict=False)}
             _, total_bytes, total_files = got[-1]
             total_rows = s.appends * s.rows_per_append
             targets[shape] = max(1, int(total_bytes / total_rows * s.cube_size))
@@ -277,14 +278,25 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[Settings, argparse.Na
                          "0 or 1: BinPacking every round)")  # fmt: skip
     ap.add_argument("--ref-every", type=int, help="write the one-go reference every N appends (default 10)")
     ap.add_argument("--jobs", type=int, help="runs at once on the one Spark session (default 2)")
-    ap.add_argument("--ours-property", action="append", default=[], metavar="KEY=VALUE",
-                    help="a use.optimization.* key (without the prefix) for ours' optimize(), e.g. tiering.ratio=0; repeatable")
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
-                    help="directory for tradeoff.txt/.png/.json (default benchmarks/results)")
+    ap.add_argument(
+        "--ours-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a use.optimization.* key (without the prefix) for ours' optimize(), e.g. tiering.ratio=0; repeatable",
+    )
+    ap.add_argument(
+        "--out",
+        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
+        help="directory for tradeoff.txt/.png/.json (default benchmarks/results)",
+    )
     ap.add_argument("--keep", default=None, help="work directory kept after the run (default: a temp dir, removed)")
-    ap.add_argument("--replot", metavar="JSON[,JSON...]",
-                    help="only re-render the table and plot of a saved tradeoff.json; several (comma-separated) "
-                         "saved runs of the same data are combined into one table")
+    ap.add_argument(
+        "--replot",
+        metavar="JSON[,JSON...]",
+        help="only re-render the table and plot of a saved tradeoff.json; several (comma-separated) "
+        "saved runs of the same data are combined into one table",
+    )
     args = ap.parse_args(argv)
     values: dict[str, Any] = dict(QUICK) if args.quick else {}
     for name in ("appends", "rows_per_append", "cube_size", "drift", "autocompact_min_files", "ref_every", "jobs"):

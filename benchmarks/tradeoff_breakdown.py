@@ -115,16 +115,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--shape", choices=("fixed", "drift"), default="fixed")
     p.add_argument("--appends", type=int, default=200)
     p.add_argument("--tasks", action="store_true", help="one line per task, with its strategy and reason")
-    p.add_argument("--ours-property", action="append", default=[], metavar="KEY=VALUE",
-                   help="a use.optimization.* override for ours (without the prefix), e.g. tiering.ratio=2")
+    p.add_argument(
+        "--ours-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a use.optimization.* override for ours (without the prefix), e.g. tiering.ratio=2",
+    )
     args = p.parse_args(argv)
     if args.every < 1 or args.appends < 1:
         p.error("--every and --appends must be >= 1")
     props = tuple(tuple(a.split("=", 1)) for a in args.ours_property)
     if any(len(kv) != 2 for kv in props):
         p.error("--ours-property takes KEY=VALUE")
-    s = Settings(shapes=(args.shape,), contenders=("ours",), every=(args.every,), appends=args.appends,
-                 ours_properties=props)  # type: ignore[arg-type]
+    s = Settings(shapes=(args.shape,), contenders=("ours",), every=(args.every,), appends=args.appends, ours_properties=props)  # type: ignore[arg-type]
 
     from use.session import spark_session
 
@@ -139,8 +143,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     order = sorted(totals, key=lambda kind: (kind != APPEND, kind == OLDER, kind))
     rows = [[kind, f"{totals[kind] / 1e6:.2f}", f"{totals[kind] / appended:.2f}"] for kind in order]
     rows.append(["total", f"{sum(totals.values()) / 1e6:.2f}", f"{sum(totals.values()) / appended:.2f}"])
-    print(f"\n{args.shape}, optimized every {args.every} of {args.appends} appends ({appended / 1e6:.2f} MB appended)"
-          + (f", {', '.join('='.join(kv) for kv in props)}" if props else "") + ":")
+    print(
+        f"\n{args.shape}, optimized every {args.every} of {args.appends} appends ({appended / 1e6:.2f} MB appended)"
+        + (f", {', '.join('='.join(kv) for kv in props)}" if props else "")
+        + ":"
+    )
     print(fmt_table(["input files", "MB read by tasks", "per byte appended"], rows))
 
 

@@ -14,8 +14,8 @@ Nothing here imports anything else from the package, so every layer can use it (
 from __future__ import annotations
 
 import datetime as _dt
-
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["format_bytes", "format_bytes_exact", "format_count", "format_ms", "plural", "shorten", "text_table"]
 
@@ -62,7 +62,7 @@ def format_ms(ms: int | None) -> str:
     """Epoch milliseconds as an ISO 8601 UTC time, `2024-05-01T12:00:00.123Z` ('-' when unknown)."""
     if ms is None:
         return "-"
-    stamp = _dt.datetime.fromtimestamp(int(ms) / 1000, _dt.timezone.utc)
+    stamp = _dt.datetime.fromtimestamp(int(ms) / 1000, _dt.UTC)
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
 
 
@@ -99,7 +99,9 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, max_widt
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
 
     def line(values: Sequence[str]) -> str:
-        return "  ".join(v.rjust(w) if numeric[i] else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths))).rstrip()
+        return "  ".join(
+            v.rjust(w) if numeric[i] else v.ljust(w) for i, (v, w) in enumerate(zip(values, widths, strict=False))
+        ).rstrip()
 
     out = [line(list(header)), line(["-" * w for w in widths])]
     out.extend(line(r) for r in cells)

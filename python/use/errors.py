@@ -8,7 +8,8 @@ layer can use it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 # The surfaces a user reaches USE through. A way out is named in the user's own terms: a Python
 # caller gets a keyword argument or a call, a command-line user a flag or a command, a SQL user a

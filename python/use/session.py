@@ -238,6 +238,5 @@ def quiet_query_errors() -> Iterator[None]:
     try:
         yield
     finally:
-        for lg, was in zip(loggers, before):
+        for lg, was in zip(loggers, before, strict=False):
             lg.disabled = was
-

@@ -54,7 +54,7 @@ def partition_value_text(value: Any) -> str | None:
         return "true" if value else "false"
     if isinstance(value, _dt.datetime):
         if value.tzinfo is not None:
-            utc = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+            utc = value.astimezone(_dt.UTC).replace(tzinfo=None)
             return utc.isoformat(timespec="microseconds") + "Z"
         return value.isoformat(sep=" ", timespec="microseconds" if value.microsecond else "seconds")
     if isinstance(value, _dt.date):
@@ -116,7 +116,7 @@ def delete_with_prefix(table_root: str, prefix: str, keep: set[str]) -> None:
                 pass
 
 
-def conform_to_table(df: "DataFrame", schema_string: str) -> "DataFrame":
+def conform_to_table(df: DataFrame, schema_string: str) -> DataFrame:
     """The DataFrame's columns as the table's: in its order and under its names, each value cast to
     the table's type where the data's differs, nested fields matched by name (a struct cast would
     match them by position). For data `use.delta.schema.write_type_problem` let through (the same
@@ -136,7 +136,9 @@ def conform_to_table(df: "DataFrame", schema_string: str) -> "DataFrame":
             by_name = {f.name.lower(): f for f in have.fields}
             fields = [conformed(c.getField(by_name[w.name.lower()].name), by_name[w.name.lower()].dataType, w.dataType).alias(w.name)
                       for w in want.fields]  # fmt: skip
-            return F.when(c.isNull(), F.lit(None).cast(_parse_datatype_json_value(nullable_type(want.jsonValue())))).otherwise(F.struct(*fields))
+            return F.when(c.isNull(), F.lit(None).cast(_parse_datatype_json_value(nullable_type(want.jsonValue())))).otherwise(
+                F.struct(*fields)
+            )
         if isinstance(have, ArrayType) and isinstance(want, ArrayType):
             return F.transform(c, lambda e: conformed(e, have.elementType, want.elementType))
         if isinstance(have, MapType) and isinstance(want, MapType):
@@ -161,7 +163,7 @@ OPTIMIZE_WRITE_CONF = "spark.databricks.delta.optimizeWrite.enabled"
 OPTIMIZE_WRITE_PROPERTY = "delta.autoOptimize.optimizeWrite"
 
 
-def optimized_write(spark: "SparkSession", configuration: Mapping[str, str] | None) -> bool:
+def optimized_write(spark: SparkSession, configuration: Mapping[str, str] | None) -> bool:
     """Delta's optimized write for a plain Delta table: `spark.databricks.delta.optimizeWrite.enabled`
     when set, else the table property `delta.autoOptimize.optimizeWrite`, else off (Qbeast writes
     have their own rule, `use.qbeast.writer`). A value other than true/false is refused naming it."""
@@ -172,7 +174,7 @@ def optimized_write(spark: "SparkSession", configuration: Mapping[str, str] | No
 
 
 def write_dataframe_files(
-    df: "DataFrame",
+    df: DataFrame,
     table_root: str,
     schema: pa.Schema,
     *,
@@ -258,7 +260,7 @@ def write_dataframe_files(
                     values = tuple(piece.column(c)[0].as_py() for c in parts)
                     if writer is None or values != key:
                         close()
-                        texts = {c: partition_value_text(v) for c, v in zip(parts, values)} if parts else fixed
+                        texts = {c: partition_value_text(v) for c, v in zip(parts, values, strict=False)} if parts else fixed
                         writer, key = open_writer(texts), values
                     writer.write(piece.select([f.name for f in data_schema]) if parts else piece)
             close()

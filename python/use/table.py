@@ -10,7 +10,8 @@ after other writers commit.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from use.errors import InvalidArgumentError, NotAQbeastTableError, VersionNotFoundError
 from use.optimize.delta_table import DeltaTable as _OptimizeDeltaTable
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from use.qbeast.writer import WriteResult
 
 
-def _register_format(spark: "SparkSession") -> None:
+def _register_format(spark: SparkSession) -> None:
     """Make `spark.read.format("qbeast")` work on sessions that open tables through the facade.
 
     Spark >= 4.1 (our floor) always has Python data sources, so a failure here is a real bug and is
@@ -56,10 +57,10 @@ class Insights:
     """`insight(name)` for the tables of the Python API. Here, not in `TableSurface`: the insights
     (layer 4) sit above the optimizer (layer 3), which defines the table surface."""
 
-    _spark: "SparkSession"
+    _spark: SparkSession
     _path: str
 
-    def insight(self, name: str, **options: Any) -> "pa.Table":
+    def insight(self, name: str, **options: Any) -> pa.Table:
         """The insight table `name` (optimizations, history, detail, files, cubes, revisions, layout, plan;
         see `use.insights`) of the latest snapshot, as a `pyarrow.Table` (no Spark job). The
         session's `spark.qbeast.use.optimization.*` defaults count for `layout` and `plan`, as they
@@ -76,7 +77,7 @@ class RowChanges:
     UPDATE (the shim's copy-on-write command and `use.sql.dml`). Here, not in `TableSurface`: the
     SQL layer sits above the optimizer, which defines the table surface."""
 
-    _spark: "SparkSession"
+    _spark: SparkSession
     _path: str
 
     def delete(self, where: str | None = None) -> int:
@@ -89,11 +90,13 @@ class RowChanges:
         """Set columns of the rows matching `where` (every row without one) to SQL expressions
         (`{"v": "upper(v)", "n": "n + 1"}`, evaluated on each row's old values) as SQL's `UPDATE`
         does: copy-on-write, one commit; the rows updated."""
-        if not isinstance(values, Mapping) or not values or not all(
-            isinstance(k, str) and k and isinstance(v, str) and v.strip() for k, v in values.items()
+        if (
+            not isinstance(values, Mapping)
+            or not values
+            or not all(isinstance(k, str) and k and isinstance(v, str) and v.strip() for k, v in values.items())
         ):
             raise InvalidArgumentError(
-                f"values must map column names to SQL expressions (e.g. {{\"v\": \"upper(v)\"}}), got {values!r}"
+                f'values must map column names to SQL expressions (e.g. {{"v": "upper(v)"}}), got {values!r}'
             )
         assignments = ", ".join(f"`{k.replace('`', '``')}` = {v}" for k, v in values.items())
         return self._row_statement(f"UPDATE {{table}} SET {assignments}", where)
@@ -106,7 +109,7 @@ class RowChanges:
         from use.qbeast.revision import is_qbeast
 
         if where is not None and not isinstance(where, str):
-            raise InvalidArgumentError(f"where must be a SQL condition (a string such as \"id < 10\"), got {where!r}")
+            raise InvalidArgumentError(f'where must be a SQL condition (a string such as "id < 10"), got {where!r}')
         if not use.sql.installed(self._spark):
             use.sql.install(self._spark)
         provider = "qbeast" if is_qbeast(DeltaLog.for_path(self._path).snapshot().configuration) else "delta"
@@ -125,14 +128,14 @@ class QbeastTable(TableSurface, Insights, RowChanges):
     """A Qbeast table at a path: write, read/sample, revisions, index metrics, optimize, and what
     every table offers (`TableSurface`: history, properties, optimizations, vacuum)."""
 
-    def __init__(self, spark: "SparkSession", path: str) -> None:
+    def __init__(self, spark: SparkSession, path: str) -> None:
         self._spark = spark
         self._path = os.path.abspath(path)
 
     # --- construction -----------------------------------------------------------------------
 
     @classmethod
-    def for_path(cls, spark: "SparkSession", path: str) -> "QbeastTable":
+    def for_path(cls, spark: SparkSession, path: str) -> QbeastTable:
         """The Qbeast table at `path`; TableNotFoundError if there is no table, NotAQbeastTableError
         for a Delta table without Qbeast metadata (convert it first)."""
         qsnap = load_snapshot(os.path.abspath(path) if isinstance(path, str) and path else path)
@@ -146,7 +149,7 @@ class QbeastTable(TableSurface, Insights, RowChanges):
 
     @staticmethod
     def write(
-        df: "DataFrame",
+        df: DataFrame,
         path: str,
         columns_to_index: Sequence[str] | str,
         cube_size: int | None = None,
@@ -156,7 +159,7 @@ class QbeastTable(TableSurface, Insights, RowChanges):
         txn_app_id: str | None = None,
         txn_version: int | None = None,
         optimize_write: bool | None = None,
-    ) -> "WriteResult":
+    ) -> WriteResult:
         """Index `df` into the table at `path` (created if missing) with the OTree writer.
 
         `cube_size=None` keeps the table's desired cube size on append (5,000,000 for a new table);
@@ -186,7 +189,7 @@ class QbeastTable(TableSurface, Insights, RowChanges):
 
     @staticmethod
     def convert(
-        spark: "SparkSession", path: str, columns_to_index: Sequence[str] | str, cube_size: int | None = None
+        spark: SparkSession, path: str, columns_to_index: Sequence[str] | str, cube_size: int | None = None
     ) -> ConvertResult:
         """Make the parquet directory or Delta table at `path` a Qbeast table (staging revision 0);
         `cube_size` None is 5,000,000. A Qbeast table is left as it is when the arguments match its
@@ -195,11 +198,11 @@ class QbeastTable(TableSurface, Insights, RowChanges):
 
     # --- reading ----------------------------------------------------------------------------
 
-    def snapshot(self) -> "QbeastSnapshot":
+    def snapshot(self) -> QbeastSnapshot:
         """The latest snapshot (read now, never cached)."""
         return load_snapshot(self._path)
 
-    def read(self, sample: float | None = None, filter: FilterArg = None) -> "DataFrame":
+    def read(self, sample: float | None = None, filter: FilterArg = None) -> DataFrame:
         """The table's rows, optionally a deterministic sample (fraction in (0,1]) and/or filtered."""
         return _read(self._spark, self.snapshot(), sample=sample, filter=filter)
 
@@ -213,7 +216,7 @@ class QbeastTable(TableSurface, Insights, RowChanges):
     def latest_revision_id(self) -> int:
         return int(self.snapshot().latest_revision_id)
 
-    def revision(self, revision_id: int | None = None) -> "Revision":
+    def revision(self, revision_id: int | None = None) -> Revision:
         """One revision (the latest when `revision_id` is None)."""
         qsnap = self.snapshot()
         rid = qsnap.latest_revision_id if revision_id is None else revision_id
@@ -221,8 +224,7 @@ class QbeastTable(TableSurface, Insights, RowChanges):
             raise InvalidArgumentError(f"revision_id must be an int, got {revision_id!r}")
         if rid not in qsnap.revisions:
             raise VersionNotFoundError(
-                f"revision {rid} does not exist in the table at {self._path!r}; its revisions are "
-                f"{sorted(qsnap.revisions)}"
+                f"revision {rid} does not exist in the table at {self._path!r}; its revisions are {sorted(qsnap.revisions)}"
             )
         return qsnap.revisions[rid]
 
@@ -262,7 +264,7 @@ class QbeastTable(TableSurface, Insights, RowChanges):
             out.append(entry)
         return out
 
-    def index_metrics(self, revision_id: int | None = None) -> "IndexMetricsByRevision | IndexMetrics":
+    def index_metrics(self, revision_id: int | None = None) -> IndexMetricsByRevision | IndexMetrics:
         """OTree metrics per revision (prints as text); with `revision_id`, that revision's metrics only."""
         from use.qbeast.metrics import index_metrics
 
@@ -276,9 +278,7 @@ class QbeastTable(TableSurface, Insights, RowChanges):
         return metrics[revision_id]
 
     @staticmethod
-    def compute_quantiles(
-        df: "DataFrame", column: str, num_quantiles: int = 50, relative_error: float = 0.01
-    ) -> list[Any]:
+    def compute_quantiles(df: DataFrame, column: str, num_quantiles: int = 50, relative_error: float = 0.01) -> list[Any]:
         """Boundaries for indexing `column` as `<column>:quantiles`: `num_quantiles + 1` values from
         the minimum to the maximum (Spark's approxQuantile for numbers and dates; a sorted sample
         for strings). Pass them as `column_stats={"<column>_quantiles": [...]}` to `QbeastTable.write`.
@@ -295,11 +295,11 @@ class QbeastTable(TableSurface, Insights, RowChanges):
         bytes_per_iter: int | str | None = None,
         dry_run: bool = False,
         max_iterations: int | None = None,
-        stop: "StopLike" = None,
+        stop: StopLike = None,
         all_tasks: bool = False,
         progress: Progress = True,
         **config_overrides: Any,
-    ) -> "OptimizeResult":
+    ) -> OptimizeResult:
         """Optimize until nothing is selected; returns `use.optimize.loop.OptimizeResult`.
 
         Prints one line per iteration (as `use optimize`) unless `progress=False` (or a callable,
@@ -323,7 +323,7 @@ class QbeastTable(TableSurface, Insights, RowChanges):
 _STRING_SAMPLE_ROWS = 100_000
 
 
-def _compute_quantiles(df: "DataFrame", column: str, num_quantiles: int, relative_error: float) -> list[Any]:
+def _compute_quantiles(df: DataFrame, column: str, num_quantiles: int, relative_error: float) -> list[Any]:
     from pyspark.sql import functions as F
     from pyspark.sql.types import NumericType, StringType
 
@@ -353,4 +353,3 @@ def _compute_quantiles(df: "DataFrame", column: str, num_quantiles: int, relativ
     if not out:
         raise InvalidArgumentError(f"column {column!r} has no non-null values to compute quantiles from")
     return list(dict.fromkeys(out))  # boundaries in order, repeats (skewed data) once
-

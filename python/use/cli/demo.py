@@ -23,9 +23,7 @@ TABLES = ("events_delta", "events_qbeast")
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("demo", help="run a short end-to-end demo on embedded defaults")
     parser.add_argument("--path", help="a new or empty directory for the demo tables (default: a new temp dir)")
-    parser.add_argument(
-        "--rows", type=int, default=200_000, help=f"rows in the Qbeast part, at least {APPENDS} (default 200000)"
-    )
+    parser.add_argument("--rows", type=int, default=200_000, help=f"rows in the Qbeast part, at least {APPENDS} (default 200000)")
     parser.add_argument("--delta-only", action="store_true", help="skip the Spark/Qbeast part")
     parser.set_defaults(func=run)
 
@@ -80,8 +78,8 @@ def _delta_part(path: Path) -> None:
     Spark users write plain Delta tables with `DeltaTable.write(df, path)` instead."""
     from use.cli.history import render_history
     from use.delta import DeltaLog
-    from use.display import format_bytes_exact
     from use.delta.datafile import write_data_file
+    from use.display import format_bytes_exact
 
     schema = pa.schema([("id", pa.int64()), ("city", pa.string()), ("amount", pa.float64())])
     log = DeltaLog.for_path(str(path))
@@ -139,6 +137,4 @@ def _qbeast_part(path: Path, rows: int) -> None:
     result = table.optimize(max_iterations=20)
     print(result)
     print(table.index_metrics(table.latest_revision_id))
-    table.optimizations().select("optimization_name", "revision_id", "started_at", "process_time_ms").show(
-        truncate=False
-    )
+    table.optimizations().select("optimization_name", "revision_id", "started_at", "process_time_ms").show(truncate=False)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from use.delta.log import HistoryEntry
@@ -29,7 +30,7 @@ def _pairs(values: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v, sort_keys=True)}" for k, v in values.items())
 
 
-def render_history(entries: Sequence["HistoryEntry"], *, full: bool = False) -> str:
+def render_history(entries: Sequence[HistoryEntry], *, full: bool = False) -> str:
     """Commits as a text table: version, ISO timestamp (UTC), operation, parameters, metrics."""
     from use.display import format_ms, text_table
 

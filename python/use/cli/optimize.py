@@ -26,9 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--bytes-per-iter", default=None, help="bytes to rewrite per iteration (default: the table's configuration)"
     )
-    parser.add_argument(
-        "--revision-rewrite", action="store_true", help="rewrite the whole revision instead of selecting files"
-    )
+    parser.add_argument("--revision-rewrite", action="store_true", help="rewrite the whole revision instead of selecting files")
     parser.add_argument("--strategy", default=None, help="the file-selection strategy to use (default: the chain)")
     parser.add_argument(
         "--zorder-by",
@@ -42,9 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--dry-run", action="store_true", help="print the plan, write nothing")
     parser.add_argument("--max-iterations", default=None, help="stop after this many merge tasks")
-    parser.add_argument(
-        "--all-tasks", action="store_true", help="run every task of each plan (by score) before re-planning"
-    )
+    parser.add_argument("--all-tasks", action="store_true", help="run every task of each plan (by score) before re-planning")
     parser.set_defaults(func=run)
 
 

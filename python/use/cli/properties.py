@@ -26,9 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--table-location", required=True, help="path of the table")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="set a property (repeatable)")
     parser.add_argument("--unset", action="append", default=[], metavar="KEY", help="remove a property (repeatable)")
-    parser.add_argument(
-        "--full", action="store_true", help=f"show values whole (default: cut to {VALUE_WIDTH} characters)"
-    )
+    parser.add_argument("--full", action="store_true", help=f"show values whole (default: cut to {VALUE_WIDTH} characters)")
     parser.set_defaults(func=run)
 
 

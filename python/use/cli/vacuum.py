@@ -15,9 +15,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="keep files removed less than this many hours ago (default: delta.deletedFileRetentionDuration, 168h)",
     )
     parser.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
-    parser.add_argument(
-        "--force", action="store_true", help="allow a retention below the table's safety threshold"
-    )
+    parser.add_argument("--force", action="store_true", help="allow a retention below the table's safety threshold")
     parser.set_defaults(func=run)
 
 
@@ -33,4 +31,3 @@ def run(args: argparse.Namespace) -> int:
     )
     print(result)  # what was deleted, with its size, then the files
     return 0
-

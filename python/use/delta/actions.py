@@ -411,7 +411,7 @@ def _map_column_to_dicts(col: pa.ChunkedArray | pa.Array) -> list[dict[str, str 
     values = arr.items.slice(start, end - start).to_pylist()
     bounds = (offsets - start).tolist()
     return [
-        dict(zip(keys[bounds[i] : bounds[i + 1]], values[bounds[i] : bounds[i + 1]])) if ok else None
+        dict(zip(keys[bounds[i] : bounds[i + 1]], values[bounds[i] : bounds[i + 1]], strict=False)) if ok else None
         for i, ok in enumerate(valid.tolist())
     ]
 
@@ -427,9 +427,16 @@ def add_actions(files: pa.Table, data_change: bool, tags: Sequence[Mapping[str, 
     if tags is None:
         tags = _map_column_to_dicts(files.column("tags")) if "tags" in files.column_names else [None] * len(paths)
     return [
-        AddFile(path=p, size=int(n), modification_time=int(m), data_change=data_change, partition_values=pv or {},
-                stats=st, tags=None if t is None else dict(t))  # fmt: skip
-        for p, n, m, st, pv, t in zip(paths, sizes, mtimes, stats, pvs, tags)
+        AddFile(
+            path=p,
+            size=int(n),
+            modification_time=int(m),
+            data_change=data_change,
+            partition_values=pv or {},
+            stats=st,
+            tags=None if t is None else dict(t),
+        )  # fmt: skip
+        for p, n, m, st, pv, t in zip(paths, sizes, mtimes, stats, pvs, tags, strict=False)
     ]
 
 
@@ -457,7 +464,7 @@ def remove_actions(files: pa.Table, data_change: bool, deletion_timestamp: int |
             size=s,
             tags=t,
         )
-        for p, s, pv, t in zip(paths, sizes, pvs, tags)
+        for p, s, pv, t in zip(paths, sizes, pvs, tags, strict=False)
     ]
 
 

@@ -21,7 +21,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from use.delta.actions import DELETION_VECTOR_TYPE, FILES_SCHEMA, STRING_MAP, TOMBSTONES_SCHEMA, Metadata, Protocol, empty_files, empty_tombstones
+from use.delta.actions import (
+    DELETION_VECTOR_TYPE,
+    FILES_SCHEMA,
+    STRING_MAP,
+    TOMBSTONES_SCHEMA,
+    Metadata,
+    Protocol,
+    empty_files,
+    empty_tombstones,
+)
 from use.delta.commits import CommitActions, parse_commits
 from use.delta.listing import CheckpointFiles
 from use.delta.replay import LogState
@@ -77,7 +86,9 @@ def _read_part(path: str, columns: tuple[str, ...] = _ACTION_COLUMNS) -> pa.Tabl
         pf = pq.ParquetFile(path)
         return pf.read(columns=[c for c in columns if c in pf.schema_arrow.names])
     except FileNotFoundError as exc:
-        raise CorruptLogError(f"checkpoint file {path} is missing (it was listed, or named by its checkpoint, a moment ago)") from exc
+        raise CorruptLogError(
+            f"checkpoint file {path} is missing (it was listed, or named by its checkpoint, a moment ago)"
+        ) from exc
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptLogError(f"checkpoint file {path} cannot be read as parquet ({exc})") from exc
 
@@ -337,6 +348,12 @@ CHECKPOINT_SCHEMA = pa.schema(
     ]
 )
 
+
+def _padding(field: pa.Field, n: int) -> pa.Array:
+    """`n` rows of a column that has no value for them: nulls, or fillers where it is not nullable."""
+    return _filler(field.type, n) if not field.nullable else pa.nulls(n, field.type)
+
+
 def _filler(typ: pa.DataType, n: int) -> pa.Array:
     """n placeholder values for a required child at rows where its parent struct is null."""
     if pa.types.is_string(typ):
@@ -349,7 +366,7 @@ def _filler(typ: pa.DataType, n: int) -> pa.Array:
         return pa.array([[]], typ).take(pa.array(np.zeros(n, dtype=np.int64)))
     if pa.types.is_struct(typ):
         return pa.StructArray.from_arrays(
-            [_filler(typ.field(i).type, n) if not typ.field(i).nullable else pa.nulls(n, typ.field(i).type) for i in range(typ.num_fields)],
+            [_padding(typ.field(i), n) for i in range(typ.num_fields)],
             fields=list(typ),
         )
     return pa.nulls(n, typ)
@@ -368,8 +385,7 @@ def _section(typ: pa.StructType, total: int, start: int, children: dict[str, pa.
             body = body.combine_chunks()
         if body.type != f.type:
             body = body.cast(f.type)
-        pad = (lambda m: _filler(f.type, m)) if not f.nullable else (lambda m: pa.nulls(m, f.type))
-        arrays.append(pa.concat_arrays([pad(before), body, pad(after)]))
+        arrays.append(pa.concat_arrays([_padding(f, before), body, _padding(f, after)]))
     mask = np.ones(total, dtype=bool)
     mask[start : start + k] = False
     return pa.StructArray.from_arrays(arrays, fields=list(typ), mask=pa.array(mask))
@@ -400,8 +416,12 @@ def checkpoint_table(state: LogState, tombstones: pa.Table) -> pa.Table:
         {
             "minReaderVersion": pa.array([p.min_reader_version], pa.int32()),
             "minWriterVersion": pa.array([p.min_writer_version], pa.int32()),
-            "readerFeatures": pa.array([None if p.reader_features is None else list(p.reader_features)], _PROTOCOL_T.field("readerFeatures").type),
-            "writerFeatures": pa.array([None if p.writer_features is None else list(p.writer_features)], _PROTOCOL_T.field("writerFeatures").type),
+            "readerFeatures": pa.array(
+                [None if p.reader_features is None else list(p.reader_features)], _PROTOCOL_T.field("readerFeatures").type
+            ),
+            "writerFeatures": pa.array(
+                [None if p.writer_features is None else list(p.writer_features)], _PROTOCOL_T.field("writerFeatures").type
+            ),
         },
     )
     cols["metaData"] = _section(

@@ -115,7 +115,9 @@ class ColumnMapping:
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
-            raise UnsupportedFeatureError(f"unknown column mapping mode {self.mode!r} (known: {', '.join(MODES)})", feature="columnMapping")
+            raise UnsupportedFeatureError(
+                f"unknown column mapping mode {self.mode!r} (known: {', '.join(MODES)})", feature="columnMapping"
+            )
         if self.mode != "none":
             # Build (and so validate) the physical schema once, when the snapshot is loaded:
             # a field without a physical name or id is a corrupt schema, not a read-time surprise.

@@ -216,8 +216,9 @@ def _struct_to_map(arr: pa.Array, *, keep_nulls: bool, null_as_empty: bool) -> p
     n = len(arr)
     if pa.types.is_null(arr.type):
         if null_as_empty:
-            return pa.MapArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string()),
-                                           pa.array([], pa.string()), type=STRING_MAP)
+            return pa.MapArray.from_arrays(
+                pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string()), pa.array([], pa.string()), type=STRING_MAP
+            )
         return pa.nulls(n, STRING_MAP)
     if not pa.types.is_struct(arr.type) or not all(_is_stringish(arr.type.field(i).type) for i in range(arr.type.num_fields)):
         raise _FastPathUnavailable(f"object inferred as {arr.type}")
@@ -401,13 +402,15 @@ def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Se
         slow_files.append((adds, removes))
     for group_cols, members in groups.items():
         try:
-            _fill_fast([outs[i] for i in members], [counts[i] for i in members], [c for i in members for c in chunks[i]], group_cols)
+            _fill_fast(
+                [outs[i] for i in members], [counts[i] for i in members], [c for i in members for c in chunks[i]], group_cols
+            )
         except (_FastPathUnavailable, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
             for i in members:
                 exact = parse_commit(*items[i])
                 outs[i] = exact
                 slow_files[i] = ([], [])
-    for out, (adds, removes), (_, path, _) in zip(outs, slow_files, items):
+    for out, (adds, removes), (_, path, _) in zip(outs, slow_files, items, strict=False):
         if adds:
             out.adds = pa.concat_tables([out.adds, _rows_to_files(adds, path)])
         if removes:
@@ -418,7 +421,9 @@ def parse_commits(items: Sequence[tuple[int, str, bytes]], partition_columns: Se
 def _valid_utf8(buf: bytes) -> bool:
     """Is `buf` valid UTF-8? pyarrow.json does not check (it would hand invalid text on to Python,
     which fails later, untyped); Arrow's full validation of one string value does, at GB/s."""
-    arr = pa.Array.from_buffers(pa.large_string(), 1, [None, pa.py_buffer(np.array([0, len(buf)], dtype=np.int64)), pa.py_buffer(buf)])
+    arr = pa.Array.from_buffers(
+        pa.large_string(), 1, [None, pa.py_buffer(np.array([0, len(buf)], dtype=np.int64)), pa.py_buffer(buf)]
+    )
     try:
         arr.validate(full=True)
     except pa.ArrowInvalid:

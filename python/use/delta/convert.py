@@ -16,8 +16,9 @@ import datetime as _dt
 import os
 import re
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -96,7 +97,7 @@ def _partition_values_checked(files: Sequence[ParquetFile], partition_schema: pa
     for i, field in enumerate(partition_schema):
         raw = [f.partition_values[i][1] for f in files]
         typed = typed_partition_values(table, field.name, field.type).to_pylist()
-        bad = next((j for j, (r, t) in enumerate(zip(raw, typed)) if r not in (None, "") and t is None), None)
+        bad = next((j for j, (r, t) in enumerate(zip(raw, typed, strict=False)) if r not in (None, "") and t is None), None)
         if bad is not None:
             raise InvalidArgumentError(
                 f"{os.path.join(root, os.path.dirname(files[bad].path))}: the value {raw[bad]!r} of partition column "
@@ -115,7 +116,9 @@ def _zone(name: str) -> _dt.tzinfo:
     offset = name.upper().removeprefix("UTC").removeprefix("GMT") or "+00:00"
     m = re.fullmatch(r"([+-])(\d{1,2})(?::?(\d{2}))?", offset)
     if m is None:
-        raise InvalidArgumentError(f"the session time zone {name!r} is neither a region (e.g. America/Los_Angeles) nor an offset (e.g. +08:00)")
+        raise InvalidArgumentError(
+            f"the session time zone {name!r} is neither a region (e.g. America/Los_Angeles) nor an offset (e.g. +08:00)"
+        )
     minutes = int(m.group(2)) * 60 + int(m.group(3) or 0)
     return _dt.timezone(_dt.timedelta(minutes=-minutes if m.group(1) == "-" else minutes))
 
@@ -146,8 +149,12 @@ def _instants_in_utc(files: Sequence[ParquetFile], partition_schema: pa.Schema, 
     return [ParquetFile(f.path, tuple((k, utc(v) if k in instants else v) for k, v in f.partition_values)) for f in files]
 
 
+#: the partition schema of an unpartitioned directory
+_NO_PARTITIONS = pa.schema([])
+
+
 def parquet_adds(
-    root: str, files: Sequence[ParquetFile], partition_schema: pa.Schema = pa.schema([]), *, collect_stats: bool = True
+    root: str, files: Sequence[ParquetFile], partition_schema: pa.Schema = _NO_PARTITIONS, *, collect_stats: bool = True
 ) -> tuple[pa.Schema, list[Any]]:
     """The table schema (the files' columns unified, nullable, then the partition columns) and one
     `AddFile` per file (footer stats unless `collect_stats` is false)."""

@@ -37,7 +37,7 @@ __all__ = [
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 # The characters Spark/Hive escape in partition directory names (ExternalCatalogUtils).
-_ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x20)}
+_ESCAPED = set("\"#%'*/:=?\\\x7f{[]^") | {chr(c) for c in range(0x20)}
 # Characters kept as they are when a relative path is written into the log as a URI path.
 _URI_SAFE = "/=:@!$&'()*+,;-._~"
 
@@ -67,7 +67,11 @@ def partition_directory(partition_values: Mapping[str, str | None], timestamp_co
 
 def timestamp_partition_columns(schema: pa.Schema, columns: Iterable[str]) -> frozenset[str]:
     """The `columns` of `schema` of type timestamp with a time zone (whose partition values name an instant)."""
-    return frozenset(c for c in columns if c in schema.names and pa.types.is_timestamp(schema.field(c).type) and schema.field(c).type.tz is not None)
+    return frozenset(
+        c
+        for c in columns
+        if c in schema.names and pa.types.is_timestamp(schema.field(c).type) and schema.field(c).type.tz is not None
+    )
 
 
 def local_root(table_root: str) -> str:
@@ -104,8 +108,7 @@ def parquet_compression(codec: Any, source: str = "compression") -> str:
     if name not in _CODECS:
         hint = " (LZO has no writer here)" if name == "lzo" else ""
         raise ConfigError(
-            f"{source} = {codec!r} is not a parquet codec USE can write{hint}; use one of "
-            f"{', '.join(sorted(_CODECS))}"
+            f"{source} = {codec!r} is not a parquet codec USE can write{hint}; use one of {', '.join(sorted(_CODECS))}"
         )
     return _CODECS[name]
 
@@ -113,12 +116,7 @@ def parquet_compression(codec: Any, source: str = "compression") -> str:
 def _check_relative(name: str) -> str:
     rel = name.replace("\\", "/")
     parts = rel.split("/")
-    if (
-        not rel
-        or rel.startswith("/")
-        or any(p in ("", ".", "..") for p in parts)
-        or any(p.startswith(("_", ".")) for p in parts)
-    ):
+    if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or any(p.startswith(("_", ".")) for p in parts):
         raise InvalidArgumentError(
             f"file_name {name!r} must be a relative path inside the table root with no '..', empty, "
             "hidden ('.') or underscore-prefixed parts (those are reserved for the log and temporary files)"
@@ -210,7 +208,7 @@ def dictionary_columns(batch: pa.RecordBatch | pa.Table) -> list[str] | bool:
     step = max(1, n // DICTIONARY_SAMPLE_ROWS)
     sample = batch.take(pa.array(range(0, n, step))) if step > 1 else batch
     keep = []
-    for name, column in zip(sample.schema.names, sample.columns):
+    for name, column in zip(sample.schema.names, sample.columns, strict=False):
         if pa.types.is_boolean(column.type) or pa.types.is_null(column.type):
             continue
         distinct = pc.count_distinct(column, mode="all").as_py()
@@ -262,7 +260,7 @@ class DataFileWriter:
         self._stats_column_names = stats_column_names
         stats_leaves(target, num_indexed_cols=stats_columns, columns=stats_column_names)  # bad names refused now
         # every float leaf, not only the stats columns: a footer's min/max of any of them is read
-        self._float_leaves = [l for l in leaf_columns(target) if pa.types.is_floating(l.type)]
+        self._float_leaves = [leaf for leaf in leaf_columns(target) if pa.types.is_floating(leaf.type)]
         if file_name is None:
             rel = f"{uuid.uuid4()}.parquet"
             if self._pvals:
@@ -273,9 +271,7 @@ class DataFileWriter:
         self._final = os.path.join(root, *rel.split("/"))
         if os.path.lexists(self._final):
             raise InvalidArgumentError(f"data file {rel!r} already exists under {table_root!r}; choose another file_name")
-        self._tmp = os.path.join(
-            os.path.dirname(self._final), f".{os.path.basename(self._final)}.{uuid.uuid4().hex}.tmp"
-        )
+        self._tmp = os.path.join(os.path.dirname(self._final), f".{os.path.basename(self._final)}.{uuid.uuid4().hex}.tmp")
         self._data_change = data_change
         self._tags = dict(tags) if tags is not None else None
         self._writer: pq.ParquetWriter | None = None
@@ -452,7 +448,9 @@ def _publish(tmp: str, final: str, rel: str, table_root: str) -> None:
     except OSError:
         # File systems without hard links: the existence check above is the best we can do.
         if os.path.lexists(final):
-            raise InvalidArgumentError(f"data file {rel!r} already exists under {table_root!r}; choose another file_name")
+            raise InvalidArgumentError(
+                f"data file {rel!r} already exists under {table_root!r}; choose another file_name"
+            ) from None
         try:
             os.rename(tmp, final)
         except OSError as e:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import pyarrow as pa
@@ -44,7 +45,7 @@ from use.errors import (
 
 _log = logging.getLogger(__name__)
 
-_NEW_TABLE_DEFAULTS: ContextVar[Mapping[str, str]] = ContextVar("use_new_table_defaults", default={})
+_NEW_TABLE_DEFAULTS: ContextVar[Mapping[str, str]] = ContextVar("use_new_table_defaults", default=MappingProxyType({}))
 
 
 @contextlib.contextmanager
@@ -57,6 +58,7 @@ def new_table_defaults(properties: Mapping[str, str]) -> Iterator[None]:
         yield
     finally:
         _NEW_TABLE_DEFAULTS.reset(token)
+
 
 DAY_MS = 86_400_000
 ADVANCE_LIMIT = 50
@@ -93,15 +95,15 @@ def _to_ms(timestamp: int | _dt.datetime | _dt.date | str) -> int:
         return _to_ms(parsed)
     if isinstance(timestamp, _dt.datetime):
         if timestamp.tzinfo is None:
-            timestamp = timestamp.replace(tzinfo=_dt.timezone.utc)  # naive times are read as UTC
+            timestamp = timestamp.replace(tzinfo=_dt.UTC)  # naive times are read as UTC
         return int(timestamp.timestamp() * 1000)
     if isinstance(timestamp, _dt.date):
-        return _to_ms(_dt.datetime(timestamp.year, timestamp.month, timestamp.day, tzinfo=_dt.timezone.utc))
+        return _to_ms(_dt.datetime(timestamp.year, timestamp.month, timestamp.day, tzinfo=_dt.UTC))
     raise InvalidArgumentError(f"timestamp must be ms since epoch, a datetime or an ISO string, got {timestamp!r}")
 
 
 def _fmt_ms(ms: int) -> str:
-    return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).isoformat(timespec="milliseconds")
+    return _dt.datetime.fromtimestamp(ms / 1000, _dt.UTC).isoformat(timespec="milliseconds")
 
 
 class DeltaLog:
@@ -250,7 +252,9 @@ class DeltaLog:
         if len(schema) == 0:
             raise InvalidArgumentError("a table needs at least one column")
         if isinstance(partition_columns, str):
-            raise InvalidArgumentError(f"partition_columns must be a sequence of column names, got the string {partition_columns!r}")
+            raise InvalidArgumentError(
+                f"partition_columns must be a sequence of column names, got the string {partition_columns!r}"
+            )
         parts = tuple(partition_columns)
         if len(set(parts)) != len(parts):
             raise InvalidArgumentError(f"partition columns {list(parts)} contain duplicates")
@@ -258,7 +262,9 @@ class DeltaLog:
             if c not in schema.names:
                 raise InvalidArgumentError(f"partition column {c!r} is not in the schema (columns: {schema.names})")
             if not is_primitive(schema.field(c).type):
-                raise InvalidArgumentError(f"partition column {c!r} has nested type {schema.field(c).type}; partition by a primitive column")
+                raise InvalidArgumentError(
+                    f"partition column {c!r} has nested type {schema.field(c).type}; partition by a primitive column"
+                )
         if len(parts) == len(schema):
             raise InvalidArgumentError("at least one column must not be a partition column")
         conf = validate_configuration({**_NEW_TABLE_DEFAULTS.get(), **dict(configuration or {})})
@@ -372,7 +378,11 @@ class DeltaLog:
             ts = self.store.modification_time(cp.paths[0]) if cp else 0
         snap = Snapshot(self.table_root, target, ts, state)
         with self._lock:
-            if self._cached is None or self._cached.version <= target or self._cached_sig != self._signature(listing, self._cached.version):
+            if (
+                self._cached is None
+                or self._cached.version <= target
+                or self._cached_sig != self._signature(listing, self._cached.version)
+            ):
                 self._cached, self._cached_sig = snap, self._signature(listing, target)
         return snap
 
@@ -599,9 +609,7 @@ def _first_actions(actions: Sequence[Any], partition_columns: tuple[str, ...]) -
                 raise InvalidArgumentError(f"application transaction {a.app_id!r} set twice in one transaction")
             apps.add(a.app_id)
         else:
-            raise InvalidArgumentError(
-                f"a table's first commit takes AddFile and SetTransaction actions, got {type(a).__name__}"
-            )
+            raise InvalidArgumentError(f"a table's first commit takes AddFile and SetTransaction actions, got {type(a).__name__}")
         out.append(a)
     return out
 

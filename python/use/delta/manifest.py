@@ -123,7 +123,7 @@ def _groups(snapshot: Any, only: set[str] | None) -> dict[str, list[str]]:
         order = pc.sort_indices(rels)
         rels_sorted = pc.take(rels, order).to_pylist()
         lines = _absolute_lines(snapshot.table_root, pc.take(files.column("path"), order).combine_chunks())
-        for rel, line in zip(rels_sorted, lines):
+        for rel, line in zip(rels_sorted, lines, strict=False):
             groups.setdefault(rel, []).append(line)
     if not columns and not groups:
         groups[""] = []  # an empty unpartitioned table still has its (empty) manifest

@@ -15,9 +15,9 @@ from __future__ import annotations
 import datetime as _dt
 import decimal as _decimal
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
-Value = Union[bool, int, float, str, bytes, _dt.date, _dt.datetime, _decimal.Decimal]
+Value = bool | int | float | str | bytes | _dt.date | _dt.datetime | _decimal.Decimal
 ComparisonOp = Literal["=", "!=", "<", "<=", ">", ">="]
 
 _FLIPPED: dict[str, str] = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -32,7 +32,7 @@ class Comparison:
     value: Value
 
     @staticmethod
-    def flipped(value: Value, op: ComparisonOp, column: str) -> "Comparison":
+    def flipped(value: Value, op: ComparisonOp, column: str) -> Comparison:
         """`value <op> column` written with the column on the left."""
         return Comparison(column, _FLIPPED[op], value)  # type: ignore[arg-type]
 
@@ -55,19 +55,19 @@ class IsNotNull:
 
 @dataclass(frozen=True)
 class And:
-    left: "Predicate"
-    right: "Predicate"
+    left: Predicate
+    right: Predicate
 
 
 @dataclass(frozen=True)
 class Or:
-    left: "Predicate"
-    right: "Predicate"
+    left: Predicate
+    right: Predicate
 
 
 @dataclass(frozen=True)
 class Not:
-    child: "Predicate"
+    child: Predicate
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class Unknown:
     description: str = ""
 
 
-Predicate = Union[Comparison, InList, IsNull, IsNotNull, And, Or, Not, Unknown]
+Predicate = Comparison | InList | IsNull | IsNotNull | And | Or | Not | Unknown
 
 
 def conjuncts(predicate: Predicate) -> list[Predicate]:

@@ -56,7 +56,10 @@ def _latest_per_path(adds: pa.Table, removes: pa.Table) -> tuple[pa.Table, pa.Ta
     keys = pa.table(
         {
             "path": pa.concat_arrays(
-                [adds.column("path").combine_chunks().cast(pa.string()), removes.column("path").combine_chunks().cast(pa.string())]
+                [
+                    adds.column("path").combine_chunks().cast(pa.string()),
+                    removes.column("path").combine_chunks().cast(pa.string()),
+                ]
             ),
             "seq": pa.concat_arrays([adds.column("__seq").combine_chunks(), removes.column("__seq").combine_chunks()]),
         }
@@ -103,9 +106,7 @@ def reconcile(
     if not add_parts and not rem_parts:
         return base_files, base_tombstones
     tail_adds = pa.concat_tables(add_parts) if add_parts else empty_files().append_column("__seq", pa.array([], pa.int64()))
-    tail_rems = (
-        pa.concat_tables(rem_parts) if rem_parts else empty_tombstones().append_column("__seq", pa.array([], pa.int64()))
-    )
+    tail_rems = pa.concat_tables(rem_parts) if rem_parts else empty_tombstones().append_column("__seq", pa.array([], pa.int64()))
     tail_adds, tail_rems = _latest_per_path(tail_adds, tail_rems)
     touched = pa.concat_arrays(
         [tail_adds.column("path").combine_chunks().cast(pa.string()), tail_rems.column("path").combine_chunks().cast(pa.string())]

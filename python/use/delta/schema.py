@@ -92,8 +92,15 @@ def _type_to_delta(t: pa.DataType, where: str) -> Any:
         return "binary"
     if pa.types.is_boolean(t):
         return "boolean"
-    simple = {pa.int8(): "byte", pa.int16(): "short", pa.int32(): "integer", pa.int64(): "long",
-              pa.float32(): "float", pa.float64(): "double", pa.date32(): "date"}
+    simple = {
+        pa.int8(): "byte",
+        pa.int16(): "short",
+        pa.int32(): "integer",
+        pa.int64(): "long",
+        pa.float32(): "float",
+        pa.float64(): "double",
+        pa.date32(): "date",
+    }
     if t in simple:
         return simple[t]
     if pa.types.is_timestamp(t):
@@ -105,12 +112,18 @@ def _type_to_delta(t: pa.DataType, where: str) -> Any:
     if pa.types.is_struct(t):
         return {"type": "struct", "fields": [_field_to_delta(t.field(i), where) for i in range(t.num_fields)]}
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t) or pa.types.is_fixed_size_list(t):
-        return {"type": "array", "elementType": _type_to_delta(t.value_type, f"{where}.element"),
-                "containsNull": t.value_field.nullable}
+        return {
+            "type": "array",
+            "elementType": _type_to_delta(t.value_type, f"{where}.element"),
+            "containsNull": t.value_field.nullable,
+        }
     if pa.types.is_map(t):
-        return {"type": "map", "keyType": _type_to_delta(t.key_type, f"{where}.key"),
-                "valueType": _type_to_delta(t.item_type, f"{where}.value"),
-                "valueContainsNull": t.item_field.nullable}
+        return {
+            "type": "map",
+            "keyType": _type_to_delta(t.key_type, f"{where}.key"),
+            "valueType": _type_to_delta(t.item_type, f"{where}.value"),
+            "valueContainsNull": t.item_field.nullable,
+        }
     raise SchemaMismatchError(
         f"column {where} has Arrow type {t}, which has no Delta equivalent; cast it (e.g. unsigned ints to a wider "
         "signed int, date64 to date32, time to string) before writing"
@@ -130,8 +143,10 @@ def schema_to_json(schema: pa.Schema) -> str:
     """The `schemaString` of an Arrow schema (SchemaMismatchError for types Delta cannot hold, and
     for NULL-typed columns: `check_no_void`)."""
     names = [f.name for f in schema]
-    dupes = sorted({n for n in names if names.count(n) > 1 or names.count(n.lower()) > 1} |
-                   {n for n in names if sum(1 for m in names if m.lower() == n.lower()) > 1})
+    dupes = sorted(
+        {n for n in names if names.count(n) > 1 or names.count(n.lower()) > 1}
+        | {n for n in names if sum(1 for m in names if m.lower() == n.lower()) > 1}
+    )
     if dupes:
         raise SchemaMismatchError(f"duplicate column names (Delta names are case-insensitive): {dupes}")
     fields = [_field_to_delta(f) for f in schema]
@@ -159,7 +174,9 @@ def type_sql(t: Any, *, nullability: bool = False) -> str:
         return _SQL_NAMES.get(t, t)
     kind = t.get("type") if isinstance(t, dict) else None
     if kind == "struct":
-        inner = ",".join(f"{f['name']}:{type_sql(f['type'], nullability=nullability)}{nn(f.get('nullable'))}" for f in t["fields"])
+        inner = ",".join(
+            f"{f['name']}:{type_sql(f['type'], nullability=nullability)}{nn(f.get('nullable'))}" for f in t["fields"]
+        )
         return f"struct<{inner}>"
     if kind == "array":
         return f"array<{type_sql(t['elementType'], nullability=nullability)}{nn(t.get('containsNull'))}>"
@@ -186,7 +203,12 @@ def nullable_type(t: Any) -> Any:
         if kind == "array":
             return {**t, "elementType": nullable_type(t["elementType"]), "containsNull": True}
         if kind == "map":
-            return {**t, "keyType": nullable_type(t["keyType"]), "valueType": nullable_type(t["valueType"]), "valueContainsNull": True}
+            return {
+                **t,
+                "keyType": nullable_type(t["keyType"]),
+                "valueType": nullable_type(t["valueType"]),
+                "valueContainsNull": True,
+            }
     return t
 
 
@@ -267,7 +289,7 @@ def check_no_void(fields: list[dict[str, Any]], target: str) -> None:
         raise SchemaMismatchError(
             f"column {', '.join(voids)} of the data has no type (it is all NULL, e.g. lit(None): Spark's NullType, "
             f"'void'), which a write cannot add to {target}; cast it to the type its values will have, e.g. "
-            f"lit(None).cast(\"string\") in Python or CAST(NULL AS STRING) in SQL"
+            f'lit(None).cast("string") in Python or CAST(NULL AS STRING) in SQL'
         )
 
 
@@ -302,7 +324,9 @@ def check_append_schema(data: pa.Schema, table: pa.Schema, path: str) -> None:
         problem
         for f in table
         if f.name in data.names
-        and (problem := write_type_problem(_type_to_delta(data.field(f.name).type, f.name), _type_to_delta(f.type, f.name), f.name))
+        and (
+            problem := write_type_problem(_type_to_delta(data.field(f.name).type, f.name), _type_to_delta(f.type, f.name), f.name)
+        )
     ]
     if extra or missing or differing:
         parts = []
@@ -311,7 +335,9 @@ def check_append_schema(data: pa.Schema, table: pa.Schema, path: str) -> None:
         if missing:
             parts.append(f"table columns missing from the data: {', '.join(missing)}")
         if differing:
-            parts.append(f"columns of a type the table's cannot take without a cast that could change values: {'; '.join(differing)}")
+            parts.append(
+                f"columns of a type the table's cannot take without a cast that could change values: {'; '.join(differing)}"
+            )
         raise SchemaMismatchError(
             f"the data does not match the schema of {path} ({'; '.join(parts)}); select and cast the data to the "
             f"table's columns {table.names}, or write with mode='overwrite' to replace the table"

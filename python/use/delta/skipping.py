@@ -53,7 +53,11 @@ if TYPE_CHECKING:
     from use.delta.columnmapping import ColumnMapping
 
 __all__ = [
-    "files_matching", "partition_columns_of", "partition_text_table", "snapshot_files_matching", "typed_partition_values",
+    "files_matching",
+    "partition_columns_of",
+    "partition_text_table",
+    "snapshot_files_matching",
+    "typed_partition_values",
     "utc_timestamp_texts",
 ]
 
@@ -185,7 +189,7 @@ class _Evaluator:
             if path is None:
                 raise InvalidArgumentError(
                     f"predicate column {name!r} is not in the table schema "
-                    f"(columns: {', '.join(l.name for l in leaf_columns(schema))})"
+                    f"(columns: {', '.join(leaf.name for leaf in leaf_columns(schema))})"
                 )
             self.paths[name] = path
             if not (len(path) == 1 and path[0].lower() in self.partitions):
@@ -275,9 +279,7 @@ class _Evaluator:
 
     def compare(self, column: str, op: str, value: Any) -> pa.BooleanArray:
         if value is None:
-            raise InvalidArgumentError(
-                f"comparison {column} {op} NULL never matches in SQL; use IsNull/IsNotNull for null tests"
-            )
+            raise InvalidArgumentError(f"comparison {column} {op} NULL never matches in SQL; use IsNull/IsNotNull for null tests")
         b = self.bounds(column)
         if b is None:
             return _all(self.n, True)
@@ -377,7 +379,9 @@ def _prepare(b: _Bounds, op: str, value: Any) -> _Prepared | None:
         if isinstance(value, float):
             if value != value:
                 return None
-            return _Prepared(_cast(b.lo, pa.float64()), _cast(b.hi, pa.float64()), pa.scalar(value, pa.float64()), op, "float", ne_prunes=False)
+            return _Prepared(
+                _cast(b.lo, pa.float64()), _cast(b.hi, pa.float64()), pa.scalar(value, pa.float64()), op, "float", ne_prunes=False
+            )
         if isinstance(value, _decimal.Decimal):
             if not value.is_finite():
                 return None
@@ -398,12 +402,16 @@ def _prepare(b: _Bounds, op: str, value: Any) -> _Prepared | None:
         f = float(value)
         if f != f:
             return None
-        return _Prepared(_cast(b.lo, pa.float64()), _cast(b.hi, pa.float64()), pa.scalar(f, pa.float64()), op, "float", ne_prunes=b.exact)
+        return _Prepared(
+            _cast(b.lo, pa.float64()), _cast(b.hi, pa.float64()), pa.scalar(f, pa.float64()), op, "float", ne_prunes=b.exact
+        )
     if pa.types.is_decimal(t):
         if isinstance(value, float):
             if value != value:
                 return None
-            return _Prepared(_cast(b.lo, pa.float64()), _cast(b.hi, pa.float64()), pa.scalar(value, pa.float64()), op, "float", ne_prunes=False)
+            return _Prepared(
+                _cast(b.lo, pa.float64()), _cast(b.hi, pa.float64()), pa.scalar(value, pa.float64()), op, "float", ne_prunes=False
+            )
         if not (_is_int(value) or isinstance(value, _decimal.Decimal)):
             return None
         d = _decimal.Decimal(value)
@@ -424,7 +432,14 @@ def _prepare(b: _Bounds, op: str, value: Any) -> _Prepared | None:
             return None
         # A stat that may be truncated cannot say "all values equal this" for long literals.
         ne = b.exact or len(value.encode("utf-8")) < STRING_PREFIX_LENGTH
-        return _Prepared(_cast(b.lo, pa.string()), _cast(b.hi, pa.string()), pa.scalar(value, pa.string()), op, "ord" if b.exact else "string", ne_prunes=ne)
+        return _Prepared(
+            _cast(b.lo, pa.string()),
+            _cast(b.hi, pa.string()),
+            pa.scalar(value, pa.string()),
+            op,
+            "ord" if b.exact else "string",
+            ne_prunes=ne,
+        )
     if pa.types.is_date(t):
         if isinstance(value, _dt.datetime):
             return None
@@ -446,7 +461,7 @@ def _prepare(b: _Bounds, op: str, value: Any) -> _Prepared | None:
             return None
         # by subtraction, not astimezone: 9999-12-31 23:00 in a zone west of UTC is a valid instant
         # whose UTC datetime Python cannot hold (year 10000)
-        epoch = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc if value.tzinfo is not None else None)
+        epoch = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC if value.tzinfo is not None else None)
         micros = (value - epoch) // _dt.timedelta(microseconds=1)
         us = pa.timestamp("us", t.tz)
         lo = _cast(_cast(b.lo, us), pa.int64())
@@ -516,7 +531,9 @@ def snapshot_files_matching(snapshot: Any, files: pa.Table, predicate: Predicate
     `snapshot`: a `Snapshot` or a `use.qbeast.snapshot.QbeastSnapshot`."""
     mapping = getattr(snapshot, "column_mapping", None)
     if mapping is not None and mapping.active:
-        return files_matching(files, predicate, snapshot.schema, partition_columns=snapshot.partition_columns, column_mapping=mapping)
+        return files_matching(
+            files, predicate, snapshot.schema, partition_columns=snapshot.partition_columns, column_mapping=mapping
+        )
     return files_matching(files, predicate, snapshot.schema)
 
 

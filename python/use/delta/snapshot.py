@@ -39,8 +39,19 @@ READ_ONLY_READER_FEATURES = frozenset({"columnMapping", "v2Checkpoint", "typeWid
 (column mapping only when its mode is `name` or `id`)."""
 
 WRITER_FEATURES_WRITABLE = frozenset(
-    {"appendOnly", "invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "allowColumnDefaults",
-     "identityColumns", "timestampNtz", "domainMetadata", "vacuumProtocolCheck", "columnMapping"}
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+        "allowColumnDefaults",
+        "identityColumns",
+        "timestampNtz",
+        "domainMetadata",
+        "vacuumProtocolCheck",
+        "columnMapping",
+    }
 )
 """Writer features we can honour when writing, provided they are not *active* in a way we cannot
 enforce (declared invariants, constraints, generated or identity columns: see `check_write_support`).
@@ -68,7 +79,9 @@ def check_read_support(protocol: Protocol, metadata: Metadata, table: str) -> No
         ColumnMapping.of(protocol, metadata, schema)
         check_type_changes(protocol, schema, table)
     if metadata.configuration.get("delta.enableDeletionVectors", "false").lower() == "true" and protocol.min_writer_version < 7:
-        raise UnsupportedFeatureError(f"table {table} enables deletion vectors, which USE does not support", feature="deletionVectors")
+        raise UnsupportedFeatureError(
+            f"table {table} enables deletion vectors, which USE does not support", feature="deletionVectors"
+        )
 
 
 def _schema_metadata_keys(schema_string: str) -> set[str]:
@@ -112,7 +125,11 @@ def protocol_with_change_data_feed(protocol: Protocol) -> Protocol | None:
 
     if protocol.min_writer_version == 7:
         features = tuple(protocol.writer_features or ())
-        return None if "changeDataFeed" in features else dataclasses.replace(protocol, writer_features=features + ("changeDataFeed",))
+        return (
+            None
+            if "changeDataFeed" in features
+            else dataclasses.replace(protocol, writer_features=features + ("changeDataFeed",))
+        )
     return None if protocol.min_writer_version >= 4 else dataclasses.replace(protocol, min_writer_version=4)
 
 
@@ -134,7 +151,9 @@ def check_write_support(protocol: Protocol, metadata: Metadata, table: str) -> N
                 feature=f,
             )
     if protocol.min_writer_version > 7:
-        raise UnsupportedFeatureError(f"table {table} needs Delta writer version {protocol.min_writer_version}; USE writes up to 7")
+        raise UnsupportedFeatureError(
+            f"table {table} needs Delta writer version {protocol.min_writer_version}; USE writes up to 7"
+        )
     if protocol.min_writer_version == 7:
         for f in protocol.writer_features or ():
             if f not in WRITER_FEATURES_WRITABLE:
@@ -150,7 +169,9 @@ def check_write_support(protocol: Protocol, metadata: Metadata, table: str) -> N
 
     keys = _schema_metadata_keys(metadata.schema_string)
     if supported("invariants", 2) and "delta.invariants" in keys:
-        raise UnsupportedFeatureError(f"table {table} declares column invariants (feature 'invariants'), which USE cannot enforce")
+        raise UnsupportedFeatureError(
+            f"table {table} declares column invariants (feature 'invariants'), which USE cannot enforce"
+        )
     constraints = sorted(k for k in metadata.configuration if k.startswith("delta.constraints."))
     if supported("checkConstraints", 3) and constraints:
         raise UnsupportedFeatureError(
@@ -162,7 +183,9 @@ def check_write_support(protocol: Protocol, metadata: Metadata, table: str) -> N
     if supported("identityColumns", 6) and any(k.startswith("delta.identity.") for k in keys):
         raise UnsupportedFeatureError(f"table {table} has identity columns (feature 'identityColumns'), which USE cannot write")
     if wf is not None and "allowColumnDefaults" in wf and "CURRENT_DEFAULT" in keys:
-        raise UnsupportedFeatureError(f"table {table} has column defaults (feature 'allowColumnDefaults'), which USE cannot write")
+        raise UnsupportedFeatureError(
+            f"table {table} has column defaults (feature 'allowColumnDefaults'), which USE cannot write"
+        )
     if metadata.configuration.get("delta.checkpoint.writeStatsAsStruct", "false").lower() == "true":
         raise UnsupportedFeatureError(
             f"table {table} sets delta.checkpoint.writeStatsAsStruct=true, which USE's checkpoint writer does not honour"
@@ -383,7 +406,7 @@ def property_defaults(settings: Mapping[str, str]) -> dict[str, str]:
     for key, value in settings.items():
         if not key.startswith(PROPERTY_DEFAULTS_PREFIX):
             continue
-        prop = "delta." + key[len(PROPERTY_DEFAULTS_PREFIX):]
+        prop = "delta." + key[len(PROPERTY_DEFAULTS_PREFIX) :]
         if prop not in KNOWN_DELTA_PROPERTIES or prop in _NOT_DEFAULTED:
             continue
         try:
@@ -432,7 +455,8 @@ def _refusal(key: str, value: str) -> UseError | None:
             return exc
     if key in _UNSUPPORTED_WHEN_TRUE and v == "true":
         return UnsupportedFeatureError(
-            f"table property {key}=true needs the feature {_UNSUPPORTED_WHEN_TRUE[key]!r}, which USE does not support", feature=_UNSUPPORTED_WHEN_TRUE[key]
+            f"table property {key}=true needs the feature {_UNSUPPORTED_WHEN_TRUE[key]!r}, which USE does not support",
+            feature=_UNSUPPORTED_WHEN_TRUE[key],
         )
     if key == "delta.enableTypeWidening" and v == "true":
         return UnsupportedFeatureError(
@@ -443,7 +467,7 @@ def _refusal(key: str, value: str) -> UseError | None:
             feature="typeWidening",
         )
     if key.startswith("delta.enableIcebergCompatV") and v == "true":
-        feature = "icebergCompat" + key[len("delta.enableIcebergCompat"):]
+        feature = "icebergCompat" + key[len("delta.enableIcebergCompat") :]
         return UnsupportedFeatureError(
             f"table property {key}=true: Iceberg compatibility (UniForm, feature {feature}) has writers keep Iceberg "
             "metadata beside the Delta log, which USE does not write; leave it unset, or write the table with delta-spark",
@@ -464,9 +488,11 @@ def _refusal(key: str, value: str) -> UseError | None:
         if v != "classic":
             return ConfigError(f"table property {key}={value!r} must be 'classic' or 'v2' (Delta's checkpoint policies)")
     if key == "delta.isolationLevel" and v not in _ISOLATION_LEVELS:
-        return ConfigError(f"table property {key}={value!r} must be 'Serializable' or 'WriteSerializable' (Delta's isolation levels)")
+        return ConfigError(
+            f"table property {key}={value!r} must be 'Serializable' or 'WriteSerializable' (Delta's isolation levels)"
+        )
     if key.startswith(FEATURE_PROPERTY_PREFIX):
-        name = key[len(FEATURE_PROPERTY_PREFIX):]
+        name = key[len(FEATURE_PROPERTY_PREFIX) :]
         return UnsupportedFeatureError(
             f"table property {key}={value!r} asks to add the table feature {name!r} to the protocol, which USE does not "
             "do by property: it upgrades the protocol itself for the features a table uses (timestampNtz for a "
@@ -490,12 +516,16 @@ def validate_configuration(configuration: Mapping[str, str], previous: Mapping[s
         if old.get(k) == v:
             continue
         if k.startswith("delta.constraints."):
-            raise UnsupportedFeatureError(f"table property {k}: CHECK constraints (feature 'checkConstraints') cannot be enforced by USE")
+            raise UnsupportedFeatureError(
+                f"table property {k}: CHECK constraints (feature 'checkConstraints') cannot be enforced by USE"
+            )
         refusal = _refusal(k, v)
         if refusal is not None:
             raise refusal
         if k.startswith("delta.") and k not in KNOWN_DELTA_PROPERTIES:
-            raise ConfigError(f"unknown Delta table property {k!r}; check its spelling (known: {', '.join(sorted(KNOWN_DELTA_PROPERTIES))})")
+            raise ConfigError(
+                f"unknown Delta table property {k!r}; check its spelling (known: {', '.join(sorted(KNOWN_DELTA_PROPERTIES))})"
+            )
     mode = conf.get("delta.columnMapping.mode", "none").lower()
     if mode != "none" and old.get("delta.columnMapping.mode") != conf.get("delta.columnMapping.mode"):
         raise UnsupportedFeatureError(

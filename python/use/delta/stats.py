@@ -76,7 +76,7 @@ class StatsConfig:
     columns: tuple[str, ...] | None = None
 
     @classmethod
-    def from_configuration(cls, configuration: Mapping[str, str] | None) -> "StatsConfig":
+    def from_configuration(cls, configuration: Mapping[str, str] | None) -> StatsConfig:
         """Read the two Delta table properties, with a clear error for a bad value."""
         conf = configuration or {}
         raw_n = conf.get(NUM_INDEXED_COLS_KEY)
@@ -169,9 +169,7 @@ def is_skipping_eligible(t: pa.DataType) -> bool:
     )
 
 
-def select_leaves(
-    schema: pa.Schema, names: Iterable[str], unknown: Callable[[str, str], Exception]
-) -> list[LeafColumn]:
+def select_leaves(schema: pa.Schema, names: Iterable[str], unknown: Callable[[str, str], Exception]) -> list[LeafColumn]:
     """Leaves selected by names (a struct name selects all its leaves), each once, in the order named.
     A name not in the schema raises `unknown(name, available columns)`: the writer's stats config
     and the reader's stats parsing report it with their own error types."""
@@ -181,7 +179,7 @@ def select_leaves(
     for name in names:
         path = resolve_path(schema, name)
         if path is None:
-            raise unknown(name, ", ".join(l.name for l in leaves))
+            raise unknown(name, ", ".join(leaf.name for leaf in leaves))
         for leaf in leaves:
             if leaf.path[: len(path)] == path and leaf.path not in seen:
                 seen.add(leaf.path)
@@ -308,8 +306,11 @@ def _parquet_leaf_index(file_schema: pa.Schema) -> dict[tuple[str, ...], int]:
             return sum(count_leaves(t.field(i).type) for i in range(t.num_fields))
         if pa.types.is_map(t):
             return count_leaves(t.key_type) + count_leaves(t.item_type)
-        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or (
-            hasattr(pa.types, "is_list_view") and (pa.types.is_list_view(t) or pa.types.is_large_list_view(t))
+        if (
+            pa.types.is_list(t)
+            or pa.types.is_large_list(t)
+            or pa.types.is_fixed_size_list(t)
+            or (hasattr(pa.types, "is_list_view") and (pa.types.is_list_view(t) or pa.types.is_large_list_view(t)))
         ):
             return count_leaves(t.value_type)
         return 1
@@ -395,8 +396,10 @@ def _render_value(value: Any, t: pa.DataType, *, is_max: bool) -> Any:
             except OverflowError:  # outside years 1-9999: no text to write, so no bound
                 return None
         return value.isoformat()
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or (
-        hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t)
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or (hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t))
     ):
         s = value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else str(value)
         return truncate_max_string(s) if is_max else truncate_min_string(s)
@@ -423,11 +426,9 @@ def collect_stats(
     """
     file_schema = metadata.schema.to_arrow_schema()
     table_schema = schema if schema is not None else file_schema
-    leaves = stats_leaves(
-        table_schema, num_indexed_cols=num_indexed_cols, columns=columns, partition_columns=partition_columns
-    )
+    leaves = stats_leaves(table_schema, num_indexed_cols=num_indexed_cols, columns=columns, partition_columns=partition_columns)
     leaf_index = _parquet_leaf_index(file_schema)
-    file_types = {l.path: l.type for l in leaf_columns(file_schema)}
+    file_types = {leaf.path: leaf.type for leaf in leaf_columns(file_schema)}
     nan_set = set(nan_columns)
     num_rows = int(metadata.num_rows)
     mins: dict[str, Any] = {}
@@ -555,7 +556,7 @@ def _render_parsed(value: Any, t: pa.DataType, *, is_max: bool) -> Any:
         return None
     if pa.types.is_timestamp(t):
         if value.tzinfo is not None:
-            value = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(_dt.UTC).replace(tzinfo=None)
         # Exact values, so exact microseconds; always with `Z`: a zoneless parquet timestamp here may be
         # Spark's INT96 of a UTC timestamp, and a reader that took zoneless text as local time could
         # prune wrongly, while `Z` on a timestamp_ntz bound at worst makes it unreadable (no pruning).

@@ -48,8 +48,10 @@ def _json_type(t: pa.DataType) -> pa.DataType | None:
         return pa.float64()
     if pa.types.is_decimal(t):
         return t
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or (
-        hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t)
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or (hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t))
     ):
         return pa.string()
     if pa.types.is_date(t) or pa.types.is_timestamp(t):
@@ -79,15 +81,13 @@ def _wanted_leaves(schema: pa.Schema, columns: Iterable[str] | None) -> list[Lea
     return select_leaves(
         schema,
         columns,
-        lambda name, available: InvalidArgumentError(
-            f"column {name!r} is not in the table schema (columns: {available})"
-        ),
+        lambda name, available: InvalidArgumentError(f"column {name!r} is not in the table schema (columns: {available})"),
     )
 
 
 def _stats_schema(leaves: list[LeafColumn]) -> pa.Schema:
-    minmax = [(l.path, jt) for l in leaves if (jt := _json_type(l.type)) is not None]
-    counts = [(l.path, pa.int64()) for l in leaves]
+    minmax = [(leaf.path, jt) for leaf in leaves if (jt := _json_type(leaf.type)) is not None]
+    counts = [(leaf.path, pa.int64()) for leaf in leaves]
     fields = [pa.field("numRecords", pa.int64())]
     if minmax:
         fields.append(pa.field("minValues", _nested_struct(minmax)))
@@ -188,9 +188,9 @@ def _parse_scalar(v: Any, target: pa.DataType) -> Any:
         s = str(v).replace("Z", "+00:00")
         d = _dt.datetime.fromisoformat(s)
         if target.tz is not None and d.tzinfo is None:
-            d = d.replace(tzinfo=_dt.timezone.utc)
+            d = d.replace(tzinfo=_dt.UTC)
         if target.tz is None and d.tzinfo is not None:
-            d = d.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+            d = d.astimezone(_dt.UTC).replace(tzinfo=None)
         return d
     if pa.types.is_date(target):
         return _dt.date.fromisoformat(str(v)[:10])
@@ -316,7 +316,7 @@ def parse_stats(
         raise InvalidArgumentError(f"files table has no 'stats' column (columns: {files.column_names})")
     leaves = _wanted_leaves(schema, columns)
     stored = (
-        [LeafColumn(column_mapping.physical_path(l.path), l.type) for l in leaves]
+        [LeafColumn(column_mapping.physical_path(leaf.path), leaf.type) for leaf in leaves]
         if column_mapping is not None and column_mapping.active
         else leaves
     )
@@ -328,7 +328,7 @@ def parse_stats(
     out_names: list[str] = ["num_records"]
     out_cols: list[Any] = [table.column("numRecords")]
     names = set(json_schema.names)
-    for leaf, at in zip(leaves, stored):
+    for leaf, at in zip(leaves, stored, strict=False):
         jt = _json_type(leaf.type)
         if jt is not None and "minValues" in names:
             for kind, top in (("min", "minValues"), ("max", "maxValues")):
@@ -340,4 +340,4 @@ def parse_stats(
         if "nullCount" in names:
             out_names.append(stat_column("null_count", leaf.path))
             out_cols.append(_field_path(table.column("nullCount"), at.path))
-    return pa.table(dict(zip(out_names, out_cols)))
+    return pa.table(dict(zip(out_names, out_cols, strict=False)))

@@ -137,8 +137,7 @@ class LocalLogStore:
             return False
         except OSError as exc:
             raise StorageError(
-                f"cannot create {path} exclusively ({exc}); the log needs a file system with hard links "
-                "for atomic put-if-absent"
+                f"cannot create {path} exclusively ({exc}); the log needs a file system with hard links for atomic put-if-absent"
             ) from exc
         finally:
             try:

@@ -85,7 +85,11 @@ _RECORDED: ContextVar[list[CommittedWrite] | None] = ContextVar("use_recorded_co
 
 
 def after_commit(
-    log: DeltaLog, version: int, operation: str, adds: Sequence[AddFile], removes: Sequence[RemoveFile],
+    log: DeltaLog,
+    version: int,
+    operation: str,
+    adds: Sequence[AddFile],
+    removes: Sequence[RemoveFile],
     configuration: Mapping[str, str],
 ) -> None:
     """What follows every commit USE makes (a transaction's, or a table's creation with its first
@@ -108,7 +112,10 @@ def after_commit(
     except Exception as exc:  # noqa: BLE001 - see docstring
         _log.warning(
             "version %d of %s committed, but its symlink format manifests were not updated (%s); run "
-            "GENERATE symlink_format_manifest FOR TABLE delta.`%s` to rewrite them", version, log.table_root, exc,
+            "GENERATE symlink_format_manifest FOR TABLE delta.`%s` to rewrite them",
+            version,
+            log.table_root,
+            exc,
             log.table_root,
         )
 
@@ -326,7 +333,7 @@ class Transaction:
         if rem_paths:
             live = pc.is_in(pa.array(rem_paths, pa.string()), value_set=snap.files.column("path").combine_chunks())
             if not pc.all(live).as_py():
-                gone = [p for p, ok in zip(rem_paths, live.to_pylist()) if not ok]
+                gone = [p for p, ok in zip(rem_paths, live.to_pylist(), strict=False) if not ok]
                 raise InvalidArgumentError(
                     f"cannot remove {gone[0]}{f' (and {len(gone) - 1} more)' if len(gone) > 1 else ''}: not a live file "
                     f"of {table} at version {snap.version}"
@@ -421,7 +428,9 @@ class Transaction:
             version = latest + 1
         self._committed = version
         self._log._post_commit(version, self.snapshot)
-        after_commit(self._log, version, operation, self._adds, self._removes, (self._metadata or self.snapshot.metadata).configuration)
+        after_commit(
+            self._log, version, operation, self._adds, self._removes, (self._metadata or self.snapshot.metadata).configuration
+        )
         return version
 
     def _stale(self, version: int) -> StaleTransactionError:
@@ -538,7 +547,6 @@ class Transaction:
                 f"Snapshot.app_transaction_version({app!r}) before retrying"
             )
 
-
     def _check_read_rows(self, winner: CommitActions, who: str, advice: str) -> None:
         """A winner (not a blind append) added data files that may hold rows this transaction's
         `read_rows_matching` condition matches: ConcurrentAppendError."""
@@ -584,5 +592,5 @@ def _check_no_void_columns(metadata: Metadata, table: str) -> None:
             "mergeSchema from a lit(None) column): USE reads the table (the column reads as NULL) but writes no data into "
             "it, since writers must leave void columns out of their data files; give the column a type first, e.g. "
             f"overwrite the table with it cast (CAST({first} AS STRING) AS {first}) and "
-            f"option(\"overwriteSchema\", \"true\"), or write it with delta-spark"
+            f'option("overwriteSchema", "true"), or write it with delta-spark'
         )

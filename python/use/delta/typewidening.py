@@ -126,7 +126,11 @@ def inexact_stat_leaves(schema: pa.Schema) -> frozenset[tuple[str, ...]]:
                 walk([f.type.field(i) for i in range(f.type.num_fields)], path)
             elif f.metadata and TYPE_CHANGES_KEY.encode() in f.metadata:
                 for change in _type_changes(f):
-                    if isinstance(change, dict) and not change.get("fieldPath") and str(change.get("fromType", "")).strip() == "float":
+                    if (
+                        isinstance(change, dict)
+                        and not change.get("fieldPath")
+                        and str(change.get("fromType", "")).strip() == "float"
+                    ):
                         out.add(path)
 
     walk(list(schema), ())

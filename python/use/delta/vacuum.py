@@ -207,8 +207,7 @@ def vacuum(
             hints={
                 PYTHON: f"use retention_hours >= {default_ms / _HOUR_MS:g}, or pass enforce_retention_check=False "
                 "if nothing reads older versions",
-                CLI: f"use --retention-hours {default_ms / _HOUR_MS:g} or more, or add --force if nothing reads "
-                "older versions",
+                CLI: f"use --retention-hours {default_ms / _HOUR_MS:g} or more, or add --force if nothing reads older versions",
                 SQL: f"use retention_hours => {default_ms / _HOUR_MS:g} or more (VACUUM: RETAIN {default_ms / _HOUR_MS:g} "
                 "HOURS), or add force => true (VACUUM: SET spark.databricks.delta.retentionDurationCheck.enabled = false) "
                 "if nothing reads older versions",
@@ -236,7 +235,7 @@ def vacuum(
     status = "FAILED"
     try:
         touched_dirs: set[str] = set()
-        for rel, size in zip(paths, sizes):
+        for rel, size in zip(paths, sizes, strict=False):
             full = os.path.join(root, *rel.split("/"))
             try:
                 os.unlink(full)

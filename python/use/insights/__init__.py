@@ -22,8 +22,9 @@ Lake-wide (`LAKE_INSIGHTS`, `use_catalog.system_lake_tables.*`): `metastore_summ
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import pyarrow as pa
 
@@ -134,7 +135,12 @@ TABLE_INSIGHTS: Mapping[str, Insight] = {
     for i in (
         Insight("optimizations", OPTIMIZATIONS_SCHEMA, lambda f, **_: optimizations(f.history), "one row per optimization event"),
         Insight("history", HISTORY_SCHEMA, lambda f, **_: history(f.history), "one row per commit"),
-        Insight("detail", DETAIL_SCHEMA, lambda f, **_: detail(f.snapshot, f.location), "the table: format, files, size, properties, protocol"),
+        Insight(
+            "detail",
+            DETAIL_SCHEMA,
+            lambda f, **_: detail(f.snapshot, f.location),
+            "the table: format, files, size, properties, protocol",
+        ),
         Insight("files", FILES_SCHEMA, lambda f, **_: files(f.qsnap), "one row per live data file"),
         Insight("cubes", CUBES_SCHEMA, lambda f, **_: cubes(f.qsnap), "one row per cube of each indexed revision"),
         Insight("revisions", REVISIONS_SCHEMA, lambda f, **_: revisions(f.qsnap), "one row per revision"),

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Any
 
 from use.delta import DeltaLog, HistoryEntry, Snapshot
 from use.delta.log_cache import shared_log
@@ -35,7 +36,7 @@ class TableFacts:
     now: float = field(default_factory=time.time)
 
     @classmethod
-    def load(cls, location: str) -> "TableFacts":
+    def load(cls, location: str) -> TableFacts:
         """The latest snapshot of the Delta (or Qbeast) table at `location` (a path or file:// URI).
 
         TableNotFoundError when there is no table; CorruptLogError, UnsupportedFeatureError or

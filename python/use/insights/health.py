@@ -172,7 +172,7 @@ class _Sample:
     block_rows: np.ndarray
 
     @classmethod
-    def of(cls, qsnap: Any, facts: BlockFacts, f: float) -> "_Sample":
+    def of(cls, qsnap: Any, facts: BlockFacts, f: float) -> _Sample:
         weights = (MIN_WEIGHT, int(weight_from_fraction(f)))
         read = np.asarray(select_files(qsnap, None, weights), dtype=bool)
         blocks: pa.Table = qsnap.blocks
@@ -282,7 +282,5 @@ def health_score(qsnap: Any, config: OptimizationConfig | None = None) -> float:
     config = config if config is not None else config_of(qsnap)
     _, workloads = _rows_of_layout(qsnap, config)
     kinds = sorted({k for w in workloads for k in w})
-    summed = [
-        _Query(sum(w[k].ideal for w in workloads if k in w), sum(w[k].actual for w in workloads if k in w)) for k in kinds
-    ]
+    summed = [_Query(sum(w[k].ideal for w in workloads if k in w), sum(w[k].actual for w in workloads if k in w)) for k in kinds]
     return _score(summed)

@@ -16,8 +16,9 @@ Delta log.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -253,9 +254,7 @@ def metastore_summary(
 ) -> pa.Table:
     """`metastore_summary` rows for many tables, in the given order (see `metastore_summary_row`);
     `service(identity)` gives each table's service state (None: not served)."""
-    rows = [
-        summary_row(i, service=service(i) if service is not None else None, spark_conf=spark_conf) for i in identities
-    ]
+    rows = [summary_row(i, service=service(i) if service is not None else None, spark_conf=spark_conf) for i in identities]
     return _summary_table(rows)
 
 

@@ -19,7 +19,8 @@ Conventions shared by every insight table (`use.insights`):
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

@@ -56,8 +56,9 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from use.errors import CLI, PYTHON, SQL, ConfigError, InvalidArgumentError, UnknownStrategyError
 from use.optimize.config_values import (
@@ -242,8 +243,12 @@ def _markdown() -> str:
     rows = ["| key | accepted values | default | meaning |", "|---|---|---|---|"]
     rows += [f"| `{s.full_key}` | {s.accepted} | {s.default} | {s.meaning} |" for s in CONFIG_KEYS]
     rows.append(f"| `{GC_ENABLED_KEY}` | true/false | false | the service vacuums the table and cleans its expired log files |")
-    rows.append(f"| `{INTERVAL_KEY}` | duration, e.g. `10 minutes`, `30s`, `1h` | 10 minutes | period of the service's optimization runs |")
-    rows.append(f"| `{MAX_CONCURRENT_KEY}` | integer >= 1 | {DEFAULT_MAX_CONCURRENT} | optimization runs the service runs at once |")
+    rows.append(
+        f"| `{INTERVAL_KEY}` | duration, e.g. `10 minutes`, `30s`, `1h` | 10 minutes | period of the service's optimization runs |"
+    )
+    rows.append(
+        f"| `{MAX_CONCURRENT_KEY}` | integer >= 1 | {DEFAULT_MAX_CONCURRENT} | optimization runs the service runs at once |"
+    )
     rows.append(f"| `{GC_INTERVAL_KEY}` | duration | 1 hour | period of the service's GC of tables with `{GC_ENABLED_KEY}` |")
     rows.append(f"| `{SPARK_OPT_PREFIX}<key>` | as `{PREFIX}<key>` | | session default of a table key |")
     return "\n".join(rows)
@@ -297,7 +302,7 @@ ARGUMENTS: Mapping[str, Argument] = {
 }  # fmt: skip
 
 
-def _needs(source: "str | Argument", strategy: str, key: str, what: str, example: str, quoted: bool = True) -> ConfigError:
+def _needs(source: str | Argument, strategy: str, key: str, what: str, example: str, quoted: bool = True) -> ConfigError:
     """`strategy`, selected by `source` (a key, or the `strategy` argument), needs `key`, which is
     unset: the fix, per surface, is to pass it (when an argument sets it) or set it."""
     spec = _BY_KEY[key.lower()]
@@ -317,7 +322,7 @@ def _needs(source: "str | Argument", strategy: str, key: str, what: str, example
 
 
 def did_you_mean(key: str, known: list[str]) -> str:
-    """"; did you mean 'x'?" for the known key closest to a misspelt one ("" if none is close):
+    """ "; did you mean 'x'?" for the known key closest to a misspelt one ("" if none is close):
     a typo in a long key is easier to see next to the right spelling than in a list of keys.
 
     Keys are compared after the namespace they all share (up to its last dot): the shared
@@ -325,9 +330,9 @@ def did_you_mean(key: str, known: list[str]) -> str:
     lowered = [k.lower() for k in known]
     stem = os.path.commonprefix(lowered) if len(lowered) > 1 else ""
     stem = stem[: stem.rfind(".") + 1]
-    by_tail = {k[len(stem):]: orig for k, orig in zip(lowered, known)}
+    by_tail = {k[len(stem) :]: orig for k, orig in zip(lowered, known, strict=False)}
     lk = key.lower()
-    tail = lk[len(stem):] if lk.startswith(stem) else lk
+    tail = lk[len(stem) :] if lk.startswith(stem) else lk
     close = difflib.get_close_matches(tail, list(by_tail), n=1, cutoff=0.8)
     return f"; did you mean {by_tail[close[0]]!r}?" if close else ""
 
@@ -454,7 +459,7 @@ class OptimizationConfig:
         *,
         spark_conf: Mapping[str, str] | None = None,
         arguments: Mapping[str, Any] | None = None,
-    ) -> "OptimizationConfig":
+    ) -> OptimizationConfig:
         """Parse table properties (+ session Spark conf defaults + explicit overrides + arguments).
 
         `overrides` keys may be full keys (`use.optimization.bytes-per-iter`), keys without the
@@ -479,20 +484,20 @@ class OptimizationConfig:
 
         for key, raw in (spark_conf or {}).items():
             if key.startswith(SPARK_OPT_PREFIX):
-                spec = _BY_KEY.get(key[len(SPARK_OPT_PREFIX):].lower())
+                spec = _BY_KEY.get(key[len(SPARK_OPT_PREFIX) :].lower())
                 if spec is None:
                     raise _unknown_key(key, SPARK_OPT_PREFIX)
                 put(spec, key, raw)
         for key, raw in (props or {}).items():
             if key.startswith(PREFIX):
-                spec = _BY_KEY.get(key[len(PREFIX):].lower())
+                spec = _BY_KEY.get(key[len(PREFIX) :].lower())
                 if spec is None:
                     raise _unknown_key(key, PREFIX)
                 put(spec, key, raw)
         for key, raw in (overrides or {}).items():
             if raw is None:
                 continue
-            short = key[len(PREFIX):] if key.startswith(PREFIX) else key
+            short = key[len(PREFIX) :] if key.startswith(PREFIX) else key
             spec = _BY_KEY.get(short.lower()) or _BY_FIELD.get(short)
             if spec is None:
                 raise _unknown_key(key, PREFIX)
@@ -502,7 +507,9 @@ class OptimizationConfig:
                 continue
             argument = ARGUMENTS.get(name)
             if argument is None:
-                raise InvalidArgumentError(f"{name!r} is not an optimize() argument that sets a key; they are {', '.join(ARGUMENTS)}")
+                raise InvalidArgumentError(
+                    f"{name!r} is not an optimize() argument that sets a key; they are {', '.join(ARGUMENTS)}"
+                )
             put(_BY_KEY[argument.key], argument.name, raw, argument)
 
         config = cls(**values)
@@ -601,7 +608,7 @@ class ServiceConfig:
     gc_interval_s: float = DEFAULT_GC_INTERVAL_SECONDS
 
     @classmethod
-    def from_spark_conf(cls, conf: Mapping[str, str] | None) -> "ServiceConfig":
+    def from_spark_conf(cls, conf: Mapping[str, str] | None) -> ServiceConfig:
         """Parse `spark.qbeast.use.optimization-interval`, `.max-concurrent-optimizations` and
         `.gc-interval`; `spark.qbeast.use.optimization.*` keys are validated too (they are table-key
         defaults, see `OptimizationConfig.from_properties`), and any other `spark.qbeast.use.*` key

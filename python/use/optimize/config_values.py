@@ -156,7 +156,7 @@ _TS_FORM = "epoch milliseconds (integer >= 0) or a UTC time 'YYYY-MM-DD HH:MM:SS
 
 def parse_timestamp_ms(value: Any) -> int:
     if isinstance(value, _dt.datetime):
-        dt = value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
+        dt = value if value.tzinfo else value.replace(tzinfo=_dt.UTC)
         return int(dt.timestamp() * 1000)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         n = parse_int_text(value, _TS_FORM)
@@ -168,7 +168,7 @@ def parse_timestamp_ms(value: Any) -> int:
         return int(text)
     for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d"):
         try:
-            dt = _dt.datetime.strptime(text, fmt).replace(tzinfo=_dt.timezone.utc)
+            dt = _dt.datetime.strptime(text, fmt).replace(tzinfo=_dt.UTC)
         except ValueError:
             continue
         return int(dt.timestamp() * 1000)

@@ -182,4 +182,4 @@ def curve_key(ids: Sequence[np.ndarray], curve: str, num_ranges: int = RANGE_IDS
 def key_of_columns(columns: Sequence[pa.Array], bounds: Sequence[np.ndarray], curve: str,
                    num_ranges: int = RANGE_IDS) -> pa.Array:  # fmt: skip
     """The clustering key of rows, from their key columns and each column's `range_bounds`."""
-    return curve_key([range_ids(c, b) for c, b in zip(columns, bounds)], curve, num_ranges)
+    return curve_key([range_ids(c, b) for c, b in zip(columns, bounds, strict=False)], curve, num_ranges)

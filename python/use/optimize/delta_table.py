@@ -28,8 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from use.delta.log import DeltaLog
     from use.delta.manifest import ManifestResult
-    from use.delta.snapshot import Snapshot
     from use.delta.restore import RestoreResult
+    from use.delta.snapshot import Snapshot
     from use.delta.vacuum import VacuumResult
     from use.optimize.executor import IterationMetrics
     from use.optimize.loop import OptimizeResult, StopLike
@@ -52,7 +52,7 @@ _JOB_FIELDS = ("jobId", "jobName", "jobRunId", "runId", "jobOwnerId", "triggerTy
 WRITE_MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
 
 
-def progress_callback(progress: Progress) -> Callable[["IterationMetrics"], None] | None:
+def progress_callback(progress: Progress) -> Callable[[IterationMetrics], None] | None:
     """The `on_iteration` hook for `optimize(progress=...)`."""
     if progress is True:
         from use.optimize.report import format_iteration
@@ -74,7 +74,7 @@ def _text_map(values: Mapping[str, Any]) -> dict[str, str]:
 class TableSurface:
     """What every USE table offers, whatever its format: history, properties, events, vacuum."""
 
-    _spark: "SparkSession"
+    _spark: SparkSession
     _path: str
 
     @property
@@ -82,12 +82,12 @@ class TableSurface:
         return self._path
 
     @property
-    def log(self) -> "DeltaLog":
+    def log(self) -> DeltaLog:
         from use.delta import DeltaLog
 
         return DeltaLog.for_path(self._path)
 
-    def history(self, limit: int | None = None) -> "DataFrame":
+    def history(self, limit: int | None = None) -> DataFrame:
         """Commits, newest first, as DESCRIBE HISTORY shows them (a DataFrame; `timestamp` is a
         timestamp). `self.log.history()` gives the same as Python objects."""
         import datetime as dt
@@ -99,7 +99,7 @@ class TableSurface:
             rows.append(
                 (
                     e.version,
-                    dt.datetime.fromtimestamp(e.timestamp / 1000, dt.timezone.utc),
+                    dt.datetime.fromtimestamp(e.timestamp / 1000, dt.UTC),
                     info.get("userId"),
                     info.get("userName"),
                     e.operation,
@@ -143,7 +143,7 @@ class TableSurface:
             flat.extend([k] if isinstance(k, str) else list(k))
         return alter_properties(self._path, None, flat)
 
-    def optimizations(self) -> "DataFrame":
+    def optimizations(self) -> DataFrame:
         """One row per committed optimization (OptimizationEvent fields), oldest first; `started_at`
         and `finished_at` are timestamps."""
         from use.optimize.loop import optimizations
@@ -152,20 +152,20 @@ class TableSurface:
 
     def vacuum(
         self, retention_hours: float | None = None, *, dry_run: bool = False, enforce_retention_check: bool = True
-    ) -> "VacuumResult":
+    ) -> VacuumResult:
         """Delete unreferenced data files older than the retention (Delta VACUUM)."""
         from use.delta.vacuum import vacuum
 
         return vacuum(self.log, retention_hours, dry_run=dry_run, enforce_retention_check=enforce_retention_check)
 
-    def restore(self, version: int | None = None, *, timestamp: Any = None) -> "RestoreResult":
+    def restore(self, version: int | None = None, *, timestamp: Any = None) -> RestoreResult:
         """Bring the table back to `version`, or to the version current at `timestamp`, in one new
         commit (Delta RESTORE): the history stays, and the restore is undone by another restore."""
         from use.delta.restore import restore
 
         return restore(self.log, version, timestamp)
 
-    def generate(self, mode: str = "symlink_format_manifest") -> "ManifestResult":
+    def generate(self, mode: str = "symlink_format_manifest") -> ManifestResult:
         """Delta's `generate("symlink_format_manifest")`: rewrite the table's symlink format manifests
         (what Presto, Trino's Hive connector and Athena read it through) and delete stale ones; with
         `delta.compatibility.symlinkFormatManifest.enabled` every commit keeps them current."""
@@ -186,12 +186,12 @@ class DeltaWriteResult:
 class DeltaTable(TableSurface):
     """A plain Delta table at a path: write, read, optimize, optimizations, history, properties, vacuum."""
 
-    def __init__(self, spark: "SparkSession", path: str) -> None:
+    def __init__(self, spark: SparkSession, path: str) -> None:
         self._spark = spark
         self._path = os.path.abspath(path)
 
     @classmethod
-    def for_path(cls, spark: "SparkSession", path: str) -> "DeltaTable":
+    def for_path(cls, spark: SparkSession, path: str) -> DeltaTable:
         """The Delta table at `path`; TableNotFoundError when there is none."""
         from use.delta import DeltaLog
 
@@ -206,7 +206,7 @@ class DeltaTable(TableSurface):
 
     @staticmethod
     def write(
-        df: "DataFrame",
+        df: DataFrame,
         path: str,
         mode: str = "append",
         partition_by: Sequence[str] | str | None = None,
@@ -238,7 +238,7 @@ class DeltaTable(TableSurface):
 
     @staticmethod
     def _write(
-        df: "DataFrame",
+        df: DataFrame,
         path: str,
         mode: str,
         partition_by: Sequence[str] | str | None,
@@ -346,11 +346,11 @@ class DeltaTable(TableSurface):
             raise
         return DeltaWriteResult(version, len(adds), rows)
 
-    def snapshot(self) -> "Snapshot":
+    def snapshot(self) -> Snapshot:
         """The latest snapshot (read now, never cached)."""
         return self.log.snapshot()
 
-    def read(self, filter: Any = None) -> "DataFrame":
+    def read(self, filter: Any = None) -> DataFrame:
         """The table's rows (logical column names, also under column mapping), optionally filtered:
         files are pruned by Delta stats and partition values before Spark's parquet reader runs."""
         from use.qbeast.reader import read
@@ -364,13 +364,13 @@ class DeltaTable(TableSurface):
         bytes_per_iter: int | str | None = None,
         dry_run: bool = False,
         max_iterations: int | None = None,
-        stop: "StopLike" = None,
+        stop: StopLike = None,
         all_tasks: bool = False,
         zorder_by: str | Sequence[str] | None = None,
         progress: Progress = True,
         where: str | None = None,
         **config_overrides: Any,
-    ) -> "OptimizeResult":
+    ) -> OptimizeResult:
         """Optimize until nothing is selected (see `use.optimize.loop.optimize_path`); prints one line
         per iteration unless `progress=False`, and `print(result)` shows the metrics table.
 

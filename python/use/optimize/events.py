@@ -18,8 +18,9 @@ FileStats definitions (the seed gives names only):
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -81,7 +82,7 @@ class FileStats:
     avg_block_element_count_per_file: float
 
     @classmethod
-    def from_blocks(cls, files: pa.Table, blocks: pa.Table) -> "FileStats":
+    def from_blocks(cls, files: pa.Table, blocks: pa.Table) -> FileStats:
         """Stats of `files` (path, size) whose blocks are `blocks` (file_index = row in `files`).
 
         Vectorized: one bincount per aggregate, so the stats of a large rewrite stay cheap.
@@ -126,7 +127,7 @@ class FileStats:
         )
 
     @classmethod
-    def from_snapshot(cls, snapshot: Any, paths: Sequence[str]) -> "FileStats":
+    def from_snapshot(cls, snapshot: Any, paths: Sequence[str]) -> FileStats:
         """Stats of some live files of a QbeastSnapshot (the input side of a merge task)."""
         from use.optimize.planner import resolve_paths
 
@@ -155,7 +156,7 @@ class FileStats:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "FileStats":
+    def from_dict(cls, d: Mapping[str, Any]) -> FileStats:
         return cls(
             files=tuple(str(x) for x in d["files"]),
             file_levels=tuple(int(x) for x in d["file_levels"]),
@@ -200,7 +201,7 @@ class OptimizationEvent:
         return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "OptimizationEvent":
+    def from_dict(cls, d: Mapping[str, Any]) -> OptimizationEvent:
         ins, outs = d.get("input_files_stats"), d.get("output_files_stats")
         return cls(
             optimization_name=str(d["optimization_name"]),
@@ -215,7 +216,7 @@ class OptimizationEvent:
         )
 
     @classmethod
-    def from_json(cls, text: str) -> "OptimizationEvent":
+    def from_json(cls, text: str) -> OptimizationEvent:
         try:
             return cls.from_dict(json.loads(text))
         except (ValueError, KeyError, TypeError) as e:

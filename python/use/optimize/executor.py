@@ -186,9 +186,7 @@ def _sizes(files: pa.Table) -> np.ndarray:
 def _cubes_and_blocks(blocks: pa.Table) -> tuple[int, int]:
     if blocks.num_rows == 0:
         return 0, 0
-    keys = pc.binary_join_element_wise(
-        pc.cast(blocks.column("revision_id"), pa.string()), blocks.column("cube_id"), "/"
-    )
+    keys = pc.binary_join_element_wise(pc.cast(blocks.column("revision_id"), pa.string()), blocks.column("cube_id"), "/")
     return len(pc.unique(keys)), blocks.num_rows
 
 
@@ -237,9 +235,7 @@ class Rewrite:
     revision_id: int
 
 
-def _binpack(
-    spark: SparkSession, df: DataFrame, qsnap: QbeastSnapshot, task: MergeTask, config: OptimizationConfig
-) -> Rewrite:
+def _binpack(spark: SparkSession, df: DataFrame, qsnap: QbeastSnapshot, task: MergeTask, config: OptimizationConfig) -> Rewrite:
     """Delta bin packing: repartition to the number of files the bin needs and write each partition
     as one plain Delta file (`use.spark_files`, partition values kept). With `sort_columns`
     (cluster-key overlap) the rows are range-partitioned and sorted by the key, so the output files
@@ -352,9 +348,7 @@ def _files_holding_columns(qsnap: QbeastSnapshot, task: MergeTask) -> tuple[str,
 def _mark_revision_rewrite(result: Rewrite, planned_version: int) -> Rewrite:
     """Tag every output of a revision-rewrite task, so the planner can tell from the log that the
     revision needs no rewrite until something else adds a file to it (`REVISION_REWRITE_TAG`)."""
-    adds = tuple(
-        replace(a, tags={**(a.tags or {}), REVISION_REWRITE_TAG: str(planned_version)}) for a in result.adds
-    )
+    adds = tuple(replace(a, tags={**(a.tags or {}), REVISION_REWRITE_TAG: str(planned_version)}) for a in result.adds)
     return replace(result, adds=adds)
 
 

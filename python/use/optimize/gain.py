@@ -64,7 +64,9 @@ def task_rows(snapshot: Any, tasks: Sequence[MergeTask]) -> list[np.ndarray]:
     if len(set(flat)) == len(flat):
         # Few task paths against many files: hash the task paths, scan the files once.
         rows = np.flatnonzero(np.asarray(pc.is_in(stored, value_set=paths).to_numpy(zero_copy_only=False), dtype=bool))
-        pos = np.asarray(pc.index_in(stored.take(pa.array(rows, pa.int64())), value_set=paths).to_numpy(zero_copy_only=False), dtype=np.int64)
+        pos = np.asarray(
+            pc.index_in(stored.take(pa.array(rows, pa.int64())), value_set=paths).to_numpy(zero_copy_only=False), dtype=np.int64
+        )
         found = np.full(len(flat), -1, dtype=np.int64)
         found[pos] = rows
     else:
@@ -86,7 +88,9 @@ def redundant_blocks(snapshot: Any, rows: Sequence[np.ndarray]) -> np.ndarray:
         return out
     # only the blocks of the tasks' files (one hash lookup), sorted by file
     file_index = blocks.column("file_index")
-    mine = np.flatnonzero(np.asarray(pc.is_in(file_index, value_set=pa.array(flat, pa.int64())).to_numpy(zero_copy_only=False), dtype=bool))
+    mine = np.flatnonzero(
+        np.asarray(pc.is_in(file_index, value_set=pa.array(flat, pa.int64())).to_numpy(zero_copy_only=False), dtype=bool)
+    )
     fi = np.asarray(file_index.take(pa.array(mine, pa.int64())).to_numpy(zero_copy_only=False), dtype=np.int64)
     by_file = np.argsort(fi, kind="stable")
     order, fi = mine[by_file], fi[by_file]
@@ -127,9 +131,9 @@ def estimate(snapshot: Any, tasks: Sequence[MergeTask], config: OptimizationConf
     """The `Gain` of each task's rewrite, from the snapshot's metadata (see the module docstring)."""
     # Only compactions and sorted binpacks need their files' metadata.
     need = [i for i, t in enumerate(tasks) if t.kind == KIND_COMPACT or (t.kind == KIND_BINPACK and t.sort_columns)]
-    rows: dict[int, np.ndarray] = dict(zip(need, task_rows(snapshot, [tasks[i] for i in need])))
+    rows: dict[int, np.ndarray] = dict(zip(need, task_rows(snapshot, [tasks[i] for i in need]), strict=False))
     compact = [i for i in need if tasks[i].kind == KIND_COMPACT]
-    redundant = dict(zip(compact, redundant_blocks(snapshot, [rows[i] for i in compact]).tolist()))
+    redundant = dict(zip(compact, redundant_blocks(snapshot, [rows[i] for i in compact]).tolist(), strict=False))
     overhead: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     gains: list[Gain] = []
     for i, task in enumerate(tasks):
@@ -167,7 +171,7 @@ def guard(plan: Plan, snapshot: Any, config: OptimizationConfig) -> Plan:
     if plan.is_empty:
         return plan
     kept: list[MergeTask] = []
-    for task, gain in zip(plan.tasks, estimate(snapshot, plan.tasks, config)):
+    for task, gain in zip(plan.tasks, estimate(snapshot, plan.tasks, config), strict=False):
         if task.num_files > 1 and task.kind != KIND_CLUSTER and task.bytes > io_limit(task.kind, config):
             continue
         if not gain and not plan.one_shot:

@@ -31,8 +31,8 @@ wires them to the real Delta log, planner and Spark executor.
 
 from __future__ import annotations
 
-import time
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -438,8 +438,16 @@ def optimize_path(
     def execute_fn(task: MergeTask, state: tuple[Any, Any]) -> IterationMetrics:
         snap, qsnap = state
         return run_task(
-            spark, log, snap, qsnap, task, config, stop=stop if cancel is None else cancel,
-            job_group=job_group, job_description=job_description, auto=auto,
+            spark,
+            log,
+            snap,
+            qsnap,
+            task,
+            config,
+            stop=stop if cancel is None else cancel,
+            job_group=job_group,
+            job_description=job_description,
+            auto=auto,
         )
 
     result = run_loop(

@@ -25,7 +25,7 @@ __all__ = ["PartitionFilter", "partition_filter"]
 
 
 def _hints(example: str) -> dict[str, str]:
-    return {PYTHON: f"pass where=\"{example}\"", CLI: f"pass --where \"{example}\"", SQL: f"OPTIMIZE <table> WHERE {example}"}
+    return {PYTHON: f'pass where="{example}"', CLI: f'pass --where "{example}"', SQL: f"OPTIMIZE <table> WHERE {example}"}
 
 
 class PartitionFilter:
@@ -74,7 +74,9 @@ def partition_filter(spark: Any, snapshot: Any, where: Any) -> PartitionFilter:
     from use.session import quiet_query_errors
 
     if not isinstance(where, str) or not where.strip():
-        raise InvalidArgumentError(f"where must be a predicate on partition columns, e.g. \"p = 'a'\", got {where!r}", hints=_hints("p = 'a'"))
+        raise InvalidArgumentError(
+            f"where must be a predicate on partition columns, e.g. \"p = 'a'\", got {where!r}", hints=_hints("p = 'a'")
+        )
     columns = list(snapshot.metadata.partition_columns)
     if not columns:
         raise InvalidArgumentError(
@@ -88,12 +90,14 @@ def partition_filter(spark: Any, snapshot: Any, where: Any) -> PartitionFilter:
     # what Spark casts: a timestamp's text with its zone (a zone-less one is UTC, as every USE
     # reader takes it), or the cast would read it in the session's time zone
     spelled = {c: (utc_timestamp_texts(distinct.column(c)) if c in instants else distinct.column(c)).to_pylist() for c in columns}
-    rows = list(zip(*(spelled[c] for c in columns)))
+    rows = list(zip(*(spelled[c] for c in columns), strict=False))
     names = ", ".join(columns)
     quoted = [f"`{c.replace('`', '``')}`" for c in columns]
     try:
         df = spark.createDataFrame(rows, ", ".join(f"{q} string" for q in quoted))
-        typed = df.select(*[F.col(q).cast(from_arrow_type(schema.field(c).type)).alias(c) for q, c in zip(quoted, columns)])
+        typed = df.select(
+            *[F.col(q).cast(from_arrow_type(schema.field(c).type)).alias(c) for q, c in zip(quoted, columns, strict=False)]
+        )
         # one boolean per partition, in the order of `rows` (a local relation, no shuffle): the
         # predicate sees the partition columns and nothing else; a bad one's typed error below is
         # the whole report (no ERROR log with a Java stack beside it)
@@ -112,4 +116,3 @@ def partition_filter(spark: Any, snapshot: Any, where: Any) -> PartitionFilter:
             hints=_hints(f"{columns[0]} = '...'"),
         )
     return PartitionFilter(where, distinct.filter(pa.array([v is True for v in verdicts], pa.bool_())))
-

@@ -9,8 +9,9 @@ touching a table.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import pyarrow as pa
 
@@ -70,7 +71,9 @@ def revision_label(revision_id: int) -> str:
     return f"revision {revision_id}"
 
 
-def _freeze_partition(values: Mapping[str, str | None] | Iterable[tuple[str, str | None]] | None) -> tuple[tuple[str, str | None], ...]:
+def _freeze_partition(
+    values: Mapping[str, str | None] | Iterable[tuple[str, str | None]] | None,
+) -> tuple[tuple[str, str | None], ...]:
     if values is None:
         return ()
     items = values.items() if isinstance(values, Mapping) else values
@@ -171,7 +174,7 @@ class Plan:
         object.__setattr__(self, "tasks", tuple(ordered))
 
     @classmethod
-    def empty(cls, strategy: str, snapshot_version: int) -> "Plan":
+    def empty(cls, strategy: str, snapshot_version: int) -> Plan:
         return cls((), strategy, snapshot_version)
 
     @property
@@ -207,9 +210,7 @@ class Plan:
                 "num_files": pa.array([t.num_files for t in self.tasks], pa.int64()),
                 "bytes": pa.array([t.bytes for t in self.tasks], pa.int64()),
                 "score": pa.array([t.score for t in self.tasks], pa.float64()),
-                "partition_values": pa.array(
-                    [list(t.partition_values) for t in self.tasks], pa.map_(pa.string(), pa.string())
-                ),
+                "partition_values": pa.array([list(t.partition_values) for t in self.tasks], pa.map_(pa.string(), pa.string())),
                 "reason": pa.array([t.reason for t in self.tasks], pa.string()),
             }
         )

@@ -31,7 +31,8 @@ does not have, is an `InvalidArgumentError` that names it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Collection, Sequence
+from collections.abc import Collection, Sequence
+from typing import Any
 from urllib.parse import quote, unquote
 
 import numpy as np
@@ -43,7 +44,6 @@ from use.optimize.config import PREFIX, OptimizationConfig
 from use.optimize.gain import guard
 from use.optimize.plan import KIND_COMPACT, KIND_INDEX, MergeTask, Plan
 from use.optimize.strategies import registry
-from use.optimize.strategies.superseded import contained_revisions
 from use.optimize.strategies._common import (
     chunks,
     index_score,
@@ -55,6 +55,7 @@ from use.optimize.strategies._common import (
     sizes_of,
     sort_files,
 )
+from use.optimize.strategies.superseded import contained_revisions
 
 EXPLICIT_FILES = "ExplicitFiles"
 
@@ -73,7 +74,9 @@ def default_chain(snapshot: Any, config: OptimizationConfig) -> tuple[str, ...]:
         # Older revisions contained by the latest are folded into it before the latest is compacted:
         # their rows then join its cubes once, instead of after its files were merged.
         # (Only listed when the table has such revisions, so the chain shown to users is what runs.)
-        superseded = ("SupersededRevisionsSelection",) if config.target_revision_id is None and contained_revisions(snapshot) else ()
+        superseded = (
+            ("SupersededRevisionsSelection",) if config.target_revision_id is None and contained_revisions(snapshot) else ()
+        )
         if config.optimize_unindexed_prioritize:
             return (*unindexed, *superseded, main)
         return (*superseded, main, *unindexed)
@@ -164,7 +167,7 @@ def _normalize(path: str, table_root: str) -> str:
     p = path
     for prefix in ("file://", "file:"):
         if p.startswith(prefix) and not table_root.startswith(prefix):
-            p = p[len(prefix):]
+            p = p[len(prefix) :]
     root = table_root.rstrip("/")
     if root and p.startswith(root + "/"):
         p = p[len(root) + 1 :]
@@ -184,7 +187,10 @@ def resolve_paths(snapshot: Any, paths: Sequence[str]) -> np.ndarray:
     found = np.where(np.isnan(found.astype(np.float64)), -1, found).astype(np.int64)
     missing = np.flatnonzero(found < 0)
     if missing.size:  # second chance: the caller gave decoded (or encoded) paths
-        alt = [quote(wanted[i], safe="/=:@!$&'()*+,;~-._") if unquote(wanted[i]) == wanted[i] else unquote(wanted[i]) for i in missing]
+        alt = [
+            quote(wanted[i], safe="/=:@!$&'()*+,;~-._") if unquote(wanted[i]) == wanted[i] else unquote(wanted[i])
+            for i in missing
+        ]
         again = pc.index_in(pa.array(alt, pa.string()), value_set=stored.combine_chunks()).to_numpy(zero_copy_only=False)
         again = np.where(np.isnan(again.astype(np.float64)), -1, again).astype(np.int64)
         found[missing] = again

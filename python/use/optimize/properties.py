@@ -115,9 +115,7 @@ def _check_use_keys(conf: Mapping[str, str], changed: Iterable[str]) -> None:
         check(conf)
 
 
-def _check_against_table(
-    conf: Mapping[str, str], config: OptimizationConfig, changed: Iterable[str], snapshot: Any
-) -> None:
+def _check_against_table(conf: Mapping[str, str], config: OptimizationConfig, changed: Iterable[str], snapshot: Any) -> None:
     """Changed values that name parts of the table: a revision it has, columns of its schema (with
     the checks the planner and the strategies run, `check_revision_id`, `resolve_key_columns`,
     `resolve_cluster_key`); checking here keeps a bad value out of the table, where it made every

@@ -9,7 +9,8 @@ index; the executor counts each as one root block only to keep the metrics unifo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from use.display import format_bytes, format_bytes_exact, plural, text_table
 from use.optimize.plan import PLAIN_DELTA_REVISION, revision_label
@@ -32,7 +33,7 @@ def _side(files: int, nbytes: int, blocks: int, plain: bool) -> str:
     return text + (")" if plain else f", {plural(blocks, 'block')})")
 
 
-def format_iteration(m: "IterationMetrics") -> str:
+def format_iteration(m: IterationMetrics) -> str:
     """One progress line per iteration (the CLI and `optimize(progress=True)` print these)."""
     where = f"{m.strategy}/{m.kind} {revision_label(m.revision_id)}"
     if not m.committed:
@@ -45,7 +46,7 @@ def format_iteration(m: "IterationMetrics") -> str:
     )
 
 
-def format_metrics_table(iterations: Sequence["IterationMetrics"]) -> str:
+def format_metrics_table(iterations: Sequence[IterationMetrics]) -> str:
     """The per-iteration metrics as a text table (cubes and blocks left blank for plain Delta files)."""
     header = ["iter", "strategy", "kind", "revision", "status", "version", "files in", "files out", "bytes in",
               "bytes out", "avg in", "avg out", "cubes in", "cubes out", "blocks in", "blocks out", "rows", "ms"]  # fmt: skip
@@ -60,7 +61,7 @@ def format_metrics_table(iterations: Sequence["IterationMetrics"]) -> str:
     return text_table(header, rows)
 
 
-def format_summary(result: "OptimizeResult") -> str:
+def format_summary(result: OptimizeResult) -> str:
     """One line: why the run ended and what it rewrote (exact byte counts)."""
     t = result.totals()
     if not t["iterations"]:
@@ -72,7 +73,7 @@ def format_summary(result: "OptimizeResult") -> str:
     )
 
 
-def render_result(result: "OptimizeResult") -> str:
+def render_result(result: OptimizeResult) -> str:
     """The whole result as text: the plan of a dry run, else the metrics table and the summary."""
     if result.dry_run:
         if result.plan is None or result.plan.is_empty:

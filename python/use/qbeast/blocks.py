@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -245,7 +246,9 @@ def block_table(files: pa.Table, revisions: Mapping[int, Revision]) -> pa.Table:
             )
     parsed = _parse_blocks(files, idx_rows, raw_blocks.take(pa.array(idx_rows, pa.int64())))
     lists = parsed.column("b").combine_chunks() if parsed.num_rows else pa.array([], pa.list_(_BLOCK_STRUCT))
-    parent = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64) if len(lists) else np.zeros(0, np.int64)
+    parent = (
+        pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64) if len(lists) else np.zeros(0, np.int64)
+    )
     structs = pc.list_flatten(lists)
     b_file = idx_rows[parent] if parent.size else np.zeros(0, dtype=np.int64)
     b_rev = rids[b_file]
@@ -282,7 +285,7 @@ def block_table(files: pa.Table, revisions: Mapping[int, Revision]) -> pa.Table:
     else:
         spl = np.ones(0, dtype=np.int64)
     valid = np.ones(len(cube), dtype=bool)
-    for rid, spl_r in spl_by_rev.items():
+    for rid in spl_by_rev:
         sel = np.flatnonzero(b_rev == rid)
         if sel.size == 0:
             continue
@@ -334,7 +337,9 @@ def _cube_regex(dimensions: int) -> str:
 
 def _empty_strings(m: int) -> pa.Array:
     """`m` empty (root) cube strings without a Python list."""
-    return pa.Array.from_buffers(pa.string(), m, [None, pa.py_buffer(np.zeros(m + 1, dtype=np.int32).tobytes()), pa.py_buffer(b"")])
+    return pa.Array.from_buffers(
+        pa.string(), m, [None, pa.py_buffer(np.zeros(m + 1, dtype=np.int32).tobytes()), pa.py_buffer(b"")]
+    )
 
 
 def empty_block_table() -> pa.Table:

@@ -16,8 +16,8 @@ ASCII (`'0'` is index 52 but sorts before `'A'` in ASCII), so vectorized code so
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -413,9 +413,7 @@ def string_bounds(cube_strings: np.ndarray | Iterable[str], dimensions: int) -> 
     return lo, hi
 
 
-def intersects(
-    cube_from: np.ndarray, cube_to: np.ndarray, query_from: Sequence[float], query_to: Sequence[float]
-) -> np.ndarray:
+def intersects(cube_from: np.ndarray, cube_to: np.ndarray, query_from: Sequence[float], query_to: Sequence[float]) -> np.ndarray:
     """Which cubes intersect a query box (§1.7), vectorized: bool array of shape `(m,)`.
 
     `query_from`/`query_to` are already-transformed bounds in [0,1]; a caller turning `x <= t` into

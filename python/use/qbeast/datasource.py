@@ -34,8 +34,9 @@ package installed in the interpreter `PYSPARK_PYTHON` names).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -57,12 +58,11 @@ NAME = "qbeast"
 TARGET_TASK_BYTES = 128 * 1024 * 1024
 
 
-
 # The shim's provider behind `USING qbeast` and `format("qbeast")` in sessions with the extension.
 _JVM_PROVIDER = "qbeast.DefaultSource"
 
 
-def register(spark: "SparkSession") -> None:
+def register(spark: SparkSession) -> None:
     """Make `format("qbeast")` available on this session (idempotent). In a session with USE's JVM
     shim the name belongs to the shim's provider, so there is nothing to register here."""
     from use.shim import shim_loaded
@@ -97,7 +97,7 @@ class QbeastReader(DataSourceReader):
     (rows silently missing). Sessions with USE's SQL extension read `format("qbeast")` through
     the shim instead, which plans pruning and samples per query."""
 
-    def __init__(self, path: str, schema: "StructType") -> None:
+    def __init__(self, path: str, schema: StructType) -> None:
         self.path = path
         self.schema = schema
 
@@ -111,7 +111,7 @@ class QbeastReader(DataSourceReader):
         sizes = files.column("size").to_pylist()
         groups: list[list[str]] = []
         acc = 0
-        for p, size in zip(paths, sizes):
+        for p, size in zip(paths, sizes, strict=False):
             if not groups or acc + int(size) > TARGET_TASK_BYTES:
                 groups.append([])
                 acc = 0
@@ -320,15 +320,15 @@ class QbeastDataSource(DataSource):
     def name(cls) -> str:
         return NAME
 
-    def schema(self) -> "StructType":
+    def schema(self) -> StructType:
         from use.qbeast.reader import load_snapshot, spark_schema
 
         return spark_schema(load_snapshot(_path_option(self.options)))
 
-    def reader(self, schema: "StructType") -> QbeastReader:
+    def reader(self, schema: StructType) -> QbeastReader:
         return QbeastReader(_path_option(self.options), schema)
 
-    def writer(self, schema: "StructType", overwrite: bool) -> QbeastStagingWriter:
+    def writer(self, schema: StructType, overwrite: bool) -> QbeastStagingWriter:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         arrow_schema = to_arrow_schema(schema, prefers_large_types=False)

@@ -123,7 +123,7 @@ class CubeDomains:
 
     def to_dict(self) -> dict[str, float]:
         agg = self.aggregate()
-        return {c.decode("ascii"): float(d) for c, d in zip(agg.cubes.tolist(), agg.domains.tolist())}
+        return {c.decode("ascii"): float(d) for c, d in zip(agg.cubes.tolist(), agg.domains.tolist(), strict=False)}
 
 
 KEY_SYMBOLS: int = 8
@@ -204,9 +204,7 @@ class JointLookup:
         """`(first values, found in first, second values, found in second)` per probed cube string."""
         return self._answer(*self._index.lookup(cubes, 0), defaults)
 
-    def lookup_keys(
-        self, keys: np.ndarray, defaults: tuple[int, int]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def lookup_keys(self, keys: np.ndarray, defaults: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """`lookup` for integer cube keys (`CubeLookup.lookup_keys`)."""
         return self._answer(*self._index.lookup_keys(keys, 0), defaults)
 
@@ -274,9 +272,7 @@ def _regroup(parent_gid: np.ndarray, codes: np.ndarray, num_parents: int) -> tup
     return gid.reshape(-1), uniq[:, 0].astype(np.int64), first
 
 
-def _local_tree(
-    points: np.ndarray, weights: np.ndarray, existing: ExistingInnerCubes, limit: int
-) -> list[_Level]:
+def _local_tree(points: np.ndarray, weights: np.ndarray, existing: ExistingInnerCubes, limit: int) -> list[_Level]:
     """Fill one local OTree (one buffer of rows) level by level; see the module docstring."""
     n, d = points.shape
     spl = symbols_per_level(d)
@@ -356,7 +352,7 @@ def _domains_of(levels: list[_Level]) -> CubeDomains:
         tree[k - 1] = tree[k - 1] + np.bincount(lvl.parent, weights=tree[k], minlength=tree[k - 1].shape[0])
     out_cubes.append(levels[0].cubes)
     out_domains.append(tree[0])
-    return CubeDomains.concat(CubeDomains(c, dm) for c, dm in zip(out_cubes, out_domains))
+    return CubeDomains.concat(CubeDomains(c, dm) for c, dm in zip(out_cubes, out_domains, strict=False))
 
 
 def estimate_domains(
@@ -375,9 +371,7 @@ def estimate_domains(
     pts = np.asarray(points, dtype=np.float64)
     w = np.asarray(weights)
     if pts.ndim != 2 or pts.shape[0] != w.shape[0]:
-        raise InvalidArgumentError(
-            f"points must be (n, d) and weights (n,), got shapes {pts.shape} and {w.shape}"
-        )
+        raise InvalidArgumentError(f"points must be (n, d) and weights (n,), got shapes {pts.shape} and {w.shape}")
     if group_cube_size < 1:
         raise InvalidArgumentError(f"group_cube_size must be a positive int, got {group_cube_size}")
     if buffer_capacity < 1:

@@ -97,9 +97,7 @@ def estimate_cube_weights(
     return {c: (min(w, fixed[c]) if c in fixed else w) for c, w in weights.items()}
 
 
-def estimate_block_sizes(
-    input_domains: Mapping[str, float], cube_weights: Mapping[str, int], dimensions: int
-) -> dict[str, int]:
+def estimate_block_sizes(input_domains: Mapping[str, float], cube_weights: Mapping[str, int], dimensions: int) -> dict[str, int]:
     """Rows each cube is expected to receive from this write: its weight slice times its domain.
 
     `int((fraction(w(c)) - fraction(w(parent))) * inputDomain(c))`, with `MIN_WEIGHT` above the root

@@ -103,9 +103,7 @@ def positive_int_conf(spark: SparkSession, key: str, default: int, unit: str) ->
     return value
 
 
-def _domains_task(
-    revision: Revision, gcs: int, existing_weights: Mapping[str, int], buffer_capacity: int
-) -> Any:
+def _domains_task(revision: Revision, gcs: int, existing_weights: Mapping[str, int], buffer_capacity: int) -> Any:
     """The per-partition domain estimation, as a `mapInArrow` function (runs on executors)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -214,10 +212,14 @@ def _input_domains(
     else:
         with arrow_batches(spark, NARROW_BATCH_ROWS):
             table = selected.mapInArrow(task, "cube string, domain double").toArrow()
-    domains = CubeDomains(
-        np.array([c.encode("ascii") for c in table.column("cube").to_pylist()], dtype="S"),
-        table.column("domain").to_numpy() / fraction,
-    ) if table.num_rows else CubeDomains.empty()
+    domains = (
+        CubeDomains(
+            np.array([c.encode("ascii") for c in table.column("cube").to_pylist()], dtype="S"),
+            table.column("domain").to_numpy() / fraction,
+        )
+        if table.num_rows
+        else CubeDomains.empty()
+    )
     return domains.to_dict()
 
 
@@ -241,7 +243,7 @@ def _domains_on_driver(selected: DataFrame, task: Any) -> pa.Table:
     data = rows.drop_columns([part]).combine_chunks()
     cuts = [0, *(np.flatnonzero(ids[1:] != ids[:-1]) + 1).tolist(), len(ids)]
     out: list[pa.RecordBatch] = []
-    for a, b in zip(cuts[:-1], cuts[1:]):
+    for a, b in zip(cuts[:-1], cuts[1:], strict=False):
         out.extend(task(iter(data.slice(a, b - a).to_batches())))
     schema = pa.schema([("cube", pa.string()), ("domain", pa.float64())])
     return pa.Table.from_batches(out, schema=schema)
@@ -323,7 +325,7 @@ def _cube_counts(weighted: DataFrame, revision: Revision, cube_weights: Mapping[
     with arrow_batches(weighted.sparkSession, NARROW_BATCH_ROWS):
         table = selected.mapInArrow(run, "cube string, n bigint").toArrow()
     out: dict[str, int] = {}
-    for cube, n in zip(table.column("cube").to_pylist(), table.column("n").to_pylist()):
+    for cube, n in zip(table.column("cube").to_pylist(), table.column("n").to_pylist(), strict=False):
         out[cube] = out.get(cube, 0) + int(n)
     return out
 
@@ -382,7 +384,11 @@ def plan_rewrite(
     if not counts:
         return None
     plan = rollup(
-        counts, revision.desired_cube_size, revision.dimension_count, cube_weights=cube_weights, sample_weight=sample_weight,
+        counts,
+        revision.desired_cube_size,
+        revision.dimension_count,
+        cube_weights=cube_weights,
+        sample_weight=sample_weight,
         whole=whole_inner_cubes(input_blocks, revision.revision_id, cube_weights, status.cube_element_counts()),
     )
     return IndexPlan(cube_weights, plan, counts)
@@ -404,6 +410,7 @@ def whole_inner_cubes(
     blocks = input_blocks.blocks.filter(pc.equal(input_blocks.blocks.column("revision_id"), revision_id))
     summed = blocks.group_by("cube_id").aggregate([("element_count", "sum")])
     return frozenset(
-        c for c, n in zip(summed.column("cube_id").to_pylist(), summed.column("element_count_sum").to_pylist())
+        c
+        for c, n in zip(summed.column("cube_id").to_pylist(), summed.column("element_count_sum").to_pylist(), strict=False)
         if c and int(cube_weights.get(c, MAX_WEIGHT)) < MAX_WEIGHT and int(n) >= int(table_counts.get(c, 0))
     )

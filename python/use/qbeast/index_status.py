@@ -69,9 +69,7 @@ class IndexStatus:
             blocks = blocks.filter(pc.equal(blocks.column("revision_id"), revision.revision_id))
         if blocks.num_rows == 0:
             return cls.empty(revision)
-        grouped = blocks.group_by("cube_id").aggregate(
-            [("max_weight", "min"), ("element_count", "sum"), ("cube_id", "count")]
-        )
+        grouped = blocks.group_by("cube_id").aggregate([("max_weight", "min"), ("element_count", "sum"), ("cube_id", "count")])
         cubes = np.asarray(grouped.column("cube_id").to_numpy(zero_copy_only=False), dtype=object)
         keys = cube_sort_keys(np.char.encode(cubes.astype(str), "ascii") if cubes.size else np.array([], dtype="S1"))
         order = np.argsort(keys, kind="stable")
@@ -81,7 +79,7 @@ class IndexStatus:
         return cls(revision, cubes[order], max_w, counts, _normalized(max_w, counts, revision.desired_cube_size), nblocks)
 
     @classmethod
-    def from_snapshot(cls, snapshot: "QbeastSnapshot", revision_id: int | None = None) -> IndexStatus:
+    def from_snapshot(cls, snapshot: QbeastSnapshot, revision_id: int | None = None) -> IndexStatus:
         """Statuses of one revision of a QbeastSnapshot (its latest by default)."""
         rid = snapshot.latest_revision_id if revision_id is None else revision_id
         return cls.from_blocks(snapshot.revision(rid), snapshot.blocks_of_revision(rid))
@@ -110,13 +108,13 @@ class IndexStatus:
 
     def cube_weights(self) -> dict[str, int]:
         """Cube -> maxWeight (what the writer seeds its domain estimation with)."""
-        return dict(zip(self.cube_ids.tolist(), self.max_weights.tolist()))
+        return dict(zip(self.cube_ids.tolist(), self.max_weights.tolist(), strict=False))
 
     def cube_normalized_weights(self) -> dict[str, float]:
-        return dict(zip(self.cube_ids.tolist(), self.normalized_weights.tolist()))
+        return dict(zip(self.cube_ids.tolist(), self.normalized_weights.tolist(), strict=False))
 
     def cube_element_counts(self) -> dict[str, int]:
-        return dict(zip(self.cube_ids.tolist(), self.element_counts.tolist()))
+        return dict(zip(self.cube_ids.tolist(), self.element_counts.tolist(), strict=False))
 
     def max_weight_of(self, cube: str) -> int:
         return int(self.max_weights[self._index(cube)])
@@ -164,7 +162,7 @@ class IndexStatus:
         spl = symbols_per_level(self.revision.dimension_count)
         cubes = self.cube_ids.tolist()
         counts = self.element_counts.tolist()
-        tree: dict[str, float] = {c: float(n) for c, n in zip(cubes, counts)}
+        tree: dict[str, float] = {c: float(n) for c, n in zip(cubes, counts, strict=False)}
         by_level: dict[int, list[str]] = {}
         for c in cubes:
             by_level.setdefault(len(c) // spl, []).append(c)
@@ -211,9 +209,7 @@ class InputBlocks:
     num_rows: int | None
 
 
-def counts_in_place(
-    source: InputBlocks, revision: Revision, cube_weights: Mapping[str, int]
-) -> dict[str, int] | None:
+def counts_in_place(source: InputBlocks, revision: Revision, cube_weights: Mapping[str, int]) -> dict[str, int] | None:
     """Rows per cube of a rewrite's input with `cube_weights` (the revision's cube maxWeights), read
     from the input files' blocks instead of counted over the rows; `None` when the blocks do not
     prove where every row goes, and only a pass over the rows can tell.
@@ -241,16 +237,14 @@ def counts_in_place(
         return None
     if int(pc.sum(blocks.column("element_count")).as_py() or 0) != int(num_rows):
         return None
-    grouped = blocks.group_by("cube_id").aggregate(
-        [("max_weight", "max"), ("min_weight", "min"), ("element_count", "sum")]
-    )
+    grouped = blocks.group_by("cube_id").aggregate([("max_weight", "max"), ("min_weight", "min"), ("element_count", "sum")])
     cubes = grouped.column("cube_id").to_pylist()
     highest = grouped.column("max_weight_max").to_numpy(zero_copy_only=False).astype(np.int64)
     lowest = grouped.column("min_weight_min").to_numpy(zero_copy_only=False).astype(np.int64)
     counts = grouped.column("element_count_sum").to_numpy(zero_copy_only=False).astype(np.int64)
     spl = symbols_per_level(revision.dimension_count)
     # One entry per cube of the input (a few thousand at most), not per row or block.
-    for cube, hi, lo in zip(cubes, highest.tolist(), lowest.tolist()):
+    for cube, hi, lo in zip(cubes, highest.tolist(), lowest.tolist(), strict=False):
         weight = cube_weights.get(cube)
         if weight is None or hi > int(weight):
             return None
@@ -258,4 +252,4 @@ def counts_in_place(
             above = cube_weights.get(cube[:end])
             if above is None or int(above) >= lo:
                 return None
-    return {c: int(n) for c, n in zip(cubes, counts.tolist()) if n > 0}
+    return {c: int(n) for c, n in zip(cubes, counts.tolist(), strict=False) if n > 0}

@@ -10,7 +10,8 @@ from __future__ import annotations
 import decimal
 import json
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -91,7 +92,6 @@ def jackson_dumps(obj: Any) -> str:
     raise InvalidArgumentError(f"cannot write {type(obj).__name__} value {obj!r} to qbeast JSON")
 
 
-
 # --- JVM-compatible randomness (nullValue regeneration) -----------------------------------------
 
 
@@ -146,8 +146,6 @@ class JavaRandom:
 
     def next_double(self) -> float:
         return ((self._next(26) << 27) + self._next(27)) * 2.0**-53
-
-
 
 
 # --- Java numeric conversions --------------------------------------------------------------------

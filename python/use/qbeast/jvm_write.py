@@ -102,7 +102,7 @@ def point_columns(df: DataFrame, revision: Revision) -> list[Column] | None:
     from pyspark.sql import functions as F
 
     out: list[Column] = []
-    for name, transformation in zip(revision.columns, revision.transformations):
+    for name, transformation in zip(revision.columns, revision.transformations, strict=False):
         if isinstance(transformation, IdentityTransformation):
             out.append(F.lit(0.0))
             continue
@@ -118,9 +118,7 @@ def point_columns(df: DataFrame, revision: Revision) -> list[Column] | None:
     return out
 
 
-def cube_records(
-    revision: Revision, cube_weights: Mapping[str, int], plan: RollupPlan | None
-) -> tuple[bytes, int] | None:
+def cube_records(revision: Revision, cube_weights: Mapping[str, int], plan: RollupPlan | None) -> tuple[bytes, int] | None:
     """The plan's cubes as the shim's binary table, and the deepest level a row walk may reach
     (one below the deepest weighted cube, as `use.qbeast.estimate.assign_cubes`); `None` when a
     cube key does not fit 64 bits. Without a plan (a walk that only counts) no cube has a file."""
@@ -231,7 +229,7 @@ def _float_leaves_nested(data_schema: pa.Schema) -> frozenset[str]:
     taken to hold NaN (no Delta max: a missing bound is always safe)."""
     from use.delta.stats import leaf_columns
 
-    return frozenset(l.name for l in leaf_columns(data_schema) if len(l.path) > 1 and pa.types.is_floating(l.type))
+    return frozenset(leaf.name for leaf in leaf_columns(data_schema) if len(leaf.path) > 1 and pa.types.is_floating(leaf.type))
 
 
 def _parse_line(line: str, data_names: Sequence[str], nested_floats: frozenset[str], dimensions: int) -> JvmFile:
@@ -292,15 +290,31 @@ def write_in_jvm(
     plain = _plain_columns(source, names, sample_files)
     if task_of_file is None:
         lines = shim.write(
-            rows._jdf, len(names), revision.dimension_count, records, max_depth, plan.num_files,
-            root_uri, str(write_id), codec, plain,
+            rows._jdf,
+            len(names),
+            revision.dimension_count,
+            records,
+            max_depth,
+            plan.num_files,
+            root_uri,
+            str(write_id),
+            codec,
+            plain,
         )
     else:
         # As little-endian int32 bytes: py4j passes bytes as one Java byte[], a list element by element.
         tasks = np.asarray(task_of_file, dtype="<i4").tobytes()
         lines = shim.writeShuffled(
-            rows._jdf, len(names), revision.dimension_count, records, max_depth, tasks,
-            root_uri, str(write_id), codec, plain,
+            rows._jdf,
+            len(names),
+            revision.dimension_count,
+            records,
+            max_depth,
+            tasks,
+            root_uri,
+            str(write_id),
+            codec,
+            plain,
         )
     nested = _float_leaves_nested(data_schema)
     return [_parse_line(str(line), names, nested, revision.dimension_count) for line in lines]

@@ -14,8 +14,9 @@ elementCount))`, the leveled-compaction classification of the optimization guide
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,7 +38,7 @@ class SizeStats:
     p75: float = 0.0
 
     @classmethod
-    def of(cls, values: np.ndarray) -> "SizeStats":
+    def of(cls, values: np.ndarray) -> SizeStats:
         v = np.asarray(values, dtype=np.float64)
         if v.size == 0:
             return cls(0, 0.0, 0.0, 0.0, 0.0)
@@ -101,8 +102,7 @@ class IndexMetrics:
             f"  leaf cube sizes   : {self.leaf_cube_sizes.line()}",
             f"  blocks per file   : {self.blocks_per_file.line()}",
             f"  blocks per cube   : {self.blocks_per_cube.line()}",
-            "  file levels       : "
-            + (", ".join(f"L{k}={v}" for k, v in sorted(self.file_levels.items())) or "none"),
+            "  file levels       : " + (", ".join(f"L{k}={v}" for k, v in sorted(self.file_levels.items())) or "none"),
             "  per depth         : depth cubes avg_size std_size avg_weight",
         ]
         for lv in self.levels:
@@ -125,7 +125,7 @@ def _file_levels(file_idx: np.ndarray, counts: np.ndarray) -> dict[int, int]:
     np.maximum.at(largest, inv, counts)
     levels = np.floor(np.log10(np.maximum(largest, 1))).astype(np.int64)
     lv, n = np.unique(levels, return_counts=True)
-    return {int(a): int(b) for a, b in zip(lv, n)}
+    return {int(a): int(b) for a, b in zip(lv, n, strict=False)}
 
 
 def revision_metrics(blocks: pa.Table, revision: Any, revision_id: int) -> IndexMetrics:
@@ -140,8 +140,9 @@ def revision_metrics(blocks: pa.Table, revision: Any, revision_id: int) -> Index
 
     if blocks.num_rows == 0:
         empty = SizeStats.of(np.zeros(0))
-        return IndexMetrics(revision_id, columns, len(columns), desired, 0, 0, 0, 0, 0, 0.0, 0.0, empty, empty,
-                            0.0, 0.0, empty, empty, {}, ())
+        return IndexMetrics(
+            revision_id, columns, len(columns), desired, 0, 0, 0, 0, 0, 0.0, 0.0, empty, empty, 0.0, 0.0, empty, empty, {}, ()
+        )
 
     # Distinct cubes via Arrow's dictionary encoding: Python strings only for the distinct cubes.
     encoded = blocks.column("cube_id").combine_chunks().dictionary_encode()
@@ -180,9 +181,7 @@ def revision_metrics(blocks: pa.Table, revision: Any, revision_id: int) -> Index
     levels = []
     for lv in np.unique(depth):
         sel = depth == lv
-        levels.append(
-            LevelStats(int(lv), int(sel.sum()), float(size[sel].mean()), float(size[sel].std()), float(nw[sel].mean()))
-        )
+        levels.append(LevelStats(int(lv), int(sel.sum()), float(size[sel].mean()), float(size[sel].std()), float(nw[sel].mean())))
 
     return IndexMetrics(
         revision_id=revision_id,

@@ -25,8 +25,9 @@ values by days) do not prune at all.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence, Union
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -106,7 +107,7 @@ class QuerySpaceFromTo:
         return intersects(cube_from, cube_to, f, t)
 
 
-QuerySpace = Union[AllSpace, EmptySpace, QuerySpaceFromTo]
+QuerySpace = AllSpace | EmptySpace | QuerySpaceFromTo
 
 
 def space_intersects_many(spaces: Sequence[QuerySpace], cube_from: np.ndarray, cube_to: np.ndarray) -> np.ndarray:
@@ -147,15 +148,15 @@ class _Box:
     hi: tuple[float, ...]
 
     def meet(self, other: _Box) -> _Box | None:
-        lo = tuple(max(a, b) for a, b in zip(self.lo, other.lo))
-        hi = tuple(min(a, b) for a, b in zip(self.hi, other.hi))
-        if any(a > b for a, b in zip(lo, hi)):
+        lo = tuple(max(a, b) for a, b in zip(self.lo, other.lo, strict=False))
+        hi = tuple(min(a, b) for a, b in zip(self.hi, other.hi, strict=False))
+        if any(a > b for a, b in zip(lo, hi, strict=False)):
             return None
         return _Box(lo, hi)
 
 
 # `None` = the whole space (no usable constraint); a list = a union of boxes ([] = nothing).
-_Boxes = Union[list[_Box], None]
+_Boxes = list[_Box] | None
 
 
 def _push_not(p: Predicate, negate: bool) -> Predicate:
@@ -163,11 +164,11 @@ def _push_not(p: Predicate, negate: bool) -> Predicate:
     if isinstance(p, Not):
         return _push_not(p.child, not negate)
     if isinstance(p, And):
-        l, r = _push_not(p.left, negate), _push_not(p.right, negate)
-        return Or(l, r) if negate else And(l, r)
+        left, right = _push_not(p.left, negate), _push_not(p.right, negate)
+        return Or(left, right) if negate else And(left, right)
     if isinstance(p, Or):
-        l, r = _push_not(p.left, negate), _push_not(p.right, negate)
-        return And(l, r) if negate else Or(l, r)
+        left, right = _push_not(p.left, negate), _push_not(p.right, negate)
+        return And(left, right) if negate else Or(left, right)
     if not negate:
         return p
     if isinstance(p, Comparison):
@@ -331,7 +332,7 @@ def query_spaces(predicate: Predicate | None, columns: Sequence[str], transforma
         return [EmptySpace()]
     spaces: list[QuerySpace] = []
     for box in boxes:
-        if all(lo <= 0.0 and hi >= 1.0 for lo, hi in zip(box.lo, box.hi)):
+        if all(lo <= 0.0 and hi >= 1.0 for lo, hi in zip(box.lo, box.hi, strict=False)):
             return [AllSpace()]
         spaces.append(
             QuerySpaceFromTo(
@@ -386,7 +387,9 @@ def select_cubes(
     return space_intersects_many(spaces, lo, hi)
 
 
-def select_blocks(blocks: pa.Table, revisions: Any, predicate: Predicate | None, weight_range: tuple[int, int] | None) -> np.ndarray:
+def select_blocks(
+    blocks: pa.Table, revisions: Any, predicate: Predicate | None, weight_range: tuple[int, int] | None
+) -> np.ndarray:
     """Which rows of a block table (§ architecture: the Qbeast block table) a query reads.
 
     Staging blocks (revision 0) and blocks of revisions missing from `revisions` are all kept:

@@ -17,15 +17,17 @@ literals we prune with are the ones Spark compares with. Anything we do not unde
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import decimal as _decimal
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from use.delta.datafile import timestamp_partition_columns
 from use.delta.predicates import (
     And,
     Comparison,
@@ -37,7 +39,6 @@ from use.delta.predicates import (
     Predicate,
     Unknown,
 )
-from use.delta.datafile import timestamp_partition_columns
 from use.delta.skipping import utc_timestamp_texts
 from use.delta.storage import absolute_path
 from use.errors import InvalidArgumentError, NotAQbeastTableError, TableNotFoundError
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 FilterArg = Union["Column", str, None]
 
 _EPOCH_DATE = _dt.date(1970, 1, 1)
-_EPOCH_TS = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH_TS = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 _EPOCH_NTZ = _dt.datetime(1970, 1, 1)
 # Casts of a column that keep its order and every value (so a bound on the cast is a bound on the column).
 _WIDENING: dict[str, frozenset[str]] = {
@@ -94,7 +95,7 @@ def check_sample(sample: Any) -> float | None:
     return f
 
 
-def load_snapshot(path: str) -> "QbeastSnapshot":
+def load_snapshot(path: str) -> QbeastSnapshot:
     """The latest snapshot of the table at `path`, seen as Qbeast (which may have no revisions)."""
     import os
 
@@ -113,13 +114,13 @@ def load_snapshot(path: str) -> "QbeastSnapshot":
     return QbeastSnapshot.from_delta(log.snapshot())
 
 
-def spark_schema(qsnap: "QbeastSnapshot") -> "StructType":
+def spark_schema(qsnap: QbeastSnapshot) -> StructType:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     return from_arrow_schema(qsnap.schema, prefer_timestamp_ntz=True)
 
 
-def indexed_columns(qsnap: "QbeastSnapshot") -> list[str]:
+def indexed_columns(qsnap: QbeastSnapshot) -> list[str]:
     """The columns a sample hashes: the latest revision's (§2.4), staging included for converted tables."""
     if not qsnap.revisions:
         raise NotAQbeastTableError(
@@ -244,7 +245,7 @@ def expression_to_predicate(expr: Any, refs: Mapping[int, Any] | None = None) ->
     return Unknown(str(expr.toString()))
 
 
-def filter_column(filter: FilterArg) -> "Column | None":
+def filter_column(filter: FilterArg) -> Column | None:
     """The filter as a pyspark Column (SQL strings are parsed by Spark)."""
     from pyspark.sql import Column
     from pyspark.sql import functions as F
@@ -271,7 +272,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def translate_filter(spark: "SparkSession", schema: "StructType", filter: FilterArg) -> Predicate | None:
+def translate_filter(spark: SparkSession, schema: StructType, filter: FilterArg) -> Predicate | None:
     """Resolve a filter against the table schema and translate it; a bad filter is a typed error."""
     col = filter_column(filter)
     if col is None:
@@ -284,8 +285,7 @@ def translate_filter(spark: "SparkSession", schema: "StructType", filter: Filter
             analyzed = empty.filter(col)._jdf.queryExecution().analyzed()
     except Exception as exc:
         raise InvalidArgumentError(
-            f"filter {filter!r} cannot be applied to the table (columns: {', '.join(schema.fieldNames())}): "
-            f"{_first_line(exc)}"
+            f"filter {filter!r} cannot be applied to the table (columns: {', '.join(schema.fieldNames())}): {_first_line(exc)}"
         ) from None
     if analyzed.getClass().getSimpleName() != "Filter":
         return None
@@ -317,8 +317,8 @@ class ReadPlan:
 
 
 def plan_read(
-    spark: "SparkSession | None",
-    qsnap: "QbeastSnapshot",
+    spark: SparkSession | None,
+    qsnap: QbeastSnapshot,
     sample: float | None = None,
     filter: FilterArg = None,
     predicate: Predicate | None = None,
@@ -375,7 +375,7 @@ def _with_field_ids(spark_type: Any, arrow_type: pa.DataType) -> Any:
 
     if isinstance(spark_type, StructType):
         fields = []
-        for sf, af in zip(spark_type.fields, arrow_type):
+        for sf, af in zip(spark_type.fields, arrow_type, strict=False):
             meta = dict(sf.metadata or {})
             raw = (af.metadata or {}).get(b"PARQUET:field_id")
             if raw is not None:
@@ -393,14 +393,14 @@ def _with_field_ids(spark_type: Any, arrow_type: pa.DataType) -> Any:
     return spark_type
 
 
-def _col(name: str) -> "Column":
+def _col(name: str) -> Column:
     """A column by its exact name (dots, spaces and backticks taken literally)."""
     from pyspark.sql import functions as F
 
     return F.col("`" + name.replace("`", "``") + "`")
 
 
-def _stored_schema(spark: "SparkSession", qsnap: "QbeastSnapshot") -> "tuple[StructType, dict[str, str]]":
+def _stored_schema(spark: SparkSession, qsnap: QbeastSnapshot) -> tuple[StructType, dict[str, str]]:
     """The Spark schema to read the data files with, and logical name -> stored (physical) name.
 
     Without column mapping both are the table's own names. With it, files hold physical names (mode
@@ -416,10 +416,10 @@ def _stored_schema(spark: "SparkSession", qsnap: "QbeastSnapshot") -> "tuple[Str
     stored = stored_schema(mapping)
     if mapping.mode == "id" and str(spark.conf.get(FIELD_ID_READ_CONF, "false")).lower() != "true":
         spark.conf.set(FIELD_ID_READ_CONF, "true")
-    return stored, dict(zip(logical.names, stored.names))
+    return stored, dict(zip(logical.names, stored.names, strict=False))
 
 
-def stored_schema(mapping: Any) -> "StructType":
+def stored_schema(mapping: Any) -> StructType:
     """The Spark schema a column-mapped table's files are read with (`_stored_schema`): the
     physical names, in the logical schema's order, with parquet field ids in mode `id`; the SQL
     scans (`use.sql.tables.table_json`) read with it too."""
@@ -433,7 +433,7 @@ def stored_schema(mapping: Any) -> "StructType":
 _LISTING_THRESHOLD_CONF = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
 
-def _listed_on_driver(spark: "SparkSession", num_paths: int) -> Any:
+def _listed_on_driver(spark: SparkSession, num_paths: int) -> Any:
     """The scan's files looked up on the driver, not by a Spark job.
 
     Spark lists the paths of a file source eagerly; past 32 of them
@@ -454,7 +454,7 @@ def _listed_on_driver(spark: "SparkSession", num_paths: int) -> Any:
 _PARQUET_FORMAT = "use.sql.UseParquetFormat"
 
 
-def _parquet_format(spark: "SparkSession") -> str:
+def _parquet_format(spark: SparkSession) -> str:
     """The format the data files are read with: the shim's when the session has it, since Spark's
     own skips row groups on float/double filters by footers that leave NaN and -0.0 out of their
     reckoning and so drops rows (`UseParquetFormat` in the shim says how). A session without the
@@ -464,7 +464,7 @@ def _parquet_format(spark: "SparkSession") -> str:
     return _PARQUET_FORMAT if shim_loaded(spark, _PARQUET_FORMAT) else "parquet"
 
 
-def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "DataFrame":
+def scan(spark: SparkSession, qsnap: QbeastSnapshot, files: pa.Table) -> DataFrame:
     """Spark's parquet reader over exactly these files (rows of `qsnap.files`), with the table schema.
 
     Partition columns are not stored in the data files: their values come from the log's
@@ -484,7 +484,7 @@ def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "Da
     parts = set(qsnap.partition_columns)
     data_fields = [(f, stored[names[f.name]]) for f in schema.fields if f.name not in parts]
 
-    def logical(stored_field: Any, f: Any) -> "Column":
+    def logical(stored_field: Any, f: Any) -> Column:
         col = _col(stored_field.name)
         # A struct read under physical names is renamed by a cast (Spark casts structs by position).
         return (col.cast(f.dataType) if stored_field.dataType != f.dataType else col).alias(f.name)
@@ -499,7 +499,7 @@ def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "Da
     keys = qsnap.partition_value_keys
     instants = timestamp_partition_columns(qsnap.schema, qsnap.partition_columns)
     by_partition: dict[tuple[str | None, ...], list[str]] = {}
-    for path, values in zip(paths, files.column("partition_values").to_pylist()):
+    for path, values in zip(paths, files.column("partition_values").to_pylist(), strict=False):
         found = dict(values or ())
         key = tuple(found.get(k) or None for k in keys)  # "" is null, as in Delta
         by_partition.setdefault(key, []).append(path)
@@ -519,7 +519,7 @@ def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "Da
             .load(group)
             .select(
                 *[logical(sf, f) for f, sf in data_fields],
-                *[F.lit(v).cast(schema[c].dataType).alias(c) for c, v in zip(qsnap.partition_columns, key)],
+                *[F.lit(v).cast(schema[c].dataType).alias(c) for c, v in zip(qsnap.partition_columns, key, strict=False)],
             )
             .select(*[_col(n) for n in schema.names])
             for key, group in by_partition.items()
@@ -527,7 +527,7 @@ def scan(spark: "SparkSession", qsnap: "QbeastSnapshot", files: pa.Table) -> "Da
     return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
 
-def apply_filters(df: "DataFrame", plan: ReadPlan, filter: FilterArg) -> "DataFrame":
+def apply_filters(df: DataFrame, plan: ReadPlan, filter: FilterArg) -> DataFrame:
     from pyspark.sql import functions as F
 
     col = filter_column(filter)
@@ -541,11 +541,11 @@ def apply_filters(df: "DataFrame", plan: ReadPlan, filter: FilterArg) -> "DataFr
 
 
 def read(
-    spark: "SparkSession",
-    table: "str | QbeastSnapshot",
+    spark: SparkSession,
+    table: str | QbeastSnapshot,
     sample: float | None = None,
     filter: FilterArg = None,
-) -> "DataFrame":
+) -> DataFrame:
     """Read a table, pruning files by Delta stats, cube space and sample weight range.
 
     `sample=f` returns exactly the rows with `hash(indexed columns) < Weight(f)` (qbeast's

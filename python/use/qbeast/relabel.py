@@ -33,8 +33,9 @@ Pure: revisions and cube strings in, cube strings and block tags out.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -79,7 +80,11 @@ class Alignment:
     def edge_predicate(self) -> Predicate:
         """Rows a relabel would misplace: a grown column at exactly its old maximum (or above,
         which no row of the old revision has)."""
-        preds = [_at_or_above(col, _stats_value(self.old.transformations[i])) for i, col in enumerate(self.old.columns) if self.shifts[i]]
+        preds = [
+            _at_or_above(col, _stats_value(self.old.transformations[i]))
+            for i, col in enumerate(self.old.columns)
+            if self.shifts[i]
+        ]
         out: Predicate = preds[0]
         for p in preds[1:]:
             out = Or(out, p)
@@ -92,7 +97,7 @@ def _stats_value(t: Any) -> Any:
     maximum past the last one (year 9999: a range widened by its margins may end there)."""
     try:
         if t.ordered_data_type == "TimestampDataType":
-            return _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=int(t.max_number))
+            return _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC) + _dt.timedelta(milliseconds=int(t.max_number))
         if t.ordered_data_type == "DateDataType":
             return _dt.date(1970, 1, 1) + _dt.timedelta(days=int(t.max_number) // 86_400_000)
     except OverflowError:
@@ -108,9 +113,8 @@ def _at_or_above(column: str, value: Any) -> Predicate:
 
 
 def _exact(t: Any) -> bool:
-    return (
-        t.ordered_data_type in ALIGNED_TYPES
-        and all(abs(float(v)) < _EXACT for v in (t.min_number, t.max_number, t.null_value))
+    return t.ordered_data_type in ALIGNED_TYPES and all(
+        abs(float(v)) < _EXACT for v in (t.min_number, t.max_number, t.null_value)
     )
 
 
@@ -147,7 +151,7 @@ def alignment(old: Revision, new: Revision) -> Alignment | None:
     ):
         return None
     shifts = []
-    for o, n in zip(old.transformations, new.transformations):
+    for o, n in zip(old.transformations, new.transformations, strict=False):
         k = growth_shift(o, n)
         if k is None or k > MAX_SHIFT:
             return None
@@ -217,7 +221,7 @@ def relabelled_adds(files: Any, blocks: Any, alignments: Mapping[int, Alignment]
         if rid not in alignments:
             raise InvalidArgumentError(f"revision {rid} has no alignment into the newer revision; its files must be re-indexed")
         rows = np.flatnonzero(rids[fi] == rid)
-        for i, cube in zip(rows.tolist(), relabelled_cubes(alignments[rid], [cubes[i] for i in rows])):
+        for i, cube in zip(rows.tolist(), relabelled_cubes(alignments[rid], [cubes[i] for i in rows]), strict=False):
             per_file[int(fi[i])].append(Block(cube, int(lo[i]), int(hi[i]), int(cnt[i])))
     old_tags = files.column("tags").to_pylist()
     tags = []

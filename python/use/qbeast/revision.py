@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -76,7 +77,7 @@ class Revision:
     def dimension_count(self) -> int:
         return len(self.column_transformers)
 
-    def contains(self, other: "Revision") -> bool:
+    def contains(self, other: Revision) -> bool:
         """Does this revision's space hold every row `other` indexed, under the same transformers?
 
         Then `other`'s rows can be re-indexed into this revision without widening it (no new
@@ -89,7 +90,9 @@ class Revision:
             return False
         if self.column_transformers != other.column_transformers:
             return False
-        return not any(mine.is_superseded_by(theirs) for mine, theirs in zip(self.transformations, other.transformations))
+        return not any(
+            mine.is_superseded_by(theirs) for mine, theirs in zip(self.transformations, other.transformations, strict=False)
+        )
 
     @property
     def is_staging(self) -> bool:
@@ -108,7 +111,7 @@ class Revision:
             )
         out = np.empty((n, self.dimension_count), dtype=np.float64)
         names = batch.schema.names
-        for i, (t, tr) in enumerate(zip(self.column_transformers, self.transformations)):
+        for i, (t, tr) in enumerate(zip(self.column_transformers, self.transformations, strict=False)):
             if t.column_name not in names:
                 raise IndexColumnError(
                     f"indexed column {t.column_name!r} of revision {self.revision_id} is missing from the data "
@@ -160,12 +163,8 @@ class Revision:
         cube_size = need("desiredCubeSize", int)
         cts = need("columnTransformers", list)
         trs = need("transformations", list)
-        transformers = tuple(
-            transformer_from_json_obj(t, f"{key} columnTransformers[{i}]") for i, t in enumerate(cts)
-        )
-        transformations = tuple(
-            transformation_from_json_obj(t, f"{key} transformations[{i}]") for i, t in enumerate(trs)
-        )
+        transformers = tuple(transformer_from_json_obj(t, f"{key} columnTransformers[{i}]") for i, t in enumerate(cts))
+        transformations = tuple(transformation_from_json_obj(t, f"{key} transformations[{i}]") for i, t in enumerate(trs))
         if not transformers:
             raise CorruptIndexMetadataError(f"{key} has no columnTransformers")
         if transformations and len(transformations) != len(transformers):
@@ -281,9 +280,7 @@ def parse_column_specs(
     out: list[Transformer] = []
     for name, type_name in parsed:
         if name not in schema.names:
-            raise IndexColumnError(
-                f"column {name!r} to index is not in the data; available columns: {', '.join(schema.names)}"
-            )
+            raise IndexColumnError(f"column {name!r} to index is not in the data; available columns: {', '.join(schema.names)}")
         if schema.names.count(name) > 1:
             raise IndexColumnError(f"column {name!r} is ambiguous: the data has it more than once")
         old = existing_by_name.get(name)
@@ -387,11 +384,7 @@ def configuration_with_revision(
     (an optimization indexing staged rows), the revision's column names, as qbeast-spark fills it in.
     """
     extra = dict(extra or {})
-    out = {
-        k: v
-        for k, v in config.items()
-        if not (overwrite and (k.startswith(REVISION_PREFIX) or k == LAST_REVISION_KEY))
-    }
+    out = {k: v for k, v in config.items() if not (overwrite and (k.startswith(REVISION_PREFIX) or k == LAST_REVISION_KEY))}
     out[f"{REVISION_PREFIX}{revision.revision_id}"] = revision.to_json()
     if add_staging and revision.revision_id > STAGING_ID and f"{REVISION_PREFIX}{STAGING_ID}" not in out:
         staging = staging_revision(revision.table_id, revision.columns, revision.desired_cube_size, revision.timestamp - 1)

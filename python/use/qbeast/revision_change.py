@@ -10,8 +10,9 @@ statistics on Spark and commits."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from use.errors import PYTHON, IndexColumnError, InvalidArgumentError
 from use.qbeast.revision import COUNT_ALIAS, Revision, check_cube_size, first_revision
 from use.qbeast.transform import EmptyTransformation, Transformation
 from use.qbeast.transformers import LinearTransformer, Transformer, quantiles_hint
+
 
 def parse_column_stats(column_stats: Mapping[str, Any] | str | None, transformers: Sequence[Transformer]) -> dict[str, Any]:
     """The `columnStats` option (JSON text or a mapping) checked against the indexed columns."""
@@ -29,7 +31,7 @@ def parse_column_stats(column_stats: Mapping[str, Any] | str | None, transformer
             parsed = json.loads(column_stats)
         except ValueError as e:
             raise InvalidArgumentError(
-                f"columnStats is not valid JSON ({e}); expected e.g. '{{\"x_min\": 0, \"x_max\": 100}}'"
+                f'columnStats is not valid JSON ({e}); expected e.g. \'{{"x_min": 0, "x_max": 100}}\''
             ) from None
     else:
         parsed = column_stats
@@ -93,19 +95,19 @@ def compute_revision_change(
     if count is not None and int(count) == 0:
         return base, False
 
-    transformer_changed = tuple(t != o for t, o in zip(transformers, base.column_transformers))
+    transformer_changed = tuple(t != o for t, o in zip(transformers, base.column_transformers, strict=False))
     origins: list[Transformation | None] = [None] * len(transformers)
     if origin is not None and existing is not None and origin.column_transformers == base.column_transformers:
         origins = list(origin.transformations) or origins
     from_data = [t.make_transformation(stats) for t in transformers]
     from_options = [t.make_transformation(cstats) if _has_stats(t, cstats) else None for t in transformers]
-    new_transformations = [d.merge(o) if o is not None else d for d, o in zip(from_data, from_options)]
+    new_transformations = [d.merge(o) if o is not None else d for d, o in zip(from_data, from_options, strict=False)]
 
     if not base.transformations:
         changes: list[Transformation | None] = list(new_transformations)
     else:
         changes = []
-        for i, (old, new) in enumerate(zip(base.transformations, new_transformations)):
+        for i, (old, new) in enumerate(zip(base.transformations, new_transformations, strict=False)):
             if transformer_changed[i]:
                 changes.append(new)  # a new transformer type starts from the new data's space
             elif old.is_superseded_by(new):
@@ -117,10 +119,10 @@ def compute_revision_change(
             # without passing widen now too, or each of them opens a revision of its own later
             # (uniform appends without columnStats made 5 revisions, each re-indexing the table).
             # A range declared in columnStats is the user's domain and stays.
-            for i, (old, c) in enumerate(zip(base.transformations, changes)):
+            for i, (old, c) in enumerate(zip(base.transformations, changes, strict=False)):
                 if c is None and from_options[i] is None and reaches_edge(old, from_data[i], margin):
                     changes[i] = widened(old, old, margin, reached=from_data[i], origin=origins[i])
-    for t, ch in zip(transformers, changes):
+    for t, ch in zip(transformers, changes, strict=False):
         if isinstance(ch, EmptyTransformation) or (ch is None and isinstance(_current(base, t), EmptyTransformation)):
             if t.type_name == "quantiles":
                 raise InvalidArgumentError(
@@ -134,7 +136,8 @@ def compute_revision_change(
     if not (cube_changed or any(transformer_changed) or any(c is not None for c in changes)):
         return base, False
     final = tuple(
-        c if c is not None else old for c, old in zip(changes, base.transformations or [None] * len(changes))  # type: ignore[misc]
+        c if c is not None else old
+        for c, old in zip(changes, base.transformations or [None] * len(changes), strict=False)  # type: ignore[misc]
     )
     new = replace(
         base,
@@ -166,11 +169,12 @@ def parse_revision_margin(raw: Any, source: str) -> float:
 
         raise ConfigError(f"{source} must be a number from 0 to 10 (a fraction of the indexed range, e.g. 0.1), got {raw!r}")
     return value
+
+
 #: How near an edge (a fraction of the margin, of the old span) the data must come to widen it: 1%
 #: of the span at the default margin. Rows drawn uniformly come within span/n of each edge, so any
 #: append of a hundred rows or more of a fixed range reaches all of them.
 EDGE_REACH = 0.1
-
 
 
 def _near_edges(old: Transformation, data: Transformation | None, margin: float) -> tuple[bool, bool]:
@@ -191,7 +195,10 @@ def reaches_edge(old: Transformation, data: Transformation | None, margin: float
 
 
 def widened(
-    old: Transformation, merged: Transformation, margin: float, reached: Transformation | None = None,
+    old: Transformation,
+    merged: Transformation,
+    margin: float,
+    reached: Transformation | None = None,
     origin: Transformation | None = None,
 ) -> Transformation:
     """`merged` (the union of `old` and the new data's range) widened on each side where it passed

@@ -8,9 +8,10 @@ million objects. Synthetic snapshots for planning tests are built with `from_tab
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,9 +23,13 @@ from use.qbeast.revision import (
     LAST_REVISION_KEY,
     REVISION_PREFIX,
     Revision,
-    is_qbeast as _is_qbeast,
-    latest_revision_id as _configured_latest,
     revisions_from_configuration,
+)
+from use.qbeast.revision import (
+    is_qbeast as _is_qbeast,
+)
+from use.qbeast.revision import (
+    latest_revision_id as _configured_latest,
 )
 
 if TYPE_CHECKING:

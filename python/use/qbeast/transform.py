@@ -58,7 +58,10 @@ INTEGRAL_TYPES = frozenset({INTEGER, LONG, TIMESTAMP, DATE})  # JSON values are 
 #: The bounds a linear range of an integral type may take (Java Int and Long; timestamps and dates
 #: are Long epoch millis).
 INTEGRAL_BOUNDS: dict[str, tuple[int, int]] = {
-    INTEGER: (-(2**31), 2**31 - 1), LONG: (-(2**63), 2**63 - 1), TIMESTAMP: (-(2**63), 2**63 - 1), DATE: (-(2**63), 2**63 - 1),
+    INTEGER: (-(2**31), 2**31 - 1),
+    LONG: (-(2**63), 2**63 - 1),
+    TIMESTAMP: (-(2**63), 2**63 - 1),
+    DATE: (-(2**63), 2**63 - 1),
 }
 
 TRANSFORMER_TYPES: tuple[str, ...] = ("linear", "hashing", "quantiles")
@@ -118,7 +121,7 @@ def random_between(lo: Any, hi: Any, data_type: str, r: float) -> Any:
 
 # --- value conversion ----------------------------------------------------------------------------
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 def to_number(value: Any, data_type: str) -> int | float | None:
@@ -362,9 +365,7 @@ class IdentityTransformation(Transformation):
             v = self.identity_value
             if v is None or (other.min_number <= v <= other.max_number):
                 return other
-            return LinearTransformation.create(
-                min(other.min_number, v), max(other.max_number, v), self.ordered_data_type
-            )
+            return LinearTransformation.create(min(other.min_number, v), max(other.max_number, v), self.ordered_data_type)
         if isinstance(other, IdentityTransformation) and other.ordered_data_type == self.ordered_data_type:
             if other.identity_value is None:
                 return self
@@ -381,8 +382,10 @@ class IdentityTransformation(Transformation):
     def to_json_obj(self) -> dict[str, Any]:
         v = self.identity_value
         if v is not None:
-            v = int(v) if self.ordered_data_type in INTEGRAL_TYPES else (
-                JavaFloat(v) if self.ordered_data_type == FLOAT else float(v)
+            v = (
+                int(v)
+                if self.ordered_data_type in INTEGRAL_TYPES
+                else (JavaFloat(v) if self.ordered_data_type == FLOAT else float(v))
             )
         return {"className": self.class_name, "identityValue": v, "orderedDataType": self.ordered_data_type}
 
@@ -438,12 +441,16 @@ class HashTransformation(Transformation):
         elif pa.types.is_floating(t) or pa.types.is_decimal(t):
             # Java's double text is not an Arrow cast; format each distinct value once.
             f32 = pa.types.is_float32(t)
-            values = array.to_numpy(zero_copy_only=False) if not pa.types.is_decimal(t) else np.asarray(array.to_pylist(), dtype=object)
+            values = (
+                array.to_numpy(zero_copy_only=False)
+                if not pa.types.is_decimal(t)
+                else np.asarray(array.to_pylist(), dtype=object)
+            )
             valid = ~np.asarray(array.is_null(), dtype=bool)
-            uniq, inverse = np.unique(values[valid], return_inverse=True) if valid.any() else (values[:0], np.zeros(0, dtype=np.int64))
-            texts = [
-                (java_double_str(float(u), float32=f32) if not isinstance(u, decimal.Decimal) else str(u)) for u in uniq
-            ]
+            uniq, inverse = (
+                np.unique(values[valid], return_inverse=True) if valid.any() else (values[:0], np.zeros(0, dtype=np.int64))
+            )
+            texts = [(java_double_str(float(u), float32=f32) if not isinstance(u, decimal.Decimal) else str(u)) for u in uniq]
             uh = scala_murmur_strings(pa.array(texts, pa.string())) if texts else np.zeros(0, dtype=np.int32)
             hashes = np.zeros(len(array), dtype=np.int32)
             hashes[valid] = uh[inverse]
@@ -474,7 +481,6 @@ class HashTransformation(Transformation):
 
     def to_json_obj(self) -> dict[str, Any]:
         return {"className": self.class_name, "nullValue": self.null_value}
-
 
 
 class _ZeroTransformation(Transformation):
@@ -536,5 +542,3 @@ class NullToZeroTransformation(_ZeroTransformation):
 
     def to_json_obj(self) -> dict[str, Any]:
         return {"className": self.class_name}
-
-

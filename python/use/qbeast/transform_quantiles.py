@@ -7,8 +7,9 @@ value equal to a duplicated boundary lands exactly where qbeast-spark puts it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -211,4 +212,3 @@ class StringHistogramTransformation(Transformation):
 
     def to_json_obj(self) -> dict[str, Any]:
         return {"className": self.class_name, "histogram": list(self.histogram)}
-

@@ -10,8 +10,9 @@ Scala name; a Scala `object`'s trailing `$` is accepted) and refuse anything els
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
@@ -153,10 +154,7 @@ class HashTransformer(Transformer):
 
 def quantiles_hint(column: str) -> str:
     """How a Python caller gives a quantiles column its boundaries (the one wording every message uses)."""
-    return (
-        f"pass column_stats={{'{column}_quantiles': QbeastTable.compute_quantiles(df, '{column}')}} to "
-        "QbeastTable.write"
-    )
+    return f"pass column_stats={{'{column}_quantiles': QbeastTable.compute_quantiles(df, '{column}')}} to QbeastTable.write"
 
 
 def _quantiles_from(stats: Mapping[str, Any], key: str, column: str) -> Sequence[Any] | None:
@@ -340,7 +338,9 @@ def transformer_from_json_obj(obj: Any, where: str = "columnTransformer") -> Tra
         if name == EmptyTransformer.class_name:
             return EmptyTransformer(column)
         if name == StringHistogramTransformer.class_name:
-            return StringHistogramTransformer(column, _datatype(obj, "dataType", where, ALL_TYPES) if "dataType" in obj else STRING)
+            return StringHistogramTransformer(
+                column, _datatype(obj, "dataType", where, ALL_TYPES) if "dataType" in obj else STRING
+            )
     except (InvalidArgumentError, UnsupportedTypeError) as e:
         raise CorruptIndexMetadataError(f"{where} is invalid: {e}") from None
     raise CorruptIndexMetadataError(f"{where} has an unknown className {obj.get('className')!r}")

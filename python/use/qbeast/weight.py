@@ -15,7 +15,8 @@ import datetime as _dt
 import decimal
 import math
 import struct
-from typing import Any, Sequence, overload
+from collections.abc import Sequence
+from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
@@ -152,7 +153,7 @@ def scala_murmur_bytes(data: bytes, seed: int = SCALA_ARRAY_SEED) -> int:
 # --- Spark's hash() -----------------------------------------------------------------------------
 
 _EPOCH_DATE = _dt.date(1970, 1, 1)
-_EPOCH_TS = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_EPOCH_TS = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 _TYPE_ALIASES = {
     "boolean": "boolean",
@@ -243,7 +244,7 @@ def _hash_one(v: Any, kind: str, seed: int) -> int:
         if isinstance(v, int):
             micros = v
         else:
-            ts = v if v.tzinfo is not None else v.replace(tzinfo=_dt.timezone.utc)
+            ts = v if v.tzinfo is not None else v.replace(tzinfo=_dt.UTC)
             delta = ts - _EPOCH_TS
             micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
         return _hash_long(micros, seed)
@@ -278,7 +279,7 @@ def spark_hash(values: Sequence[Any], types: Sequence[Any]) -> int:
     if len(values) != len(types):
         raise InvalidArgumentError(f"spark_hash got {len(values)} values but {len(types)} types")
     h = SPARK_HASH_SEED
-    for v, t in zip(values, types):
+    for v, t in zip(values, types, strict=False):
         if v is None:
             continue
         h = _hash_one(v, _type_name(t), h)

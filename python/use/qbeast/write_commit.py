@@ -89,8 +89,10 @@ def commit_write(
     wrote = bool(num_rows) and bool(revision.transformations)
     parameters = {"mode": MODES[mode], "partitionBy": json.dumps([])}
     if snapshot is None:
-        declared = revision if wrote else staging_revision(
-            revision.table_id, revision.columns, revision.desired_cube_size, int(time.time() * 1000)
+        declared = (
+            revision
+            if wrote
+            else staging_revision(revision.table_id, revision.columns, revision.desired_cube_size, int(time.time() * 1000))
         )
         conf = configuration_with_revision(
             dict(configuration or {}), declared, add_staging=True, overwrite=True, extra=extra,
@@ -167,9 +169,14 @@ def _opens_revision_only(snapshot: Any, metadata: Metadata, revision: Revision) 
 
     read = dict(snapshot.metadata.configuration)
     latest = revisions_from_configuration(read).get(latest_revision_id(read))
-    if latest is None or latest.is_staging or (latest.columns, latest.desired_cube_size) != (
-        revision.columns,
-        revision.desired_cube_size,
+    if (
+        latest is None
+        or latest.is_staging
+        or (latest.columns, latest.desired_cube_size)
+        != (
+            revision.columns,
+            revision.desired_cube_size,
+        )
     ):
         return False
     mine = {f"{REVISION_PREFIX}{revision.revision_id}", LAST_REVISION_KEY}
@@ -194,4 +201,3 @@ def metadata_with_configuration(qsnap: QbeastSnapshot, conf: dict[str, str]) -> 
 
     current = DeltaLog.for_path(qsnap.table_root).snapshot(version=qsnap.version).metadata
     return replace(current, configuration=conf)
-

@@ -98,9 +98,7 @@ class _RowSplitter:
     (what the block statistics need); pieces of one call are slices of one batch sorted by file.
     """
 
-    def __init__(
-        self, revision: Revision, cube_weights: Mapping[str, int], plan: RollupPlan, data_names: Sequence[str]
-    ) -> None:
+    def __init__(self, revision: Revision, cube_weights: Mapping[str, int], plan: RollupPlan, data_names: Sequence[str]) -> None:
         self._revision = revision
         self._table = JointLookup(CubeLookup(cube_weights), plan.file_lookup())
         self._data_names = list(data_names)
@@ -117,7 +115,7 @@ class _RowSplitter:
         sorted_files = files[order]
         rows = rows.take(pa.array(order))
         cuts = [0, *(np.flatnonzero(sorted_files[1:] != sorted_files[:-1]) + 1).tolist(), len(files)]
-        return [(int(sorted_files[a]), rows.slice(a, b - a)) for a, b in zip(cuts[:-1], cuts[1:])]
+        return [(int(sorted_files[a]), rows.slice(a, b - a)) for a, b in zip(cuts[:-1], cuts[1:], strict=False)]
 
 
 def _pack_task(splitter: _RowSplitter, part_keys: np.ndarray, flush_bytes: int) -> Any:
@@ -224,7 +222,12 @@ def _blocks_json(partials: Sequence[pa.Table], cube_weights: Mapping[str, int]) 
     table = pa.concat_tables(partials)
     grouped = table.group_by("cube").aggregate([("w_min", "min"), ("n", "sum")])
     rows = sorted(
-        zip(grouped.column("cube").to_pylist(), grouped.column("w_min_min").to_pylist(), grouped.column("n_sum").to_pylist()),
+        zip(
+            grouped.column("cube").to_pylist(),
+            grouped.column("w_min_min").to_pylist(),
+            grouped.column("n_sum").to_pylist(),
+            strict=False,
+        ),
         key=lambda r: cube_sort_key(r[0]),
     )
     blocks = [Block(c, int(lo), int(cube_weights.get(c, MAX_WEIGHT)), int(n)) for c, lo, n in rows]
@@ -379,7 +382,7 @@ class _TaskFiles:
         def describe(add: AddFile, partials: Sequence[pa.Table]) -> None:
             blocks, num_rows = _blocks_json(partials, self._settings.cube_weights)
             for key, value in zip(
-                _RESULT_SCHEMA.names, (add.path, add.size, add.modification_time, add.stats, blocks, num_rows)
+                _RESULT_SCHEMA.names, (add.path, add.size, add.modification_time, add.stats, blocks, num_rows), strict=False
             ):
                 out[key].append(value)
 
@@ -476,11 +479,9 @@ def _jvm_result(files: Sequence[JvmFile], settings: _FileSettings) -> pa.Table:
     root = local_root(settings.table_root)
     out: dict[str, list[Any]] = {f.name: [] for f in _RESULT_SCHEMA}
     for f in files:
-        stats = file_stats_json(
-            pq.read_metadata(os.path.join(root, f.name)), settings.data_schema, nan_columns=f.nan_columns
-        )
+        stats = file_stats_json(pq.read_metadata(os.path.join(root, f.name)), settings.data_schema, nan_columns=f.nan_columns)
         blocks, num_rows = _blocks_json([f.blocks], settings.cube_weights)
-        for key, value in zip(_RESULT_SCHEMA.names, (f.name, f.size, f.modification_time, stats, blocks, num_rows)):
+        for key, value in zip(_RESULT_SCHEMA.names, (f.name, f.size, f.modification_time, stats, blocks, num_rows), strict=False):
             out[key].append(value)
     return pa.Table.from_pydict(out, schema=_RESULT_SCHEMA)
 
@@ -600,7 +601,7 @@ def write_files(
             result.column("modification_time").to_pylist(),
             result.column("stats").to_pylist(),
             result.column("blocks").to_pylist(),
+            strict=False,
         )
     ]
     return adds, int(sum(result.column("num_rows").to_pylist()))
-

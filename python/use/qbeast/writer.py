@@ -40,16 +40,16 @@ from use.qbeast.index_plan import (
 from use.qbeast.revision import DEFAULT_CUBE_SIZE, Revision, check_cube_size, configuration_with_revision, parse_column_specs
 from use.qbeast.revision_change import compute_revision_change, widening_origin
 from use.qbeast.write_commit import MODES, commit_write, metadata_with_configuration
+from use.qbeast.write_scope import write_scope
 from use.qbeast.write_shuffle import (
     DEFAULT_MAX_READ_SLOWDOWN,
     MAX_READ_SLOWDOWN_CONF,
     WriteShape,
     should_shuffle,
 )
-from use.qbeast.write_scope import write_scope
+from use.qbeast.write_tasks import CUBE_COLUMN, FILE_COLUMN, write_files
 from use.spark_files import OPTIMIZE_WRITE_PROPERTY as _OPTIMIZE_WRITE_PROPERTY
 from use.spark_files import conform_to_table
-from use.qbeast.write_tasks import CUBE_COLUMN, FILE_COLUMN, write_files
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -112,9 +112,7 @@ def _arrow_schema(df: DataFrame) -> pa.Schema:
     return to_arrow_schema(df.schema, prefers_large_types=False)
 
 
-def _optimize_write(
-    spark: SparkSession, requested: bool | None, configuration: Mapping[str, str] | None
-) -> bool | None:
+def _optimize_write(spark: SparkSession, requested: bool | None, configuration: Mapping[str, str] | None) -> bool | None:
     """Whether a write shuffles its rows so each file of the plan is written once (see `write`).
 
     The argument wins, then the Spark conf `spark.qbeast.index.optimizeWrite`, then the table
@@ -400,8 +398,15 @@ def index_into_revision(
     transformers = parse_column_specs(list(latest.columns), data_schema, existing=latest)
     stats = collect_stats(df, transformers)
     revision, is_new = compute_revision_change(
-        latest, transformers, stats, latest.desired_cube_size, None, latest.table_id, int(time.time() * 1000),
-        _revision_margin(spark, qsnap.configuration), widening_origin(qsnap.revisions.values(), latest),
+        latest,
+        transformers,
+        stats,
+        latest.desired_cube_size,
+        None,
+        latest.table_id,
+        int(time.time() * 1000),
+        _revision_margin(spark, qsnap.configuration),
+        widening_origin(qsnap.revisions.values(), latest),
     )
     num_rows = int(stats.get("count") or 0)
     if not num_rows:
@@ -486,4 +491,3 @@ def rewrite_with_existing_weights(
             sample_files=sample_files,
         )
     return adds
-

@@ -218,9 +218,7 @@ def check_data_dir(data_dir: DataDir) -> None:
             pass
     except OSError as e:
         reason = e.strerror or str(e)
-        raise ServerError(
-            f"--data-dir {data_dir.root} cannot be written ({reason}); pass a directory you can write to"
-        ) from None
+        raise ServerError(f"--data-dir {data_dir.root} cannot be written ({reason}); pass a directory you can write to") from None
 
 
 def check_port_free(host: str, port: int) -> None:

@@ -76,8 +76,7 @@ class DemoTable:
 #: What the demo prints to watch the optimizer: the seeds' queries, on the demo table.
 DEMO_QUERIES = (
     f"SELECT * FROM use_catalog.spark_catalog.default.{DEMO_TABLE}.optimizations",
-    "SELECT * FROM use_catalog.system_lake_tables.metastore_summary "
-    f"WHERE table_properties['{AUTO_OPTIMIZE_KEY}'] is not null",
+    f"SELECT * FROM use_catalog.system_lake_tables.metastore_summary WHERE table_properties['{AUTO_OPTIMIZE_KEY}'] is not null",
     "SELECT * FROM use_catalog.system_lake_tables.service_status",
 )
 
@@ -103,7 +102,7 @@ def print_demo(options: ServerOptions, out: Callable[[str], None]) -> None:
         f"JDBC URL: {options.jdbc_url}",
         "",
         "connect with beeline:",
-        f'  java -cp "$({python} -c \'import os, pyspark; print(os.path.dirname(pyspark.__file__))\')/jars/*" \\',
+        f"  java -cp \"$({python} -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars/*\" \\",
         f'      org.apache.hive.beeline.BeeLine -u {options.jdbc_url} -n "$USER"',
         "or with PyHive:",
         f"  {python} -c \"from pyhive import hive; c = hive.connect(host='{host}', port={port}).cursor(); "

@@ -31,9 +31,9 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from use.errors import ServerError, UseError
 from use.server.config import READY_PREFIX, ServerOptions, check_data_dir, check_port_free, spark_conf
@@ -115,7 +115,11 @@ class UseServer:
             self._open_log()
             log.info(
                 "starting: data dir %s, %s:%d, master %s, conf %s",
-                d.root, self.options.host, self.options.port, self.options.master, dict(self.options.conf),
+                d.root,
+                self.options.host,
+                self.options.port,
+                self.options.master,
+                dict(self.options.conf),
             )
             started = time.monotonic()
             with _output_to(d.log_file):
@@ -224,8 +228,7 @@ class UseServer:
                 pass
             if not self._jvm_alive():
                 raise ServerError(
-                    f"the JVM ended before the Thrift server listened on {host}:{port}; "
-                    f"see {self.options.data_dir.log_file}"
+                    f"the JVM ended before the Thrift server listened on {host}:{port}; see {self.options.data_dir.log_file}"
                 )
             if time.monotonic() > deadline:
                 raise ServerError(

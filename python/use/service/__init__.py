@@ -16,8 +16,8 @@ Modules, one job each; only `runner` runs Spark:
 
 from __future__ import annotations
 
-from use.service.registry import ALTERED, CREATED, DROPPED, TableEvent, TableInfo, TableRegistry, TableSource
 from use.service.records import IDLE, RUNNING, SCHEDULED, ManualDecision, TableState
+from use.service.registry import ALTERED, CREATED, DROPPED, TableEvent, TableInfo, TableRegistry, TableSource
 from use.service.service import OptimizationService
 from use.service.sources import LocationSource
 from use.service.status import SERVICE_STATUS_SCHEMA, TABLE_STATE_SCHEMA

@@ -144,15 +144,15 @@ class EventTarget(Protocol):
 class MetastoreEvents:
     """Catalog events of the session's metastore, handed to the service as `TableEvent`s at once.
 
-    The shim's `use.sql.CatalogEvents` listens on the shared external catalog (every session's
-    DDL: JDBC, PySpark, USE's own catalog) and queues (kind, database, table); this class drains the
-    queue on its own thread, so the DDL's thread never waits for the service. A created or altered
-    table is looked up in the metastore for its location (properties are then read from its log by
-    the registry); a dropped one is found by name among the tables the service knows. A dropped
-    database drops the tables it named, and then, like events lost to a full queue, asks the
-service for a full listing.
-    Without the shim (a session built without it) there are no events, only the listing every
-    interval.
+        The shim's `use.sql.CatalogEvents` listens on the shared external catalog (every session's
+        DDL: JDBC, PySpark, USE's own catalog) and queues (kind, database, table); this class drains the
+        queue on its own thread, so the DDL's thread never waits for the service. A created or altered
+        table is looked up in the metastore for its location (properties are then read from its log by
+        the registry); a dropped one is found by name among the tables the service knows. A dropped
+        database drops the tables it named, and then, like events lost to a full queue, asks the
+    service for a full listing.
+        Without the shim (a session built without it) there are no events, only the listing every
+        interval.
     """
 
     def __init__(self, spark: SparkSession, target: EventTarget, poll_ms: int = 500) -> None:

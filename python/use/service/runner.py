@@ -50,16 +50,15 @@ class SparkRunner:
         if mode != "FAIR":
             _log.warning(
                 "spark.scheduler.mode is %s: optimization jobs share one FIFO queue with queries; "
-                "set spark.scheduler.mode=FAIR on the session (use.service.runner.SPARK_CONF)", mode
+                "set spark.scheduler.mode=FAIR on the session (use.service.runner.SPARK_CONF)",
+                mode,
             )
 
     def session_conf(self) -> dict[str, str]:
         """The session's `spark.qbeast.use.*` settings (service settings and table-key defaults)."""
         return session_conf(self.spark, SPARK_PREFIX)
 
-    def optimize(
-        self, start: RunStart, *, stop: StopToken, cancel: StopToken, on_iteration: Callable[[Any], None]
-    ) -> str:
+    def optimize(self, start: RunStart, *, stop: StopToken, cancel: StopToken, on_iteration: Callable[[Any], None]) -> str:
         """Run the optimizer loop on the table; returns the loop's outcome (converged, stopped, ...)."""
         sc = self.spark.sparkContext
         sc.setLocalProperty(POOL_PROPERTY, self.pool)

@@ -49,28 +49,28 @@ from typing import Any
 from use.errors import ConfigError, TableNotFoundError
 from use.optimize.config import OptimizationConfig, gc_enabled, is_continuous
 from use.service.records import (
-    Candidate,
     DROPPED,
-    Estimate,
     FAILED,
     GC_ERROR,
-    GcRecord,
     INTERRUPTED,
-    LayoutFigures,
     MANUAL_TRIGGER,
-    ManualDecision,
     NOTHING_TO_DO,
     PROPERTIES_ERROR,
     READ_ERROR,
     RUN_ERROR,
+    SCHEDULED_TRIGGER,
+    SERVICE_STOPPING,
+    UNSET,
+    Candidate,
+    Estimate,
+    GcRecord,
+    LayoutFigures,
+    ManualDecision,
     Run,
     RunRecord,
     RunStart,
-    SCHEDULED_TRIGGER,
-    SERVICE_STOPPING,
     SchedulerSettings,
     TableState,
-    UNSET,
     as_settings,
     optimization_keys,
     relevant_properties,
@@ -133,7 +133,9 @@ class Scheduler:
 
     # --- the registry's view -----------------------------------------------------------------
 
-    def upsert(self, location: str, name: str, properties: Mapping[str, str], now: float, *, read_error: str | None = None) -> None:
+    def upsert(
+        self, location: str, name: str, properties: Mapping[str, str], now: float, *, read_error: str | None = None
+    ) -> None:
         """A table was seen (created, altered, or listed by a refresh)."""
         old = self._tables.get(location)
         relevant = relevant_properties(properties)
@@ -262,9 +264,7 @@ class Scheduler:
     def needs_estimate(self, now: float) -> list[Candidate]:
         """Due tables without a plan yet: the service plans each (outside its lock) and reports back."""
         return [
-            Candidate(s.location, s.name, s.next_trigger, s.manual or (), s.seq)
-            for s in self.queue(now)
-            if s.estimate is None
+            Candidate(s.location, s.name, s.next_trigger, s.manual or (), s.seq) for s in self.queue(now) if s.estimate is None
         ]
 
     def set_estimate(self, location: str, seq: int, estimate: Estimate, now: float, layout: LayoutFigures | None = None) -> None:

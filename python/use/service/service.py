@@ -47,7 +47,6 @@ from use.service import active
 from use.service import state as state_file
 from use.service.gc import collect_garbage
 from use.service.probe import ProbeFn, probe
-from use.service.registry import TableChange, TableEvent, TableInfo, TableRegistry, TableSource
 from use.service.records import (
     FAILED,
     SERVICE_STOPPING,
@@ -57,6 +56,7 @@ from use.service.records import (
     SchedulerSettings,
     TableState,
 )
+from use.service.registry import TableChange, TableEvent, TableInfo, TableRegistry, TableSource
 from use.service.schedule import Scheduler
 from use.service.sources import forget_log, read_table
 from use.service.status import service_status, table_states
@@ -312,7 +312,9 @@ class OptimizationService:
         try:
             self._registry.refresh()
         except Exception as exc:  # noqa: BLE001 - keep what is known; try again next interval
-            log.warning("listing the tables failed (%s); keeping the %d known table(s)", _describe(exc), len(self._registry.tables()))
+            log.warning(
+                "listing the tables failed (%s); keeping the %d known table(s)", _describe(exc), len(self._registry.tables())
+            )
             return
         tables = self._registry.tables()
         with self._cond:

@@ -27,6 +27,7 @@ _log = logging.getLogger("use.service.sources")
 # A warehouse nests tables at most this deep (<dir>/<db>.db/<table>); deeper directories are data.
 _MAX_DEPTH = 2
 
+
 def delta_log(location: str) -> DeltaLog:
     """The service's `DeltaLog` of a table: the process's shared one (`use.delta.log_cache`), so its
     snapshot cache serves the refresh, the plan checks, GC and SQL queries alike."""

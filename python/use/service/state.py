@@ -119,6 +119,8 @@ def load_states(path: str | os.PathLike[str]) -> list[TableState]:
         _log.warning(
             "the service state file %s cannot be read (%s); moved to %s, starting from the tables alone "
             "(schedules come back from the table properties; failure counts and queued manual runs are lost)",
-            target, exc, aside,
+            target,
+            exc,
+            aside,
         )
         return []

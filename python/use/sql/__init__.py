@@ -28,7 +28,16 @@ from use.errors import InvalidArgumentError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["EXTENSION_CLASS", "CATALOG_CLASS", "LAKE_CATALOG_CLASS", "LAKE_CATALOG_NAME", "session_conf", "install", "installed", "configured"]
+__all__ = [
+    "EXTENSION_CLASS",
+    "CATALOG_CLASS",
+    "LAKE_CATALOG_CLASS",
+    "LAKE_CATALOG_NAME",
+    "session_conf",
+    "install",
+    "installed",
+    "configured",
+]
 
 EXTENSION_CLASS = "use.sql.UseSparkSessionExtension"
 CATALOG_CLASS = "use.sql.UseCatalog"
@@ -54,14 +63,14 @@ def session_conf(conf: Mapping[str, str] | None = None) -> dict[str, str]:
     return {_EXTENSIONS_KEY: ",".join(extensions), _CATALOG_KEY: CATALOG_CLASS, _LAKE_CATALOG_KEY: LAKE_CATALOG_CLASS}
 
 
-def configured(spark: "SparkSession") -> bool:
+def configured(spark: SparkSession) -> bool:
     """Whether the session was started with USE's extension and session catalog."""
     conf = spark.sparkContext.getConf()
     extensions = [e.strip() for e in (conf.get(_EXTENSIONS_KEY) or "").split(",")]
     return EXTENSION_CLASS in extensions and conf.get(_CATALOG_KEY) == CATALOG_CLASS
 
 
-def installed(spark: "SparkSession") -> bool:
+def installed(spark: SparkSession) -> bool:
     """Whether the JVM has a Python side registered (SQL on USE tables works)."""
     from use.shim import shim_loaded
 
@@ -70,7 +79,7 @@ def installed(spark: "SparkSession") -> bool:
     return bool(spark.sparkContext._jvm.use.sql.Bridge.isRegistered())  # type: ignore[attr-defined]
 
 
-def install(spark: "SparkSession") -> None:
+def install(spark: SparkSession) -> None:
     """Register this driver's Python side with the JVM so that SQL on Delta/Qbeast tables works.
 
     The session must have been started with the shim jar and the conf of `session_conf()` (both
@@ -103,7 +112,7 @@ PATH_PROVIDER_CLASSES = ("delta.DefaultSource", "qbeast.DefaultSource")
 _DISABLED_V2_WRITERS = "spark.sql.streaming.disabledV2Writers"
 
 
-def _stream_through_v1_sink(spark: "SparkSession") -> None:
+def _stream_through_v1_sink(spark: SparkSession) -> None:
     """`writeStream.format("delta")` (or "qbeast") takes the provider's micro-batch sink only when
     Spark is told not to look for a DSv2 streaming write on it (the provider's tables have none);
     other entries kept."""

@@ -70,7 +70,7 @@ def _with_user_metadata(method: Method) -> Method:
     JDBC client's SET)."""
     from use.delta.actions import commit_user_metadata
 
-    def run(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    def run(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
         given = next((str(v) for k, v in (req.get("options") or {}).items() if str(k).lower() == "usermetadata"), None)
         if given is None:
             # each of these calls hands over the written DataFrame first, if any (a DELETE of whole files has none)
@@ -88,7 +88,7 @@ def _with_table_defaults(method: Method, from_dataframe: bool = True) -> Method:
     the session of the DataFrame written, or the one the shim passes first (CREATE TABLE, REPLACE)."""
     from use.session import statement_table_defaults
 
-    def run(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    def run(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
         if from_dataframe:
             session = written_session(spark, args)
         else:
@@ -105,7 +105,7 @@ def _with_auto_compaction(method: Method, until_statement_ends: bool = False) ->
     step leaves it to `rowLevelEnd`); the session's settings are checked before anything is written."""
     from use.optimize.auto_compact import compacting_after
 
-    def run(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+    def run(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
         # each of these calls hands over the written DataFrame first, if any (a DELETE of whole files has none)
         with compacting_after(written_session(spark, args), until_statement_ends=until_statement_ends):
             return method(spark, req, args)
@@ -219,7 +219,11 @@ def register_bridge(spark: SparkSession) -> Bridge:
         gateway = spark.sparkContext._gateway  # type: ignore[attr-defined]
         ensure_callback_server_started(gateway)
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-        if _registered is None or _registered.spark.sparkContext is not spark.sparkContext or not jvm.use.sql.Bridge.isRegistered():
+        if (
+            _registered is None
+            or _registered.spark.sparkContext is not spark.sparkContext
+            or not jvm.use.sql.Bridge.isRegistered()
+        ):
             _registered = Bridge(spark)
             jvm.use.sql.Bridge.register(_registered)
         return _registered

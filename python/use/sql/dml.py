@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from use.delta.log_cache import shared_log
 from use.errors import InvalidArgumentError, TableConstraintError
 from use.qbeast.revision import adds_revisions_only
 from use.sql.bridge import dataframe
 from use.sql.scan import file_uris
-from use.delta.log_cache import shared_log
 from use.sql.tables import snapshot_of, table_root
 from use.sql.write import rows_written
 
@@ -53,9 +53,8 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
     from use.delta.snapshot import change_data_feed_active, check_write_support
     from use.delta.transaction import Transaction
     from use.optimize.executor import delete_written, num_records
-    from use.spark_files import write_dataframe_files
-
     from use.qbeast.reader import expression_to_predicate
+    from use.spark_files import write_dataframe_files
 
     started = time.time()
     # args: the rows that replace the removed files (none when whole files go), then the target's
@@ -119,7 +118,9 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
             "executionTimeMs": int((time.time() - started) * 1000),
         }  # fmt: skip
         # strings, as Delta writes a commit's metrics
-        txn.commit(operation, {"predicate": json.dumps([req.get("predicate") or "true"])}, {k: str(v) for k, v in metrics.items()})
+        txn.commit(
+            operation, {"predicate": json.dumps([req.get("predicate") or "true"])}, {k: str(v) for k, v in metrics.items()}
+        )
     except BaseException:
         delete_written(root, list(adds))
         raise

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -106,8 +107,8 @@ def _check_settings(location: str, insight: str, spark_conf: Mapping[str, str]) 
     and the session's defaults (`use.insights.check`): raised in the reader's Python worker it
     would reach the client as a Python traceback inside a failed Spark job, not as this one clean
     error with its SQLSTATE."""
-    from use.insights.facts import TableFacts
     from use.delta.log_cache import shared_log
+    from use.insights.facts import TableFacts
     from use.sql.tables import table_root
 
     log = shared_log(table_root(location))
@@ -181,8 +182,13 @@ def read_request(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
 def _identities(text: str) -> list[TableIdentity]:
     return [
         TableIdentity(
-            catalog=t["catalog"], database=t["database"], table_name=t["table_name"], table_type=t.get("table_type"),
-            provider=t.get("provider"), location=t.get("location"), table_properties=t.get("table_properties") or {},
+            catalog=t["catalog"],
+            database=t["database"],
+            table_name=t["table_name"],
+            table_type=t.get("table_type"),
+            provider=t.get("provider"),
+            location=t.get("location"),
+            table_properties=t.get("table_properties") or {},
         )  # fmt: skip
         for t in json.loads(text)
     ]

@@ -79,7 +79,7 @@ class Procedure:
     name: str
     description: str
     parameters: tuple[Parameter, ...]
-    run: Callable[["SparkSession", "TableRef", Mapping[str, Any]], pa.Table]
+    run: Callable[[SparkSession, TableRef, Mapping[str, Any]], pa.Table]
     #: What a catalog table of parquet files becomes (its registration's provider, which the shim
     #: changes after the call): the converting procedures take such tables; None for the others.
     converts_to: str | None = None
@@ -141,7 +141,7 @@ def resolve_table(ref: Mapping[str, Any] | None, *, allow_parquet: bool = False)
 # --- the procedures ---------------------------------------------------------------------------------
 
 
-def _optimize(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
+def _optimize(spark: SparkSession, table: TableRef, args: Mapping[str, Any]) -> pa.Table:
     from use.optimize.loop import optimize_path
 
     dry_run = args.get("dry_run")
@@ -165,11 +165,11 @@ NOTHING = "none"
 NOTHING_SELECTED = "nothing_selected"
 
 
-def _nothing_reason(result: "OptimizeResult") -> str:
+def _nothing_reason(result: OptimizeResult) -> str:
     return result.note or f"nothing to optimize ({result.outcome})"
 
 
-def _nothing_planned(result: "OptimizeResult") -> pa.Table:
+def _nothing_planned(result: OptimizeResult) -> pa.Table:
     """A dry run that planned nothing: one row, no task, zero files and bytes, and why nothing was
     selected in `reason` (what the CLI and `print(result)` say), so a SQL client sees the reason."""
     from use.optimize.plan import Plan
@@ -180,7 +180,7 @@ def _nothing_planned(result: "OptimizeResult") -> pa.Table:
     return pa.Table.from_pylist([row], schema=plan.to_table().schema)
 
 
-def _nothing_selected(result: "OptimizeResult") -> pa.Table:
+def _nothing_selected(result: OptimizeResult) -> pa.Table:
     """A run that selected nothing: one row of zero metrics, `status` nothing_selected, the
     strategies tried in `strategy`, the table version planned on in `read_version`, and why
     nothing was selected in `reason` (what the CLI and `print(result)` say)."""
@@ -203,9 +203,9 @@ RETENTION_CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 VACUUM_SCHEMA = pa.schema([("path", pa.string()), ("bytes", pa.int64()), ("deleted", pa.bool_())])
 
 
-def _vacuum(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
-    from use.delta.vacuum import vacuum
+def _vacuum(spark: SparkSession, table: TableRef, args: Mapping[str, Any]) -> pa.Table:
     from use.delta.log_cache import shared_log
+    from use.delta.vacuum import vacuum
 
     dry_run, force = args.get("dry_run"), args.get("force")
     for key, value in (("dry_run", dry_run), ("force", force)):
@@ -236,7 +236,7 @@ CONVERT_SCHEMA = pa.schema(
 )
 
 
-def _convert(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
+def _convert(spark: SparkSession, table: TableRef, args: Mapping[str, Any]) -> pa.Table:
     from use.qbeast.convert import convert_to_qbeast
 
     columns = args.get("columns_to_index")
@@ -262,7 +262,7 @@ CONVERT_DELTA_SCHEMA = pa.schema(
 )
 
 
-def _convert_delta(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
+def _convert_delta(spark: SparkSession, table: TableRef, args: Mapping[str, Any]) -> pa.Table:
     from use.delta.convert import convert_to_delta
     from use.sql.tables import spark_schema_to_arrow
 
@@ -326,9 +326,9 @@ RESTORE_SCHEMA = pa.schema(
 )
 
 
-def _restore(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
-    from use.delta.restore import restore
+def _restore(spark: SparkSession, table: TableRef, args: Mapping[str, Any]) -> pa.Table:
     from use.delta.log_cache import shared_log
+    from use.delta.restore import restore
 
     r = restore(shared_log(table.root), args.get("version"), args.get("timestamp"))
     return pa.Table.from_pylist(
@@ -344,12 +344,14 @@ def _restore(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) ->
 GENERATE_SCHEMA = pa.schema([("manifests_written", pa.int64()), ("manifests_deleted", pa.int64())])
 
 
-def _generate(spark: "SparkSession", table: TableRef, args: Mapping[str, Any]) -> pa.Table:
-    from use.delta.manifest import generate_table
+def _generate(spark: SparkSession, table: TableRef, args: Mapping[str, Any]) -> pa.Table:
     from use.delta.log_cache import shared_log
+    from use.delta.manifest import generate_table
 
     r = generate_table(shared_log(table.root), args.get("mode"))
-    return pa.Table.from_pylist([{"manifests_written": len(r.written), "manifests_deleted": len(r.deleted)}], schema=GENERATE_SCHEMA)
+    return pa.Table.from_pylist(
+        [{"manifests_written": len(r.written), "manifests_deleted": len(r.deleted)}], schema=GENERATE_SCHEMA
+    )
 
 
 PROCEDURES: Mapping[str, Procedure] = {
@@ -436,7 +438,7 @@ PROCEDURES: Mapping[str, Procedure] = {
 # --- the bridge methods -----------------------------------------------------------------------------
 
 
-def describe_procedures(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def describe_procedures(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """Every procedure's name, description and parameters (the shim asks once and caches)."""
     return {"procedures": [p.to_json() for p in PROCEDURES.values()]}
 
@@ -449,7 +451,7 @@ def procedure(name: str) -> Procedure:
     return found
 
 
-def call_procedure(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def call_procedure(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """Run one CALL: `req` is `{"procedure": name, "args": {parameter: value}}` with table
     parameters resolved by the shim, `args` the calling session (its settings are the procedure's
     session defaults, as for the Python API); the answer is the result as a Spark schema and JSON
@@ -509,7 +511,7 @@ def result_json(table: pa.Table) -> dict[str, Any]:
     rows = []
     for i in range(table.num_rows):
         row = []
-        for is_map, col in zip(maps, columns):
+        for is_map, col in zip(maps, columns, strict=False):
             v = col[i]
             if is_map and v is not None:
                 v = {str(k): val for k, val in v}
@@ -520,19 +522,19 @@ def result_json(table: pa.Table) -> dict[str, Any]:
     return {"schema": from_arrow_schema(table.schema).json(), "rows": rows}
 
 
-def manual_trigger(spark: "SparkSession", req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def manual_trigger(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """ALTER TABLE use_catalog.<catalog>.<db>.<t> SET TBLPROPERTIES (...): one optimization with
     those settings, the table's properties untouched. `req`: `{"table": ref, "settings": {...}}`.
 
     The settings are checked first (only `use.optimization.*` keys, each through the config parser):
     a bad one is a ConfigError and nothing happens. The answer says what happened (`ran`, `queued`,
     `reason`); the reason is logged too, since ALTER TABLE returns no rows."""
+    from use.delta.log_cache import shared_log
     from use.optimize.config import PREFIX as OPT_PREFIX
     from use.optimize.config import OptimizationConfig, is_continuous
     from use.optimize.loop import optimize_path, session_defaults
     from use.service import active
     from use.sql.bridge import calling_session
-    from use.delta.log_cache import shared_log
 
     spark = calling_session(spark, args)
     table = resolve_table(req.get("table"))

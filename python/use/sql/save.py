@@ -11,10 +11,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from use.delta.log_cache import shared_log
 from use.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
 from use.qbeast.revision import cube_size_option
 from use.sql.bridge import dataframe
-from use.delta.log_cache import shared_log
 from use.sql.tables import check_schema_change, is_qbeast, spark_schema_to_arrow, table_root
 from use.sql.write import cube_size_of, dynamic_overwrite, indexed_columns, write_delta, write_replacing_where
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 #: Spark's SaveMode names, as the V1 write passes them, to `DeltaTable.write`'s modes.
 _SAVE_MODES = {"Append": "append", "Overwrite": "overwrite", "ErrorIfExists": "errorifexists", "Ignore": "ignore"}
+
 
 def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """`df.write.format("delta").save(path)` in any save mode, with Delta's semantics (the shim's
@@ -65,7 +66,7 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
     if mode == "errorifexists":
         raise TableAlreadyExistsError(
             f"a Delta table already exists at {root} (save mode errorifexists, Spark's default): write with "
-            ".mode(\"append\") to add rows or .mode(\"overwrite\") to replace them, or save to another path"
+            '.mode("append") to add rows or .mode("overwrite") to replace them, or save to another path'
         )
     if mode == "ignore":
         return {"created": False, "root": root}
@@ -277,7 +278,9 @@ def _columns_to_add(snap: Snapshot, df: DataFrame, merge_schema: bool) -> list[d
     data = df.schema.jsonValue()["fields"]
     added = [f for f in data if f["name"].lower() not in table]
     problems = [
-        p for f in data if f["name"].lower() in table and (p := write_type_problem(f["type"], table[f["name"].lower()]["type"], f["name"]))
+        p
+        for f in data
+        if f["name"].lower() in table and (p := write_type_problem(f["type"], table[f["name"].lower()]["type"], f["name"]))
     ]
     root = snap.table_root
     if problems:
@@ -307,7 +310,12 @@ def _columns_to_add(snap: Snapshot, df: DataFrame, merge_schema: bool) -> list[d
 
 
 def _write_merged(
-    spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str, added: Sequence[dict[str, Any]], app: tuple[str | None, int | None]
+    spark: SparkSession,
+    df: DataFrame,
+    snap: Snapshot,
+    mode: str,
+    added: Sequence[dict[str, Any]],
+    app: tuple[str | None, int | None],
 ) -> None:
     """`mergeSchema` with new columns: one commit holding the widened schema (the new columns at the
     end, nullable to the last nested field, as Delta adds them: `nullable_type`) and the rows (plus

@@ -33,7 +33,12 @@ def file_uris(root_uri: str, paths: list[str]) -> list[str]:
 
 
 def plan_json(
-    root: str, files: pa.Table, keys: Sequence[str], version: int, total_files: int, total_bytes: int,
+    root: str,
+    files: pa.Table,
+    keys: Sequence[str],
+    version: int,
+    total_files: int,
+    total_bytes: int,
     sample: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The files one scan reads (rows of a snapshot's `files`), as the shim's `ScanPlan.fromJson`
@@ -79,7 +84,7 @@ def plan_scans(spark: SparkSession, req: dict[str, Any], filters: list[Any]) -> 
 
     snapshots: dict[tuple[str, int | None], QbeastSnapshot] = {}
     out = []
-    for scan, condition in zip(req["scans"], filters):
+    for scan, condition in zip(req["scans"], filters, strict=False):
         key = (table_root(scan["location"]), scan.get("version"))
         qsnap = snapshots.get(key)
         if qsnap is None:

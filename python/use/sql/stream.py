@@ -32,9 +32,9 @@ import pyarrow.compute as pc
 
 from use.delta.actions import FILES_SCHEMA
 from use.delta.columnmapping import partition_value_keys
+from use.delta.log_cache import shared_log
 from use.errors import InvalidArgumentError, TableConstraintError
 from use.sql.scan import plan_json
-from use.delta.log_cache import shared_log
 from use.sql.tables import snapshot_of, table_root
 
 if TYPE_CHECKING:
@@ -137,8 +137,8 @@ class _Stream:
         operation = (commit.commit_info or {}).get("operation", "a commit")
         raise TableConstraintError(
             f"the stream reading {self.root} found version {commit.version} ({operation}), which removes rows: a stream "
-            "reads appends only. Restart it from a later version (.option(\"startingVersion\", ...)), or read with "
-            ".option(\"skipChangeCommits\", \"true\") to skip such commits (ignoreDeletes: those that only delete; "
+            'reads appends only. Restart it from a later version (.option("startingVersion", ...)), or read with '
+            '.option("skipChangeCommits", "true") to skip such commits (ignoreDeletes: those that only delete; '
             "ignoreChanges: stream their rewritten files again)"
         )
 
@@ -221,7 +221,7 @@ def _version_since(root: str, ms: int, starting_version: int | None) -> int:
         raise InvalidArgumentError("give the read option startingVersion or startingTimestamp, not both")
     version = shared_log(root).first_version_since(ms)
     if version is None:
-        when = dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(sep=" ", timespec="milliseconds")
+        when = dt.datetime.fromtimestamp(ms / 1000, dt.UTC).isoformat(sep=" ", timespec="milliseconds")
         raise InvalidArgumentError(
             f"startingTimestamp {when} UTC is after the latest commit of {root}: start the stream without it to read the "
             "table and then its changes, or give a time the table had commits at or after"

@@ -67,7 +67,7 @@ def snapshot_of(location: str, version: int | None = None, timestamp_ms: int | N
         if by_path:
             raise TableNotFoundError(
                 f"no Delta table at {root}: the path holds no _delta_log with commits; check the path, or write a "
-                "table there first (df.write.format(\"delta\").save(path), or CREATE TABLE <name> USING delta LOCATION "
+                'table there first (df.write.format("delta").save(path), or CREATE TABLE <name> USING delta LOCATION '
                 "'<path>' AS SELECT ...)"
             )
         raise TableNotFoundError(
@@ -140,7 +140,9 @@ def provider_options(provider: str, options: Mapping[str, str]) -> dict[str, str
     return out
 
 
-def table_settings(provider: str, properties: Mapping[str, str], options: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+def table_settings(
+    provider: str, properties: Mapping[str, str], options: Mapping[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
     """A CREATE statement's TBLPROPERTIES and OPTIONS, with a Qbeast table's index options taken from
     either: qbeast-spark's `CREATE TABLE t (...) USING qbeast TBLPROPERTIES ('columnsToIndex'='id')`
     declares the index as its OPTIONS do, so those keys move to the options (the writer then keeps
@@ -425,9 +427,12 @@ def protocol_upgrade(current: Snapshot, schema: pa.Schema, configuration: Mappin
 
     needed = DeltaLog._protocol_for(schema, configuration)
     have = current.protocol
-    if needed.min_reader_version <= have.min_reader_version and needed.min_writer_version <= have.min_writer_version and set(
-        needed.reader_features or ()
-    ) <= set(have.reader_features or ()) and set(needed.writer_features or ()) <= set(have.writer_features or ()):
+    if (
+        needed.min_reader_version <= have.min_reader_version
+        and needed.min_writer_version <= have.min_writer_version
+        and set(needed.reader_features or ()) <= set(have.reader_features or ())
+        and set(needed.writer_features or ()) <= set(have.writer_features or ())
+    ):
         return None
     return needed
 

@@ -183,7 +183,7 @@ def _check_rows_in_replaced_partitions(snap: Snapshot, adds: Sequence[AddFile], 
         return
     predicate = partition_predicate(filters, snap.schema)
     inside = files_matching(add_files_table(list(adds)), predicate, snap.schema, partition_columns=snap.partition_columns)
-    outside = [a for a, ok in zip(adds, inside.to_pylist()) if not ok]
+    outside = [a for a, ok in zip(adds, inside.to_pylist(), strict=False) if not ok]
     if outside:
         values = ", ".join(f"{k}={v}" for k, v in sorted(outside[0].partition_values.items()))
         raise InvalidArgumentError(
@@ -222,7 +222,9 @@ def _write_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, Any]) -
         new_configuration(provider, properties, options, schema, root)  # checks the index options
         configuration = check_properties(properties)
         if spec.get("comment") is not None:
-            raise InvalidArgumentError("COMMENT on a Qbeast table written by a query is not supported yet; use COMMENT ON TABLE after")
+            raise InvalidArgumentError(
+                "COMMENT on a Qbeast table written by a query is not supported yet; use COMMENT ON TABLE after"
+            )
         otree_write(
             spark,
             df,
@@ -238,7 +240,9 @@ def _write_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, Any]) -
     return {"table": table_json(shared_log(root).snapshot(), provider)}
 
 
-def _write_delta_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, Any], schema: pa.Schema, conf: dict[str, str]) -> None:
+def _write_delta_staged(
+    spark: SparkSession, df: DataFrame, spec: Mapping[str, Any], schema: pa.Schema, conf: dict[str, str]
+) -> None:
     from use.optimize.executor import delete_written
     from use.spark_files import write_dataframe_files
 
@@ -291,7 +295,11 @@ def write_replacing_where(spark: SparkSession, df: DataFrame, snap: Snapshot, co
         plan = plan_read(spark, qsnap, filter=condition)
     except InvalidArgumentError as exc:
         why = str(exc).partition(" cannot be applied to the table ")[2]
-        given = f"the condition of INSERT INTO ... REPLACE WHERE ({condition})" if sql else f"the writer option replaceWhere={condition!r}"
+        given = (
+            f"the condition of INSERT INTO ... REPLACE WHERE ({condition})"
+            if sql
+            else f"the writer option replaceWhere={condition!r}"
+        )
         raise InvalidArgumentError(f"{given} cannot be applied to the table {why}") from None
     check_append_schema(to_arrow_schema(df.schema, prefers_large_types=False), snap.schema, root)
     data = conform_to_table(df, snap.metadata.schema_string)
@@ -319,7 +327,7 @@ def _typed(value: Any, type_: pa.DataType) -> Any:
         return _dt.date.fromisoformat(str(value)[:10])
     if pa.types.is_timestamp(type_):
         parsed = _dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        return parsed if parsed.tzinfo or type_.tz is None else parsed.replace(tzinfo=_dt.timezone.utc)
+        return parsed if parsed.tzinfo or type_.tz is None else parsed.replace(tzinfo=_dt.UTC)
     if pa.types.is_decimal(type_):
         return _decimal.Decimal(str(value))
     if pa.types.is_integer(type_):
@@ -380,7 +388,7 @@ def files_to_replace(snapshot: Snapshot, mode: str, adds: Sequence[AddFile], fil
         def keys(table: pa.Table) -> list[tuple[str | None, ...]]:
             texts = partition_text_table(table, parts, instants)
             cols = [texts.column(c).to_pylist() for c in parts]
-            return [tuple(v or None for v in row) for row in zip(*cols)]  # "" is null, as in Delta
+            return [tuple(v or None for v in row) for row in zip(*cols, strict=False)]  # "" is null, as in Delta
 
         written = set(keys(add_files_table(list(adds)))) if adds else set()
         return files.filter(pa.array([k in written for k in keys(files)], pa.bool_()))

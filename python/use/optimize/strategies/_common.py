@@ -19,9 +19,10 @@ costs its bytes plus `open_file_cost` (default 4 MiB, Spark's `openCostInBytes`)
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -87,7 +88,7 @@ class RevisionBlocks:
     symbols_per_level: int
 
     @classmethod
-    def of(cls, snapshot: Any, revision_id: int) -> "RevisionBlocks":
+    def of(cls, snapshot: Any, revision_id: int) -> RevisionBlocks:
         from use.qbeast.cube import symbols_per_level
 
         blocks: pa.Table = snapshot.blocks
@@ -336,7 +337,9 @@ def _instant_keys(snapshot: Any) -> frozenset[str]:
     if not columns:
         return frozenset()
     instants = timestamp_partition_columns(snapshot.schema, columns)
-    return frozenset(k for k, c in zip(getattr(snapshot, "partition_value_keys", columns), columns) if c in instants)
+    return frozenset(
+        k for k, c in zip(getattr(snapshot, "partition_value_keys", columns), columns, strict=False) if c in instants
+    )
 
 
 def partition_groups(snapshot: Any, idx: np.ndarray) -> tuple[np.ndarray, list[dict[str, str | None]]]:
@@ -366,7 +369,9 @@ def partition_groups(snapshot: Any, idx: np.ndarray) -> tuple[np.ndarray, list[d
     if instant_keys:
         from use.delta.skipping import utc_timestamp_texts
 
-        items = pc.if_else(pc.is_in(keys, value_set=pa.array(sorted(instant_keys), pa.string())), utc_timestamp_texts(items), items)
+        items = pc.if_else(
+            pc.is_in(keys, value_set=pa.array(sorted(instant_keys), pa.string())), utc_timestamp_texts(items), items
+        )
     row = np.repeat(np.arange(n), np.diff(offsets))
     key_codes = pc.dictionary_encode(keys).combine_chunks() if isinstance(keys, pa.ChunkedArray) else pc.dictionary_encode(keys)
     key_rank = np.argsort(np.argsort(np.asarray(key_codes.dictionary.to_pylist(), dtype=object)))
@@ -378,7 +383,7 @@ def partition_groups(snapshot: Any, idx: np.ndarray) -> tuple[np.ndarray, list[d
     groups: list[dict[str, str | None]] = []
     for text in enc.dictionary.to_pylist():
         d: dict[str, str | None] = {}
-        for entry in (text.split("\x1e") if text else []):
+        for entry in text.split("\x1e") if text else []:
             k, _, v = entry.partition("\x1f")
             d[k] = None if v == "\x00<null>" else v
         groups.append(d)
@@ -435,7 +440,7 @@ def pack_bins(
     bounds = np.flatnonzero(np.r_[True, gids[1:] != gids[:-1], True])
     starts: list[int] = []
     ends: list[int] = []
-    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=False):
         for i, j in chunk_ranges(cs_list, a, b, cap):
             if j - i >= 2:
                 starts.append(i)
@@ -534,7 +539,7 @@ def pack_bins_all(
     bounds = np.flatnonzero(np.r_[True, gids[1:] != gids[:-1], True]) if idx.size else np.array([0])
     rid = plain_revision(snapshot)
     tasks = []
-    for a, b in zip(bounds[:-1], bounds[1:]):
+    for a, b in zip(bounds[:-1], bounds[1:], strict=False):
         sizes = sizes_all[idx[a:b]]
         for i, j in chunks(sizes, config.task_limit):
             nbytes = int(sizes[i:j].sum())

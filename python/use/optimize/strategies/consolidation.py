@@ -200,7 +200,9 @@ def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConf
         reason += f"; with {ncubes - 1} more fragmented inner cube(s)"
     if k < own.size:
         reason += f"; {k} of {own.size} files within task-max-bytes={format_bytes(config.task_limit)}"
-    return MergeTask(strategy, revision_id, paths_of(snapshot, files), nbytes, n, merge_score(nbytes, n, config), reason, KIND_COMPACT)
+    return MergeTask(
+        strategy, revision_id, paths_of(snapshot, files), nbytes, n, merge_score(nbytes, n, config), reason, KIND_COMPACT
+    )
 
 
 def _tiered_task(view: _Cubes, cand: np.ndarray, spread: np.ndarray) -> MergeTask | None:
@@ -353,7 +355,7 @@ class _Tree:
     share: np.ndarray
 
     @classmethod
-    def of(cls, rb: RevisionBlocks) -> "_Tree":
+    def of(cls, rb: RevisionBlocks) -> _Tree:
         parent, totals = rb.parent_code(), rb.cube_totals().astype(np.float64)
         child = parent >= 0
         siblings = np.bincount(parent[child], weights=totals[child], minlength=rb.num_cubes)

@@ -232,7 +232,9 @@ class LeveledCompactionSelection:
         reason = _group_reason(groups, g, "")
         if k < idx.size:
             reason += f"; {k} of {idx.size} files within task-max-bytes={format_bytes(config.task_limit)}"
-        task = MergeTask(self.name, rid, paths_of(snapshot, idx[:k]), nbytes, k, merge_score(nbytes, k, config), reason, KIND_COMPACT)
+        task = MergeTask(
+            self.name, rid, paths_of(snapshot, idx[:k]), nbytes, k, merge_score(nbytes, k, config), reason, KIND_COMPACT
+        )
         return Plan((task,), self.name, snapshot.version)
 
 
@@ -300,7 +302,7 @@ class CubeDefragmentation:
             open_bytes += nbytes
             total += nbytes
         tasks = []
-        for files_list, group_list in zip(tasks_files, tasks_groups):
+        for files_list, group_list in zip(tasks_files, tasks_groups, strict=False):
             files = np.asarray(files_list, dtype=np.int64)
             nbytes, n = int(sizes_all[files].sum()), int(files.size)
             reason = _group_reason(groups, int(order[group_list[0]]), f"lowest level {lowest}: ")

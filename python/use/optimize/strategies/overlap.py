@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from use.errors import ConfigError
 from use.optimize.config import PREFIX, OptimizationConfig
 from use.optimize.plan import KIND_BINPACK, MergeTask, Plan
-from use.optimize.strategies._common import merge_prefix, paths_of, partition_groups, plain_revision, sizes_of, sort_files
+from use.optimize.strategies._common import merge_prefix, partition_groups, paths_of, plain_revision, sizes_of, sort_files
 from use.optimize.strategies.binpacking import plain_files
 from use.optimize.strategies.registry import register
 

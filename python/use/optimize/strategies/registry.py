@@ -10,7 +10,8 @@ canonical name, so `LeveledCompaction` (the guide's manual trigger) and `Leveled
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, TypeVar, runtime_checkable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from use.errors import InvalidArgumentError, UnknownStrategyError
 
@@ -32,7 +33,7 @@ class Strategy(Protocol):
     applies_to_qbeast: ClassVar[bool]
     applies_to_delta: ClassVar[bool]
 
-    def select(self, snapshot: Any, config: "OptimizationConfig") -> "Plan | None": ...
+    def select(self, snapshot: Any, config: OptimizationConfig) -> Plan | None: ...
 
 
 _T = TypeVar("_T", bound=type)

@@ -124,5 +124,7 @@ class SamplingOverheadReduction:
                 f"sample({f:g}) overhead: {j - i} file(s) with offset blocks or mixed sampled/non-sampled "
                 f"blocks, ~{format_bytes(ob)} of overhead"
             )
-            tasks.append(MergeTask(self.name, rid, paths_of(snapshot, idx[i:j]), nbytes, j - i, ob / max(1, nbytes), reason, KIND_COMPACT))
+            tasks.append(
+                MergeTask(self.name, rid, paths_of(snapshot, idx[i:j]), nbytes, j - i, ob / max(1, nbytes), reason, KIND_COMPACT)
+            )
         return Plan(tuple(tasks), self.name, snapshot.version)

@@ -57,9 +57,7 @@ def contained_revisions(snapshot: Any) -> list[int]:
     latest = snapshot.revisions.get(latest_id)
     if latest is None or latest_id <= 1:
         return []
-    return sorted(
-        int(rid) for rid, rev in snapshot.revisions.items() if 0 < int(rid) < latest_id and latest.contains(rev)
-    )
+    return sorted(int(rid) for rid, rev in snapshot.revisions.items() if 0 < int(rid) < latest_id and latest.contains(rev))
 
 
 @register("SupersededRevisionsSelection", "SupersededRevisions")

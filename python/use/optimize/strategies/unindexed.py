@@ -57,7 +57,7 @@ class UnindexedFilesSelection:
         nbytes = int(sizes[:k].sum())
         since = ""
         if config.unindexed_from_timestamp:
-            ts = _dt.datetime.fromtimestamp(config.unindexed_from_timestamp / 1000, _dt.timezone.utc)
+            ts = _dt.datetime.fromtimestamp(config.unindexed_from_timestamp / 1000, _dt.UTC)
             since = f" modified since {ts:%Y-%m-%d %H:%M:%S} UTC"
         reason = (
             f"index {k} of {idx.size} staging files{since}, oldest first, "
