@@ -3,9 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 # The exact versions we develop and test with (pyproject.toml carries the supported ranges).
-PINS := "pyspark==4.1.1" "pyarrow==22.0.0" "deltalake==1.6.6" "numpy==2.4.6" "pyhive==0.7.0" "thrift==0.25.0" "matplotlib==3.11.2"
+PINS := "pyspark==4.1.1" "pyarrow==22.0.0" "deltalake==1.6.6" "numpy==2.4.6" "pyhive==0.7.0" "thrift==0.25.0" "matplotlib==3.11.2" "ruff==0.17.6" "mypy==2.4.1"
 
-.PHONY: run test bench setup clean
+.PHONY: run test test-fast lint bench setup clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	@java -version >/dev/null 2>&1 || { echo "Java 17 is required (apt-get install -y openjdk-17-jre-headless)"; exit 1; }
@@ -19,8 +19,19 @@ setup: $(VENV)/.installed
 run: $(VENV)/.installed
 	$(VENV)/bin/use serve --demo
 
-test: $(VENV)/.installed
-	$(VENV)/bin/pytest -q tests
+# The checks first (seconds), then the tiers from fastest to slowest: tests/unit (pure, no JVM),
+# tests/spark (a local Spark), tests/server (`use serve` subprocesses over JDBC).
+test: lint
+	$(VENV)/bin/pytest -q tests/unit
+	$(VENV)/bin/pytest -q tests/spark
+	$(VENV)/bin/pytest -q tests/server
+
+test-fast: $(VENV)/.installed
+	$(VENV)/bin/pytest -q tests/unit
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check python tests benchmarks
+	$(VENV)/bin/ruff format --check python tests benchmarks
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/run.py

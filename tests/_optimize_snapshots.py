@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -52,7 +53,14 @@ def files_table(
             ),
             "deletion_vector": pa.array(
                 [None] * n,
-                pa.struct([("storageType", pa.string()), ("pathOrInlineDv", pa.string()), ("sizeInBytes", pa.int32()), ("cardinality", pa.int64())]),
+                pa.struct(
+                    [
+                        ("storageType", pa.string()),
+                        ("pathOrInlineDv", pa.string()),
+                        ("sizeInBytes", pa.int32()),
+                        ("cardinality", pa.int64()),
+                    ]
+                ),
             ),
             "revision_id": pa.array(list(revisions) if revisions is not None else [0] * n, pa.int64()),
         }
@@ -62,8 +70,8 @@ def files_table(
 def blocks_table(rows: Iterable[tuple[int, int, str, int, int, int, int]]) -> pa.Table:
     """rows: (file_index, revision_id, cube_id, depth, min_weight, max_weight, element_count)."""
     rows = list(rows)
-    cols = list(zip(*rows)) if rows else [[] for _ in BLOCK_SCHEMA]
-    return pa.table({f.name: pa.array(list(c), f.type) for f, c in zip(BLOCK_SCHEMA, cols)})
+    cols = list(zip(*rows, strict=False)) if rows else [[] for _ in BLOCK_SCHEMA]
+    return pa.table({f.name: pa.array(list(c), f.type) for f, c in zip(BLOCK_SCHEMA, cols, strict=False)})
 
 
 def revision(rid: int, column: str = "x") -> Revision:
@@ -165,7 +173,7 @@ def apply_task(snap: QbeastSnapshot, task: Any) -> QbeastSnapshot:
         "modification_time": snap.version + 1, "data_change": False, "revision_id": revision_id,
         "partition_values": list(task.partition_values),
     })  # fmt: skip
-    out_blocks += [dict(zip(BLOCK_SCHEMA.names, b)) for b in merged_blocks]
+    out_blocks += [dict(zip(BLOCK_SCHEMA.names, b, strict=False)) for b in merged_blocks]
     return dataclasses.replace(
         snap,
         version=snap.version + 1,
@@ -175,8 +183,14 @@ def apply_task(snap: QbeastSnapshot, task: Any) -> QbeastSnapshot:
 
 
 def appended_qbeast(
-    appends: int = 4, *, inner: Sequence[str] = ("A", "Q", "g", "w"), root_rows: int = 25, inner_rows: int = 25,
-    leaf_rows: int = 6, bytes_per_row: int = 20, with_staging: int = 0,
+    appends: int = 4,
+    *,
+    inner: Sequence[str] = ("A", "Q", "g", "w"),
+    root_rows: int = 25,
+    inner_rows: int = 25,
+    leaf_rows: int = 6,
+    bytes_per_row: int = 20,
+    with_staging: int = 0,
 ) -> QbeastSnapshot:
     """The layout `appends` indexed appends leave (desiredCubeSize 100): per append, a small file with
     the root's block and, per inner cube of depth 1, a file with its block and four leaf blocks

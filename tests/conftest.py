@@ -1,11 +1,37 @@
-"""Shared fixtures: one local SparkSession for the whole test run, and fresh table directories."""
+"""Shared fixtures: one local SparkSession for the whole test run, and fresh table directories.
+
+The tests come in three tiers, one folder each, marked by their folder: `tests/unit` (pure: no JVM,
+`make test-fast`), `tests/spark` (a local Spark in this process or a child), `tests/server` (`use
+serve` subprocesses over JDBC). A unit test that asks for Spark fails, so the fast tier stays fast.
+"""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+TIERS = ("unit", "spark", "server")
+_HERE = Path(__file__).resolve().parent
+
+
+def tier_of(path: Path) -> str | None:
+    """The tier of a test file: the folder under tests/ it lies in."""
+    try:
+        first = Path(path).resolve().relative_to(_HERE).parts[0]
+    except (ValueError, IndexError):
+        return None
+    return first if first in TIERS else None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        tier = tier_of(item.path)
+        if tier is None:
+            raise pytest.UsageError(f"{item.nodeid}: every test lives in one of tests/{{{','.join(TIERS)}}}/")
+        item.add_marker(getattr(pytest.mark, tier))
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +51,17 @@ def spark(tmp_path_factory):
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_run_no_jvm(request):
+    """The unit tier is pure: a test there that needs a Spark session belongs in tests/spark."""
+    if tier_of(request.node.path) == "unit":
+        wanted = {"spark", "db", "use_server", "service_server"} & set(request.fixturenames)
+        if wanted:
+            pytest.fail(
+                f"{request.node.nodeid} is in tests/unit but uses {sorted(wanted)}: move it to tests/spark or tests/server"
+            )
 
 
 @pytest.fixture

@@ -250,7 +250,7 @@ def run_beeline(server, script: Path) -> list[Result]:
     if len(blocks) != 2 * len(statements) + 1:
         raise AssertionError(f"beeline (exit {done.returncode}) did not run every statement:\n{done.stdout}")
     results = []
-    for statement, block in zip(statements, blocks[2::2]):
+    for statement, block in zip(statements, blocks[2::2], strict=False):
         text = variables.restore(block.strip("\n"))
         error = _BEELINE_ERROR.match(text)
         if error:
@@ -283,7 +283,10 @@ _SPARK_RENDERINGS: tuple[tuple[re.Pattern[str], str], ...] = (
     # TABLE_OR_VIEW_NOT_FOUND and friends: 4.3 adds the search path on a line of its own
     (re.compile(r"\nSearch path: \[.*?\]\.$", re.MULTILINE), ""),
     # parse errors: the token and position Spark points at differ between its parsers' versions
-    (re.compile(r"Syntax error at or near '[^']*'\. SQLSTATE: 42601; line \d+ pos \d+"), "Syntax error at or near <token>. SQLSTATE: 42601"),
+    (
+        re.compile(r"Syntax error at or near '[^']*'\. SQLSTATE: 42601; line \d+ pos \d+"),
+        "Syntax error at or near <token>. SQLSTATE: 42601",
+    ),
 )
 
 
@@ -307,9 +310,7 @@ def compare(script: Path, actual: str, expected_text: str | None = None) -> None
     actual, expected_text = spark_neutral(actual), spark_neutral(expected_text)
     if actual != expected_text:
         diff = "".join(
-            difflib.unified_diff(
-                expected_text.splitlines(keepends=True), actual.splitlines(keepends=True), str(path), "actual"
-            )
+            difflib.unified_diff(expected_text.splitlines(keepends=True), actual.splitlines(keepends=True), str(path), "actual")
         )
         raise AssertionError(f"{script.name}: results differ from {path.name} (`{UPDATE_HINT}` rewrites it):\n{diff}")
 

@@ -80,6 +80,7 @@ def random_appends_qbeast(spark: Any, dest: str, appends: int = 4, rows: int = 5
     name = f"random-{appends}-{rows}-{cube_size}"
     if name not in _TEMPLATES:
         from pyspark.sql import functions as F
+
         from use.table import QbeastTable
 
         path = os.path.join(_ROOT, name)
@@ -148,7 +149,7 @@ def deltars_rows(path: str) -> collections.Counter:
 def expected_rows(tables: list[pa.Table]) -> collections.Counter:
     out: collections.Counter = collections.Counter()
     for t in tables:
-        out.update(zip(*(t.column(c).to_pylist() for c in ("id", "x", "y", "s"))))
+        out.update(zip(*(t.column(c).to_pylist() for c in ("id", "x", "y", "s")), strict=False))
     return out
 
 

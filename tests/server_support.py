@@ -18,7 +18,6 @@ import threading
 from pathlib import Path
 
 from runtime_env import runtime_only_env
-
 from use.server import READY_PREFIX
 
 # A server start took 8 s alone and 30 s on a busy 2-core machine; the margin is for worse.

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from server_support import free_port
 
 CLI = "import sys; from use.cli import main; sys.exit(main())"
@@ -168,7 +169,6 @@ _SPARK_UP = "Spark session started; booting the metastore"
 def test_a_stop_during_startup_is_clean(tmp_path: Path, sig: signal.Signals, to_group: bool) -> None:
     """Ctrl-C in a terminal signals the whole process group (the JVM too) while the JVM boots."""
     from server_support import START_TIMEOUT_S, STOP_TIMEOUT_S
-
     from use.server import READY_PREFIX
 
     data, cwd = tmp_path / "data", tmp_path / "cwd"

@@ -25,8 +25,6 @@ import pytest
 
 from service_support import set_properties
 
-pytestmark = pytest.mark.spark
-
 AUTO = "use.optimization.autoOptimize.enabled"
 BYTES = "use.optimization.bytes-per-iter"
 DEADLINE_S = 240.0
@@ -117,7 +115,11 @@ def test_sql_properties_schedule_runs_that_converge_unset_stops_them_and_two_tab
     # committing the property to its log (seen at the next listing): with at most one run at a
     # time (the default) both get runs, and the first table none in all that time.
     server.sql(f"ALTER TABLE ev UNSET TBLPROPERTIES ('{AUTO}')")
-    _await("the UNSET to stop the schedule", lambda: (st := _state(server, ev)) and not st["continuous"] and st["run"] is None, server)
+    _await(
+        "the UNSET to stop the schedule",
+        lambda: (st := _state(server, ev)) and not st["continuous"] and st["run"] is None,
+        server,
+    )
     settled = _events(ev)
     a, b = _create(server, "ta", 3), _create(server, "tb", 3)
     server.sql(f"ALTER TABLE ta SET TBLPROPERTIES ('{AUTO}'='true')")
@@ -223,7 +225,7 @@ def test_deletes_updates_and_merges_over_jdbc_while_the_service_optimizes_all_ap
         conn.close()
     assert len(_optimize_commits(path)) >= first + 2, "the service committed no optimizations among the statements"
     table = deltalake.DeltaTable(str(path)).to_pyarrow_table(columns=["id", "x"])
-    assert dict(zip(table.column("id").to_pylist(), table.column("x").to_pylist())) == model
+    assert dict(zip(table.column("id").to_pylist(), table.column("x").to_pylist(), strict=False)) == model
     assert table.num_rows == len(model)  # no row duplicated
 
 
@@ -257,7 +259,7 @@ def test_manual_trigger_over_jdbc_runs_once_on_an_unscheduled_table_and_is_ignor
     # The table is scheduled, so the trigger is ignored; the service names the first reason that
     # holds: a scheduled run in progress at that moment, else the continuous optimization.
     ignored = "manual optimization ignored: "
-    (note, note_at), = _await(
+    ((note, note_at),) = _await(
         "the trigger to be ignored, with its reason over JDBC",
         lambda: [r for r in server.sql(status.format("spark_catalog.default.man2")) if r[0] and r[0].startswith(ignored)],
         server,
@@ -281,13 +283,13 @@ def test_last_error_shows_a_failing_table_over_jdbc_and_is_cleared_once_it_runs_
               "WHERE table_name = 'spark_catalog.default.flaky'")  # fmt: skip
     summary = ("SELECT last_optimization_error, optimization_note FROM use_catalog.system_lake_tables.metastore_summary "
                "WHERE database = 'default' AND table_name = 'flaky'")  # fmt: skip
-    (failures, error, error_at, _), = _await("a failed run", lambda: [r for r in server.sql(status) if r[0] >= 1], server)
+    ((failures, error, error_at, _),) = _await("a failed run", lambda: [r for r in server.sql(status) if r[0] >= 1], server)
     assert error and error_at is not None and _events(path) == 0
     assert server.sql(summary)[0][0] is not None  # metastore_summary agrees while it fails
 
     for rel in moved:  # the files are back: the next retry succeeds
         shutil.move(aside / rel, path / rel)
-    (failures, error, error_at, note), = _await(
+    ((failures, error, error_at, note),) = _await(
         "a successful run to clear the error", lambda: [r for r in server.sql(status) if r[0] == 0], server
     )
     assert (error, error_at) == (None, None) and _events(path) > 0

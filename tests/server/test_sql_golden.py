@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from golden import SQL_DIR, compare, expected_file, render, run_beeline, run_pyhive, split_statements, without_types
 
 SCRIPTS = sorted(SQL_DIR.glob("*.sql"))

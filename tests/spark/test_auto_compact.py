@@ -63,7 +63,9 @@ def test_only_the_partitions_the_write_added_to_are_compacted(spark, db) -> None
         # two files in 'a' and in 'b' with auto compaction off for these statements
         with session_conf(spark, {ENABLED: "false"}):
             for lo in (0, 10):
-                spark.sql(f"INSERT INTO acp SELECT /*+ REPARTITION(1) */ id, IF(id % 2 = 0, 'a', 'b') FROM range({lo}, {lo + 10})")
+                spark.sql(
+                    f"INSERT INTO acp SELECT /*+ REPARTITION(1) */ id, IF(id % 2 = 0, 'a', 'b') FROM range({lo}, {lo + 10})"
+                )
         assert [op for op, _ in _operations(root)].count("OPTIMIZE") == 0
         spark.sql("INSERT INTO acp SELECT /*+ REPARTITION(1) */ id, 'a' FROM range(20, 25)")
     ops = _operations(root)
@@ -132,7 +134,9 @@ def test_a_qbeast_table_runs_its_own_optimization(spark, db) -> None:
     from use.qbeast.reader import load_snapshot
 
     qsnap = load_snapshot(root)
-    assert set(qsnap.files.column("revision_id").to_pylist()) - {0} and 0 not in set(qsnap.files.column("revision_id").to_pylist())
+    assert set(qsnap.files.column("revision_id").to_pylist()) - {0} and 0 not in set(
+        qsnap.files.column("revision_id").to_pylist()
+    )
 
 
 def test_bad_values_are_refused_and_change_nothing(spark, db) -> None:
@@ -188,7 +192,9 @@ def test_who_decides_is_deltas_precedence() -> None:
 def test_optimized_writes_make_a_few_files_per_partition(spark, db) -> None:
     """Delta's optimized write (`delta.autoOptimize.optimizeWrite`, `spark.databricks.delta.optimizeWrite.enabled`
     winning over it): a write of many tasks makes one file per partition here, not one per task."""
-    spark.sql("CREATE TABLE ow (id BIGINT, p STRING) USING delta PARTITIONED BY (p) TBLPROPERTIES ('delta.autoOptimize.optimizeWrite'='true')")
+    spark.sql(
+        "CREATE TABLE ow (id BIGINT, p STRING) USING delta PARTITIONED BY (p) TBLPROPERTIES ('delta.autoOptimize.optimizeWrite'='true')"
+    )
     spark.sql("CREATE TABLE plain (id BIGINT, p STRING) USING delta PARTITIONED BY (p)")
     query = "SELECT /*+ REPARTITION(4) */ id, IF(id % 2 = 0, 'a', 'b') FROM range(400)"
     spark.sql(f"INSERT INTO ow {query}")

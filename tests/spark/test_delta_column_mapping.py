@@ -41,8 +41,12 @@ ROWS = {  # partition value -> rows (Id, Name With Space, s.inner x)
 def _field(name, typ, fid, phys):
     if isinstance(typ, dict):
         typ = {"type": "struct", "fields": [_field(*f) for f in typ["fields"]]}
-    return {"name": name, "type": typ, "nullable": True,
-            "metadata": {"delta.columnMapping.id": fid, "delta.columnMapping.physicalName": phys}}
+    return {
+        "name": name,
+        "type": typ,
+        "nullable": True,
+        "metadata": {"delta.columnMapping.id": fid, "delta.columnMapping.physicalName": phys},
+    }
 
 
 def schema_string() -> str:
@@ -59,53 +63,90 @@ def _file_schema(mode: str, *, odd_names: bool) -> pa.Schema:
         return {b"PARQUET:field_id": str(fid).encode()}
 
     inner = pa.field(name("col-2d4e-x"), pa.int32(), metadata=meta(4))
-    return pa.schema([
-        pa.field(name("col-7f3a-id"), pa.int64(), metadata=meta(1)),
-        pa.field(name("col-91bc-name"), pa.string(), metadata=meta(2)),
-        pa.field(name("col-55aa-s"), pa.struct([inner]), metadata=meta(3)),
-    ])
+    return pa.schema(
+        [
+            pa.field(name("col-7f3a-id"), pa.int64(), metadata=meta(1)),
+            pa.field(name("col-91bc-name"), pa.string(), metadata=meta(2)),
+            pa.field(name("col-55aa-s"), pa.struct([inner]), metadata=meta(3)),
+        ]
+    )
 
 
 def _stats(rows) -> str:
     ids = [r[0] for r in rows]
     names = [r[1] for r in rows if r[1] is not None]
     xs = [r[2] for r in rows if r[2] is not None]
-    return json.dumps({
-        "numRecords": len(rows),
-        "minValues": {"col-7f3a-id": min(ids), "col-91bc-name": min(names), "col-55aa-s": {"col-2d4e-x": min(xs)}},
-        "maxValues": {"col-7f3a-id": max(ids), "col-91bc-name": max(names), "col-55aa-s": {"col-2d4e-x": max(xs)}},
-        "nullCount": {"col-7f3a-id": 0, "col-91bc-name": len(rows) - len(names), "col-55aa-s": {"col-2d4e-x": len(rows) - len(xs)}},
-    })
+    return json.dumps(
+        {
+            "numRecords": len(rows),
+            "minValues": {"col-7f3a-id": min(ids), "col-91bc-name": min(names), "col-55aa-s": {"col-2d4e-x": min(xs)}},
+            "maxValues": {"col-7f3a-id": max(ids), "col-91bc-name": max(names), "col-55aa-s": {"col-2d4e-x": max(xs)}},
+            "nullCount": {
+                "col-7f3a-id": 0,
+                "col-91bc-name": len(rows) - len(names),
+                "col-55aa-s": {"col-2d4e-x": len(rows) - len(xs)},
+            },
+        }
+    )
 
 
-def make_table(root: str, mode: str = "name", *, odd_names: bool = False, null_partition: bool = False, qbeast: bool = False) -> None:
+def make_table(
+    root: str, mode: str = "name", *, odd_names: bool = False, null_partition: bool = False, qbeast: bool = False
+) -> None:
     """A partitioned column-mapped table in two commits (create + one file per partition); with
     `qbeast`, its configuration also holds a staging revision indexing `Id` (a converted table)."""
     os.makedirs(os.path.join(root, "_delta_log"))
     if mode == "name":
         protocol = {"minReaderVersion": 2, "minWriterVersion": 5}
     else:
-        protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["columnMapping"], "writerFeatures": ["columnMapping"]}
-    metadata = {"id": "cm-table", "format": {"provider": "parquet", "options": {}}, "schemaString": schema_string(),
-                "partitionColumns": ["Part"], "createdTime": 1,
-                "configuration": {"delta.columnMapping.mode": mode, "delta.columnMapping.maxColumnId": "5"}}
+        protocol = {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": ["columnMapping"],
+            "writerFeatures": ["columnMapping"],
+        }
+    metadata = {
+        "id": "cm-table",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": schema_string(),
+        "partitionColumns": ["Part"],
+        "createdTime": 1,
+        "configuration": {"delta.columnMapping.mode": mode, "delta.columnMapping.maxColumnId": "5"},
+    }
     if qbeast:
         from use.qbeast.revision import configuration_with_revision, staging_revision
 
-        metadata["configuration"] = configuration_with_revision(metadata["configuration"], staging_revision(root, ["Id"], 1000, 1))
+        metadata["configuration"] = configuration_with_revision(
+            metadata["configuration"], staging_revision(root, ["Id"], 1000, 1)
+        )
     v0 = [{"commitInfo": {"operation": "CREATE TABLE"}}, {"protocol": protocol}, {"metaData": metadata}]
     v1 = [{"commitInfo": {"operation": "WRITE"}}]
     file_schema = _file_schema(mode, odd_names=odd_names)
     for part, rows in ROWS.items():
         value = None if (null_partition and part == "b") else part
         rel = f"col-c0de-part={value or '__HIVE_DEFAULT_PARTITION__'}/part-{part}.parquet"
-        data = pa.table([pa.array([r[0] for r in rows], pa.int64()), pa.array([r[1] for r in rows], pa.string()),
-                         pa.array([{file_schema[2].type.field(0).name: r[2]} for r in rows], file_schema[2].type)],
-                        schema=file_schema)
+        data = pa.table(
+            [
+                pa.array([r[0] for r in rows], pa.int64()),
+                pa.array([r[1] for r in rows], pa.string()),
+                pa.array([{file_schema[2].type.field(0).name: r[2]} for r in rows], file_schema[2].type),
+            ],
+            schema=file_schema,
+        )
         os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
         pq.write_table(data, os.path.join(root, rel))
-        v1.append({"add": {"path": rel, "partitionValues": {"col-c0de-part": value}, "size": os.path.getsize(os.path.join(root, rel)),
-                           "modificationTime": 2, "dataChange": True, "stats": _stats(rows)}})
+        v1.append(
+            {
+                "add": {
+                    "path": rel,
+                    "partitionValues": {"col-c0de-part": value},
+                    "size": os.path.getsize(os.path.join(root, rel)),
+                    "modificationTime": 2,
+                    "dataChange": True,
+                    "stats": _stats(rows),
+                }
+            }
+        )
     for v, actions in enumerate((v0, v1)):
         with open(os.path.join(root, "_delta_log", f"{v:020d}.json"), "w") as fh:
             fh.write("\n".join(json.dumps(a) for a in actions) + "\n")
@@ -143,10 +184,13 @@ def test_snapshot_reads_a_column_mapped_table(tmp_path, mode):
     if mode == "id":
         assert physical.field("col-7f3a-id").metadata[b"PARQUET:field_id"] == b"1"
     # The log keeps the physical keys, and only those (checkpoints and removes stay exact) ...
-    assert sorted(map(tuple, snap.files.column("partition_values").to_pylist())) == [(("col-c0de-part", "a"),), (("col-c0de-part", "b"),)]
+    assert sorted(map(tuple, snap.files.column("partition_values").to_pylist())) == [
+        (("col-c0de-part", "a"),),
+        (("col-c0de-part", "b"),),
+    ]
     # ... and the stats read under logical names, by physical keys.
     stats = parse_stats(snap.files, snap.schema, column_mapping=cm)
-    by_path = dict(zip(snap.files.column("path").to_pylist(), range(snap.num_files)))
+    by_path = dict(zip(snap.files.column("path").to_pylist(), range(snap.num_files), strict=False))
     a = by_path["col-c0de-part=a/part-a.parquet"]
     assert stats.column("min.Id")[a].as_py() == 1 and stats.column("max.s.inner x")[a].as_py() == 30
     assert stats.column("null_count.Name With Space")[a].as_py() == 1
@@ -167,7 +211,7 @@ def test_skipping_uses_physical_stats_and_partition_keys(tmp_path):
 
     def kept(predicate):
         mask = files_matching(snap.files, predicate, snap.schema, partition_columns=snap.partition_columns, column_mapping=cm)
-        return sorted(p.split("/")[0] for p, k in zip(paths, mask.to_pylist()) if k)
+        return sorted(p.split("/")[0] for p, k in zip(paths, mask.to_pylist(), strict=False) if k)
 
     assert kept(Comparison("Id", ">", 4)) == ["col-c0de-part=__HIVE_DEFAULT_PARTITION__"]
     assert kept(Comparison("id", "<=", 2)) == ["col-c0de-part=a"]  # names resolve case-insensitively
@@ -251,7 +295,9 @@ def test_spark_writes_and_optimize_refused_before_writing(spark, tmp_path):
     root = str(tmp_path / "t")
     make_table(root, "name")
     before = _listing(root)
-    df = spark.createDataFrame([(7, "seven", {"inner x": 70}, "a")], "Id long, `Name With Space` string, s struct<`inner x`: int>, Part string")
+    df = spark.createDataFrame(
+        [(7, "seven", {"inner x": 70}, "a")], "Id long, `Name With Space` string, s struct<`inner x`: int>, Part string"
+    )
     with pytest.raises(UnsupportedFeatureError, match="column mapping"):
         QbeastTable.write(df, root, columns_to_index=["Id"])
     with pytest.raises(UnsupportedFeatureError, match="column mapping"):
@@ -263,7 +309,9 @@ def test_spark_writes_and_optimize_refused_before_writing(spark, tmp_path):
 
 
 def _rows(df) -> list[tuple]:
-    return sorted((r["Id"], r["Name With Space"], r["s"]["inner x"] if r["s"] is not None else None, r["Part"]) for r in df.collect())
+    return sorted(
+        (r["Id"], r["Name With Space"], r["s"]["inner x"] if r["s"] is not None else None, r["Part"]) for r in df.collect()
+    )
 
 
 @pytest.mark.parametrize("mode", ["name", "id"])
@@ -296,7 +344,9 @@ def test_spark_reads_logical_columns(spark, tmp_path, mode):
     assert f"1 of {len(ROWS)} files" in pruned, pruned
     # ... but DML, which writes, is refused before anything is written
     before = sorted(os.listdir(os.path.join(root, "_delta_log")))
-    with pytest.raises(Exception, match=rf"DELETE on the table at .* uses Delta column mapping \(delta.columnMapping.mode={mode}\)"):
+    with pytest.raises(
+        Exception, match=rf"DELETE on the table at .* uses Delta column mapping \(delta.columnMapping.mode={mode}\)"
+    ):
         spark.sql(f"DELETE FROM delta.`{root}` WHERE Id > 4").collect()
     assert sorted(os.listdir(os.path.join(root, "_delta_log"))) == before
 

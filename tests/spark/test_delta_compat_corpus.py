@@ -45,7 +45,7 @@ from use.errors import UnsupportedFeatureError, UseError
 
 MIRROR_ROOT = os.environ.get("USE_DELTA_MIRRORS", "/work/.mirror")
 MIRRORS = {"delta": "delta-io+delta/repo", "delta-rs": "delta-io+delta-rs/repo"}
-README = os.path.join(os.path.dirname(__file__), os.pardir, "README.md")
+README = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "README.md")
 
 # Tables whose mismatch is a known defect still to fix, with the cause (none today).
 EXPECTED_FAILURES: dict[str, str] = {}
@@ -150,7 +150,7 @@ def _norm(v: Any) -> Any:
     """One value as both sides can compare it: timestamps as UTC microseconds, decimals exact."""
     if isinstance(v, _dt.datetime):
         if v.tzinfo is not None:
-            v = v.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+            v = v.astimezone(_dt.UTC).replace(tzinfo=None)
         return ("ts", (v - _dt.datetime(1970, 1, 1)) // _dt.timedelta(microseconds=1))
     if isinstance(v, decimal.Decimal):
         return ("dec", v.normalize())
@@ -191,7 +191,11 @@ def _compare_files(snap: Any, theirs: DeltaTable) -> list[str]:
     cm = snap.column_mapping
     schema = snap.schema
     keys = sorted(cm.physical_name(c) for c in snap.partition_columns)
-    odd = [(p, sorted(pv)) for p, pv in zip(our_paths, ours.column("partition_values").to_pylist()) if sorted(k for k, _ in pv or []) != keys]
+    odd = [
+        (p, sorted(pv))
+        for p, pv in zip(our_paths, ours.column("partition_values").to_pylist(), strict=False)
+        if sorted(k for k, _ in pv or []) != keys
+    ]
     if odd:
         problems.append(f"partitionValues keys differ from the partition columns {keys} (first: {odd[0]})")
     for col in snap.partition_columns:
@@ -201,13 +205,13 @@ def _compare_files(snap: Any, theirs: DeltaTable) -> list[str]:
         if theirs_pv is None:
             problems.append(f"delta-rs has no partition value column {col!r}")
         elif mine != [_norm(v) for v in theirs_pv]:
-            diff = next((a, b) for a, b in zip(mine, theirs_pv) if a != _norm(b))
+            diff = next((a, b) for a, b in zip(mine, theirs_pv, strict=False) if a != _norm(b))
             problems.append(f"partition values of {col!r} differ (first: ours {diff[0]!r}, delta-rs {diff[1]!r})")
     parsed = parse_stats(ours, schema, column_mapping=cm) if ours.num_rows else None
     if parsed is not None:
         rs_nr = rs.column("num_records").to_pylist() if "num_records" in rs.column_names else [None] * rs.num_rows
         mine_nr = parsed.column("num_records").to_pylist()
-        if any(a is not None and b is not None and a != b for a, b in zip(mine_nr, rs_nr)):
+        if any(a is not None and b is not None and a != b for a, b in zip(mine_nr, rs_nr, strict=False)):
             problems.append(f"numRecords differ: ours {mine_nr}, delta-rs {rs_nr}")
         parts = set(snap.partition_columns)
         for leaf in leaf_columns(schema):
@@ -223,7 +227,14 @@ def _compare_files(snap: Any, theirs: DeltaTable) -> list[str]:
                 # A bound only one side has is no disagreement: we leave out bounds we cannot trust
                 # (a float widened to double), delta-rs leaves out some it cannot parse (decimals in
                 # exponent notation, `0E-10`, as Java writes them).
-                diff = next(((a, b) for a, b in zip(mine_v, theirs_v) if a is not None and b is not None and _norm(a) != _norm(b)), None)
+                diff = next(
+                    (
+                        (a, b)
+                        for a, b in zip(mine_v, theirs_v, strict=False)
+                        if a is not None and b is not None and _norm(a) != _norm(b)
+                    ),
+                    None,
+                )
                 if diff is not None:
                     problems.append(f"{name} differs (first: ours {diff[0]!r}, delta-rs {diff[1]!r})")
     return problems
@@ -388,7 +399,11 @@ def _canonical(value: Any) -> Any:
     "table",
     FEATURE_TABLES
     if CORPUS
-    else [pytest.param(None, marks=pytest.mark.skip(reason=f"no git mirror of delta-io/delta or delta-io/delta-rs under {MIRROR_ROOT}"))],
+    else [
+        pytest.param(
+            None, marks=pytest.mark.skip(reason=f"no git mirror of delta-io/delta or delta-io/delta-rs under {MIRROR_ROOT}")
+        )
+    ],
 )
 def test_feature_table_rows_equal_delta_rs(spark: Any, feature_tables_root: tuple[str, frozenset[str]], table: str) -> None:
     from deltalake import QueryBuilder

@@ -11,10 +11,9 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
+from sql_support import refused, rows
 from use.delta.convert import convert_to_delta
 from use.errors import InvalidArgumentError, SchemaMismatchError, TableNotFoundError, UnsupportedFeatureError
-
-from sql_support import refused, rows
 
 
 def _files(root: str) -> list[str]:
@@ -115,7 +114,9 @@ def test_convert_to_delta_in_sql_by_path_and_of_a_parquet_table(spark, db, tmp_p
 
     # a parquet table of the catalog: converted at its location, then served as a Delta table
     where = str(tmp_path / "pq")
-    spark.range(6).selectExpr("id", "CAST(id % 2 AS INT) AS b").write.format("parquet").partitionBy("b").option("path", where).saveAsTable("pq")
+    spark.range(6).selectExpr("id", "CAST(id % 2 AS INT) AS b").write.format("parquet").partitionBy("b").option(
+        "path", where
+    ).saveAsTable("pq")
     (row,) = spark.sql("CONVERT TO DELTA pq NO STATISTICS").collect()
     assert (row.partition_columns, row.converted) == (["b"], True)
     (detail,) = spark.sql("DESCRIBE DETAIL pq").collect()
@@ -141,4 +142,4 @@ def test_timestamp_partition_directories_are_the_converting_sessions_wall_clock(
         spark.sql(f"CONVERT TO DELTA parquet.`{path}` PARTITIONED BY (pts TIMESTAMP)").collect()
         assert rows(spark, f"SELECT id, CAST(pts AS STRING) FROM delta.`{path}`") == [(1, "2024-03-10 01:30:00")]
     read = pa.table(deltalake.DeltaTable(path).to_pyarrow_table()).to_pylist()
-    assert read == [{"id": 1, "pts": dt.datetime(2024, 3, 10, 9, 30, tzinfo=dt.timezone.utc)}]
+    assert read == [{"id": 1, "pts": dt.datetime(2024, 3, 10, 9, 30, tzinfo=dt.UTC)}]

@@ -26,8 +26,12 @@ from use.delta.stats_parse import parse_stats
 from use.errors import CorruptLogError, UnsupportedFeatureError
 
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.string())])
-V2_PROTOCOL = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["v2Checkpoint"],
-               "writerFeatures": ["v2Checkpoint", "appendOnly", "invariants"]}
+V2_PROTOCOL = {
+    "minReaderVersion": 3,
+    "minWriterVersion": 7,
+    "readerFeatures": ["v2Checkpoint"],
+    "writerFeatures": ["v2Checkpoint", "appendOnly", "invariants"],
+}
 
 
 def write_commit(root: str, version: int, actions: list[dict]) -> None:
@@ -46,7 +50,7 @@ def files_of(snap) -> dict[str, tuple]:
 
 def rs_files(root: str, version: int | None = None) -> dict[str, int]:
     t = pa.table(RsDeltaTable(root, version=version).get_add_actions(flatten=True))
-    return dict(zip(t.column("path").to_pylist(), t.column("size_bytes").to_pylist()))
+    return dict(zip(t.column("path").to_pylist(), t.column("size_bytes").to_pylist(), strict=False))
 
 
 # --- V2 checkpoints -----------------------------------------------------------------------------------
@@ -60,8 +64,15 @@ def v2_table(root: str) -> DeltaLog:
     for v in (2, 3):
         adds = [AddFile(f"p={c}/f{v}{c}.parquet", 100 + v, 1, partition_values={"p": c}, stats=stats(v, v + 9, 10)) for c in "ab"]
         write_commit(root, v, [{"commitInfo": {"operation": "WRITE"}}, *[a.to_action() for a in adds]])
-    write_commit(root, 4, [{"commitInfo": {"operation": "DELETE"}}, {"txn": {"appId": "app", "version": 7}},
-                           RemoveFile("p=a/f2a.parquet", 5, partition_values={"p": "a"}, size=102).to_action()])
+    write_commit(
+        root,
+        4,
+        [
+            {"commitInfo": {"operation": "DELETE"}},
+            {"txn": {"appId": "app", "version": 7}},
+            RemoveFile("p=a/f2a.parquet", 5, partition_values={"p": "a"}, size=102).to_action(),
+        ],
+    )
     return log
 
 
@@ -70,7 +81,7 @@ def _sidecar_tables(state_table: pa.Table, parts: int) -> list[pa.Table]:
     file_rows = state_table.filter(pa.compute.or_(state_table.column("add").is_valid(), state_table.column("remove").is_valid()))
     file_rows = file_rows.select(["add", "remove"])
     bounds = np.linspace(0, file_rows.num_rows, parts + 1).astype(int)
-    return [file_rows.slice(lo, hi - lo) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    return [file_rows.slice(lo, hi - lo) for lo, hi in zip(bounds[:-1], bounds[1:], strict=False)]
 
 
 def write_v2_checkpoint(log: DeltaLog, version: int, kind: str, sidecars: int) -> str:
@@ -85,14 +96,25 @@ def write_v2_checkpoint(log: DeltaLog, version: int, kind: str, sidecars: int) -
         for part in _sidecar_tables(full, sidecars):
             name = f"{version:020d}.checkpoint.{uuid.uuid4()}.parquet"
             pq.write_table(_all_nullable(part), os.path.join(log.log_dir, "_sidecars", name))
-            sidecar_actions.append({"path": name, "sizeInBytes": os.path.getsize(os.path.join(log.log_dir, "_sidecars", name)),
-                                    "modificationTime": 1})
+            sidecar_actions.append(
+                {
+                    "path": name,
+                    "sizeInBytes": os.path.getsize(os.path.join(log.log_dir, "_sidecars", name)),
+                    "modificationTime": 1,
+                }
+            )
         body = non_file
     else:
         body = full
     meta_t = pa.struct([("version", pa.int64()), ("tags", pa.map_(pa.string(), pa.string()))])
-    side_t = pa.struct([("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64()),
-                        ("tags", pa.map_(pa.string(), pa.string()))])
+    side_t = pa.struct(
+        [
+            ("path", pa.string()),
+            ("sizeInBytes", pa.int64()),
+            ("modificationTime", pa.int64()),
+            ("tags", pa.map_(pa.string(), pa.string())),
+        ]
+    )
     name = f"{version:020d}.checkpoint.{uuid.uuid4()}.{'json' if kind == 'json' else 'parquet'}"
     if kind == "classic":
         name = f"{version:020d}.checkpoint.parquet"
@@ -104,22 +126,52 @@ def write_v2_checkpoint(log: DeltaLog, version: int, kind: str, sidecars: int) -
         lines += [{"txn": {"appId": app, "version": v}} for app, v in snap.app_transactions.items()]
         if not sidecars:
             for r in snap.files.to_pylist():
-                lines.append({"add": {"path": r["path"], "partitionValues": dict(r["partition_values"]), "size": r["size"],
-                                      "modificationTime": r["modification_time"], "dataChange": False, "stats": r["stats"]}})
+                lines.append(
+                    {
+                        "add": {
+                            "path": r["path"],
+                            "partitionValues": dict(r["partition_values"]),
+                            "size": r["size"],
+                            "modificationTime": r["modification_time"],
+                            "dataChange": False,
+                            "stats": r["stats"],
+                        }
+                    }
+                )
             for r in snap.all_tombstones.to_pylist():
-                lines.append({"remove": {"path": r["path"], "deletionTimestamp": r["deletion_timestamp"], "dataChange": False,
-                                         "partitionValues": dict(r["partition_values"] or []), "size": r["size"]}})
+                lines.append(
+                    {
+                        "remove": {
+                            "path": r["path"],
+                            "deletionTimestamp": r["deletion_timestamp"],
+                            "dataChange": False,
+                            "partitionValues": dict(r["partition_values"] or []),
+                            "size": r["size"],
+                        }
+                    }
+                )
         with open(path, "w") as fh:
             fh.write("\n".join(json.dumps(line) for line in lines) + "\n")
     else:
-        extra = pa.table({
-            "checkpointMetadata": pa.array([{"version": version, "tags": None}] + [None] * len(sidecar_actions), meta_t),
-            "sidecar": pa.array([None] + [{**s, "tags": None} for s in sidecar_actions], side_t),
-        })
+        extra = pa.table(
+            {
+                "checkpointMetadata": pa.array([{"version": version, "tags": None}] + [None] * len(sidecar_actions), meta_t),
+                "sidecar": pa.array([None] + [{**s, "tags": None} for s in sidecar_actions], side_t),
+            }
+        )
         table = pa.concat_tables([_all_nullable(body), extra], promote_options="default")
         pq.write_table(table, path)
-    last = {"version": version, "size": body.num_rows, "v2Checkpoint": {"path": name, "sizeInBytes": os.path.getsize(path),
-            "modificationTime": 1, "nonFileActions": [], "sidecarFiles": sidecar_actions}}
+    last = {
+        "version": version,
+        "size": body.num_rows,
+        "v2Checkpoint": {
+            "path": name,
+            "sizeInBytes": os.path.getsize(path),
+            "modificationTime": 1,
+            "nonFileActions": [],
+            "sidecarFiles": sidecar_actions,
+        },
+    }
     with open(os.path.join(log.log_dir, "_last_checkpoint"), "w") as fh:
         json.dump(last, fh)
     return path
@@ -193,10 +245,18 @@ def test_v2_checkpoint_tables_are_read_only(tmp_path):
 
 # --- type widening ------------------------------------------------------------------------------------
 
-OLD = {"a": ("integer", pa.int32()), "f": ("float", pa.float32()), "d": ("date", pa.date32()),
-       "dec": ("decimal(5,2)", pa.decimal128(5, 2))}
-NEW = {"a": ("long", pa.int64()), "f": ("double", pa.float64()), "d": ("timestamp_ntz", pa.timestamp("us")),
-       "dec": ("decimal(10,4)", pa.decimal128(10, 4))}
+OLD = {
+    "a": ("integer", pa.int32()),
+    "f": ("float", pa.float32()),
+    "d": ("date", pa.date32()),
+    "dec": ("decimal(5,2)", pa.decimal128(5, 2)),
+}
+NEW = {
+    "a": ("long", pa.int64()),
+    "f": ("double", pa.float64()),
+    "d": ("timestamp_ntz", pa.timestamp("us")),
+    "dec": ("decimal(10,4)", pa.decimal128(10, 4)),
+}
 F32 = float(np.float32(3.4))  # 3.4000000953674316: the old file's value, read as a double
 
 
@@ -211,34 +271,91 @@ def _schema_string(types: dict, changes: bool) -> str:
 def widened_table(root: str, change: tuple[str, str] | None = None) -> None:
     """v0: a file of the old types; v1: protocol with typeWidening, schema widened; v2: a file of the new types."""
     os.makedirs(os.path.join(root, "_delta_log"))
-    old = pa.table({"a": pa.array([1, 2], pa.int32()), "f": pa.array([3.4, 1.5], pa.float32()),
-                    "d": pa.array([dt.date(2024, 9, 9), dt.date(2024, 9, 1)], pa.date32()),
-                    "dec": pa.array([decimal.Decimal("1.25"), decimal.Decimal("-2.50")], pa.decimal128(5, 2))})
-    new = pa.table({"a": pa.array([2**40, 5], pa.int64()), "f": pa.array([1.2345678901, 9.0], pa.float64()),
-                    "d": pa.array([dt.datetime(2024, 9, 10, 12, 34, 56, 123000), dt.datetime(2024, 9, 9, 1)], pa.timestamp("us")),
-                    "dec": pa.array([decimal.Decimal("123456.7891"), decimal.Decimal("0.0001")], pa.decimal128(10, 4))})
-    old_stats = {"numRecords": 2, "minValues": {"a": 1, "f": 1.5, "d": "2024-09-01", "dec": -2.50},
-                 "maxValues": {"a": 2, "f": 3.4, "d": "2024-09-09", "dec": 1.25}, "nullCount": dict.fromkeys(OLD, 0)}
-    new_stats = {"numRecords": 2, "minValues": {"a": 5, "f": 1.2345678901, "d": "2024-09-09T01:00:00.000000", "dec": 0.0001},
-                 "maxValues": {"a": 2**40, "f": 9.0, "d": "2024-09-10T12:34:56.123000", "dec": 123456.7891},
-                 "nullCount": dict.fromkeys(OLD, 0)}
+    old = pa.table(
+        {
+            "a": pa.array([1, 2], pa.int32()),
+            "f": pa.array([3.4, 1.5], pa.float32()),
+            "d": pa.array([dt.date(2024, 9, 9), dt.date(2024, 9, 1)], pa.date32()),
+            "dec": pa.array([decimal.Decimal("1.25"), decimal.Decimal("-2.50")], pa.decimal128(5, 2)),
+        }
+    )
+    new = pa.table(
+        {
+            "a": pa.array([2**40, 5], pa.int64()),
+            "f": pa.array([1.2345678901, 9.0], pa.float64()),
+            "d": pa.array([dt.datetime(2024, 9, 10, 12, 34, 56, 123000), dt.datetime(2024, 9, 9, 1)], pa.timestamp("us")),
+            "dec": pa.array([decimal.Decimal("123456.7891"), decimal.Decimal("0.0001")], pa.decimal128(10, 4)),
+        }
+    )
+    old_stats = {
+        "numRecords": 2,
+        "minValues": {"a": 1, "f": 1.5, "d": "2024-09-01", "dec": -2.50},
+        "maxValues": {"a": 2, "f": 3.4, "d": "2024-09-09", "dec": 1.25},
+        "nullCount": dict.fromkeys(OLD, 0),
+    }
+    new_stats = {
+        "numRecords": 2,
+        "minValues": {"a": 5, "f": 1.2345678901, "d": "2024-09-09T01:00:00.000000", "dec": 0.0001},
+        "maxValues": {"a": 2**40, "f": 9.0, "d": "2024-09-10T12:34:56.123000", "dec": 123456.7891},
+        "nullCount": dict.fromkeys(OLD, 0),
+    }
     for name, data in (("old.parquet", old), ("new.parquet", new)):
         pq.write_table(data, os.path.join(root, name))
     meta = {"id": "tw", "format": {"provider": "parquet", "options": {}}, "partitionColumns": [], "createdTime": 1}
-    write_commit(root, 0, [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-                           {"metaData": {**meta, "schemaString": _schema_string(OLD, False), "configuration": {}}},
-                           {"add": {"path": "old.parquet", "partitionValues": {}, "size": os.path.getsize(os.path.join(root, "old.parquet")),
-                                    "modificationTime": 1, "dataChange": True, "stats": json.dumps(old_stats)}}])
+    write_commit(
+        root,
+        0,
+        [
+            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+            {"metaData": {**meta, "schemaString": _schema_string(OLD, False), "configuration": {}}},
+            {
+                "add": {
+                    "path": "old.parquet",
+                    "partitionValues": {},
+                    "size": os.path.getsize(os.path.join(root, "old.parquet")),
+                    "modificationTime": 1,
+                    "dataChange": True,
+                    "stats": json.dumps(old_stats),
+                }
+            },
+        ],
+    )
     widened = _schema_string(NEW, True)
     if change is not None:
         doc = json.loads(widened)
         doc["fields"][0]["metadata"]["delta.typeChanges"] = [{"fromType": change[0], "toType": change[1]}]
         widened = json.dumps(doc)
-    write_commit(root, 1, [{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["timestampNtz", "typeWidening"],
-                                         "writerFeatures": ["timestampNtz", "typeWidening"]}},
-                           {"metaData": {**meta, "schemaString": widened, "configuration": {"delta.enableTypeWidening": "true"}}}])
-    write_commit(root, 2, [{"add": {"path": "new.parquet", "partitionValues": {}, "size": os.path.getsize(os.path.join(root, "new.parquet")),
-                                    "modificationTime": 2, "dataChange": True, "stats": json.dumps(new_stats)}}])
+    write_commit(
+        root,
+        1,
+        [
+            {
+                "protocol": {
+                    "minReaderVersion": 3,
+                    "minWriterVersion": 7,
+                    "readerFeatures": ["timestampNtz", "typeWidening"],
+                    "writerFeatures": ["timestampNtz", "typeWidening"],
+                }
+            },
+            {"metaData": {**meta, "schemaString": widened, "configuration": {"delta.enableTypeWidening": "true"}}},
+        ],
+    )
+    write_commit(
+        root,
+        2,
+        [
+            {
+                "add": {
+                    "path": "new.parquet",
+                    "partitionValues": {},
+                    "size": os.path.getsize(os.path.join(root, "new.parquet")),
+                    "modificationTime": 2,
+                    "dataChange": True,
+                    "stats": json.dumps(new_stats),
+                }
+            }
+        ],
+    )
 
 
 def test_widened_table_stats_and_skipping(tmp_path):
@@ -256,7 +373,7 @@ def test_widened_table_stats_and_skipping(tmp_path):
     assert parsed.column("max.f").null_count == snap.num_files
 
     def kept(predicate):
-        return sorted(p for p, k in zip(paths, files_matching(snap.files, predicate, snap.schema).to_pylist()) if k)
+        return sorted(p for p, k in zip(paths, files_matching(snap.files, predicate, snap.schema).to_pylist(), strict=False) if k)
 
     assert kept(Comparison("f", "=", F32)) == ["new.parquet", "old.parquet"]
     assert kept(Comparison("a", ">", 2)) == ["new.parquet"]
@@ -277,7 +394,9 @@ def test_spark_reads_old_files_as_the_widened_type(spark, tmp_path):
     assert sorted(r["a"] for r in DeltaTable.for_path(spark, root).read(filter=f"f = {F32!r}").collect()) == [1]
 
 
-@pytest.mark.parametrize("change", [("long", "integer"), ("string", "integer"), ("decimal(5,2)", "decimal(5,3)"), ("double", "float")])
+@pytest.mark.parametrize(
+    "change", [("long", "integer"), ("string", "integer"), ("decimal(5,2)", "decimal(5,3)"), ("double", "float")]
+)
 def test_unsupported_type_change_is_refused(tmp_path, change):
     root = str(tmp_path / "t")
     widened_table(root, change)

@@ -15,12 +15,10 @@ from use.errors import (
     ConfigError,
     InvalidArgumentError,
     SchemaMismatchError,
-    TableConstraintError,
     TableAlreadyExistsError,
+    TableConstraintError,
     UnsupportedFeatureError,
 )
-
-pytestmark = pytest.mark.spark
 
 
 def _df(spark, start: int = 0, n: int = 30):
@@ -36,13 +34,11 @@ def _deltars(path: str) -> list[tuple]:
     from deltalake import DeltaTable as RsTable
 
     t = RsTable(path).to_pyarrow_table()
-    return sorted(zip(*(t.column(c).to_pylist() for c in ("id", "amount", "city", "day"))))
+    return sorted(zip(*(t.column(c).to_pylist() for c in ("id", "amount", "city", "day")), strict=False))
 
 
 def _expected(start: int, n: int) -> list[tuple]:
-    return sorted(
-        (i, i * 0.5, f"c{i % 3}", dt.date(2024, 1, 1) + dt.timedelta(days=i % 2)) for i in range(start, start + n)
-    )
+    return sorted((i, i * 0.5, f"c{i % 3}", dt.date(2024, 1, 1) + dt.timedelta(days=i % 2)) for i in range(start, start + n))
 
 
 def test_create_partitioned_in_one_commit_then_append_and_overwrite(spark, tmp_path) -> None:
@@ -93,7 +89,9 @@ def test_overwrite_may_change_schema_and_partitioning_and_modes_error_and_ignore
 
 def test_unpartitioned_write_of_an_empty_frame_and_new_table_properties(spark, tmp_path) -> None:
     path = str(tmp_path / "t")
-    res = DeltaTable.write(_df(spark).limit(0), path, properties={"delta.appendOnly": True, "use.optimization.bytes-per-iter": 5000})
+    res = DeltaTable.write(
+        _df(spark).limit(0), path, properties={"delta.appendOnly": True, "use.optimization.bytes-per-iter": 5000}
+    )
     table = DeltaTable.for_path(spark, path)
     assert res.version == 0 and res.num_files == 0 and table.snapshot().files.num_rows == 0
     assert table.properties() == {"delta.appendOnly": "true", "use.optimization.bytes-per-iter": "5000"}
@@ -168,8 +166,16 @@ def test_a_new_or_replaced_tables_columns_are_nullable_as_delta_stores_them(spar
     path = str(tmp_path / "t")
     DeltaTable.write(_df(spark, n=4), path)
     assert all(f.nullable for f in RsTable(path).schema().fields)
-    DeltaTable.write(spark.sql("SELECT CAST(NULL AS BIGINT) AS id, CAST(1 AS DOUBLE) AS amount, 'c9' AS city, DATE'2024-01-01' AS day"), path)
-    assert sorted(RsTable(path).to_pyarrow_table().column("id").to_pylist(), key=lambda v: -1 if v is None else v) == [None, 0, 1, 2, 3]
+    DeltaTable.write(
+        spark.sql("SELECT CAST(NULL AS BIGINT) AS id, CAST(1 AS DOUBLE) AS amount, 'c9' AS city, DATE'2024-01-01' AS day"), path
+    )
+    assert sorted(RsTable(path).to_pyarrow_table().column("id").to_pylist(), key=lambda v: -1 if v is None else v) == [
+        None,
+        0,
+        1,
+        2,
+        3,
+    ]
     DeltaTable.write(_df(spark, n=2), path, mode="overwrite")
     assert all(f.nullable for f in RsTable(path).schema().fields)
 

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from test_qbeast_write import _check_table, _commit, _listing, _qsnap
+
 from use.delta.log import DeltaLog
 from use.errors import ConfigError, ShimBuildError
 from use.qbeast.jvm_write import JVM_WRITE_CONF, point_columns
@@ -50,7 +51,10 @@ def _files(path: str) -> list[dict]:
     qsnap = _qsnap(path)
     out = []
     for p, tags, stats in zip(
-        qsnap.files.column("path").to_pylist(), qsnap.files.column("tags").to_pylist(), qsnap.files.column("stats").to_pylist()
+        qsnap.files.column("path").to_pylist(),
+        qsnap.files.column("tags").to_pylist(),
+        qsnap.files.column("stats").to_pylist(),
+        strict=False,
     ):
         ids = pq.read_table(os.path.join(path, p), columns=["id"]).column("id").to_numpy()
         blocks = sorted(json.loads(dict(tags)["blocks"]), key=lambda b: b["cubeId"])
@@ -121,7 +125,7 @@ def test_both_paths_write_the_same_files(spark, tmp_path, python_path, shuffle) 
     # The Delta stats are equal but for two bounds the JVM path leaves out, both safe (a missing
     # bound never skips a file): parquet-mr writes no min/max for a float chunk holding NaN, and
     # floats inside structs are not checked for NaN in the JVM, so they get no max.
-    for jvm_file, py_file in zip(jvm_files, py_files):
+    for jvm_file, py_file in zip(jvm_files, py_files, strict=False):
         js, ps = jvm_file["stats"], py_file["stats"]
         has_nan = any(i % 50 == 7 for i in jvm_file["ids"])
         assert ("f" in js["maxValues"]) == ("f" in js["minValues"]) == (not has_nan)
@@ -157,7 +161,9 @@ def test_point_columns_equal_numpy_transform_bit_for_bit(spark, tmp_path) -> Non
             "x": pa.array([-3.5, 1e3], pa.float64()),
             "f": pa.array([0.0, 1.0], pa.float32()),
             "d": pa.array([dt.date(1950, 1, 1), dt.date(2030, 1, 1)], pa.date32()),
-            "ts": pa.array([dt.datetime(1960, 1, 1, tzinfo=utc), dt.datetime(2040, 1, 1, tzinfo=utc)], pa.timestamp("us", tz="UTC")),
+            "ts": pa.array(
+                [dt.datetime(1960, 1, 1, tzinfo=utc), dt.datetime(2040, 1, 1, tzinfo=utc)], pa.timestamp("us", tz="UTC")
+            ),
         }
     )
     write(spark, spark.createDataFrame(space), path, ["l", "x", "f", "d", "ts"], cube_size=10)
@@ -167,9 +173,13 @@ def test_point_columns_equal_numpy_transform_bit_for_bit(spark, tmp_path) -> Non
     probe = pa.table(
         {
             "l": pa.array([-(2**63), 2**63 - 1, 0, 2**61 + 1, 123_456_789_012_345_677, None, -1, 7, 2**62, -(2**61)], pa.int64()),
-            "x": pa.array([float("nan"), float("inf"), -float("inf"), -0.0, 1e300, -1e300, None, 0.1, 999.999, -3.5], pa.float64()),
+            "x": pa.array(
+                [float("nan"), float("inf"), -float("inf"), -0.0, 1e300, -1e300, None, 0.1, 999.999, -3.5], pa.float64()
+            ),
             "f": pa.array([float("nan"), 0.3, None, 1.5, -0.1, 1e-8, 0.999999, 0.5, 1.0, 0.0], pa.float32()),
-            "d": pa.array([dt.date(1, 1, 1), dt.date(1969, 12, 31), dt.date(1970, 1, 1), None, dt.date(9999, 12, 31)] * 2, pa.date32()),
+            "d": pa.array(
+                [dt.date(1, 1, 1), dt.date(1969, 12, 31), dt.date(1970, 1, 1), None, dt.date(9999, 12, 31)] * 2, pa.date32()
+            ),
             "ts": pa.array(ts_values, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
         }
     )
@@ -183,7 +193,9 @@ def test_point_columns_equal_numpy_transform_bit_for_bit(spark, tmp_path) -> Non
     assert spark_points.shape == numpy_points.shape == (n, 5)
     assert np.array_equal(spark_points, numpy_points), np.argwhere(spark_points != numpy_points)
     # Decimals have no bit-exact expression (pyarrow's decimal -> double may round differently).
-    dec = spark.createDataFrame([(1,)], "v int").selectExpr("cast(v as decimal(10, 2)) as l", "1.0 as x", "cast(0 as float) as f", "current_date() as d", "current_timestamp() as ts")
+    dec = spark.createDataFrame([(1,)], "v int").selectExpr(
+        "cast(v as decimal(10, 2)) as l", "1.0 as x", "cast(0 as float) as f", "current_date() as d", "current_timestamp() as ts"
+    )
     assert point_columns(dec, revision) is None
 
 
@@ -283,7 +295,7 @@ def test_shim_build_is_cached_and_reports_compile_errors(tmp_path, monkeypatch) 
     assert jar.is_file() and jar.parent == tmp_path / "build"
     mtime = jar.stat().st_mtime_ns
     assert shim.build_shim() == jar and jar.stat().st_mtime_ns == mtime  # cached, not rebuilt
-    good.write_text("package t\nobject Ok { def one: Int = \"not an int\" }\n")
+    good.write_text('package t\nobject Ok { def one: Int = "not an int" }\n')
     with pytest.raises(ShimBuildError, match=r"did not compile[\s\S]*type mismatch"):
         shim.build_shim()
     # The failed build left no partial jar; the good one is still there for its sources.

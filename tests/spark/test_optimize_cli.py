@@ -9,8 +9,6 @@ import pytest
 from optimize_support import deltars_rows, directory_state, plain_delta
 from use.cli import main
 
-pytestmark = pytest.mark.spark
-
 
 def test_dry_run_prints_the_plan_and_writes_nothing(spark, tmp_path, capsys) -> None:
     path = plain_delta(str(tmp_path / "t"))

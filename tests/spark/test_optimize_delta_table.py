@@ -7,14 +7,11 @@ import collections
 import os
 
 import pyarrow.parquet as pq
-import pytest
 
 from optimize_support import commit_actions, deltars_rows, plain_delta
 from use import DeltaTable
 from use.optimize.events import EVENT_TAG, OptimizationEvent
 from use.optimize.loop import CONVERGED
-
-pytestmark = pytest.mark.spark
 
 
 def _files_per_partition(table: DeltaTable) -> collections.Counter:

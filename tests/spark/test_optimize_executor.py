@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from optimize_support import (
+    arrow_rows,
     commit_actions,
     deltars_rows,
     directory_state,
     expected_rows,
-    arrow_rows,
     fragmented_qbeast,
     plain_delta,
     staging_qbeast,
@@ -23,22 +23,20 @@ from optimize_support import (
 )
 from use import DeltaTable
 from use.delta import DeltaLog
+from use.delta.storage import absolute_path
+from use.optimize.config import OptimizationConfig
 from use.optimize.events import EVENT_TAG, OptimizationEvent
 from use.optimize.executor import COMMITTED, run_task
-from use.optimize.config import OptimizationConfig
 from use.optimize.loop import CONVERGED
 from use.optimize.planner import Planner
-from use.delta.storage import absolute_path
 from use.qbeast.reader import load_snapshot, read
 from use.qbeast.snapshot import QbeastSnapshot
 from use.table import QbeastTable
 
-pytestmark = pytest.mark.spark
-
 
 def _blocks_per_cube(path: str, revision_id: int) -> collections.Counter:
     blocks = load_snapshot(path).blocks.to_pydict()
-    return collections.Counter(c for c, r in zip(blocks["cube_id"], blocks["revision_id"]) if r == revision_id)
+    return collections.Counter(c for c, r in zip(blocks["cube_id"], blocks["revision_id"], strict=False) if r == revision_id)
 
 
 def _check_commit(path: str, version: int, revision_id: int | None) -> OptimizationEvent:
@@ -121,7 +119,9 @@ def test_inner_cube_consolidation_reaches_what_the_level_rule_cannot(spark, tmp_
     blocks_before = _blocks_per_cube(path, 1)
     assert blocks_before[""] == 3
     untiered = OptimizationConfig(tiering_ratio=0)  # every fragmented inner cube into one file
-    assert Planner(None, untiered).plan(load_snapshot(path)).tasks[0].reason.startswith("consolidation: inner cube '' (depth 0, 89")
+    assert (
+        Planner(None, untiered).plan(load_snapshot(path)).tasks[0].reason.startswith("consolidation: inner cube '' (depth 0, 89")
+    )
 
     result = QbeastTable.for_path(spark, path).optimize(**{"tiering.ratio": "0"})
 
@@ -134,7 +134,7 @@ def test_inner_cube_consolidation_reaches_what_the_level_rule_cannot(spark, tmp_
 
     qsnap = load_snapshot(path)
     blocks = qsnap.blocks.to_pydict()
-    inner = {c for c, w in zip(blocks["cube_id"], blocks["max_weight"]) if w < MAX_WEIGHT}
+    inner = {c for c, w in zip(blocks["cube_id"], blocks["max_weight"], strict=False) if w < MAX_WEIGHT}
     assert inner and all(blocks_after[c] == 1 for c in inner)
     assert sum(blocks_after.values()) < sum(blocks_before.values())
     assert Planner(None, untiered).plan(qsnap).is_empty

@@ -14,14 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from optimize_support import deltars_rows, fragmented_qbeast, plain_delta, random_appends_qbeast, staging_qbeast, table_rows
 from use.delta import DeltaLog
 from use.optimize.config import OptimizationConfig
 from use.optimize.loop import CONVERGED, DONE, optimize_path
 from use.optimize.plan import REVISION_REWRITE_TAG
 from use.optimize.strategies._common import io_limit
-
-pytestmark = pytest.mark.spark
 
 _SHAPES: dict[str, Callable[[Any, str], str]] = {
     "random-appends": lambda spark, dest: random_appends_qbeast(spark, dest),
@@ -56,7 +55,11 @@ def _run(spark: Any, path: str, strategy: str | None, settings: dict[str, str]):
     return optimize_path(spark, path, strategy=strategy, overrides=settings, max_iterations=60)
 
 
-@pytest.mark.parametrize(("shape", "strategy", "settings"), _CASES, ids=lambda v: str(v) if not isinstance(v, dict) else ",".join(f"{k}={x}" for k, x in v.items()) or "defaults")
+@pytest.mark.parametrize(
+    ("shape", "strategy", "settings"),
+    _CASES,
+    ids=lambda v: str(v) if not isinstance(v, dict) else ",".join(f"{k}={x}" for k, x in v.items()) or "defaults",
+)
 def test_optimize_until_done_then_a_second_call_commits_nothing(spark, tmp_path, shape, strategy, settings) -> None:
     path = _SHAPES[shape](spark, str(tmp_path / "t"))
     config = OptimizationConfig.from_properties({}, settings)
@@ -110,8 +113,11 @@ def test_revision_rewrite_is_one_shot_until_the_revision_changes(spark, tmp_path
         path, ["x", "y"], cube_size=100, column_stats={"x_min": 0.0, "x_max": 1000.0, "y_min": 0.0, "y_max": 1000.0},
     )  # fmt: skip
     third = _run(spark, path, "CubeDefragmentation", settings)
-    assert third.outcome == DONE and sum(m.files_in for m in third.committed) == DeltaLog.for_path(path).snapshot(
-        version=third.committed[0].read_version).files.num_rows
+    assert (
+        third.outcome == DONE
+        and sum(m.files_in for m in third.committed)
+        == DeltaLog.for_path(path).snapshot(version=third.committed[0].read_version).files.num_rows
+    )
     assert _run(spark, path, "CubeDefragmentation", settings).outcome == CONVERGED
 
 

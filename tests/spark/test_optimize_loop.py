@@ -248,10 +248,8 @@ def test_metrics_table_has_one_row_per_iteration() -> None:
 # --- the loop on real tables ---------------------------------------------------------------------------
 
 
-@pytest.mark.spark
 def test_dry_run_plans_and_writes_nothing(spark, tmp_path) -> None:
     from optimize_support import directory_state, plain_delta
-
     from use.optimize.loop import optimize_path
 
     path = plain_delta(str(tmp_path / "t"))
@@ -262,10 +260,8 @@ def test_dry_run_plans_and_writes_nothing(spark, tmp_path) -> None:
     assert directory_state(path) == before
 
 
-@pytest.mark.spark
 def test_stop_request_ends_the_run_after_the_running_task(spark, tmp_path) -> None:
     from optimize_support import deltars_rows, directory_state, plain_delta
-
     from use.optimize.loop import optimize_path
 
     path = plain_delta(str(tmp_path / "t"))
@@ -291,10 +287,8 @@ def test_stop_request_ends_the_run_after_the_running_task(spark, tmp_path) -> No
     assert deltars_rows(path) == rows
 
 
-@pytest.mark.spark
 def test_bad_arguments_raise_typed_errors_and_change_nothing(spark, tmp_path) -> None:
     from optimize_support import directory_state, plain_delta, staging_qbeast
-
     from use import DeltaTable
     from use.errors import ConfigError, InvalidArgumentError, TableNotFoundError, UnknownStrategyError
     from use.optimize.loop import optimize_path
@@ -326,7 +320,6 @@ def test_bad_arguments_raise_typed_errors_and_change_nothing(spark, tmp_path) ->
     assert not (tmp_path / "missing").exists()
 
 
-@pytest.mark.spark
 def test_stop_while_a_task_runs_cancels_it_cleanly(spark, tmp_path, monkeypatch) -> None:
     """A stop arriving while the task's Spark jobs run cancels them: the task is abandoned with its
     files deleted, the run stops and the table is as before. Also when the rewrite's jobs end between
@@ -334,7 +327,6 @@ def test_stop_while_a_task_runs_cancels_it_cleanly(spark, tmp_path, monkeypatch)
     cancels once only, before the jobs start, so they all run to the end; the task is still not
     committed (it was, before)."""
     from optimize_support import data_files, deltars_rows, plain_delta
-
     from use.delta import DeltaLog
     from use.optimize import executor
     from use.optimize.loop import optimize_path
@@ -378,12 +370,10 @@ def test_stop_while_a_task_runs_cancels_it_cleanly(spark, tmp_path, monkeypatch)
     assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") is None  # job properties restored
 
 
-@pytest.mark.spark
 def test_a_separate_cancel_lets_the_running_task_commit_on_stop(spark, tmp_path, monkeypatch) -> None:
     """With `cancel` given apart from `stop`, a stop arriving during a task lets it finish and commit
     (the service's UNSET); the task's jobs carry the given job group and description."""
     from optimize_support import deltars_rows, plain_delta
-
     from use.optimize import executor
     from use.optimize.loop import optimize_path
 

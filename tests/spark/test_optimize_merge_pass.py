@@ -15,15 +15,13 @@ from use.delta import DeltaLog
 from use.optimize.config import OptimizationConfig
 from use.optimize.executor import COMMITTED, _reindexed, blocks_of_rows, num_records, run_task, task_file_rows
 from use.optimize.plan import MergeTask
-from use.qbeast.index_plan import WEIGHT_COLUMN, _cube_counts, existing_index, with_weight
+from use.qbeast.index_plan import _cube_counts, existing_index, with_weight
 from use.qbeast.index_status import InputBlocks, counts_in_place
 from use.qbeast.jvm_write import JVM_WRITE_CONF
 from use.qbeast.reader import load_snapshot, read, scan
 from use.qbeast.snapshot import QbeastSnapshot
 from use.qbeast.weight import weight_from_fraction
 from use.qbeast.writer import rewrite_with_existing_weights, write
-
-pytestmark = pytest.mark.spark
 
 _SPACE = {"x_min": 0.0, "x_max": 100.0, "y_min": 0.0, "y_max": 100.0}
 _TEMPLATES: dict[str, str] = {}
@@ -111,7 +109,7 @@ def test_blocks_whose_cube_weight_dropped_need_the_counting_pass(spark, appended
     task = _whole_revision_task(qsnap)
     source = _input_blocks(qsnap, task)
     weights = existing_index(qsnap, 1)[0]
-    stale = [c for c, w in zip(source.blocks.column("cube_id").to_pylist(), source.blocks.column("max_weight").to_pylist())
+    stale = [c for c, w in zip(source.blocks.column("cube_id").to_pylist(), source.blocks.column("max_weight").to_pylist(), strict=False)
              if w > weights[c]]  # fmt: skip
     assert stale  # the appends lowered some cube's maxWeight below its older blocks'
     assert counts_in_place(source, qsnap.revisions[1], weights) is None
@@ -119,7 +117,7 @@ def test_blocks_whose_cube_weight_dropped_need_the_counting_pass(spark, appended
     assert sum(counted.values()) == 12_000 and counted == _counted(spark, qsnap, task, jvm=False)
     # Only the blocks' cubes that kept their weight would have been right: some rows did move.
     blocks_total: dict[str, int] = {}
-    for c, n in zip(source.blocks.column("cube_id").to_pylist(), source.blocks.column("element_count").to_pylist()):
+    for c, n in zip(source.blocks.column("cube_id").to_pylist(), source.blocks.column("element_count").to_pylist(), strict=False):
         blocks_total[c] = blocks_total.get(c, 0) + n
     assert blocks_total != counted
 
@@ -145,9 +143,7 @@ def test_one_pass_compaction_writes_what_the_two_pass_one_wrote(spark, one_write
     files = qsnap.files.take(pa.array(task_file_rows(qsnap, task), pa.int64()))
     df = scan(spark, qsnap, files)
     two_pass = rewrite_with_existing_weights(spark, df, qsnap, 1, input_bytes=task.bytes)
-    one_pass = rewrite_with_existing_weights(
-        spark, df, qsnap, 1, input_bytes=task.bytes, input_blocks=_input_blocks(qsnap, task)
-    )
+    one_pass = rewrite_with_existing_weights(spark, df, qsnap, 1, input_bytes=task.bytes, input_blocks=_input_blocks(qsnap, task))
     assert _layout(one_pass) == _layout(two_pass) and len(one_pass) < task.num_files
     for a in two_pass:
         os.unlink(os.path.join(one_write, a.path))
@@ -167,16 +163,17 @@ def test_one_pass_compaction_writes_what_the_two_pass_one_wrote(spark, one_write
     after = (sorted(read(spark, one_write).collect()), sorted(read(spark, one_write, sample=0.1).collect()),
              sorted(read(spark, one_write, filter=flt).collect()))  # fmt: skip
     assert after == before and before[1] and before[2]
-    assert read(spark, one_write, sample=0.1).count() == read(spark, one_write).filter(
-        F.hash("x", "y") < F.lit(int(weight_from_fraction(0.1)))
-    ).count()
+    assert (
+        read(spark, one_write, sample=0.1).count()
+        == read(spark, one_write).filter(F.hash("x", "y") < F.lit(int(weight_from_fraction(0.1)))).count()
+    )
 
 
 def _adds_of(qsnap: QbeastSnapshot) -> list:
     from use.delta.actions import AddFile
 
     return [AddFile(path=p, size=0, modification_time=0, data_change=False, tags=t)
-            for p, t in zip(qsnap.files.column("path").to_pylist(), _tags(qsnap))]  # fmt: skip
+            for p, t in zip(qsnap.files.column("path").to_pylist(), _tags(qsnap), strict=False)]  # fmt: skip
 
 
 def _tags(qsnap: QbeastSnapshot) -> list[dict[str, str]]:
@@ -205,7 +202,12 @@ def test_a_scan_of_many_local_files_lists_them_without_a_spark_job(spark, append
     key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
     assert spark.conf.get(key, None) is None
     frames = []
-    assert _jobs(spark, lambda group: (spark.sparkContext.setJobGroup(group, "scan"), frames.append(scan(spark, qsnap, qsnap.files)))) == 0
+    assert (
+        _jobs(
+            spark, lambda group: (spark.sparkContext.setJobGroup(group, "scan"), frames.append(scan(spark, qsnap, qsnap.files)))
+        )
+        == 0
+    )
     spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
     assert spark.conf.get(key, None) is None  # the session's setting is back as it was
     assert frames[0].count() == 12_000

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from optimize_support import deltars_rows, table_rows
 from use.delta import DeltaLog
 from use.delta.actions import remove_actions
@@ -18,18 +19,20 @@ from use.optimize.planner import Planner
 from use.qbeast.reader import load_snapshot
 from use.qbeast.relabel import alignment
 
-pytestmark = pytest.mark.spark
-
 
 def _append(spark: Any, path: str, seed: int, lo: int, hi: int, start: int, rows: int = 300, exact_max: bool = False) -> None:
     """Long x in [lo, hi] (both ends present), y in [20, 80) (never near y's edges, so y never widens)."""
     from pyspark.sql import functions as F
+
     from use.table import QbeastTable
 
     x = (F.lit(lo) + F.floor(F.rand(seed) * (hi - lo))).cast("long")
     df = spark.range(start, start + rows).select(
         F.col("id"),
-        F.when(F.col("id") == start, F.lit(lo).cast("long")).when(F.col("id") == start + 1, F.lit(hi).cast("long")).otherwise(x).alias("x"),
+        F.when(F.col("id") == start, F.lit(lo).cast("long"))
+        .when(F.col("id") == start + 1, F.lit(hi).cast("long"))
+        .otherwise(x)
+        .alias("x"),
         (F.lit(20.0) + F.rand(seed + 99) * 60).alias("y"),
         F.lit("s").alias("s"),
     )
@@ -80,7 +83,9 @@ def test_a_revision_grown_by_a_power_of_two_moves_by_its_tags_and_reads_are_unch
     for f in (0.02, 0.2, 0.7):
         assert sorted(r.id for r in ours.read(sample=f).collect()) == sorted(r.id for r in once.read(sample=f).collect()), f
     for cond in ("x >= 139 AND x < 141", "x = 100", "x >= 60 AND x < 70 AND y < 40", "x > 190"):
-        assert sorted(r.id for r in ours.read(filter=cond).collect()) == sorted(r.id for r in once.read(filter=cond).collect()), cond
+        assert sorted(r.id for r in ours.read(filter=cond).collect()) == sorted(r.id for r in once.read(filter=cond).collect()), (
+            cond
+        )
         assert sorted(r.id for r in ours.read(sample=0.3, filter=cond).collect()) == sorted(
             r.id for r in once.read(sample=0.3, filter=cond).collect()
         ), cond
@@ -136,6 +141,7 @@ def test_drifting_timestamps_move_by_their_tags_and_time_ranges_read_the_same_ro
     """Timestamps are the commonest drift: each day of events a little past the last."""
     from deltalake import DeltaTable
     from pyspark.sql import functions as F
+
     from use.table import QbeastTable
 
     path, reference = str(tmp_path / "t"), str(tmp_path / "once")
@@ -149,7 +155,7 @@ def test_drifting_timestamps_move_by_their_tags_and_time_ranges_read_the_same_ro
         QbeastTable.write(df, path, ["ts", "y"], cube_size=50)
     qsnap = load_snapshot(path)
     revs = [qsnap.revisions[r] for r in sorted(qsnap.revisions) if r]
-    assert any(alignment(a, b) is not None for a, b in zip(revs, revs[1:])), [r.transformations[0] for r in revs]
+    assert any(alignment(a, b) is not None for a, b in zip(revs, revs[1:], strict=False)), [r.transformations[0] for r in revs]
     QbeastTable.write(spark.read.format("qbeast").load(path), reference, ["ts", "y"], cube_size=50)
 
     result = optimize_path(spark, path, max_iterations=40)

@@ -26,8 +26,6 @@ from use.optimize import curves
 from use.optimize.loop import CONVERGED
 from use.optimize.strategies.zorder import ZCUBE_CURVE_TAG, ZCUBE_ID_TAG, ZCUBE_ZORDER_BY_TAG
 
-pytestmark = pytest.mark.spark
-
 
 def _uniform(path: str, appends: int = 16, rows: int = 1000, seed: int = 1) -> str:
     """`appends` files of uniform random (a, b) in [0, 1000)^2: every file spans the whole square."""
@@ -35,7 +33,9 @@ def _uniform(path: str, appends: int = 16, rows: int = 1000, seed: int = 1) -> s
     for i in range(appends):
         write_deltalake(
             path,
-            pa.table({"id": np.arange(i * rows, (i + 1) * rows), "a": rng.uniform(0, 1000, rows), "b": rng.integers(0, 1000, rows)}),
+            pa.table(
+                {"id": np.arange(i * rows, (i + 1) * rows), "a": rng.uniform(0, 1000, rows), "b": rng.integers(0, 1000, rows)}
+            ),
             mode="append",
         )
     return path
@@ -43,7 +43,7 @@ def _uniform(path: str, appends: int = 16, rows: int = 1000, seed: int = 1) -> s
 
 def _rows(path: str, columns: tuple[str, ...] = ("id", "a", "b")) -> collections.Counter:
     t = DeltaRsTable(path).to_pyarrow_table()
-    return collections.Counter(zip(*(t.column(c).to_pylist() for c in columns)))
+    return collections.Counter(zip(*(t.column(c).to_pylist() for c in columns), strict=False))
 
 
 def _box_files(table: DeltaTable, boxes: list[tuple[int, int]]) -> int:
@@ -51,7 +51,10 @@ def _box_files(table: DeltaTable, boxes: list[tuple[int, int]]) -> int:
     snap = table.snapshot()
     total = 0
     for a, b in boxes:
-        box = And(And(Comparison("a", ">=", a), Comparison("a", "<", a + 100)), And(Comparison("b", ">=", b), Comparison("b", "<", b + 100)))
+        box = And(
+            And(Comparison("a", ">=", a), Comparison("a", "<", a + 100)),
+            And(Comparison("b", ">=", b), Comparison("b", "<", b + 100)),
+        )
         total += int(np.asarray(files_matching(snap.files, box, snap.schema).to_numpy(zero_copy_only=False)).sum())
     return total
 
@@ -89,7 +92,7 @@ def test_clustering_sorts_rows_by_the_curve_and_a_box_filter_reads_fewer_files(s
     keys = _file_keys(path, rels, curve)
     assert all((np.diff(k) >= 0).all() for k in keys)
     spans = sorted((int(k.min()), int(k.max())) for k in keys)
-    assert all(hi <= lo for (_, hi), (lo, _) in zip(spans, spans[1:]))
+    assert all(hi <= lo for (_, hi), (lo, _) in zip(spans, spans[1:], strict=False))
 
     commit = commit_actions(path, m.version)
     info = next(a["commitInfo"] for a in commit if "commitInfo" in a)

@@ -164,8 +164,14 @@ def test_full_read_and_filters(spark, handmade):
     qt = QbeastTable.for_path(spark, root)
     full = spark.read.parquet(*[os.path.join(root, p) for p in paths])
     assert qt.read().count() == len(rows)
-    for f in ["x >= 600 and y < 0.3", "x < 100 or x > 900", "name is null", "name in ('ann', 'bob') and x < 500",
-              "payload = 'nothing'", "y between 0.4 and 0.45"]:
+    for f in [
+        "x >= 600 and y < 0.3",
+        "x < 100 or x > 900",
+        "name is null",
+        "name in ('ann', 'bob') and x < 500",
+        "payload = 'nothing'",
+        "y between 0.4 and 0.45",
+    ]:
         assert _rowset(qt.read(filter=f)) == _rowset(full.filter(f)), f
     qsnap = qt.snapshot()
     # x >= 600: file b (x < 500) is dropped by its stats and its cubes; file c has no stats but its cubes

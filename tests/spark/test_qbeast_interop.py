@@ -113,9 +113,7 @@ def test_written_schema_is_stored_nullable(spark, tmp_path) -> None:
     assert _all_nullable(meta["schemaString"]) == []
     assert [f["name"] for f in json.loads(meta["schemaString"])["fields"]] == ["id", "x", "s"]
     # and a null can then be appended to a column that had none
-    nulls = spark.sql(
-        "SELECT CAST(NULL AS BIGINT) AS id, 1.0D AS x, CAST(NULL AS STRUCT<a: BIGINT, b: ARRAY<BIGINT>>) AS s"
-    )
+    nulls = spark.sql("SELECT CAST(NULL AS BIGINT) AS id, 1.0D AS x, CAST(NULL AS STRUCT<a: BIGINT, b: ARRAY<BIGINT>>) AS s")
     write(spark, nulls, path, ["id"])
     from use.qbeast.reader import read
 
@@ -207,8 +205,13 @@ def test_float_bounds_are_the_float32_upstream_reads() -> None:
     from use.qbeast.transform import LinearTransformation
     from use.qbeast.transformers import LinearTransformer, transformation_from_json_obj
 
-    obj = {"className": P + "LinearTransformation", "minNumber": 0.1, "maxNumber": 0.10002997, "nullValue": 0.1,
-           "orderedDataType": "FloatDataType"}
+    obj = {
+        "className": P + "LinearTransformation",
+        "minNumber": 0.1,
+        "maxNumber": 0.10002997,
+        "nullValue": 0.1,
+        "orderedDataType": "FloatDataType",
+    }
     t = transformation_from_json_obj(obj)
     assert t.max_number == 0.10002996772527695 and t.min_number == float(np.float32(0.1))
     values = pa.array([0.1, 0.10001, 0.10002997], pa.float32())

@@ -27,7 +27,9 @@ def table(spark, tmp_path_factory):
         return spark.range(start, start + n, numPartitions=3).select(
             F.col("id").cast("int").alias("x"),
             F.expr("date_add(date'2024-01-01', cast(id % 366 as int))").alias("d"),
-            F.when(F.col("id") % 17 == 0, F.lit(None)).otherwise(F.concat(F.lit("k"), (F.col("id") % 50).cast("string"))).alias("s"),
+            F.when(F.col("id") % 17 == 0, F.lit(None))
+            .otherwise(F.concat(F.lit("k"), (F.col("id") % 50).cast("string")))
+            .alias("s"),
             (F.col("id") * 7 % 1000 / 10.0).alias("v"),
             F.when(F.col("id") % 11 == 0, F.lit(None)).otherwise(F.col("id") % 5).alias("p"),
         )
@@ -105,7 +107,6 @@ def test_sample_is_exactly_the_hash_filter(spark, table, fraction):
         assert got == rows(full.filter(F.hash("x", "d", "s") < weight_from_fraction(fraction)))
 
 
-
 def test_a_sample_after_an_append_that_lowered_a_cube_s_weight_without_writing_to_it(spark, tmp_path):
     """Found by a randomized trial: two appends of one indexed column with many equal values (cube
     size 10). The second lowers a cube's maxWeight and writes no row into it (its lightest rows
@@ -134,6 +135,7 @@ def test_a_sample_after_an_append_that_lowered_a_cube_s_weight_without_writing_t
         assert rows(qt.read(sample=fraction)) == expected == rows(QbeastTable.for_path(spark, once).read(sample=fraction))
         assert rows(spark.read.format("qbeast").load(path).sample(fraction)) == expected
     assert len(rows(qt.read(sample=0.1))) == 73
+
 
 def test_small_samples_read_fewer_files_and_bytes(spark, table):
     from use.qbeast.reader import load_snapshot, plan_read

@@ -32,7 +32,7 @@ def test_sql_strings(spark, schema):
     assert tr(spark, schema, "d >= '2024-01-01'") == Comparison("d", ">=", dt.date(2024, 1, 1))
     assert tr(spark, schema, "m = 3.5") == Comparison("m", "=", decimal.Decimal("3.50"))
     assert tr(spark, schema, "t < timestamp'2024-01-01 10:00:00'") == Comparison(
-        "t", "<", dt.datetime(2024, 1, 1, 10, tzinfo=dt.timezone.utc)
+        "t", "<", dt.datetime(2024, 1, 1, 10, tzinfo=dt.UTC)
     )
     assert tr(spark, schema, "not (a is null)") == Not(IsNull("a"))
     assert tr(spark, schema, "b is not null") == IsNotNull("b")

@@ -17,9 +17,7 @@ from use.errors import (
 
 
 def _listing(path: str) -> dict[str, float]:
-    return {
-        os.path.join(d, f): os.path.getmtime(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files
-    }
+    return {os.path.join(d, f): os.path.getmtime(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files}
 
 
 @pytest.fixture(scope="module")

@@ -62,7 +62,7 @@ def _check_table(spark, path: str, expected_ids: np.ndarray, columns: list[str])
     data_files = [p for p in _listing(path) if not p.startswith("_delta_log")]
     assert sorted(data_files) == sorted(paths) or set(paths) <= set(data_files)
     blocks_by_file: dict[str, list[dict]] = {}
-    for p, tags in zip(paths, files.column("tags").to_pylist()):
+    for p, tags in zip(paths, files.column("tags").to_pylist(), strict=False):
         assert UUID_FILE.fullmatch(p)
         tags = dict(tags)
         assert sorted(tags) == ["blocks", "revision"]
@@ -80,7 +80,7 @@ def _check_table(spark, path: str, expected_ids: np.ndarray, columns: list[str])
     # can turn a leaf into an inner cube; the older leaf block keeps its rows), so each file is
     # checked against the index status at its own version.
     revisions = qsnap.revisions
-    tags_of = {p: dict(t) for p, t in zip(paths, files.column("tags").to_pylist())}
+    tags_of = {p: dict(t) for p, t in zip(paths, files.column("tags").to_pylist(), strict=False)}
     added_at = {}
     for v in range(qsnap.version + 1):
         for action in _commit(path, v):
@@ -98,7 +98,7 @@ def _check_table(spark, path: str, expected_ids: np.ndarray, columns: list[str])
         weights = rows.column("w").to_numpy()
         names = np.array([os.path.basename(f) for f in rows.column("f").to_pylist()], dtype=object)
         cubes = []
-        for point, w in zip(points, weights):
+        for point, w in zip(points, weights, strict=False):
             for cube in CubeId.containers(point):
                 s = cube.to_string()
                 if s not in cube_weights or w <= cube_weights[s]:
@@ -349,8 +349,14 @@ def test_optimizer_entry_points(spark, table_path) -> None:
 
     # Three appends scatter each cube over several files.
     for i in range(2):
-        write(spark, _data(spark, 4_000, start=4_000 * i, seed=20 + i), table_path, ["x", "y"],
-              cube_size=1000, column_stats={"x_min": 0.0, "x_max": 100.0, "y_min": 0, "y_max": 49})
+        write(
+            spark,
+            _data(spark, 4_000, start=4_000 * i, seed=20 + i),
+            table_path,
+            ["x", "y"],
+            cube_size=1000,
+            column_stats={"x_min": 0.0, "x_max": 100.0, "y_min": 0, "y_max": 49},
+        )
     qsnap = _qsnap(table_path)
     assert qsnap.latest_revision_id == 1
     status = IndexStatus.from_snapshot(qsnap, 1).cube_weights()
@@ -462,7 +468,7 @@ def test_task_files_stream_row_groups_and_overflow(tmp_path) -> None:
     finally:
         files.close()
     assert result.column("path").to_pylist() == ["f0.parquet", "f1.parquet", "f2.parquet"]
-    for f, path, blocks in zip(range(3), result.column("path").to_pylist(), result.column("blocks").to_pylist()):
+    for f, path, blocks in zip(range(3), result.column("path").to_pylist(), result.column("blocks").to_pylist(), strict=False):
         pf = pq.ParquetFile(os.path.join(tmp_path, path))
         assert pf.read().column("id").to_pylist() == expected[f]
         if f < 2:
@@ -593,9 +599,7 @@ def test_estimation_on_a_sample_keeps_cube_sizes(spark, table_path, monkeypatch)
 
     monkeypatch.setattr(domains, "ESTIMATION_MIN_ROWS", 1_000)
     assert domains.estimation_fraction(5_000, 60_000) == pytest.approx(0.2)
-    df = spark.range(0, 60_000, numPartitions=4).select(
-        F.col("id"), (F.rand(11) * 100).alias("x"), (F.rand(12) * 100).alias("y")
-    )
+    df = spark.range(0, 60_000, numPartitions=4).select(F.col("id"), (F.rand(11) * 100).alias("x"), (F.rand(12) * 100).alias("y"))
     write(spark, df, table_path, ["x", "y"], cube_size=5_000)
     status = IndexStatus.from_snapshot(_qsnap(table_path), 1)
     counts, weights = status.cube_element_counts(), status.cube_weights()

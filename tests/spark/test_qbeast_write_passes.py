@@ -11,17 +11,13 @@ from use.qbeast.revision import parse_column_specs
 from use.qbeast.revision_change import compute_revision_change
 from use.qbeast.writer import _arrow_schema
 
-pytestmark = pytest.mark.spark
-
 
 def _weighted(spark, n: int, cube_size: int, partitions: int):
     df = spark.range(0, n, numPartitions=partitions).selectExpr(
         "id", "rand(3) * 100 as x", "rand(4) * 50 as y", "cast(id % 7 as string) as s"
     )
     transformers = parse_column_specs(["x", "y"], _arrow_schema(df))
-    revision, _ = compute_revision_change(
-        None, transformers, collect_stats(df, transformers), cube_size, None, "/tmp/t", 0, 0.0
-    )
+    revision, _ = compute_revision_change(None, transformers, collect_stats(df, transformers), cube_size, None, "/tmp/t", 0, 0.0)
     return with_weight(df, revision), revision
 
 

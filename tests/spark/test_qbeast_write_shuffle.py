@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 from test_qbeast_write import _check_table, _commit, _qsnap, _state
+
 from use.errors import ConfigError
 from use.qbeast.write_shuffle import (
     DEFAULT_MAX_READ_SLOWDOWN,
@@ -45,6 +46,7 @@ def test_rule_shuffles_when_the_parts_would_slow_reads_down() -> None:
 
 def test_data_bytes_counts_fixed_widths_and_actual_string_bytes(spark) -> None:
     from pyspark.sql import functions as F
+
     from use.qbeast.index_plan import DATA_BYTES_ALIAS, collect_stats
     from use.qbeast.revision import parse_column_specs
     from use.qbeast.writer import _arrow_schema
@@ -141,6 +143,7 @@ def _index_of(path: str) -> dict[tuple[str, int], int]:
         blocks.column("cube_id").to_pylist(),
         blocks.column("max_weight").to_pylist(),
         blocks.column("element_count").to_pylist(),
+        strict=False,
     ):
         out[(cube, w)] = out.get((cube, w), 0) + n
     return out
@@ -154,8 +157,12 @@ def test_shuffled_jvm_write_gives_the_index_of_the_other_ways(spark, tmp_path, c
     from use.qbeast.jvm_write import JVM_WRITE_CONF
 
     first, second = _data(spark, 9_000).cache(), _data(spark, 5_000, start=9_000).cache()
-    ways = {"jvm-shuffled": (True, "true"), "jvm-unshuffled": (False, "true"), "default": (None, "true"),
-            "python-shuffled": (True, "false")}
+    ways = {
+        "jvm-shuffled": (True, "true"),
+        "jvm-unshuffled": (False, "true"),
+        "default": (None, "true"),
+        "python-shuffled": (True, "false"),
+    }
     for name, (shuffle, jvm) in ways.items():
         conf(JVM_WRITE_CONF, jvm)
         path = str(tmp_path / name)

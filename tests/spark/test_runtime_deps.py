@@ -10,6 +10,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
 from runtime_env import runtime_closure, runtime_only_env
 
 
@@ -40,6 +41,6 @@ def test_the_runtime_only_environment_hides_the_test_extras(tmp_path: Path) -> N
 
 def test_write_read_optimize_run_with_runtime_dependencies_only(tmp_path: Path) -> None:
     env = runtime_only_env(tmp_path / "site")
-    script = Path(__file__).with_name("runtime_paths.py")
+    script = Path(__file__).resolve().parents[1] / "runtime_paths.py"
     done = _run([str(script), str(tmp_path / "tables")], env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]

@@ -3,15 +3,19 @@ once per data dir, and the printed help names the JDBC URL, the clients and the 
 
 from __future__ import annotations
 
-import pytest
-
-pytestmark = pytest.mark.spark
-
 
 def test_the_demo_table_is_made_once_with_continuous_optimization_on(spark, tmp_path) -> None:
     from use.delta import DeltaLog
     from use.server.config import ServerOptions
-    from use.server.demo import AUTO_OPTIMIZE_KEY, DEMO_APPENDS, DEMO_QUERIES, DEMO_ROWS_PER_APPEND, DEMO_TABLE, DemoTable, print_demo
+    from use.server.demo import (
+        AUTO_OPTIMIZE_KEY,
+        DEMO_APPENDS,
+        DEMO_QUERIES,
+        DEMO_ROWS_PER_APPEND,
+        DEMO_TABLE,
+        DemoTable,
+        print_demo,
+    )
 
     options = ServerOptions.from_flags(tmp_path / "data", port=10123)
     demo = DemoTable(options)

@@ -13,8 +13,6 @@ from service_support import AUTO, Services, await_service
 from use.service import OptimizationService
 from use.service.metastore import MetastoreEvents, table_name
 
-pytestmark = pytest.mark.spark
-
 KEY = next(iter(AUTO))
 
 
@@ -92,7 +90,9 @@ def test_tables_the_service_does_not_serve_and_dropped_databases(spark, evented)
     refreshes = svc.registry.refreshes
     spark.sql("DROP DATABASE svc_events CASCADE")  # Spark sends no event per table
     await_service(
-        svc, lambda s: s.registry.find(name) is None and s.registry.refreshes > refreshes, "the tables of the dropped database to go"
+        svc,
+        lambda s: s.registry.find(name) is None and s.registry.refreshes > refreshes,
+        "the tables of the dropped database to go",
     )
 
 
@@ -122,7 +122,9 @@ def test_the_metastore_source_lists_delta_tables_of_every_database(spark, tmp_pa
         listed = {t.location: t.name for t in MetastoreSource(spark).list_tables()}
         assert listed[resolve_table_root(str(registered))] == "spark_catalog.svc_db.events"
         assert resolve_table_root(str(plain)) not in listed
-        combined = {t.location: t for t in CombinedSource(MetastoreSource(spark), LocationSource(directories=[warehouse])).list_tables()}
+        combined = {
+            t.location: t for t in CombinedSource(MetastoreSource(spark), LocationSource(directories=[warehouse])).list_tables()
+        }
         assert combined[resolve_table_root(str(registered))].name == "spark_catalog.svc_db.events"  # the metastore's name wins
         assert resolve_table_root(str(by_path)) in combined  # written by path into the warehouse
         assert combined[resolve_table_root(str(registered))].version == 0
@@ -151,12 +153,16 @@ def test_a_schema_another_process_changed_reaches_the_metastore_mirror(spark, tm
         root = resolve_table_root(str(external.getTable("svc_mirror", "m").location()))
         source = MetastoreSource(spark)
         source.list_tables()
-        deltalake.write_deltalake(root, pa.table({"a": pa.array([1], pa.int32()), "extra": ["e"]}), mode="append", schema_mode="merge")
+        deltalake.write_deltalake(
+            root, pa.table({"a": pa.array([1], pa.int32()), "extra": ["e"]}), mode="append", schema_mode="merge"
+        )
         assert mirrored_columns() == ["a"]  # another process: the metastore does not know yet
         source.list_tables()
         assert mirrored_columns() == ["a", "extra"]
 
-        deltalake.write_deltalake(root, pa.table({"a": pa.array([2], pa.int32()), "more": [1.5]}), mode="append", schema_mode="merge")
+        deltalake.write_deltalake(
+            root, pa.table({"a": pa.array([2], pa.int32()), "more": [1.5]}), mode="append", schema_mode="merge"
+        )
         assert spark.sql("SELECT count(*) FROM svc_mirror.m").collect()[0][0] == 2  # a load catches up too
         assert mirrored_columns() == ["a", "extra", "more"]
     finally:

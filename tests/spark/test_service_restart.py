@@ -17,8 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from optimize_support import deltars_rows, fragmented_qbeast
 from service_support import AUTO, await_service, set_properties, wait_for
 from use.optimize.config import ServiceConfig
@@ -27,11 +25,9 @@ from use.service import LocationSource, OptimizationService
 from use.service.runner import SparkRunner
 from use.service.state import STATE_FILE
 
-pytestmark = pytest.mark.spark
+REPO = Path(__file__).resolve().parents[2]
 
-REPO = Path(__file__).resolve().parents[1]
-
-CHILD = r'''
+CHILD = r"""
 import os, sys, threading
 from use.optimize.config import ServiceConfig
 from use.service import LocationSource, OptimizationService
@@ -53,7 +49,7 @@ assert svc.wait_until(lambda s: s.table(auto) is not None and s.table(auto).run 
 decision = svc.trigger(idle, {"use.optimization.type": "LeveledCompaction", "use.optimization.bytes-per-iter": "5000000"})
 print("QUEUED" if decision.accepted else "IGNORED " + decision.reason, flush=True)
 threading.Event().wait()
-'''
+"""
 
 
 def _age(path: str, seconds: float) -> None:
@@ -70,7 +66,9 @@ def test_kill_9_then_restart_resumes_runs_and_schedules(spark, tmp_path) -> None
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
-    child = subprocess.Popen([sys.executable, str(script), auto, idle, str(state_dir)], stdout=subprocess.PIPE, text=True, env=env)
+    child = subprocess.Popen(
+        [sys.executable, str(script), auto, idle, str(state_dir)], stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         line = child.stdout.readline()  # the child prints once the manual request is queued (or dies: EOF)
         assert line.strip() == "QUEUED", line
@@ -99,8 +97,12 @@ def test_kill_9_then_restart_resumes_runs_and_schedules(spark, tmp_path) -> None
         assert st is not None and "interrupted" in st.note and killed_run in st.note
         await_service(
             svc,
-            lambda s: s.table(auto).last_run is not None and s.table(auto).last_run.outcome == "converged"
-            and s.table(idle).note == "manual optimization done" and s.table(auto).last_gc is not None,
+            lambda s: (
+                s.table(auto).last_run is not None
+                and s.table(auto).last_run.outcome == "converged"
+                and s.table(idle).note == "manual optimization done"
+                and s.table(auto).last_gc is not None
+            ),
             "the interrupted run, the queued manual run and GC to finish",
         )
         wait_for(lambda: not os.path.exists(orphan), "GC to remove the killed task's file")

@@ -19,8 +19,6 @@ from use.service.runner import POOL, POOL_PROPERTY, SparkRunner, job_group
 from use.service.schedule import backoff_s
 from use.table import QbeastTable
 
-pytestmark = pytest.mark.spark
-
 
 @pytest.fixture
 def make_service(spark, tmp_path):
@@ -94,7 +92,9 @@ def test_properties_set_by_another_writer_start_runs_that_converge_and_unset_sto
     # The run's jobs went to the service's pool, with its job group and a description naming the run.
     pools, descriptions = stage_pools_and_descriptions(spark, job_group(st.last_run.run_id))
     assert pools == {POOL}
-    assert descriptions and all(d.startswith(f"USE service: scheduled optimization of {path} (run {st.last_run.run_id})") for d in descriptions)
+    assert descriptions and all(
+        d.startswith(f"USE service: scheduled optimization of {path} (run {st.last_run.run_id})") for d in descriptions
+    )
     rows = {r["location"]: r for r in svc.table_states().to_pylist()}
     assert rows[path]["optimization_state"] in ("scheduled", "running") and rows[path]["last_run_outcome"] == "converged"
 
@@ -256,9 +256,10 @@ def test_appends_racing_the_service_all_land(spark, tmp_path, make_service) -> N
     assert svc.table(path).failures == 0
 
 
-def test_stop_cancels_the_running_task_cleanly_and_the_run_resumes_at_the_next_start(spark, tmp_path, make_service, monkeypatch) -> None:
+def test_stop_cancels_the_running_task_cleanly_and_the_run_resumes_at_the_next_start(
+    spark, tmp_path, make_service, monkeypatch
+) -> None:
     from optimize_support import data_files
-
     from use.optimize import executor
 
     path = fragmented_qbeast(spark, str(tmp_path / "t"), appends=3)

@@ -6,9 +6,8 @@ import os
 
 import pytest
 
-from use.delta.storage import resolve_table_root
-
 from sql_support import commit_actions, location, refused, rows, state
+from use.delta.storage import resolve_table_root
 
 
 def test_the_session_serves_delta_and_qbeast_tables(spark) -> None:
@@ -45,7 +44,9 @@ def test_create_managed_delta_table_insert_describe_drop(spark, db) -> None:
     assert described["id"] == "bigint" and described["Provider"] == "delta" and described["Type"] == "MANAGED"
     assert "day" in [r[0] for r in spark.sql("DESCRIBE TABLE t").collect()]
     show = spark.sql("SHOW CREATE TABLE t").collect()[0][0]
-    assert "USING delta" in show and "PARTITIONED BY (day)" in show and "LOCATION" not in show  # managed: replayed into the warehouse
+    assert (
+        "USING delta" in show and "PARTITIONED BY (day)" in show and "LOCATION" not in show
+    )  # managed: replayed into the warehouse
 
     spark.sql("INSERT INTO t VALUES (1, 'a', DATE'2024-01-01'), (2, 'b', DATE'2024-01-02')")
     assert rows(spark, "SELECT id, name FROM t") == [(1, "a"), (2, "b")]
@@ -160,7 +161,10 @@ def test_column_changes_that_need_a_rewrite_or_mapping_are_refused_and_change_no
     root = location(spark, "t")
     before = state(root)
     for statement, message in [
-        ("ALTER TABLE t ADD COLUMNS (n INT NOT NULL)", r"USE_INVALID_ARGUMENT_ERROR.*column n is NOT NULL.*add it without NOT NULL"),
+        (
+            "ALTER TABLE t ADD COLUMNS (n INT NOT NULL)",
+            r"USE_INVALID_ARGUMENT_ERROR.*column n is NOT NULL.*add it without NOT NULL",
+        ),
         ("ALTER TABLE t ADD COLUMNS (d INT DEFAULT 3)", r"USE_NOT_SUPPORTED_ERROR.*DEFAULT"),
         ("ALTER TABLE t RENAME COLUMN name TO label", r"USE_NOT_SUPPORTED_ERROR.*RENAME COLUMN .*column mapping"),
         ("ALTER TABLE t DROP COLUMN name", r"USE_NOT_SUPPORTED_ERROR.*DROP COLUMN .*CREATE OR REPLACE TABLE"),
@@ -202,7 +206,9 @@ def test_ctas_and_create_or_replace_keep_one_commit_each(spark, db) -> None:
     assert commit_actions(root, 0)[0]["commitInfo"]["operation"] == "CREATE TABLE AS SELECT"
     assert rows(spark, "SELECT p, count(*) FROM d GROUP BY p") == [(0, 10), (1, 10), (2, 10)]
 
-    spark.sql("CREATE OR REPLACE TABLE d USING delta TBLPROPERTIES ('delta.appendOnly'='false') AS SELECT id * 10 AS v FROM range(5)")
+    spark.sql(
+        "CREATE OR REPLACE TABLE d USING delta TBLPROPERTIES ('delta.appendOnly'='false') AS SELECT id * 10 AS v FROM range(5)"
+    )
     assert state(root)[0] == (f"{0:020d}.json", f"{1:020d}.json")
     assert rows(spark, "SELECT * FROM d") == [(0,), (10,), (20,), (30,), (40,)]
     assert [r[0] for r in spark.sql("DESCRIBE TABLE d").collect()] == ["v"]

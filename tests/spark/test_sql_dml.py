@@ -323,14 +323,18 @@ def test_update_of_a_qbeast_tables_indexed_column_reads_right(spark, db) -> None
 def test_bad_updates_are_refused_and_change_nothing(spark, db) -> None:
     spark.sql("CREATE TABLE b (id INT NOT NULL, s STRUCT<a: INT, b: STRING>, t STRING) USING delta")
     spark.sql("INSERT INTO b VALUES (1, named_struct('a', 1, 'b', 'x'), 'q')")
-    _each_refused(spark, location(spark, "b"), [
-        ("UPDATE b SET id = 'not a number'", "CAST_INVALID_INPUT.*'not a number'"),  # Spark's own, as an INSERT's
-        ("UPDATE b SET s.a = 2", "USE_NOT_SUPPORTED_ERROR.*nested field"),
-        ("UPDATE b SET id = 1, id = 2", "USE_INVALID_ARGUMENT_ERROR.*more than once|DUPLICATE"),
-        ("UPDATE b SET t = CAST(rand() AS STRING)", "USE_INVALID_ARGUMENT_ERROR.*not deterministic"),
-        ("UPDATE b SET nope = 1", "UNRESOLVED_COLUMN"),
-        ("UPDATE b SET id = NULL", "NOT_NULL_ASSERT_VIOLATION"),  # the rows were read and written: the files go
-    ])
+    _each_refused(
+        spark,
+        location(spark, "b"),
+        [
+            ("UPDATE b SET id = 'not a number'", "CAST_INVALID_INPUT.*'not a number'"),  # Spark's own, as an INSERT's
+            ("UPDATE b SET s.a = 2", "USE_NOT_SUPPORTED_ERROR.*nested field"),
+            ("UPDATE b SET id = 1, id = 2", "USE_INVALID_ARGUMENT_ERROR.*more than once|DUPLICATE"),
+            ("UPDATE b SET t = CAST(rand() AS STRING)", "USE_INVALID_ARGUMENT_ERROR.*not deterministic"),
+            ("UPDATE b SET nope = 1", "UNRESOLVED_COLUMN"),
+            ("UPDATE b SET id = NULL", "NOT_NULL_ASSERT_VIOLATION"),  # the rows were read and written: the files go
+        ],
+    )
 
 
 def _each_refused(spark, root: str, cases: list[tuple[str, str]]) -> None:
@@ -470,4 +474,11 @@ def _cdf_rows(reader) -> list[tuple]:
     import pyarrow as pa
 
     table = pa.table(reader.read_all()) if hasattr(reader, "read_all") else pa.table(reader)
-    return list(zip(table.column("id").to_pylist(), table.column("_change_type").to_pylist(), table.column("_commit_version").to_pylist()))
+    return list(
+        zip(
+            table.column("id").to_pylist(),
+            table.column("_change_type").to_pylist(),
+            table.column("_commit_version").to_pylist(),
+            strict=False,
+        )
+    )

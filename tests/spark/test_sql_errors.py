@@ -31,7 +31,10 @@ def _warehouse_db(spark, db: str) -> str:
         ("CREATE TABLE b (x INT, p INT) USING qbeast OPTIONS ('columnsToIndex'='x') PARTITIONED BY (p)", "cannot be partitioned"),
         ("CREATE TABLE b (x INT) USING delta TBLPROPERTIES ('use.optimization.bytes-per-iter'='-1')", "USE_CONFIG_ERROR"),
         ("CREATE TABLE b (x INT) USING delta TBLPROPERTIES ('delta.enableDeletionVectors'='true')", "deletionVectors"),
-        ("CREATE TABLE b USING delta AS SELECT id, 1 / (id - id) AS boom FROM range(0, 8, 1, 4)", "USE_SPARK_ERROR.*DIVIDE_BY_ZERO"),
+        (
+            "CREATE TABLE b USING delta AS SELECT id, 1 / (id - id) AS boom FROM range(0, 8, 1, 4)",
+            "USE_SPARK_ERROR.*DIVIDE_BY_ZERO",
+        ),
         ("CREATE TABLE b (x INT) USING delta PARTITIONED BY (bucket(4, x))", "PARTITIONED BY"),
     ],
 )
@@ -66,7 +69,9 @@ def test_qbeast_location_that_is_plain_delta(spark, db, tmp_path) -> None:
     assert state(path) == before and _tables(spark) == []
 
 
-@pytest.mark.parametrize("statement", ["MERGE WITH SCHEMA EVOLUTION INTO t USING (SELECT 1 AS a) s ON t.a = s.a WHEN MATCHED THEN DELETE"])
+@pytest.mark.parametrize(
+    "statement", ["MERGE WITH SCHEMA EVOLUTION INTO t USING (SELECT 1 AS a) s ON t.a = s.a WHEN MATCHED THEN DELETE"]
+)
 def test_unsupported_dml(spark, db, statement) -> None:
     spark.sql("CREATE TABLE t (a INT) USING delta")
     spark.sql("INSERT INTO t VALUES (1)")
@@ -111,7 +116,10 @@ def test_use_errors_carry_a_sqlstate(spark, db, tmp_path) -> None:
         ("CREATE TABLE b (x INT) USING qbeast", "22023"),  # a bad value (the columns to index)
         (f"CREATE TABLE b USING delta LOCATION '{tmp_path / 'none'}'", "42P01"),  # no table there
         ("CREATE TABLE b (x BIGINT) USING delta LOCATION '{root}'", "42K09"),  # columns differ from the log's
-        ("MERGE WITH SCHEMA EVOLUTION INTO t USING (SELECT 1 AS a) s ON t.a = s.a WHEN MATCHED THEN DELETE", "0A000"),  # not supported (JVM side)
+        (
+            "MERGE WITH SCHEMA EVOLUTION INTO t USING (SELECT 1 AS a) s ON t.a = s.a WHEN MATCHED THEN DELETE",
+            "0A000",
+        ),  # not supported (JVM side)
         ("SELECT * FROM t VERSION AS OF 5", "22023"),
         ("CREATE TABLE b USING delta AS SELECT 1 / (id - id) AS boom FROM range(2)", "22012"),  # Spark's, from a nested job
     ]:
@@ -133,12 +141,10 @@ def test_every_error_class_follows_one_naming_rule() -> None:
     from use import errors
     from use.sql.bridge import error_kind
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     rule = re.compile(r"USE_(?:[A-Z0-9]+_)*ERROR")
     python_kinds = {
-        error_kind(cls.__new__(cls))
-        for cls in vars(errors).values()
-        if inspect.isclass(cls) and issubclass(cls, errors.UseError)
+        error_kind(cls.__new__(cls)) for cls in vars(errors).values() if inspect.isclass(cls) and issubclass(cls, errors.UseError)
     }
     bridge = (root / "python/use/sql/bridge.py").read_text()
     python_kinds |= set(re.findall(r'"kind": "(USE_[A-Z0-9_]+)"', bridge))
@@ -174,5 +180,7 @@ def test_a_spark_error_without_a_message_is_named_not_none(spark) -> None:
     assert _spark_message(cancelled) == (
         "java.util.concurrent.CancellationException without a message: a Spark job of this statement failed or was cancelled"
     )
-    spark_error = SimpleNamespace(java_exception=jvm.java.lang.RuntimeException("outer", jvm.org.apache.spark.SparkException("the cause")))
+    spark_error = SimpleNamespace(
+        java_exception=jvm.java.lang.RuntimeException("outer", jvm.org.apache.spark.SparkException("the cause"))
+    )
     assert _spark_message(spark_error) == "the cause"

@@ -11,8 +11,8 @@ import re
 import shutil
 
 import pytest
-from sql_support import location, refused, state
 
+from sql_support import location, refused, state
 from use.optimize.events import EVENT_TAG
 
 INSIGHTS = ("optimizations", "history", "detail", "files", "cubes", "revisions", "layout", "plan")
@@ -47,9 +47,12 @@ def test_events_from_sql_equal_the_events_in_the_log(spark, db) -> None:
     expected = log_events(root)
     assert len(expected) >= 1, "the optimize wrote no event: the test table needs more fragmentation"
 
-    rows = [r.asDict(recursive=True) for r in spark.sql(f"SELECT * FROM use_catalog.spark_catalog.{db}.t.optimizations ORDER BY version").collect()]
+    rows = [
+        r.asDict(recursive=True)
+        for r in spark.sql(f"SELECT * FROM use_catalog.spark_catalog.{db}.t.optimizations ORDER BY version").collect()
+    ]
     assert [r["version"] for r in rows] == [e["version"] for e in expected]
-    for row, event in zip(rows, expected):
+    for row, event in zip(rows, expected, strict=False):
         for field in ("optimization_name", "write_id", "table_id", "revision_id", "started_at", "finished_at", "process_time_ms"):
             assert row[field] == event[field], field
         for side in ("input_files_stats", "output_files_stats"):
@@ -61,7 +64,9 @@ def test_events_from_sql_equal_the_events_in_the_log(spark, db) -> None:
         f"SELECT catalog, table_name, version FROM use_catalog.system_lake_tables.optimizations WHERE database = '{db}' ORDER BY version"
     ).collect()
     assert [tuple(r) for r in lake] == [("spark_catalog", "t", e["version"]) for e in expected]
-    history = spark.sql(f"SELECT version FROM use_catalog.spark_catalog.{db}.t.history WHERE is_optimization ORDER BY version").collect()
+    history = spark.sql(
+        f"SELECT version FROM use_catalog.spark_catalog.{db}.t.history WHERE is_optimization ORDER BY version"
+    ).collect()
     assert [r[0] for r in history] == [e["version"] for e in expected]
 
 
@@ -69,7 +74,9 @@ def test_describe_history_and_detail_read_the_insights(spark, db) -> None:
     """Delta users type DESCRIBE HISTORY; without Delta's parser Spark read it as a column of a table
     named HISTORY ("table HISTORY cannot be found")."""
     root = qbeast_table(spark, "t", rows=50, writes=2)
-    versions = [r[0] for r in spark.sql(f"SELECT version FROM use_catalog.spark_catalog.{db}.t.history ORDER BY version DESC").collect()]
+    versions = [
+        r[0] for r in spark.sql(f"SELECT version FROM use_catalog.spark_catalog.{db}.t.history ORDER BY version DESC").collect()
+    ]
     assert versions == [2, 1, 0]
     for name in ("t", f"{db}.t", f"spark_catalog.{db}.t", f"delta.`{root}`"):
         for verb in ("DESCRIBE HISTORY", "DESC history"):
@@ -181,7 +188,9 @@ def test_each_query_sees_the_latest_snapshot_and_new_sessions_have_the_readers(s
     root = qbeast_table(spark, "t", rows=100)
     query = f"SELECT max(version) FROM use_catalog.spark_catalog.{db}.t.history"
     assert spark.sql(query).collect()[0][0] == 1
-    QbeastTable.write(spark.range(10).selectExpr("CAST(id AS INT) AS id", "CAST(0.5 AS DOUBLE) AS x"), root, "id,x")  # another writer
+    QbeastTable.write(
+        spark.range(10).selectExpr("CAST(id AS INT) AS id", "CAST(0.5 AS DOUBLE) AS x"), root, "id,x"
+    )  # another writer
     assert spark.sql(query).collect()[0][0] == 2
     other = spark.newSession()  # as each JDBC connection of the Thrift server is
     assert other.sql(query).collect()[0][0] == 2
@@ -192,7 +201,9 @@ def test_metastore_summary_shows_the_properties_another_writer_set(spark, db) ->
     import deltalake
 
     root = qbeast_table(spark, "t", rows=10)
-    deltalake.DeltaTable(root).alter.set_table_properties({"use.optimization.type": "CubeDefragmentation"}, raise_if_not_exists=False)
+    deltalake.DeltaTable(root).alter.set_table_properties(
+        {"use.optimization.type": "CubeDefragmentation"}, raise_if_not_exists=False
+    )
     rows = spark.sql(
         "SELECT database, table_name FROM use_catalog.system_lake_tables.metastore_summary "
         "WHERE table_properties['use.optimization.type'] is not null"
@@ -235,7 +246,6 @@ def test_metastore_summary_lists_every_table_and_a_broken_one_gets_its_error(spa
 
 def test_metastore_summary_and_service_status_show_the_running_service(spark, db, tmp_path) -> None:
     from service_support import await_service
-
     from use.optimize.config import ServiceConfig
     from use.service import LocationSource, OptimizationService
 
@@ -366,14 +376,24 @@ def test_python_api_insight_equals_the_sql_table(spark, db) -> None:
     for table, name in ((QbeastTable.for_path(spark, root), "q"), (DeltaTable.for_path(spark, location(spark, "d")), "d")):
         for insight in ("files", "revisions"):
             api = table.insight(insight).to_pylist()
-            sql = [r.asDict(recursive=True) for r in spark.sql(f"SELECT * FROM use_catalog.spark_catalog.{db}.{name}.{insight}").collect()]
+            sql = [
+                r.asDict(recursive=True)
+                for r in spark.sql(f"SELECT * FROM use_catalog.spark_catalog.{db}.{name}.{insight}").collect()
+            ]
             key = "path" if insight == "files" else "revision_id"
             # Arrow gives a map as (key, value) pairs, Spark as a dict
             simple = [
-                {k: dict(v) if k == "partition_values" else v for k, v in r.items() if k not in ("modification_time", "timestamp")}
+                {
+                    k: dict(v) if k == "partition_values" else v
+                    for k, v in r.items()
+                    if k not in ("modification_time", "timestamp")
+                }
                 for r in sorted(api, key=lambda r: r[key])
             ]
-            got = [{k: v for k, v in r.items() if k != "modification_time" and k != "timestamp"} for r in sorted(sql, key=lambda r: r[key])]
+            got = [
+                {k: v for k, v in r.items() if k != "modification_time" and k != "timestamp"}
+                for r in sorted(sql, key=lambda r: r[key])
+            ]
             assert got == simple, (name, insight)
 
 
@@ -385,12 +405,22 @@ def test_a_lake_of_many_tables_is_read_in_table_ranges_that_add_up_to_the_whole(
 
     n = TABLES_PER_PARTITION * 2 + 3
     tables = [
-        {"catalog": "spark_catalog", "database": "d", "table_name": f"t{i}", "provider": "delta", "location": str(tmp_path / f"t{i}")}
+        {
+            "catalog": "spark_catalog",
+            "database": "d",
+            "table_name": f"t{i}",
+            "provider": "delta",
+            "location": str(tmp_path / f"t{i}"),
+        }
         for i in range(n)
     ]  # no table exists there: every row carries its error, none fails the read
     options = {"kind": "lake", "insight": "metastore_summary", "tables": json.dumps(tables), "spark_conf": "{}"}
     ranges = InsightReader(options, None).partitions()  # type: ignore[arg-type]
-    assert [(r.start, r.stop) for r in ranges] == [(0, TABLES_PER_PARTITION), (TABLES_PER_PARTITION, 2 * TABLES_PER_PARTITION), (2 * TABLES_PER_PARTITION, n)] and all(isinstance(r, TableRange) for r in ranges)
+    assert [(r.start, r.stop) for r in ranges] == [
+        (0, TABLES_PER_PARTITION),
+        (TABLES_PER_PARTITION, 2 * TABLES_PER_PARTITION),
+        (2 * TABLES_PER_PARTITION, n),
+    ] and all(isinstance(r, TableRange) for r in ranges)
     parts = pa.concat_tables([compute(options, tables=(r.start, r.stop)) for r in ranges])
     assert parts.equals(compute(options))
     assert parts.column("table_name").to_pylist() == [f"t{i}" for i in range(n)]

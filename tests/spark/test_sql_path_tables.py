@@ -30,7 +30,9 @@ def test_save_creates_the_table_in_every_mode_and_keeps_deltas_semantics_once_it
     assert rows(spark, f"SELECT * FROM delta.`{path}`") == sorted(tuple(r) for r in df.collect())
 
     before = state(path)
-    with refused(r"USE_TABLE_ALREADY_EXISTS_ERROR.*a Delta table already exists at .*t \(save mode errorifexists.*mode\(\"append\"\)"):
+    with refused(
+        r"USE_TABLE_ALREADY_EXISTS_ERROR.*a Delta table already exists at .*t \(save mode errorifexists.*mode\(\"append\"\)"
+    ):
         df.write.format("delta").save(path)
     df.write.format("delta").mode("ignore").save(path)  # exists: nothing written
     assert state(path) == before
@@ -53,11 +55,20 @@ def test_save_creates_the_table_in_every_mode_and_keeps_deltas_semantics_once_it
     assert spark.read.format("delta").option("timestampAsOf", at).load(path).count() == 12
     assert spark.read.format("qbeast").option("timestampAsOf", at).load(path).count() == 12
     for options, message in [
-        ({"versionAsOf": "latest"}, r"the read option versionAsOf takes a table version \(an integer of 0 or more\), got 'latest'"),
-        ({"timestampAsOf": "yesterday"}, r"the read option timestampAsOf takes a time, e\.g\. '2025-01-01 00:00:00'.*got 'yesterday'"),
+        (
+            {"versionAsOf": "latest"},
+            r"the read option versionAsOf takes a table version \(an integer of 0 or more\), got 'latest'",
+        ),
+        (
+            {"timestampAsOf": "yesterday"},
+            r"the read option timestampAsOf takes a time, e\.g\. '2025-01-01 00:00:00'.*got 'yesterday'",
+        ),
         ({"versionAsOf": "1", "timestampAsOf": at}, r"versionAsOf or timestampAsOf, not both"),
         ({"timestampAsOf": "2000-01-01"}, r"no version of .* was committed at or before 2000-01-01"),
-        ({"readChangeFeed": "true", "startingVersion": "0"}, r"the read option readChangeFeed \(Delta's change data feed\) is not supported"),
+        (
+            {"readChangeFeed": "true", "startingVersion": "0"},
+            r"the read option readChangeFeed \(Delta's change data feed\) is not supported",
+        ),
     ]:
         with refused(message):
             spark.read.format("delta").options(**options).load(path).count()
@@ -134,18 +145,24 @@ def test_create_table_by_path_with_columns_or_a_query(spark, db, tmp_path) -> No
         spark.sql(f"CREATE OR REPLACE TABLE delta.`{a}` USING delta AS SELECT id FROM range(7)")
     assert state(a) == before
 
-    spark.sql(f"CREATE TABLE delta.`{b}` (id BIGINT, s STRING) USING delta PARTITIONED BY (s) TBLPROPERTIES ('delta.appendOnly'='true')")
+    spark.sql(
+        f"CREATE TABLE delta.`{b}` (id BIGINT, s STRING) USING delta PARTITIONED BY (s) TBLPROPERTIES ('delta.appendOnly'='true')"
+    )
     spark.sql(f"INSERT INTO delta.`{b}` SELECT id, 'x' FROM range(3)")
     table = _delta_rs(b)
     assert table.metadata().partition_columns == ["s"] and table.to_pyarrow_table().num_rows == 3
     spark.range(4).writeTo(f"delta.`{tmp_path}/c`").using("delta").create()
     assert _delta_rs(str(tmp_path / "c")).to_pyarrow_table().num_rows == 4
 
-    spark.sql(f"CREATE TABLE qbeast.`{q}` USING qbeast OPTIONS (columnsToIndex 'x', cubeSize '50') AS SELECT id, rand(1) AS x FROM range(300)")
+    spark.sql(
+        f"CREATE TABLE qbeast.`{q}` USING qbeast OPTIONS (columnsToIndex 'x', cubeSize '50') AS SELECT id, rand(1) AS x FROM range(300)"
+    )
     conf = _delta_rs(q).metadata().configuration
     assert conf["columnsToIndex"] == "x" and json.loads(conf["qbeast.revision.1"])["desiredCubeSize"] == 50
     assert rows(spark, f"SELECT count(*) FROM qbeast.`{q}`") == [(300,)]
-    assert spark.sql("SHOW TABLES").where("NOT isTemporary").count() == 0  # named by their paths: nothing registered (the current database is the test's own)
+    assert (
+        spark.sql("SHOW TABLES").where("NOT isTemporary").count() == 0
+    )  # named by their paths: nothing registered (the current database is the test's own)
 
     with refused(r"no Delta table at .*e \(no _delta_log with commits there\) and no columns to create delta.`.*e` with"):
         spark.sql(f"CREATE TABLE delta.`{tmp_path}/e` USING delta")
@@ -204,7 +221,11 @@ def test_table_constraints_are_refused_alike_by_name_and_by_path(spark, db, tmp_
     spark.sql(f"CREATE TABLE named USING delta LOCATION '{path}'")
     before = state(path)
     for table in ("named", f"delta.`{path}`", f"qbeast.`{path}`"):
-        for clause, verb in [("ADD CONSTRAINT pos CHECK (id > 0)", "ADD"), ("DROP CONSTRAINT pos", "DROP"), ("ADD CONSTRAINT pk PRIMARY KEY (id)", "ADD")]:
+        for clause, verb in [
+            ("ADD CONSTRAINT pos CHECK (id > 0)", "ADD"),
+            ("DROP CONSTRAINT pos", "DROP"),
+            ("ADD CONSTRAINT pk PRIMARY KEY (id)", "ADD"),
+        ]:
             with refused(rf"USE_NOT_SUPPORTED_ERROR\] ALTER TABLE .*{verb} CONSTRAINT: table constraints \(Delta's CHECK constraints, "
                          r"feature checkConstraints\) are not supported by USE yet.*check the rule in the job that writes"):  # fmt: skip
                 spark.sql(f"ALTER TABLE {table} {clause}")
@@ -213,7 +234,9 @@ def test_table_constraints_are_refused_alike_by_name_and_by_path(spark, db, tmp_
 
 def test_merge_schema_adds_the_new_columns_in_the_commit_that_writes_the_rows(spark, tmp_path) -> None:
     path = str(tmp_path / "m")
-    spark.range(3).selectExpr("id", "CAST(id * 2 AS INT) AS v", "CAST(id % 2 AS STRING) AS k").write.format("delta").partitionBy("k").save(path)
+    spark.range(3).selectExpr("id", "CAST(id * 2 AS INT) AS v", "CAST(id % 2 AS STRING) AS k").write.format("delta").partitionBy(
+        "k"
+    ).save(path)
     assert all(f.nullable for f in _delta_rs(path).schema().fields)  # as Delta stores a new table's columns
     # a new column, one of the table's missing (NULL), one narrower than the table's (widened)
     new = spark.range(3, 5).selectExpr("id", "'n' AS note", "CAST(id % 2 AS STRING) AS k", "CAST(1 AS SHORT) AS v")
@@ -229,7 +252,9 @@ def test_merge_schema_adds_the_new_columns_in_the_commit_that_writes_the_rows(sp
         (0, 0, "0", None), (1, 2, "1", None), (2, 4, "0", None), (3, 1, "1", "n"), (4, 1, "0", "n"),
     ]  # fmt: skip
     # overwrite with mergeSchema keeps the table's columns and adds the data's
-    spark.range(2).selectExpr("id", "'0' AS k", "true AS flag").write.format("delta").mode("overwrite").option("mergeSchema", "true").save(path)
+    spark.range(2).selectExpr("id", "'0' AS k", "true AS flag").write.format("delta").mode("overwrite").option(
+        "mergeSchema", "true"
+    ).save(path)
     assert rows(spark, f"SELECT * FROM delta.`{path}`") == [(0, None, "0", None, True), (1, None, "0", None, True)]
     # nothing new: the usual append (a missing nullable column is NULL)
     spark.range(9, 10).selectExpr("id").write.format("delta").mode("append").option("mergeSchema", "true").save(path)
@@ -239,9 +264,13 @@ def test_merge_schema_adds_the_new_columns_in_the_commit_that_writes_the_rows(sp
     spark.sql(f"CREATE TABLE delta.`{tmp_path}/nn` (id BIGINT NOT NULL, v INT) USING delta")
     before = state(f"{tmp_path}/nn")
     with refused(r"the data has no column id, which the table at .*nn declares NOT NULL"):
-        spark.range(1).selectExpr("CAST(id AS INT) AS v", "1 AS z").write.format("delta").mode("append").option("mergeSchema", "true").save(f"{tmp_path}/nn")
+        spark.range(1).selectExpr("CAST(id AS INT) AS v", "1 AS z").write.format("delta").mode("append").option(
+            "mergeSchema", "true"
+        ).save(f"{tmp_path}/nn")
     with refused(r"NULL in column id, which the table at .*nn declares NOT NULL"):
-        spark.sql("SELECT CAST(NULL AS BIGINT) AS id, 1 AS z").write.format("delta").mode("append").option("mergeSchema", "true").save(f"{tmp_path}/nn")
+        spark.sql("SELECT CAST(NULL AS BIGINT) AS id, 1 AS z").write.format("delta").mode("append").option(
+            "mergeSchema", "true"
+        ).save(f"{tmp_path}/nn")
     assert state(f"{tmp_path}/nn") == before
     from use import QbeastTable
 
@@ -249,7 +278,9 @@ def test_merge_schema_adds_the_new_columns_in_the_commit_that_writes_the_rows(sp
     QbeastTable.write(spark.range(50).selectExpr("id", "rand(1) AS x"), q, columns_to_index=["x"], cube_size=20)
     before = state(q)
     with refused(r"mergeSchema into the Qbeast table at .*q is not supported yet; add the columns first"):
-        spark.range(5).selectExpr("id", "rand(2) AS x", "1 AS z").write.format("delta").mode("append").option("mergeSchema", "true").save(q)
+        spark.range(5).selectExpr("id", "rand(2) AS x", "1 AS z").write.format("delta").mode("append").option(
+            "mergeSchema", "true"
+        ).save(q)
     assert state(q) == before
 
 
@@ -258,6 +289,7 @@ def test_merge_schema_compares_types_as_delta_and_adds_columns_nullable_to_the_l
     Delta does not trust, so it is no type difference; a column mergeSchema adds is stored nullable
     to its last nested field (as Delta's asNullable), so later rows may hold NULLs inside it; an
     all-NULL (void) column is refused with what to cast it to; nothing changes on a refusal."""
+
     def save(query: str, path: str, **options: str) -> None:
         writer = spark.sql(query).write.format("delta").mode("append")
         for k, v in options.items():
@@ -276,7 +308,9 @@ def test_merge_schema_compares_types_as_delta_and_adds_columns_nullable_to_the_l
     arr, m = added[1]["type"], added[2]["type"]
     assert arr["containsNull"] is True and arr["elementType"]["fields"][0]["nullable"] is True
     assert m["valueContainsNull"] is True and m["valueType"]["fields"][0]["nullable"] is True
-    save("SELECT 3 AS id, array(named_struct('q', CAST(NULL AS INT)), NULL) AS arr, map('k', CAST(NULL AS STRUCT<r: INT>)) AS m", b)
+    save(
+        "SELECT 3 AS id, array(named_struct('q', CAST(NULL AS INT)), NULL) AS arr, map('k', CAST(NULL AS STRUCT<r: INT>)) AS m", b
+    )
     got = {r[0]: r[1] for r in spark.sql(f"SELECT id, arr FROM delta.`{b}`").collect()}
     assert [None if e is None else e.q for e in got[3]] == [None, None] and got[2][0].q == 1
     table = _delta_rs(b).to_pyarrow_table()
@@ -315,7 +349,9 @@ def test_dataframe_writes_take_the_tables_types_or_lossless_widenings_with_or_wi
     from use import DeltaTable, QbeastTable
 
     path = str(tmp_path / "t")
-    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, i INT, f FLOAT, d DECIMAL(10,2), s STRUCT<a: INT, b: STRING>) USING delta")
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (id BIGINT, i INT, f FLOAT, d DECIMAL(10,2), s STRUCT<a: INT, b: STRING>) USING delta"
+    )
     before = state(path)
     for columns, problem in [
         ("CAST(3000000000 AS BIGINT) AS i", r"i is bigint in the data and int in the table"),
@@ -326,19 +362,29 @@ def test_dataframe_writes_take_the_tables_types_or_lossless_widenings_with_or_wi
     ]:
         for options in ({}, {"mergeSchema": "true"}, {"txnAppId": "app", "txnVersion": "1"}):
             writer = spark.sql(f"SELECT 1 AS id, {columns}").write.format("delta").mode("append").options(**options)
-            with refused(rf"the data does not fit the columns of the table at .*t: {problem}\. .*cast the data to the table's type"):
+            with refused(
+                rf"the data does not fit the columns of the table at .*t: {problem}\. .*cast the data to the table's type"
+            ):
                 writer.save(path)
             assert state(path) == before, (columns, options)
-        with pytest.raises(Exception, match=rf"columns of a type the table's cannot take without a cast that could change values: {problem}"):
+        with pytest.raises(
+            Exception, match=rf"columns of a type the table's cannot take without a cast that could change values: {problem}"
+        ):
             DeltaTable.write(spark.sql(f"SELECT CAST(1 AS BIGINT) AS id, {columns}"), path)
         assert state(path) == before, columns
     # widenings that keep every value, nested fields by name in any order, through every writer
     widened = "CAST(2 AS SMALLINT) AS i, CAST(2.5 AS FLOAT) AS f, CAST(2.25 AS DECIMAL(8,2)) AS d, named_struct('b', 'y', 'a', CAST(2 AS TINYINT)) AS s"
     spark.sql(f"SELECT CAST(2 AS INT) AS id, {widened}").write.format("delta").mode("append").save(path)
-    spark.sql(f"SELECT 3 AS id, {widened}").write.format("delta").mode("append").option("txnAppId", "app").option("txnVersion", "1").save(path)
-    spark.sql(f"SELECT 4 AS id, {widened}, 'n' AS note").write.format("delta").mode("append").option("mergeSchema", "true").save(path)
+    spark.sql(f"SELECT 3 AS id, {widened}").write.format("delta").mode("append").option("txnAppId", "app").option(
+        "txnVersion", "1"
+    ).save(path)
+    spark.sql(f"SELECT 4 AS id, {widened}, 'n' AS note").write.format("delta").mode("append").option("mergeSchema", "true").save(
+        path
+    )
     DeltaTable.write(spark.sql(f"SELECT CAST(5 AS BIGINT) AS id, {widened}, 'n' AS note"), path)
-    spark.sql(f"INSERT INTO delta.`{path}` (id, i, f) VALUES (6, CAST(6 AS BIGINT), CAST(6.5 AS DOUBLE))")  # SQL: Spark's store assignment
+    spark.sql(
+        f"INSERT INTO delta.`{path}` (id, i, f) VALUES (6, CAST(6 AS BIGINT), CAST(6.5 AS DOUBLE))"
+    )  # SQL: Spark's store assignment
     import decimal
 
     assert rows(spark, f"SELECT id, i, f, d, s.a, s.b FROM delta.`{path}`") == [
@@ -346,12 +392,21 @@ def test_dataframe_writes_take_the_tables_types_or_lossless_widenings_with_or_wi
         (4, 2, 2.5, decimal.Decimal("2.25"), 2, "y"), (5, 2, 2.5, decimal.Decimal("2.25"), 2, "y"), (6, 6, 6.5, None, None, None),
     ]  # fmt: skip
     table = _delta_rs(path)
-    assert [str(f.type) for f in table.schema().fields][:4] == ['PrimitiveType("long")', 'PrimitiveType("integer")', 'PrimitiveType("float")', 'PrimitiveType("decimal(10,2)")']
+    assert [str(f.type) for f in table.schema().fields][:4] == [
+        'PrimitiveType("long")',
+        'PrimitiveType("integer")',
+        'PrimitiveType("float")',
+        'PrimitiveType("decimal(10,2)")',
+    ]
     assert len(table.to_pyarrow_table()) == 5  # every file holds the table's types
 
     q = str(tmp_path / "q")
-    QbeastTable.write(spark.sql("SELECT CAST(id AS INT) AS x, CAST(id AS DOUBLE) AS y FROM range(20)"), q, columns_to_index=["x"], cube_size=10)
-    QbeastTable.write(spark.sql("SELECT CAST(id AS SMALLINT) AS x, CAST(id AS FLOAT) AS y FROM range(20, 30)"), q, columns_to_index=["x"])
+    QbeastTable.write(
+        spark.sql("SELECT CAST(id AS INT) AS x, CAST(id AS DOUBLE) AS y FROM range(20)"), q, columns_to_index=["x"], cube_size=10
+    )
+    QbeastTable.write(
+        spark.sql("SELECT CAST(id AS SMALLINT) AS x, CAST(id AS FLOAT) AS y FROM range(20, 30)"), q, columns_to_index=["x"]
+    )
     assert rows(spark, f"SELECT count(*), sum(x), sum(y) FROM qbeast.`{q}`") == [(30, 435, 435.0)]
     assert _delta_rs(q).to_pyarrow_table().schema.field("x").type == pa.int32()
 
@@ -376,7 +431,9 @@ def test_txn_options_make_a_save_idempotent_as_a_foreach_batch_needs(spark, tmp_
     # a streaming query's foreachBatch, exactly as Delta's docs write it
     src = spark.range(10).selectExpr("id", "CAST(id AS STRING) AS s")
     for batch_id in (2, 2, 3):
-        src.where(f"id % 2 = {batch_id % 2}").write.format("delta").mode("append").option("txnAppId", "query-1").option("txnVersion", batch_id).save(path)
+        src.where(f"id % 2 = {batch_id % 2}").write.format("delta").mode("append").option("txnAppId", "query-1").option(
+            "txnVersion", batch_id
+        ).save(path)
     assert rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(16,)]
 
     before = state(path)
@@ -480,7 +537,9 @@ def test_save_as_table_and_insert_into_take_dynamic_partition_overwrite(spark, d
     assert [r.operation for r in spark.sql("DESCRIBE HISTORY dyn").collect()][:2] == ["WRITE", "WRITE"]
     before = state(location(spark, "dyn"))
     with refused(r"partitionBy\('id'\) differs from the partitioning of the table"):
-        new.write.format("delta").mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy("id").saveAsTable("dyn")
+        new.write.format("delta").mode("overwrite").option("partitionOverwriteMode", "dynamic").partitionBy("id").saveAsTable(
+            "dyn"
+        )
     with refused(r"the writer option partitionOverwriteMode must be static or dynamic, got 'often'"):
         new.write.format("delta").mode("overwrite").option("partitionOverwriteMode", "often").saveAsTable("dyn")
     assert state(location(spark, "dyn")) == before
@@ -522,7 +581,9 @@ def test_overwrite_schema_replaces_schema_and_partitioning_and_keeps_the_table(s
     q = str(tmp_path / "q")
     data = spark.range(300).selectExpr("id", "rand(5) * 100 AS x")
     QbeastTable.write(data, q, columns_to_index=["x"], cube_size=100)
-    data.selectExpr("x", "CAST(id AS STRING) AS label").write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(q)
+    data.selectExpr("x", "CAST(id AS STRING) AS label").write.format("delta").mode("overwrite").option(
+        "overwriteSchema", "true"
+    ).save(q)
     qt = QbeastTable.for_path(spark, q)
     assert qt.read().columns == ["x", "label"] and qt.read().count() == 300
     assert qt.snapshot().configuration["columnsToIndex"] == "x" and qt.read(sample=0.1).count() < 100
@@ -624,9 +685,18 @@ def test_replace_where_on_any_column_in_sql_and_write_to(spark, db, tmp_path) ->
         "INSERT INTO rw REPLACE WHERE d >= DATE'2024-01-06' AND NOT (t < TIMESTAMP'2024-01-01 06:00:00') "
         "SELECT 9, 'n', DATE'2024-03-01', TIMESTAMP'2024-01-02 00:00:00'"
     )  # replaces 6 and 9 (8's null time matches neither way, as in Delta: kept)
-    assert rows(spark, "SELECT id, s FROM rw ORDER BY id") == [(0, "x"), (2, "x"), (3, "x"), (4, "x"), (5, "x"), (8, "x"), (9, "n")]
-    spark.createDataFrame([(9, "w")], "id BIGINT, s STRING").selectExpr("id", "s", "DATE'2024-03-02' AS d", "CAST(NULL AS TIMESTAMP) AS t") \
-        .writeTo("rw").overwrite(F.col("id") >= 9)
+    assert rows(spark, "SELECT id, s FROM rw ORDER BY id") == [
+        (0, "x"),
+        (2, "x"),
+        (3, "x"),
+        (4, "x"),
+        (5, "x"),
+        (8, "x"),
+        (9, "n"),
+    ]
+    spark.createDataFrame([(9, "w")], "id BIGINT, s STRING").selectExpr(
+        "id", "s", "DATE'2024-03-02' AS d", "CAST(NULL AS TIMESTAMP) AS t"
+    ).writeTo("rw").overwrite(F.col("id") >= 9)
     assert rows(spark, "SELECT id, s FROM rw WHERE id >= 8 ORDER BY id") == [(8, "x"), (9, "w")]
     root = location(spark, "rw")
     before = state(root)
@@ -690,21 +760,41 @@ def test_replace_where_replaces_the_rows_matching_a_condition_on_any_column(spar
             writer.save(path)
         assert state(path) == before, message
     new.write.format("delta").mode("overwrite").option("replaceWhere", "id >= 4 AND id < 8 OR id >= 100").save(path)
-    assert rows(spark, f"SELECT id FROM delta.`{path}`") == [(0,), (1,), (2,), (3,), (8,), (9,), (10,), (11,), (100,), (101,), (102,)]
+    assert rows(spark, f"SELECT id FROM delta.`{path}`") == [
+        (0,),
+        (1,),
+        (2,),
+        (3,),
+        (8,),
+        (9,),
+        (10,),
+        (11,),
+        (100,),
+        (101,),
+        (102,),
+    ]
     assert sorted(_delta_rs(path).to_pyarrow_table().column("id").to_pylist()) == [0, 1, 2, 3, 8, 9, 10, 11, 100, 101, 102]
     version = len(before[0])
     info = next(a["commitInfo"] for a in commit_actions(path, version) if "commitInfo" in a)
-    assert info["operation"] == "WRITE" and json.loads(info["operationParameters"]["predicate"]) == ["id >= 4 AND id < 8 OR id >= 100"]
-    spark.range(3).write.format("delta").mode("append").option("replaceWhere", "id > 0").save(path + "_new")  # a new table: written
+    assert info["operation"] == "WRITE" and json.loads(info["operationParameters"]["predicate"]) == [
+        "id >= 4 AND id < 8 OR id >= 100"
+    ]
+    spark.range(3).write.format("delta").mode("append").option("replaceWhere", "id > 0").save(
+        path + "_new"
+    )  # a new table: written
     # a Qbeast table: the rewritten rows join its staging revision; reads and samples stay exact
     q = str(tmp_path / "q")
     QbeastTable.write(spark.range(300).selectExpr("id", "rand(7) * 100 AS x"), q, columns_to_index=["x"], cube_size=50)
     qt = QbeastTable.for_path(spark, q)
     kept = qt.read().where("x >= 10").count()
-    spark.range(1000, 1010).selectExpr("id", "5.0D AS x").write.format("delta").mode("overwrite").option("replaceWhere", "x < 10").save(q)
+    spark.range(1000, 1010).selectExpr("id", "5.0D AS x").write.format("delta").mode("overwrite").option(
+        "replaceWhere", "x < 10"
+    ).save(q)
     assert rows(spark, f"SELECT count(*), min(id) FROM qbeast.`{q}` WHERE x < 10") == [(10, 1000)]
     assert qt.read().count() == kept + 10 and qt.read(sample=1.0).count() == kept + 10
     # format("qbeast") takes it too (it overwrote the whole table before)
-    spark.range(2000, 2005).selectExpr("id", "95.0D AS x").write.format("qbeast").mode("overwrite").option("replaceWhere", "x >= 90").save(q)
+    spark.range(2000, 2005).selectExpr("id", "95.0D AS x").write.format("qbeast").mode("overwrite").option(
+        "replaceWhere", "x >= 90"
+    ).save(q)
     assert rows(spark, f"SELECT count(*), min(id) FROM qbeast.`{q}` WHERE x >= 90") == [(5, 2000)]
     assert rows(spark, f"SELECT count(*) FROM qbeast.`{q}` WHERE x < 10") == [(10,)]

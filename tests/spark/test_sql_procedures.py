@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
+
 from sql_support import location, refused, rows, state
 
 OPT = "use_catalog.system.optimize"
@@ -49,7 +50,9 @@ def _nothing_selected(df) -> str:
 
 
 def _plan_columns(df) -> list[tuple]:
-    return [tuple(r[c] for c in ("task", "strategy", "kind", "revision_id", "num_files", "bytes", "reason")) for r in df.collect()]
+    return [
+        tuple(r[c] for c in ("task", "strategy", "kind", "revision_id", "num_files", "bytes", "reason")) for r in df.collect()
+    ]
 
 
 # --- optimize ----------------------------------------------------------------------------------------
@@ -86,7 +89,9 @@ def test_a_call_that_selects_nothing_returns_one_row_saying_why(spark, db) -> No
     root = _delta_table(spark)
     before = state(root)
     for dry_run in ("true", "false"):
-        reason = _nothing_selected(spark.sql(f"CALL {OPT}(table => 't', strategy => 'LeveledCompactionSelection', dry_run => {dry_run})"))
+        reason = _nothing_selected(
+            spark.sql(f"CALL {OPT}(table => 't', strategy => 'LeveledCompactionSelection', dry_run => {dry_run})")
+        )
         assert "LeveledCompactionSelection works on the OTree index of a Qbeast table" in reason and root in reason
     assert state(root) == before
     (row,) = spark.sql(f"CALL {OPT}(table => 't', strategy => 'LeveledCompactionSelection')").collect()
@@ -95,7 +100,9 @@ def test_a_call_that_selects_nothing_returns_one_row_saying_why(spark, db) -> No
 
 def test_optimize_by_path_with_settings_of_the_call(spark, db) -> None:
     root = _delta_table(spark)
-    result = spark.sql(f"CALL {OPT}(table => '{root}', max_iterations => 1, strategy => 'BinPacking', bytes_per_iter => 100000)").collect()
+    result = spark.sql(
+        f"CALL {OPT}(table => '{root}', max_iterations => 1, strategy => 'BinPacking', bytes_per_iter => 100000)"
+    ).collect()
     assert len(result) == 1 and result[0]["strategy"] == "BinPacking"
     planned = spark.sql(f"CALL {OPT}(table => 'delta.`{root}`', dry_run => true)").collect()
     assert planned == spark.sql(f"CALL {OPT}(table => 'file:{root}', dry_run => true)").collect()
@@ -108,7 +115,9 @@ def test_plan_rows_equal_optimize_dry_run_rows(spark, db) -> None:
     root = _qbeast_table(spark)
     plan = for_path(root, "plan", spark_conf=session_defaults(spark))
     assert plan.num_rows > 0
-    expected = [tuple(r[c] for c in ("task", "strategy", "kind", "revision_id", "num_files", "bytes", "reason")) for r in plan.to_pylist()]
+    expected = [
+        tuple(r[c] for c in ("task", "strategy", "kind", "revision_id", "num_files", "bytes", "reason")) for r in plan.to_pylist()
+    ]
     assert _plan_columns(spark.sql(f"CALL {OPT}(table => 'q', dry_run => true)")) == expected
 
 
@@ -239,8 +248,10 @@ def test_delta_s_optimize_and_vacuum_statements_run_the_procedures(spark, db) ->
     assert n["kind"] == "none"
 
     before = state(root)
-    with refused(r"below the table's delta.deletedFileRetentionDuration of 168 hours.*VACUUM: RETAIN 168 HOURS.*"
-                 r"retentionDurationCheck.enabled = false"):
+    with refused(
+        r"below the table's delta.deletedFileRetentionDuration of 168 hours.*VACUUM: RETAIN 168 HOURS.*"
+        r"retentionDurationCheck.enabled = false"
+    ):
         spark.sql("VACUUM t RETAIN 0 HOURS").collect()
     assert state(root) == before
     assert spark.sql("VACUUM t").collect() == []  # within the week's retention: nothing deleted (VACUUM START/END commits)
@@ -343,14 +354,16 @@ def test_restore_statement_and_procedure_bring_a_qbeast_table_back(spark, db) ->
     assert (row["restored_version"], row["version"]) == (2, optimized + 1) and row["num_restored_files"] > 0
     assert rows(spark, "SELECT x, y FROM q ORDER BY x, y") == expected
     now, then = (QbeastSnapshot.from_delta(s) for s in (log.snapshot(), log.snapshot(version=2)))
-    blocks = [dict(zip(q.files.column("path").to_pylist(), q.files.column("tags").to_pylist())) for q in (now, then)]
+    blocks = [
+        dict(zip(q.files.column("path").to_pylist(), q.files.column("tags").to_pylist(), strict=False)) for q in (now, then)
+    ]
     assert now.revisions == then.revisions and blocks[0] == blocks[1]
     assert rows(spark, "SELECT count(*) FROM q TABLESAMPLE (10 PERCENT)")[0][0] < 240  # the index prunes again
     (back,) = spark.sql(f"CALL use_catalog.system.restore(table => 'q', version => {optimized})").collect()
     assert back["version"] == optimized + 2 and rows(spark, "SELECT count(*) FROM q") == [(480,)]
     (same,) = spark.sql(f"restore q version as of {optimized} ;").collect()  # already there: nothing committed
     assert same["version"] is None
-    at = spark.sql("SELECT timestamp FROM use_catalog.spark_catalog.{}.q.history WHERE version = 1".format(db)).first()[0]
+    at = spark.sql(f"SELECT timestamp FROM use_catalog.spark_catalog.{db}.q.history WHERE version = 1").first()[0]
     (by_time,) = spark.sql(f"RESTORE q TO TIMESTAMP AS OF '{at.strftime('%Y-%m-%d %H:%M:%S.%f')}'").collect()
     assert by_time["restored_version"] == 1 and rows(spark, "SELECT count(*) FROM q") == [(120,)]
 
@@ -363,7 +376,10 @@ def test_restore_statement_and_procedure_bring_a_qbeast_table_back(spark, db) ->
         ("RESTORE t TO TIMESTAMP AS OF current_timestamp()", r"TIMESTAMP AS OF takes a quoted time"),
         ("RESTORE no_such_table TO VERSION AS OF 0", r"USE_TABLE_NOT_FOUND_ERROR"),
         ("CALL use_catalog.system.restore(table => 't')", r"exactly one of version"),
-        ("OPTIMIZE t WHERE a = 1", r"USE_INVALID_ARGUMENT_ERROR.*where \(a = 1\) selects partitions, and .* has no partition columns"),
+        (
+            "OPTIMIZE t WHERE a = 1",
+            r"USE_INVALID_ARGUMENT_ERROR.*where \(a = 1\) selects partitions, and .* has no partition columns",
+        ),
         ("OPTIMIZE t ZORDER BY ()", r"ZORDER BY takes a list of columns, e.g. ZORDER BY \(a, b\), got '\(\)'"),
         ("OPTIMIZE t ZORDER BY (a, nope)", r"nope"),
         ("OPTIMIZE no_such_table", r"USE_TABLE_NOT_FOUND_ERROR.*no table spark_catalog\.t_\w+\.no_such_table"),
@@ -420,7 +436,9 @@ def test_a_session_default_strategy_does_not_make_a_table_continuously_optimized
     from use.session import session_conf
 
     root = _delta_table(spark)
-    summary = f"SELECT auto_optimize FROM use_catalog.system_lake_tables.metastore_summary WHERE database = '{db}' AND table_name = 't'"
+    summary = (
+        f"SELECT auto_optimize FROM use_catalog.system_lake_tables.metastore_summary WHERE database = '{db}' AND table_name = 't'"
+    )
     with session_conf(spark, {"spark.qbeast.use.optimization.type": "BinPacking"}):
         assert spark.sql(summary).first()[0] is False
         before = state(root)
@@ -455,11 +473,17 @@ def test_manual_trigger_refuses_bad_settings_and_other_changes(spark, db) -> Non
         (f"CALL {OPT}(table => 'a.b.c.d')", r"no table spark_catalog\.a\.b\.c\.d"),
         (f"CALL {OPT}(table => '/no/such/dir')", r"\[USE_TABLE_NOT_FOUND_ERROR\] no Delta table at /no/such/dir"),
         (f"CALL {OPT}(table => 'p')", r"p is a parquet table, not a Delta or Qbeast table"),
-        (f"CALL {OPT}(table => 't', strategy => 'NoSuchStrategy')", r"unknown optimization strategy 'NoSuchStrategy'; known strategies"),
+        (
+            f"CALL {OPT}(table => 't', strategy => 'NoSuchStrategy')",
+            r"unknown optimization strategy 'NoSuchStrategy'; known strategies",
+        ),
         (f"CALL {OPT}(table => 't', revision_id => 7)", r"revision"),
         (f"CALL {OPT}(table => 't', no_such_argument => 1)", r"no_such_argument"),
         (f"CALL {OPT}()", r"table"),
-        ("CALL use_catalog.system.no_such_procedure('t')", r"the procedures are use_catalog\.system\.convert_to_delta, use_catalog\.system\.convert_to_qbeast, use_catalog\.system\.generate, use_catalog\.system\.optimize, use_catalog\.system\.restore, use_catalog\.system\.vacuum"),
+        (
+            "CALL use_catalog.system.no_such_procedure('t')",
+            r"the procedures are use_catalog\.system\.convert_to_delta, use_catalog\.system\.convert_to_qbeast, use_catalog\.system\.generate, use_catalog\.system\.optimize, use_catalog\.system\.restore, use_catalog\.system\.vacuum",
+        ),
         ("CALL use_catalog.system.vacuum(table => 't', retention_hours => -1, force => true)", r"retention"),
         ("CALL use_catalog.system.convert_to_qbeast(table => 't', columns_to_index => 'no_such_column')", r"no_such_column"),
     ],
@@ -476,19 +500,36 @@ def test_bad_calls_are_clean_errors_and_change_nothing(spark, db, call: str, mes
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ("bytes_per_iter => -5", r"bad value '-5' for bytes_per_iter: expected a positive integer number of bytes.*; "
-                                 r"pass bytes_per_iter => 5000000, or leave it out for the table's use.optimization.bytes-per-iter$"),
-        ("strategy => 'Bogus'", r"bad value 'Bogus' for strategy: unknown optimization strategy 'Bogus'; known strategies: .*; "
-                                r"pass strategy => 'BinPacking', or leave it out for the table's strategy chain$"),
-        ("strategy => 'ZOrder'", r"strategy selects ZOrder, which needs use.optimization.zorder-by .*; pass zorder_by => 'a,b', "
-                                 r"or set the table property with ALTER TABLE"),
-        ("strategy => 'SamplingOverheadReduction'",
-         r"strategy selects SamplingOverheadReduction, which needs use.optimization.sampling-fraction .*; set the table property "
-         r"with ALTER TABLE <table> SET TBLPROPERTIES \('use.optimization.sampling-fraction'='0.1'\), or this session's default "
-         r"with SET `spark.qbeast.use.optimization.sampling-fraction`=0.1$"),
-        ("max_iterations => 0", r"max_iterations must be a positive integer \(the merge tasks to run at most\), got 0; "
-                                r"pass max_iterations => 10, or leave it out for no limit$"),
-        ("dry_run => NULL", r"dry_run must be true or false, got None; pass dry_run => true or false, or leave it out \(false\)$"),
+        (
+            "bytes_per_iter => -5",
+            r"bad value '-5' for bytes_per_iter: expected a positive integer number of bytes.*; "
+            r"pass bytes_per_iter => 5000000, or leave it out for the table's use.optimization.bytes-per-iter$",
+        ),
+        (
+            "strategy => 'Bogus'",
+            r"bad value 'Bogus' for strategy: unknown optimization strategy 'Bogus'; known strategies: .*; "
+            r"pass strategy => 'BinPacking', or leave it out for the table's strategy chain$",
+        ),
+        (
+            "strategy => 'ZOrder'",
+            r"strategy selects ZOrder, which needs use.optimization.zorder-by .*; pass zorder_by => 'a,b', "
+            r"or set the table property with ALTER TABLE",
+        ),
+        (
+            "strategy => 'SamplingOverheadReduction'",
+            r"strategy selects SamplingOverheadReduction, which needs use.optimization.sampling-fraction .*; set the table property "
+            r"with ALTER TABLE <table> SET TBLPROPERTIES \('use.optimization.sampling-fraction'='0.1'\), or this session's default "
+            r"with SET `spark.qbeast.use.optimization.sampling-fraction`=0.1$",
+        ),
+        (
+            "max_iterations => 0",
+            r"max_iterations must be a positive integer \(the merge tasks to run at most\), got 0; "
+            r"pass max_iterations => 10, or leave it out for no limit$",
+        ),
+        (
+            "dry_run => NULL",
+            r"dry_run must be true or false, got None; pass dry_run => true or false, or leave it out \(false\)$",
+        ),
         ("files => array('a.parquet'), zorder_by => 'a'", r"zorder_by and files cannot be combined"),
     ],
 )
@@ -510,15 +551,24 @@ def test_optimize_errors_name_the_argument_and_a_sql_fix(spark, db, args: str, m
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (f"CALL {OPT}(table => 't', dry_run => 'maybe')",
-         r"argument dry_run of use_catalog\.system\.optimize must be true or false, got 'maybe'; e\.g\. dry_run => true$"),
-        (f"CALL {OPT}('t', NULL, 'latest')",  # positional: the third parameter, revision_id
-         r"argument revision_id of use_catalog\.system\.optimize must be an integer, got 'latest'; e\.g\. revision_id => 3$"),
+        (
+            f"CALL {OPT}(table => 't', dry_run => 'maybe')",
+            r"argument dry_run of use_catalog\.system\.optimize must be true or false, got 'maybe'; e\.g\. dry_run => true$",
+        ),
+        (
+            f"CALL {OPT}('t', NULL, 'latest')",  # positional: the third parameter, revision_id
+            r"argument revision_id of use_catalog\.system\.optimize must be an integer, got 'latest'; e\.g\. revision_id => 3$",
+        ),
         (f"CALL {OPT}(table => 't', max_iterations => 'many')", r"argument max_iterations of .* must be an integer, got 'many'"),
         (f"CALL {OPT}(table => 't', bytes_per_iter => 'lots')", r"bad value 'lots' for bytes_per_iter"),
-        ("CALL use_catalog.system.vacuum(table => 't', retention_hours => 'a week')",
-         r"argument retention_hours of use_catalog\.system\.vacuum must be a number, got 'a week'; e\.g\. retention_hours => 24\.5$"),
-        ("CALL use_catalog.system.restore(table => 't', version => 'first')", r"argument version of .*restore must be an integer"),
+        (
+            "CALL use_catalog.system.vacuum(table => 't', retention_hours => 'a week')",
+            r"argument retention_hours of use_catalog\.system\.vacuum must be a number, got 'a week'; e\.g\. retention_hours => 24\.5$",
+        ),
+        (
+            "CALL use_catalog.system.restore(table => 't', version => 'first')",
+            r"argument version of .*restore must be an integer",
+        ),
     ],
 )
 def test_text_given_for_a_number_or_boolean_is_refused_naming_the_argument(spark, db, call: str, message: str) -> None:
@@ -536,8 +586,14 @@ def test_text_given_for_a_number_or_boolean_is_refused_naming_the_argument(spark
 
 def test_text_that_is_a_number_or_a_boolean_is_taken(spark, db) -> None:
     _delta_table(spark, inserts=3)
-    planned = spark.sql(f"CALL {OPT}(table => 't', dry_run => 'true', max_iterations => '1', bytes_per_iter => '1000000')").collect()
-    assert planned and planned == spark.sql(f"CALL {OPT}(table => 't', dry_run => true, max_iterations => 1, bytes_per_iter => 1000000)").collect()
+    planned = spark.sql(
+        f"CALL {OPT}(table => 't', dry_run => 'true', max_iterations => '1', bytes_per_iter => '1000000')"
+    ).collect()
+    assert (
+        planned
+        and planned
+        == spark.sql(f"CALL {OPT}(table => 't', dry_run => true, max_iterations => 1, bytes_per_iter => 1000000)").collect()
+    )
 
 
 def test_manual_trigger_is_handed_to_the_service_running_in_this_driver(spark, db, tmp_path) -> None:
@@ -548,20 +604,28 @@ def test_manual_trigger_is_handed_to_the_service_running_in_this_driver(spark, d
 
     idle = _qbeast_table(spark, "idle")
     auto = _delta_table(spark, "auto")
-    spark.sql("ALTER TABLE auto SET TBLPROPERTIES ('use.optimization.autoOptimize.enabled'='false', 'use.optimization.type'='SmallFiles')")
+    spark.sql(
+        "ALTER TABLE auto SET TBLPROPERTIES ('use.optimization.autoOptimize.enabled'='false', 'use.optimization.type'='SmallFiles')"
+    )
     props = DeltaLog.for_path(idle).snapshot().configuration
     services = Services(tmp_path / "service")
     svc = services([], SparkRunner(spark), interval=3600.0)
     try:
         assert active.current() is svc
         # the service has not seen these tables: the trigger tells it, then hands the request over
-        spark.sql(f"ALTER TABLE use_catalog.spark_catalog.{db}.idle SET TBLPROPERTIES ('use.optimization.bytes-per-iter'='5000000')")
-        await_service(svc, lambda s: s.table(idle) is not None and s.table(idle).runs >= 1 and s.table(idle).run is None, "the manual run")
+        spark.sql(
+            f"ALTER TABLE use_catalog.spark_catalog.{db}.idle SET TBLPROPERTIES ('use.optimization.bytes-per-iter'='5000000')"
+        )
+        await_service(
+            svc, lambda s: s.table(idle) is not None and s.table(idle).runs >= 1 and s.table(idle).run is None, "the manual run"
+        )
         assert svc.table(idle).last_run.trigger == "manual"
         assert DeltaLog.for_path(idle).snapshot().configuration == props
         _nothing_selected(spark.sql(f"CALL {OPT}(table => 'idle', dry_run => true)"))
 
-        spark.sql(f"ALTER TABLE use_catalog.spark_catalog.{db}.auto SET TBLPROPERTIES ('use.optimization.bytes-per-iter'='5000000')")
+        spark.sql(
+            f"ALTER TABLE use_catalog.spark_catalog.{db}.auto SET TBLPROPERTIES ('use.optimization.bytes-per-iter'='5000000')"
+        )
         assert "continuous optimization configured" in svc.table(auto).note
         assert svc.table(auto).manual is None
     finally:
@@ -596,7 +660,7 @@ def test_the_readme_documents_every_procedure_and_argument() -> None:
 
     from use.sql.procedures import PROCEDURES
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     part = readme.split("### Procedures", 1)[1].split("\n## ", 1)[0]
     for proc in PROCEDURES.values():
         assert f"`{proc.name}`" in part, proc.name

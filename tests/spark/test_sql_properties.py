@@ -14,15 +14,16 @@ def test_set_and_unset_commit_metadata_and_keep_the_metastore_in_step(spark, db)
     spark.sql("CREATE TABLE t (a INT) USING delta")
     root = location(spark, "t")
     spark.sql(
-        "ALTER TABLE t SET TBLPROPERTIES ('use.optimization.autoOptimize.enabled'='true', "
-        "'use.optimization.type'='SmallFiles')"
+        "ALTER TABLE t SET TBLPROPERTIES ('use.optimization.autoOptimize.enabled'='true', 'use.optimization.type'='SmallFiles')"
     )
     meta = next(a["metaData"] for a in commit_actions(root, 1) if "metaData" in a)
     assert meta["configuration"]["use.optimization.autoOptimize.enabled"] == "true"
     assert commit_actions(root, 1)[0]["commitInfo"]["operation"] == "SET TBLPROPERTIES"
     assert _props(spark, "t")["use.optimization.type"] == "SmallFiles"
-    registered = spark._jsparkSession.sessionState().catalog().getTableMetadata(
-        spark._jvm.org.apache.spark.sql.catalyst.TableIdentifier.apply("t", spark._jvm.scala.Some.apply(db))
+    registered = (
+        spark._jsparkSession.sessionState()
+        .catalog()
+        .getTableMetadata(spark._jvm.org.apache.spark.sql.catalyst.TableIdentifier.apply("t", spark._jvm.scala.Some.apply(db)))
     )
     assert registered.properties().get("use.optimization.type").get() == "SmallFiles"
 

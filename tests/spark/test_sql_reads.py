@@ -64,7 +64,7 @@ def test_time_travel_by_version_and_timestamp(spark, db) -> None:
     stamp = next(h.timestamp for h in history if h.version == 1)
     import datetime as dt
 
-    when = dt.datetime.fromtimestamp(stamp / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    when = dt.datetime.fromtimestamp(stamp / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
     assert rows(spark, f"SELECT * FROM t TIMESTAMP AS OF '{when}'") == [(1,)]
     with refused("USE_VERSION_NOT_FOUND_ERROR"):
         spark.sql("SELECT * FROM t VERSION AS OF 9").collect()
@@ -136,7 +136,9 @@ def test_format_qbeast_reaches_sessions_made_after_install(spark, tmp_path) -> N
     other = spark.newSession()
     loaded = other.read.format("qbeast").load(path)
     assert loaded.where("x < 10").count() == 10 and loaded.count() == 200
-    assert sorted(r.x for r in loaded.sample(0.2).collect()) == sorted(r.x for r in QbeastTable.for_path(spark, path).read(sample=0.2).collect())
+    assert sorted(r.x for r in loaded.sample(0.2).collect()) == sorted(
+        r.x for r in QbeastTable.for_path(spark, path).read(sample=0.2).collect()
+    )
 
 
 def test_nan_and_negative_zero_rows_are_not_skipped_by_parquet_footers(spark, db) -> None:
@@ -153,10 +155,18 @@ def test_nan_and_negative_zero_rows_are_not_skipped_by_parquet_footers(spark, db
     for t in ("dn", "qn"):
         spark.sql(f"INSERT INTO {t} VALUES {values}")
         # a file whose dictionary holds -0.0 and 1.0 only
-        spark.sql(f"INSERT INTO {t} VALUES (4, -0.0, float(-0.0), 'd'), (5, 1.0, 1.0, 'e'), (6, 1.0, 1.0, 'f'), (7, 1.0, 1.0, 'g')")
+        spark.sql(
+            f"INSERT INTO {t} VALUES (4, -0.0, float(-0.0), 'd'), (5, 1.0, 1.0, 'e'), (6, 1.0, 1.0, 'f'), (7, 1.0, 1.0, 'g')"
+        )
     cases = {
-        "d = double('NaN')": [(2,)], "d > 1": [(2,)], "d >= double('NaN')": [(2,)], "d = 0.0": [(4,)],
-        "f > 1": [(2,)], "f = 0.0": [(4,)], "isnan(d)": [(2,)], "d < 0.6": [(1,), (4,)],
+        "d = double('NaN')": [(2,)],
+        "d > 1": [(2,)],
+        "d >= double('NaN')": [(2,)],
+        "d = 0.0": [(4,)],
+        "f > 1": [(2,)],
+        "f = 0.0": [(4,)],
+        "isnan(d)": [(2,)],
+        "d < 0.6": [(1,), (4,)],
     }
 
     def check() -> None:
@@ -205,16 +215,25 @@ def test_timestamp_partitions_are_instants_in_any_session_time_zone(spark, db) -
         plan = _explain(spark, "SELECT * FROM t WHERE pts = TIMESTAMP'2024-03-10 01:30:00'")
         assert re.search(r": 1 of [2-9] files", plan), plan  # the other partition's files pruned
         # the rows a REPLACE WHERE keeps are read by the Python scan and written again in their partition
-        spark.sql("INSERT INTO t REPLACE WHERE v >= 3 VALUES (4, TIMESTAMP'2024-03-10 03:30:00.5', TIMESTAMP_NTZ'2024-03-10 03:30:00.5')")
+        spark.sql(
+            "INSERT INTO t REPLACE WHERE v >= 3 VALUES (4, TIMESTAMP'2024-03-10 03:30:00.5', TIMESTAMP_NTZ'2024-03-10 03:30:00.5')"
+        )
         expected[2] = (4, "2024-03-10 03:30:00.5", "2024-03-10 03:30:00.5")
         assert rows(spark, "SELECT v, CAST(pts AS STRING), CAST(nts AS STRING) FROM t") == expected
         # a static partition overwrite replaces the partition its value names, and only it
-        spark.sql("INSERT OVERWRITE t PARTITION (pts = TIMESTAMP'2024-03-10 01:30:00', nts = TIMESTAMP_NTZ'2024-03-10 01:30:00') SELECT 1")
+        spark.sql(
+            "INSERT OVERWRITE t PARTITION (pts = TIMESTAMP'2024-03-10 01:30:00', nts = TIMESTAMP_NTZ'2024-03-10 01:30:00') SELECT 1"
+        )
         assert rows(spark, "SELECT v, CAST(pts AS STRING), CAST(nts AS STRING) FROM t") == expected
     root = location(spark, "t")
-    logged = {(dict(p)["pts"], dict(p)["nts"]) for p in DeltaLog.for_path(root).snapshot().files.column("partition_values").to_pylist()}
-    assert logged == {("2024-03-10T09:30:00.000000Z", "2024-03-10 01:30:00"), ("2024-03-10T10:30:00.500000Z", "2024-03-10 03:30:00.500000")}
-    utc = dt.timezone.utc
+    logged = {
+        (dict(p)["pts"], dict(p)["nts"]) for p in DeltaLog.for_path(root).snapshot().files.column("partition_values").to_pylist()
+    }
+    assert logged == {
+        ("2024-03-10T09:30:00.000000Z", "2024-03-10 01:30:00"),
+        ("2024-03-10T10:30:00.500000Z", "2024-03-10 03:30:00.500000"),
+    }
+    utc = dt.UTC
     read = pa.table(deltalake.DeltaTable(root).to_pyarrow_table()).sort_by("v").to_pylist()
     assert [(r["v"], r["pts"], r["nts"]) for r in read] == [
         (1, dt.datetime(2024, 3, 10, 9, 30, tzinfo=utc), dt.datetime(2024, 3, 10, 1, 30)),
@@ -233,7 +252,7 @@ def test_zone_less_timestamp_partition_values_are_utc(spark, db, tmp_path) -> No
     import deltalake
 
     root = str(tmp_path / "r")
-    at = dt.datetime(2024, 3, 10, 9, 30, tzinfo=dt.timezone.utc)
+    at = dt.datetime(2024, 3, 10, 9, 30, tzinfo=dt.UTC)
     for v in (1, 2):
         data = pa.table({"v": pa.array([v], pa.int32()), "pts": pa.array([at], pa.timestamp("us", "UTC"))})
         deltalake.write_deltalake(root, data, partition_by=["pts"], mode="append")
@@ -268,7 +287,9 @@ def test_timestamps_and_dates_at_the_ends_of_their_range(spark, db) -> None:
             "INSERT INTO e VALUES (1, TIMESTAMP'0001-01-01 00:00:00', TIMESTAMP_NTZ'0001-01-01 00:00:00', DATE'0001-01-01'), "
             "(2, TIMESTAMP'2024-01-01 00:00:00', TIMESTAMP_NTZ'2024-01-01 00:00:00', DATE'2024-01-01')"
         )
-        spark.sql("INSERT INTO e VALUES (3, TIMESTAMP'9999-12-31 23:59:59.999999', TIMESTAMP_NTZ'9999-12-31 23:59:59.999999', DATE'9999-12-31')")
+        spark.sql(
+            "INSERT INTO e VALUES (3, TIMESTAMP'9999-12-31 23:59:59.999999', TIMESTAMP_NTZ'9999-12-31 23:59:59.999999', DATE'9999-12-31')"
+        )
     stats = [json.loads(s) for s in DeltaLog.for_path(location(spark, "e")).snapshot().files.column("stats").to_pylist()]
     (last,) = [s for s in stats if s["minValues"]["id"] == 3]
     assert last["minValues"]["ts"] == "9999-12-31T23:59:59.999Z" and "ts" not in last["maxValues"]
@@ -303,7 +324,7 @@ def test_time_travel_to_a_time_after_the_last_commit_is_refused(spark, db, tmp_p
     spark.sql(f"INSERT INTO delta.`{path}` VALUES (1)")
     spark.sql(f"CREATE TABLE tt USING delta LOCATION '{path}'")
     stamps = {h.version: h.timestamp for h in DeltaLog.for_path(path).history()}
-    last = dt.datetime.fromtimestamp(stamps[1] / 1000, dt.timezone.utc).isoformat(timespec="milliseconds")
+    last = dt.datetime.fromtimestamp(stamps[1] / 1000, dt.UTC).isoformat(timespec="milliseconds")
     after = (
         rf"the timestamp 2999-01-01T00:00:00.000\+00:00 is after the latest version of {re.escape(path)} \(version 1, "
         rf"committed at {re.escape(last)}\); use a timestamp at or before {re.escape(last)}, or read without a timestamp"
@@ -331,7 +352,9 @@ def test_filters_on_38_digit_decimals_at_their_extremes_before_and_after_optimiz
         "12345678901.5", "10000000000", "0.000000000000000001", "-0.000000000000000001", "0", "1.5",
     ]  # fmt: skip
     spark.sql("CREATE TABLE dec (id INT, amount DECIMAL(38,18)) USING delta")
-    spark.sql("CREATE TABLE qdec (id INT, amount DECIMAL(38,18)) USING qbeast OPTIONS ('columnsToIndex'='amount', 'cubeSize'='2')")
+    spark.sql(
+        "CREATE TABLE qdec (id INT, amount DECIMAL(38,18)) USING qbeast OPTIONS ('columnsToIndex'='amount', 'cubeSize'='2')"
+    )
     for table in ("dec", "qdec"):
         for i, v in enumerate(extremes):  # one file each: stats skipping decides per file
             spark.sql(f"INSERT INTO {table} VALUES ({i}, {v}BD), ({i + 100}, NULL)")

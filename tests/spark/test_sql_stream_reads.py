@@ -25,7 +25,9 @@ def test_a_path_stream_reads_the_table_then_each_append_and_never_a_rewrite(spar
 
     def append(ids: range, p: str | None = None) -> None:
         part = f"'{p}'" if p else "CAST(id % 2 AS STRING)"
-        spark.range(ids.start, ids.stop).selectExpr("id", f"{part} AS p").write.format("delta").mode("append").partitionBy("p").save(path)
+        spark.range(ids.start, ids.stop).selectExpr("id", f"{part} AS p").write.format("delta").mode("append").partitionBy(
+            "p"
+        ).save(path)
 
     append(range(5))
     query = _drain(spark, spark.readStream.format("delta").load(path), "stream_a")
@@ -41,7 +43,11 @@ def test_a_path_stream_reads_the_table_then_each_append_and_never_a_rewrite(spar
     assert not query.isActive
 
     # Delta's options: skip the commits that remove rows, or only those that delete; a starting version
-    skip = _drain(spark, spark.readStream.format("delta").option("skipChangeCommits", "true").option("startingVersion", 1).load(path), "stream_b")
+    skip = _drain(
+        spark,
+        spark.readStream.format("delta").option("skipChangeCommits", "true").option("startingVersion", 1).load(path),
+        "stream_b",
+    )
     assert rows(spark, "SELECT id FROM stream_b") == [(10,), (11,), (12,), (20,)]  # versions 1 and 4; 3 is OPTIMIZE
     skip.stop()
     deletes = _drain(spark, spark.readStream.format("delta").option("ignoreDeletes", "true").load(path), "stream_c")
@@ -55,21 +61,29 @@ def test_a_path_stream_reads_the_table_then_each_append_and_never_a_rewrite(spar
     from use.delta import DeltaLog
 
     committed = DeltaLog.for_path(path).history()[0].timestamp  # the newest commit's time, ms
-    when = dt.datetime.fromtimestamp(committed / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    when = dt.datetime.fromtimestamp(committed / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
     with_time = _drain(spark, spark.readStream.format("delta").option("startingTimestamp", when).load(path), "stream_d")
     assert rows(spark, "SELECT id FROM stream_d") == [(30,)]
     with_time.stop()
     for reader, message in [
-        (spark.readStream.format("delta").option("startingTimestamp", "2999-01-01"), "startingTimestamp 2999-01-01 .* is after the latest commit"),
+        (
+            spark.readStream.format("delta").option("startingTimestamp", "2999-01-01"),
+            "startingTimestamp 2999-01-01 .* is after the latest commit",
+        ),
         (spark.readStream.format("delta").option("startingTimestamp", "soon"), "startingTimestamp takes a time"),
-        (spark.readStream.format("delta").option("startingTimestamp", "2020-01-01").option("startingVersion", 1), "startingVersion or startingTimestamp, not both"),
+        (
+            spark.readStream.format("delta").option("startingTimestamp", "2020-01-01").option("startingVersion", 1),
+            "startingVersion or startingTimestamp, not both",
+        ),
         (spark.readStream.format("delta").option("startingVersion", "-1"), "startingVersion takes a table version"),
         (spark.readStream.format("delta").option("skipChangeCommits", "maybe"), "skipchangecommits takes true or false"),
     ]:
         bad = reader.load(path).writeStream.format("memory").queryName("stream_bad").start()
         with pytest.raises(StreamingQueryException, match=message):
             bad.processAllAvailable()
-    with refused(r"readStream.format\(\"delta\"\) reads the table's schema \(struct<id:bigint,p:string>\), not struct<id:bigint>: drop .schema"):
+    with refused(
+        r"readStream.format\(\"delta\"\) reads the table's schema \(struct<id:bigint,p:string>\), not struct<id:bigint>: drop .schema"
+    ):
         spark.readStream.schema("id LONG").format("delta").load(path)
     spark.readStream.schema("id LONG NOT NULL, p STRING").format("delta").load(path)  # the table's own: taken
     with refused(r"USE_TABLE_NOT_FOUND_ERROR"):
@@ -131,7 +145,14 @@ def test_read_limits_bound_each_batch_and_available_now_reads_everything(spark, 
     sizes.clear()
     run()  # nothing new: no batch with rows
     assert sum(sizes) == 0
-    bad = spark.readStream.format("delta").option("maxFilesPerTrigger", 0).load(path).writeStream.format("memory").queryName("stream_limit").start()
+    bad = (
+        spark.readStream.format("delta")
+        .option("maxFilesPerTrigger", 0)
+        .load(path)
+        .writeStream.format("memory")
+        .queryName("stream_limit")
+        .start()
+    )
     with pytest.raises(StreamingQueryException, match="maxFilesPerTrigger takes a positive number, got '0'"):
         bad.processAllAvailable()
 
@@ -160,4 +181,6 @@ def test_write_stream_to_table_uses_the_exactly_once_sink(spark, db, tmp_path) -
     run("qsink", "qbeast")
     assert rows(spark, "SELECT count(*) FROM qsink") == [(7,)]
     with refused(r"The input source\(parquet\) is different from the table .*provider\(delta\)"):  # Spark's rule, as for Delta
-        spark.readStream.schema("id BIGINT, k STRING").json(str(incoming)).writeStream.option("checkpointLocation", checkpoint).toTable("sink")
+        spark.readStream.schema("id BIGINT, k STRING").json(str(incoming)).writeStream.option(
+            "checkpointLocation", checkpoint
+        ).toTable("sink")

@@ -30,7 +30,7 @@ def _live(root: str) -> dict[str, list[str]]:
     dt = deltalake.DeltaTable(root)
     out: dict[str, list[str]] = {}
     for uri in dt.file_uris():
-        path = uri[len("file://"):] if uri.startswith("file://") else uri
+        path = uri[len("file://") :] if uri.startswith("file://") else uri
         rel = os.path.relpath(os.path.dirname(path), root)
         out.setdefault("" if rel == "." else rel, []).append("file:" + path)
     return {k: sorted(v) for k, v in out.items()}
@@ -142,7 +142,7 @@ def test_a_timestamp_partition_has_one_manifest_named_in_utc(spark, db, tmp_path
     from use.session import session_conf
 
     root = str(tmp_path / "m")
-    at = pa.array([dt.datetime(2024, 3, 10, 9, 30, tzinfo=dt.timezone.utc)], pa.timestamp("us", "UTC"))
+    at = pa.array([dt.datetime(2024, 3, 10, 9, 30, tzinfo=dt.UTC)], pa.timestamp("us", "UTC"))
     deltalake.write_deltalake(root, pa.table({"id": pa.array([1], pa.int64()), "pts": at}), partition_by=["pts"])
     spark.sql(f"CREATE TABLE m USING delta LOCATION '{root}'")
     with session_conf(spark, {"spark.sql.session.timeZone": "America/Los_Angeles"}):

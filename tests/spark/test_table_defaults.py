@@ -48,7 +48,9 @@ def test_a_bad_default_refuses_the_creation_and_creates_nothing(spark, db, tmp_p
     from use.session import session_conf
 
     with session_conf(spark, {PREFIX + "appendOnly": "maybe"}):
-        with refused(r"the session's default property of new tables spark\.databricks\.delta\.properties\.defaults\.appendOnly='maybe'"):
+        with refused(
+            r"the session's default property of new tables spark\.databricks\.delta\.properties\.defaults\.appendOnly='maybe'"
+        ):
             spark.sql("CREATE TABLE bad (id BIGINT) USING delta")
     assert rows(spark, "SHOW TABLES LIKE 'bad'") == []
     with session_conf(spark, {PREFIX + "enableDeletionVectors": "true"}):

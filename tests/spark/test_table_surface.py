@@ -12,9 +12,6 @@ from optimize_support import directory_state, fragmented_qbeast, plain_delta
 from use import DeltaTable, QbeastTable
 from use.errors import CLI, PYTHON, ConfigError, InvalidArgumentError, TableNotFoundError, VacuumRetentionError
 
-pytestmark = pytest.mark.spark
-
-
 # --- properties ---------------------------------------------------------------------------------------
 
 
@@ -22,7 +19,9 @@ def test_set_and_unset_properties_from_python(spark, tmp_path) -> None:
     path = fragmented_qbeast(spark, str(tmp_path / "q"), appends=1)
     qt = QbeastTable.for_path(spark, path)
     version = qt.snapshot().version
-    assert qt.set_properties({"use.optimization.bytes-per-iter": 100_000, "use.optimization.revision-rewrite": False}) == version + 1
+    assert (
+        qt.set_properties({"use.optimization.bytes-per-iter": 100_000, "use.optimization.revision-rewrite": False}) == version + 1
+    )
     props = qt.properties()
     assert props["use.optimization.bytes-per-iter"] == "100000" and props["use.optimization.revision-rewrite"] == "false"
     assert qt.set_properties({"use.optimization.bytes-per-iter": "100000"}) is None  # nothing changes: no commit

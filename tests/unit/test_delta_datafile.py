@@ -22,7 +22,7 @@ def _data(n: int = 5) -> pa.Table:
         {
             "id": list(range(n)),
             "name": [f"n{i}" for i in range(n)],
-            "ts": pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)] * n, pa.timestamp("us", "UTC")),
+            "ts": pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.UTC)] * n, pa.timestamp("us", "UTC")),
         }
     )
 
@@ -135,9 +135,7 @@ def test_dictionary_encoding_only_for_columns_that_repeat(tmp_path):
     )
     add = write_data_file(str(tmp_path), table)
     meta = pq.ParquetFile(os.path.join(tmp_path, add.path)).metadata
-    encodings = {
-        meta.schema.column(i).name: set(meta.row_group(0).column(i).encodings) for i in range(meta.num_columns)
-    }
+    encodings = {meta.schema.column(i).name: set(meta.row_group(0).column(i).encodings) for i in range(meta.num_columns)}
     dictionary = {"PLAIN_DICTIONARY", "RLE_DICTIONARY"}
     assert encodings["category"] & dictionary and encodings["label"] & dictionary
     assert not (encodings["id"] & dictionary or encodings["measure"] & dictionary or encodings["payload"] & dictionary)
@@ -156,7 +154,12 @@ def test_compression_takes_spark_codec_names(tmp_path) -> None:
     from use.errors import ConfigError
 
     assert [parquet_compression(c) for c in ("SNAPPY", "uncompressed", "none", "lz4_raw", "zstd", "gzip")] == [
-        "snappy", "none", "none", "lz4", "zstd", "gzip"
+        "snappy",
+        "none",
+        "none",
+        "lz4",
+        "zstd",
+        "gzip",
     ]
     add = write_data_file(str(tmp_path), _data(), compression="zstd")
     assert pq.ParquetFile(os.path.join(tmp_path, add.path)).metadata.row_group(0).column(0).compression == "ZSTD"

@@ -27,7 +27,7 @@ from use.delta.predicates import And, Comparison, IsNull  # noqa: E402
 from use.delta.skipping import files_matching  # noqa: E402
 from use.delta.vacuum import vacuum  # noqa: E402
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 SCHEMA = pa.schema(
     [
         ("id", pa.int64()),
@@ -47,7 +47,10 @@ def _batch(start: int, n: int, rng: np.random.Generator) -> pa.Table:
         {
             "id": ids,
             "name": [f"name-{i:05d}" + ("x" * 40 if i % 7 == 0 else "") for i in ids],
-            "ts": pa.array([dt.datetime(2024, 1, 1, tzinfo=UTC) + dt.timedelta(microseconds=int(i) * 1001) for i in ids], pa.timestamp("us", "UTC")),
+            "ts": pa.array(
+                [dt.datetime(2024, 1, 1, tzinfo=UTC) + dt.timedelta(microseconds=int(i) * 1001) for i in ids],
+                pa.timestamp("us", "UTC"),
+            ),
             "amount": pa.array([decimal.Decimal(int(i)).scaleb(-2) for i in ids], pa.decimal128(10, 2)),
             "score": pa.array([None if i % 5 == 0 else float(rng.normal()) for i in ids], pa.float64()),
         },
@@ -59,7 +62,7 @@ def _our_rows(root: str, version: int | None = None) -> pa.Table:
     """The table's rows as this project sees them (live files + partition values)."""
     snap = DeltaLog.for_path(root).snapshot(version=version)
     parts = []
-    for path, pv in zip(snap.files.column("path").to_pylist(), snap.files.column("partition_values").to_pylist()):
+    for path, pv in zip(snap.files.column("path").to_pylist(), snap.files.column("partition_values").to_pylist(), strict=False):
         t = pq.read_table(os.path.join(root, urllib.parse.unquote(path)), schema=DATA_SCHEMA)
         parts.append(t.append_column("part", pa.array([dict(pv)["part"]] * t.num_rows, pa.string())))
     return pa.concat_tables(parts).sort_by("id") if parts else SCHEMA.empty_table()
@@ -97,7 +100,14 @@ def our_table(tmp_path_factory):
             pv = dict(victim.column("partition_values")[0].as_py())
             from use.delta import RemoveFile
 
-            txn.add(RemoveFile(path=path, deletion_timestamp=int(time.time() * 1000), partition_values=pv, size=victim.column("size")[0].as_py()))
+            txn.add(
+                RemoveFile(
+                    path=path,
+                    deletion_timestamp=int(time.time() * 1000),
+                    partition_values=pv,
+                    size=victim.column("size")[0].as_py(),
+                )
+            )
             txn.commit("DELETE", {"predicate": "[]"})
         else:
             txn.commit("WRITE", {"mode": "Append"})
@@ -125,7 +135,10 @@ def test_delta_rs_uses_our_stats(our_table):
     rs = deltalake.DeltaTable(root)
     actions = pa.table(rs.get_add_actions(flatten=True))
     snap = DeltaLog.for_path(root).snapshot()
-    ours = {urllib.parse.unquote(p): s for p, s in zip(snap.files.column("path").to_pylist(), snap.files.column("stats").to_pylist())}
+    ours = {
+        urllib.parse.unquote(p): s
+        for p, s in zip(snap.files.column("path").to_pylist(), snap.files.column("stats").to_pylist(), strict=False)
+    }
     # delta-rs parsed every file's stats into typed columns.
     assert actions.column("num_records").null_count == 0
     assert set(actions.column_names) >= {"min.id", "max.id", "min.ts", "max.amount", "null_count.score", "min.name"}

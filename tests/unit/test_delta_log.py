@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from use.delta import AddFile, DeltaLog, Metadata, Protocol, RemoveFile, SetTransaction, Snapshot
 from sql_support import add_void_column
+from use.delta import AddFile, DeltaLog, Metadata, Protocol, RemoveFile, SetTransaction, Snapshot
 from use.delta.actions import FILES_SCHEMA, remove_actions
 from use.delta.listing import list_log
 from use.delta.storage import LocalLogStore
@@ -40,7 +40,7 @@ def write_file(root: str, rows: pa.Table, part: str | None = None) -> AddFile:
     data = rows.drop_columns(["part"]) if part is not None and "part" in rows.column_names else rows
     pq.write_table(data, full)
     pv = {"part": part} if part is not None else {}
-    stats = '{"numRecords":%d}' % rows.num_rows
+    stats = f'{{"numRecords":{rows.num_rows}}}'
     return AddFile(rel, os.path.getsize(full), int(time.time() * 1000), True, pv, stats)
 
 
@@ -50,7 +50,13 @@ def rows(ids: list[int], part: str = "a") -> pa.Table:
 
 def append(log: DeltaLog, ids: list[int], part: str = "a", partitioned: bool = True) -> int:
     txn = log.start_transaction()
-    txn.add(write_file(log.table_root, rows(ids, part) if partitioned else rows(ids, part).drop_columns(["part"]), part if partitioned else None))
+    txn.add(
+        write_file(
+            log.table_root,
+            rows(ids, part) if partitioned else rows(ids, part).drop_columns(["part"]),
+            part if partitioned else None,
+        )
+    )
     return txn.commit("WRITE", {"mode": "Append"}, {"numFiles": 1})
 
 
@@ -262,7 +268,7 @@ def test_snapshot_by_timestamp(table_path):
     assert fresh.snapshot(timestamp=base + 60_000).version == 1
     assert fresh.snapshot(timestamp=base + 90_000).version == 1
     assert fresh.snapshot(timestamp=base + 10**9).version == 2
-    when = dt.datetime.fromtimestamp((base + 61_000) / 1000, dt.timezone.utc)
+    when = dt.datetime.fromtimestamp((base + 61_000) / 1000, dt.UTC)
     assert fresh.snapshot(timestamp=when).version == 1
     assert fresh.snapshot(timestamp=when.isoformat()).version == 1
     assert fresh.snapshot(timestamp=when.replace(tzinfo=None)).version == 1
@@ -290,8 +296,13 @@ def test_commit_tags_and_user_metadata(table_path):
     log = DeltaLog.for_path(table_path)
     log.create(SCHEMA)
     txn = log.start_transaction()
-    txn.commit("OPTIMIZE", {"zOrderBy": ["a"], "auto": False, "mode": "x"}, {"n": 3, "d": {"a": 1}},
-               tags={"use.optimization.event": '{"x":1}'}, user_metadata="hi")
+    txn.commit(
+        "OPTIMIZE",
+        {"zOrderBy": ["a"], "auto": False, "mode": "x"},
+        {"n": 3, "d": {"a": 1}},
+        tags={"use.optimization.event": '{"x":1}'},
+        user_metadata="hi",
+    )
     (h, *_) = log.history()
     assert h.commit_info["tags"] == {"use.optimization.event": '{"x":1}'}
     assert h.commit_info["userMetadata"] == "hi"
@@ -355,7 +366,9 @@ def test_append_only(table_path):
     # Rearranging data (dataChange=false) stays allowed.
     txn = log.start_transaction()
     new = write_file(table_path, rows([1]).drop_columns(["part"]))
-    txn.add(*remove_actions(snap.files, data_change=False), AddFile(new.path, new.size, new.modification_time, False, {}, new.stats))
+    txn.add(
+        *remove_actions(snap.files, data_change=False), AddFile(new.path, new.size, new.modification_time, False, {}, new.stats)
+    )
     assert txn.commit("OPTIMIZE") == 2
 
 
@@ -364,7 +377,17 @@ def test_metadata_change(table_path):
     snap = log.create(SCHEMA)
     m = snap.metadata
     txn = log.start_transaction()
-    txn.add(Metadata(m.id, m.schema_string, m.partition_columns, {"qbeast.revision.1": "{}"}, m.name, m.description, created_time=m.created_time))
+    txn.add(
+        Metadata(
+            m.id,
+            m.schema_string,
+            m.partition_columns,
+            {"qbeast.revision.1": "{}"},
+            m.name,
+            m.description,
+            created_time=m.created_time,
+        )
+    )
     txn.commit("SET TBLPROPERTIES")
     assert log.snapshot().metadata.configuration == {"qbeast.revision.1": "{}"}
     assert deltalake.DeltaTable(table_path).metadata().configuration == {"qbeast.revision.1": "{}"}
@@ -464,8 +487,11 @@ def test_metadata_change_validates_new_properties(table_path):
     log = DeltaLog.for_path(table_path)
     snap = log.create(SCHEMA)
     m = snap.metadata
-    for conf, error in (({"delta.checkpointInterval": "-1"}, ConfigError), ({"delta.enableDeletionVectors": "true"}, UnsupportedFeatureError),
-                        ({"delta.typo": "1"}, ConfigError)):
+    for conf, error in (
+        ({"delta.checkpointInterval": "-1"}, ConfigError),
+        ({"delta.enableDeletionVectors": "true"}, UnsupportedFeatureError),
+        ({"delta.typo": "1"}, ConfigError),
+    ):
         txn = log.start_transaction()
         txn.add(Metadata(m.id, m.schema_string, m.partition_columns, conf, created_time=m.created_time))
         with pytest.raises(error):
@@ -603,13 +629,19 @@ def test_in_commit_timestamps_are_commit_times(table_path):
     append(log, [1], partitioned=False)
     m = log.snapshot().metadata.to_action()["metaData"]
     ict = {2: BASE + 10_000, 3: BASE + 20_000, 4: BASE + 30_000}
-    m["configuration"] = {"delta.enableInCommitTimestamps": "true", "delta.inCommitTimestampEnablementVersion": "2",
-                          "delta.inCommitTimestampEnablementTimestamp": str(ict[2])}
+    m["configuration"] = {
+        "delta.enableInCommitTimestamps": "true",
+        "delta.inCommitTimestampEnablementVersion": "2",
+        "delta.inCommitTimestampEnablementTimestamp": str(ict[2]),
+    }
     protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly", "invariants", "inCommitTimestamp"]}
     bodies = {2: [{"protocol": protocol}, {"metaData": m}], 3: [], 4: []}
     for v, actions in bodies.items():
-        lines = [{"commitInfo": {"inCommitTimestamp": ict[v], "timestamp": ict[v], "operation": f"OP{v}"}}, *actions,
-                 {"add": {"path": f"f{v}.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": True}}]
+        lines = [
+            {"commitInfo": {"inCommitTimestamp": ict[v], "timestamp": ict[v], "operation": f"OP{v}"}},
+            *actions,
+            {"add": {"path": f"f{v}.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": True}},
+        ]
         with open(os.path.join(log.log_dir, f"{v:020d}.json"), "w") as fh:
             fh.write("\n".join(json.dumps(x) for x in lines) + "\n")
     pin_commit_times(log, {0: BASE, 1: BASE + 1000, 2: BASE + 100_000, 3: BASE + 100_000, 4: BASE + 100_000})
@@ -620,7 +652,13 @@ def test_in_commit_timestamps_are_commit_times(table_path):
     assert fresh.snapshot(timestamp=BASE + 25_000).timestamp == ict[3]
     assert DeltaLog.for_path(table_path).snapshot(version=3).timestamp == ict[3]
     assert DeltaLog.for_path(table_path).snapshot().timestamp == ict[4]
-    assert [(h.version, h.timestamp) for h in fresh.history()] == [(4, ict[4]), (3, ict[3]), (2, ict[2]), (1, BASE + 1000), (0, BASE)]
+    assert [(h.version, h.timestamp) for h in fresh.history()] == [
+        (4, ict[4]),
+        (3, ict[3]),
+        (2, ict[2]),
+        (1, BASE + 1000),
+        (0, BASE),
+    ]
 
 
 def test_last_data_change_stats_only_the_commits_it_scans(table_path):
@@ -641,29 +679,51 @@ def test_write_type_rule_takes_lossless_widenings_and_ignores_nullability():
     from use.delta.schema import nullable_type, type_sql, write_type_problem
 
     def struct(*fields):
-        return {"type": "struct", "fields": [{"name": n, "type": t, "nullable": nullable, "metadata": {}} for n, t, nullable in fields]}
+        return {
+            "type": "struct",
+            "fields": [{"name": n, "type": t, "nullable": nullable, "metadata": {}} for n, t, nullable in fields],
+        }
 
     # NULLs aside, any order and case of nested fields, lossless widenings, NULL (void) into anything
     assert write_type_problem(struct(("a", "integer", False)), struct(("a", "integer", True)), "s") is None
     assert write_type_problem(struct(("a", "integer", True)), struct(("a", "integer", False)), "s") is None  # checked per row
-    assert write_type_problem(struct(("B", "string", True), ("a", "short", False)), struct(("a", "integer", True), ("b", "string", True)), "s") is None
-    for data, table in [("integer", "long"), ("float", "double"), ("decimal(8,2)", "decimal(10,2)"), ("date", "timestamp_ntz"), ("void", "string")]:
+    assert (
+        write_type_problem(
+            struct(("B", "string", True), ("a", "short", False)), struct(("a", "integer", True), ("b", "string", True)), "s"
+        )
+        is None
+    )
+    for data, table in [
+        ("integer", "long"),
+        ("float", "double"),
+        ("decimal(8,2)", "decimal(10,2)"),
+        ("date", "timestamp_ntz"),
+        ("void", "string"),
+    ]:
         assert write_type_problem(data, table, "c") is None, (data, table)
     array = {"type": "array", "elementType": struct(("q", "integer", False)), "containsNull": False}
     assert write_type_problem(array, nullable_type(array), "arr") is None
     # narrowing, converting, nested differences: named, in Spark's spelling
     assert write_type_problem("long", "integer", "c") == "c is bigint in the data and int in the table"
     assert write_type_problem("double", "float", "c") == "c is double in the data and float in the table"
-    assert write_type_problem("decimal(12,2)", "decimal(10,2)", "c") == "c is decimal(12,2) in the data and decimal(10,2) in the table"
+    assert (
+        write_type_problem("decimal(12,2)", "decimal(10,2)", "c")
+        == "c is decimal(12,2) in the data and decimal(10,2) in the table"
+    )
     assert write_type_problem(struct(("a", "integer", True)), struct(("a", "integer", True), ("b", "string", True)), "s") == (
         "s is struct<a:int> in the data and struct<a:int,b:string> in the table (fields missing from the data: b)"
     )
-    assert write_type_problem({"type": "array", "elementType": "long", "containsNull": True}, {"type": "array", "elementType": "integer", "containsNull": True}, "arr") == (
-        "arr.element is bigint in the data and int in the table"
-    )
+    assert write_type_problem(
+        {"type": "array", "elementType": "long", "containsNull": True},
+        {"type": "array", "elementType": "integer", "containsNull": True},
+        "arr",
+    ) == ("arr.element is bigint in the data and int in the table")
     # a column added by a write is nullable to the last nested field (map keys excepted)
     assert nullable_type(array) == {"type": "array", "elementType": struct(("q", "integer", True)), "containsNull": True}
-    assert type_sql(array, nullability=True) == "array<struct<q:int NOT NULL> NOT NULL>" and type_sql(array) == "array<struct<q:int>>"
+    assert (
+        type_sql(array, nullability=True) == "array<struct<q:int NOT NULL> NOT NULL>"
+        and type_sql(array) == "array<struct<q:int>>"
+    )
 
 
 def test_void_columns_are_read_as_nulls_and_never_written(table_path):
@@ -679,8 +739,13 @@ def test_void_columns_are_read_as_nulls_and_never_written(table_path):
     deltalake.write_deltalake(table_path, pa.table({"id": pa.array([1, 2], pa.int64())}))
     add_void_column(table_path, "n")
     snap = DeltaLog.for_path(table_path).snapshot()
-    assert snap.schema.field("n").type == pa.null() and deltalake.DeltaTable(table_path).schema().to_arrow().field("n").type == pa.null()
-    with pytest.raises(UnsupportedFeatureError, match=r"has column\(s\) n of type void .* USE reads the table .* but writes no data into it"):
+    assert (
+        snap.schema.field("n").type == pa.null()
+        and deltalake.DeltaTable(table_path).schema().to_arrow().field("n").type == pa.null()
+    )
+    with pytest.raises(
+        UnsupportedFeatureError, match=r"has column\(s\) n of type void .* USE reads the table .* but writes no data into it"
+    ):
         append(log, [3], partitioned=False)
     assert DeltaLog.for_path(table_path).snapshot().version == 0
     txn = log.start_transaction()

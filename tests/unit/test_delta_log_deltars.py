@@ -50,8 +50,8 @@ def assert_same_as_delta_rs(path: str, version: int) -> None:
     assert our_rows(ours) == sorted(theirs.to_pyarrow_table().column("id").to_pylist())
     # Live-file attributes match too, not just the paths.
     rs = pa.table(theirs.get_add_actions(flatten=True))
-    rs_sizes = dict(zip(rs.column("path").to_pylist(), rs.column("size_bytes").to_pylist()))
-    assert dict(zip(ours.files.column("path").to_pylist(), ours.files.column("size").to_pylist())) == rs_sizes
+    rs_sizes = dict(zip(rs.column("path").to_pylist(), rs.column("size_bytes").to_pylist(), strict=False))
+    assert dict(zip(ours.files.column("path").to_pylist(), ours.files.column("size").to_pylist(), strict=False)) == rs_sizes
 
 
 def data(ids: list[int], part: str = "x") -> pa.Table:
@@ -141,8 +141,15 @@ def test_our_checkpoints_read_by_delta_rs(tmp_path):
         txn = log.start_transaction()
         txn.set_app_transaction("writer", i)
         txn.add(
-            AddFile(rel, os.path.getsize(os.path.join(path, rel)), int(time.time() * 1000), True, {"p": str(i % 2)},
-                    '{"numRecords":1}', {"revision": "0"})
+            AddFile(
+                rel,
+                os.path.getsize(os.path.join(path, rel)),
+                int(time.time() * 1000),
+                True,
+                {"p": str(i % 2)},
+                '{"numRecords":1}',
+                {"revision": "0"},
+            )
         )
         txn.commit("WRITE")
     # remove one file at version 8, then a checkpoint lands at 9
@@ -184,7 +191,7 @@ def test_delta_rs_schema_types_map_to_arrow(tmp_path):
             "i32": pa.array([1], pa.int32()),
             "f32": pa.array([1.5], pa.float32()),
             "d": pa.array([datetime.date(2024, 1, 2)], pa.date32()),
-            "ts": pa.array([datetime.datetime(2024, 1, 2, tzinfo=datetime.timezone.utc)], pa.timestamp("us", "UTC")),
+            "ts": pa.array([datetime.datetime(2024, 1, 2, tzinfo=datetime.UTC)], pa.timestamp("us", "UTC")),
             "dec": pa.array([decimal.Decimal("1.25")], pa.decimal128(9, 2)),
             "l": pa.array([[1, 2]], pa.list_(pa.int64())),
             "s": pa.array([{"x": 1, "y": "a"}], pa.struct([("x", pa.int32()), ("y", pa.string())])),
@@ -204,16 +211,28 @@ def test_partition_columns_changed_by_delta_rs_overwrite(tmp_path):
     # partition columns in force for that commit, so no add carries a key that is not in the log.
     path = str(tmp_path / "t")
     write_deltalake(path, pa.table({"id": [1, 2], "p": ["x", "y"], "q": ["a", "b"]}), partition_by=["p"])
-    write_deltalake(path, pa.table({"id": [3, 4], "p": ["x", "y"], "q": ["a", "b"]}), partition_by=["q"],
-                    mode="overwrite", schema_mode="overwrite")
+    write_deltalake(
+        path,
+        pa.table({"id": [3, 4], "p": ["x", "y"], "q": ["a", "b"]}),
+        partition_by=["q"],
+        mode="overwrite",
+        schema_mode="overwrite",
+    )
     cached = DeltaLog.for_path(path)
     assert cached.snapshot(version=0).num_files == 2
     for snap in (DeltaLog.for_path(path).snapshot(), cached.snapshot()):  # a fresh replay, and one advanced from version 0
         assert snap.partition_columns == ("q",)
-        pvs = {p: dict(v) for p, v in zip(snap.files.column("path").to_pylist(), snap.files.column("partition_values").to_pylist())}
+        pvs = {
+            p: dict(v)
+            for p, v in zip(
+                snap.files.column("path").to_pylist(), snap.files.column("partition_values").to_pylist(), strict=False
+            )
+        }
         assert sorted(pvs.values(), key=str) == [{"q": "a"}, {"q": "b"}]
         rs = pa.table(DeltaTable(path).get_add_actions(flatten=True))
-        assert pvs == {p: {"q": q} for p, q in zip(rs.column("path").to_pylist(), rs.column("partition.q").to_pylist())}
+        assert pvs == {
+            p: {"q": q} for p, q in zip(rs.column("path").to_pylist(), rs.column("partition.q").to_pylist(), strict=False)
+        }
         # `p` is a data column now: its stats decide, and the file holding p = 'x' is kept.
         keep = files_matching(snap.files, Comparison("p", "=", "x"), snap.schema)
         assert snap.files.filter(keep).column("path").to_pylist() == [p for p, v in pvs.items() if v == {"q": "a"}]

@@ -23,21 +23,59 @@ def line(kind: str, body: dict) -> str:
 COMMIT_A = "\n".join(
     [
         line("commitInfo", {"operation": "WRITE", "operationParameters": {"mode": ["x"]}, "n": 1}),
-        line("add", {"path": "d=2024-01-01/a.parquet", "partitionValues": {"d": "2024-01-01"}, "size": 10,
-                     "modificationTime": 5, "dataChange": True, "stats": '{"numRecords":1}',
-                     "tags": {"revision": "1", "blocks": "[{\"cubeId\":\"\"}]", "when": "2024-01-01 10:00:00"}}),
-        line("add", {"path": "d=__HIVE_DEFAULT_PARTITION__/b.parquet", "partitionValues": {"d": None}, "size": 11,
-                     "modificationTime": 6, "dataChange": False, "stats": None, "tags": None, "baseRowId": None}),
-        line("add", {"path": "c%20x.parquet", "partitionValues": {"d": "x"}, "size": 12, "modificationTime": 7,
-                     "dataChange": True, "tags": {}}),
+        line(
+            "add",
+            {
+                "path": "d=2024-01-01/a.parquet",
+                "partitionValues": {"d": "2024-01-01"},
+                "size": 10,
+                "modificationTime": 5,
+                "dataChange": True,
+                "stats": '{"numRecords":1}',
+                "tags": {"revision": "1", "blocks": '[{"cubeId":""}]', "when": "2024-01-01 10:00:00"},
+            },
+        ),
+        line(
+            "add",
+            {
+                "path": "d=__HIVE_DEFAULT_PARTITION__/b.parquet",
+                "partitionValues": {"d": None},
+                "size": 11,
+                "modificationTime": 6,
+                "dataChange": False,
+                "stats": None,
+                "tags": None,
+                "baseRowId": None,
+            },
+        ),
+        line(
+            "add",
+            {
+                "path": "c%20x.parquet",
+                "partitionValues": {"d": "x"},
+                "size": 12,
+                "modificationTime": 7,
+                "dataChange": True,
+                "tags": {},
+            },
+        ),
         "",
     ]
 )
 COMMIT_B = "\n".join(
     [
         line("commitInfo", {"operation": "DELETE", "operationParameters": {"mode": 3}, "n": "one"}),
-        line("remove", {"path": "d=2024-01-01/a.parquet", "deletionTimestamp": 9, "dataChange": True,
-                        "extendedFileMetadata": True, "partitionValues": {"d": "2024-01-01"}, "size": 10}),
+        line(
+            "remove",
+            {
+                "path": "d=2024-01-01/a.parquet",
+                "deletionTimestamp": 9,
+                "dataChange": True,
+                "extendedFileMetadata": True,
+                "partitionValues": {"d": "2024-01-01"},
+                "size": 10,
+            },
+        ),
         line("remove", {"path": "old.parquet", "deletionTimestamp": 9, "dataChange": False}),
         line("txn", {"appId": "app", "version": 3}),
         # an oddly formatted action still parses (through the exact path)
@@ -50,7 +88,7 @@ def test_fast_path_equals_exact_path():
     items = [(1, "1.json", COMMIT_A.encode()), (2, "2.json", COMMIT_B.encode())]
     fast = parse_commits(items, ["d"])
     exact = [parse_commit(v, p, d) for v, p, d in items]
-    for f, e in zip(fast, exact):
+    for f, e in zip(fast, exact, strict=False):
         assert f.adds.to_pylist() == e.adds.to_pylist()
         assert f.removes.to_pylist() == e.removes.to_pylist()
         assert f.txns == e.txns and f.commit_info == e.commit_info
@@ -64,15 +102,31 @@ def test_fast_path_equals_exact_path():
 
 def test_fast_path_without_known_partition_columns():
     # Partition columns learnt from the metaData in the same batch.
-    meta = line("metaData", {"id": "x", "format": {"provider": "parquet", "options": {}}, "schemaString": "{\"type\":\"struct\",\"fields\":[]}",
-                             "partitionColumns": ["d"], "configuration": {}})
+    meta = line(
+        "metaData",
+        {
+            "id": "x",
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": '{"type":"struct","fields":[]}',
+            "partitionColumns": ["d"],
+            "configuration": {},
+        },
+    )
     items = [(0, "0.json", (meta + "\n" + COMMIT_A).encode())]
     assert parse_commits(items)[0].adds.to_pylist() == parse_commit(*items[0]).adds.to_pylist()
 
 
 def metadata_line(partition_columns: list[str], schema_string: str = '{"type":"struct","fields":[]}') -> str:
-    return line("metaData", {"id": "x", "format": {"provider": "parquet", "options": {}}, "schemaString": schema_string,
-                             "partitionColumns": partition_columns, "configuration": {}})
+    return line(
+        "metaData",
+        {
+            "id": "x",
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": schema_string,
+            "partitionColumns": partition_columns,
+            "configuration": {},
+        },
+    )
 
 
 def add_line(path: str, partition_values: dict) -> str:
@@ -82,15 +136,23 @@ def add_line(path: str, partition_values: dict) -> str:
 def test_fast_path_types_partition_values_per_commit():
     # The shape of Delta's golden table time-travel-partition-changes-b: version 1 changes the
     # partition column; every action keeps exactly the keys its line has, in one batch or apart.
-    v0 = [line("protocol", {"minReaderVersion": 1, "minWriterVersion": 2}), metadata_line(["a"]),
-          add_line("a=0/f0.parquet", {"a": "0"}), add_line("a=1/f1.parquet", {"a": "1"})]
-    v1 = [metadata_line(["b"]), add_line("b=0/g0.parquet", {"b": "0"}), add_line("b=1/g1.parquet", {"b": None}),
-          line("remove", {"path": "a=0/f0.parquet", "deletionTimestamp": 9, "dataChange": True}),
-          line("remove", {"path": "a=1/f1.parquet", "deletionTimestamp": 9, "dataChange": True, "partitionValues": {"a": "1"}})]
+    v0 = [
+        line("protocol", {"minReaderVersion": 1, "minWriterVersion": 2}),
+        metadata_line(["a"]),
+        add_line("a=0/f0.parquet", {"a": "0"}),
+        add_line("a=1/f1.parquet", {"a": "1"}),
+    ]
+    v1 = [
+        metadata_line(["b"]),
+        add_line("b=0/g0.parquet", {"b": "0"}),
+        add_line("b=1/g1.parquet", {"b": None}),
+        line("remove", {"path": "a=0/f0.parquet", "deletionTimestamp": 9, "dataChange": True}),
+        line("remove", {"path": "a=1/f1.parquet", "deletionTimestamp": 9, "dataChange": True, "partitionValues": {"a": "1"}}),
+    ]
     v2 = [add_line("b=2/g2.parquet", {"b": "2"}), add_line("b=3/g3.parquet", {"b": "3"})]
     items = [(v, f"{v}.json", "\n".join(c).encode()) for v, c in enumerate((v0, v1, v2))]
     for start, known in ((0, ()), (1, ("a",)), (2, ("b",))):
-        for fast, (v, p, d) in zip(parse_commits(items[start:], known), items[start:]):
+        for fast, (v, p, d) in zip(parse_commits(items[start:], known), items[start:], strict=False):
             exact = parse_commit(v, p, d)
             assert fast.adds.to_pylist() == exact.adds.to_pylist()
             assert fast.removes.to_pylist() == exact.removes.to_pylist()
@@ -141,12 +203,21 @@ def test_corrupted_commit(table_path, content, match):
     "content, where",
     [
         # in the columnar fast path (every line after the header is a file action) ...
-        (b'{"commitInfo":{}}\n{"add":{"path":"b\xff.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}\n', "line 2"),
-        (b'{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}\n'
-         b'{"add":{"path":"c.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true,"stats":"{\\"s\\":\\"\xc3\\"}"}}\n', "line 2"),
+        (
+            b'{"commitInfo":{}}\n{"add":{"path":"b\xff.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}\n',
+            "line 2",
+        ),
+        (
+            b'{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}\n'
+            b'{"add":{"path":"c.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true,"stats":"{\\"s\\":\\"\xc3\\"}"}}\n',
+            "line 2",
+        ),
         # ... and in the exact one
         (b'{"commitInfo":{"operation":"\xe2\x82"}}\n', "line 1"),
-        (b'{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}\n{"txn":{"appId":"\xff","version":1}}\n', "line 2"),
+        (
+            b'{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}\n{"txn":{"appId":"\xff","version":1}}\n',
+            "line 2",
+        ),
     ],
 )
 def test_invalid_utf8_is_corrupt_log(table_path, content, where):
@@ -165,12 +236,26 @@ def test_superseded_malformed_metadata_is_not_validated(table_path):
     # schemaString, version 1 restates a full one. Only the metaData that wins the replay counts.
     log = DeltaLog.for_path(table_path)
     os.makedirs(log.log_dir)
-    full = json.loads(metadata_line(["d"], '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},'
-                                           '{"name":"d","type":"string","nullable":true,"metadata":{}}]}'))["metaData"]
+    full = json.loads(
+        metadata_line(
+            ["d"],
+            '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}},'
+            '{"name":"d","type":"string","nullable":true,"metadata":{}}]}',
+        )
+    )["metaData"]
     partial = {k: v for k, v in full.items() if k != "schemaString"}
-    write_commit(log, 0, [line("commitInfo", {"operation": "DLT REFRESH"}), line("protocol", {"minReaderVersion": 1, "minWriterVersion": 2}),
-                          line("metaData", partial)])
-    write_commit(log, 1, [line("commitInfo", {"operation": "DLT SETUP"}), line("metaData", full), add_line("d=x/a.parquet", {"d": "x"})])
+    write_commit(
+        log,
+        0,
+        [
+            line("commitInfo", {"operation": "DLT REFRESH"}),
+            line("protocol", {"minReaderVersion": 1, "minWriterVersion": 2}),
+            line("metaData", partial),
+        ],
+    )
+    write_commit(
+        log, 1, [line("commitInfo", {"operation": "DLT SETUP"}), line("metaData", full), add_line("d=x/a.parquet", {"d": "x"})]
+    )
     for snap in (DeltaLog.for_path(table_path).snapshot(), log.snapshot()):
         assert snap.version == 1 and snap.schema.names == ["id", "d"]
         assert [dict(v) for v in snap.files.column("partition_values").to_pylist()] == [{"d": "x"}]
@@ -205,14 +290,17 @@ def test_unknown_keys_are_ignored(table_path):
     assert snap.all_tombstones.column("path").to_pylist() == ["a.parquet"]
 
 
-@pytest.mark.parametrize("content", [
-    '{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true},'
-    '"remove":{"path":"a.parquet","deletionTimestamp":5,"dataChange":true}}\n',
-    '{"commitInfo":{}}\n{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true},'
-    '"remove":{"path":"a.parquet","deletionTimestamp":5,"dataChange":true}}\n',
-    '{"commitInfo":{},"protocol":{"minReaderVersion":1,"minWriterVersion":2}}\n',
-    '{}\n',
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true},'
+        '"remove":{"path":"a.parquet","deletionTimestamp":5,"dataChange":true}}\n',
+        '{"commitInfo":{}}\n{"add":{"path":"b.parquet","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true},'
+        '"remove":{"path":"a.parquet","deletionTimestamp":5,"dataChange":true}}\n',
+        '{"commitInfo":{},"protocol":{"minReaderVersion":1,"minWriterVersion":2}}\n',
+        "{}\n",
+    ],
+)
 def test_line_with_two_actions_or_none_is_corrupt(table_path, content):
     log = make_table(table_path)
     with open(os.path.join(log.log_dir, f"{2:020d}.json"), "w") as fh:
@@ -254,8 +342,26 @@ def set_protocol(log: DeltaLog, protocol: dict, configuration: dict | None = Non
 @pytest.mark.parametrize(
     "protocol, configuration, feature",
     [
-        ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}, None, "deletionVectors"),
-        ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["someFutureThing"], "writerFeatures": ["someFutureThing"]}, None, "someFutureThing"),
+        (
+            {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["deletionVectors"],
+                "writerFeatures": ["deletionVectors"],
+            },
+            None,
+            "deletionVectors",
+        ),
+        (
+            {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["someFutureThing"],
+                "writerFeatures": ["someFutureThing"],
+            },
+            None,
+            "someFutureThing",
+        ),
         ({"minReaderVersion": 4, "minWriterVersion": 7}, None, "reader version 4"),
     ],
 )
@@ -270,8 +376,23 @@ def test_unsupported_features_refused(table_path, protocol, configuration, featu
 @pytest.mark.parametrize(
     "protocol, configuration",
     [
-        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly", "invariants", "changeDataFeed", "domainMetadata", "checkConstraints"]}, None),
-        ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["timestampNtz"], "writerFeatures": ["timestampNtz"]}, None),
+        (
+            {
+                "minReaderVersion": 1,
+                "minWriterVersion": 7,
+                "writerFeatures": ["appendOnly", "invariants", "changeDataFeed", "domainMetadata", "checkConstraints"],
+            },
+            None,
+        ),
+        (
+            {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["timestampNtz"],
+                "writerFeatures": ["timestampNtz"],
+            },
+            None,
+        ),
         ({"minReaderVersion": 2, "minWriterVersion": 5}, {"delta.columnMapping.mode": "none"}),
         ({"minReaderVersion": 1, "minWriterVersion": 4}, {"delta.enableChangeDataFeed": "true"}),
     ],
@@ -291,10 +412,23 @@ def test_supported_features_read_and_written(table_path, protocol, configuration
     [
         ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "domainMetadata"]}, "rowTracking"),
         ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["inCommitTimestamp"]}, "inCommitTimestamp"),
-        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["icebergCompatV1", "columnMapping"]}, "icebergCompatV1"),
-        ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [], "writerFeatures": ["icebergCompatV2"]}, "icebergCompatV2"),
-        ({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["timestampNtz"],
-          "writerFeatures": ["timestampNtz", "clustering", "domainMetadata"]}, "clustering"),
+        (
+            {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["icebergCompatV1", "columnMapping"]},
+            "icebergCompatV1",
+        ),
+        (
+            {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [], "writerFeatures": ["icebergCompatV2"]},
+            "icebergCompatV2",
+        ),
+        (
+            {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["timestampNtz"],
+                "writerFeatures": ["timestampNtz", "clustering", "domainMetadata"],
+            },
+            "clustering",
+        ),
         ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["someFutureWriterThing"]}, "someFutureWriterThing"),
     ],
 )
@@ -354,7 +488,10 @@ def test_fast_path_long_lines_and_trailing_commit_info():
     big = json.dumps({"numRecords": 1, "minValues": {"s": "x" * 1_500_000}})
     content = "\r\n".join(
         [
-            line("add", {"path": "a.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": True, "stats": big}),
+            line(
+                "add",
+                {"path": "a.parquet", "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": True, "stats": big},
+            ),
             line("add", {"path": "b.parquet", "partitionValues": {}, "size": 2, "modificationTime": 1, "dataChange": True}),
             line("commitInfo", {"operation": "WRITE"}),
         ]
@@ -373,8 +510,13 @@ def test_reconcile_keeps_untouched_base_without_copy():
     base_files, base_tombs = reconcile(a.adds.slice(0, 0), a.removes, [a])
     assert base_files.num_rows == 3
     # Blind appends of new paths leave the base tables as they are (same objects: nothing copied).
-    new = parse_commit(2, "2.json", line("add", {"path": "n.parquet", "partitionValues": {"d": "z"}, "size": 1,
-                                                 "modificationTime": 1, "dataChange": True}).encode())
+    new = parse_commit(
+        2,
+        "2.json",
+        line(
+            "add", {"path": "n.parquet", "partitionValues": {"d": "z"}, "size": 1, "modificationTime": 1, "dataChange": True}
+        ).encode(),
+    )
     files, _ = reconcile(base_files, base_tombs, [new])
     assert files.num_rows == 4 and files.slice(0, 3).to_pylist() == base_files.to_pylist()
     addresses = {b.address for c in files.column("stats").chunks for b in c.buffers() if b is not None}

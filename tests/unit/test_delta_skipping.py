@@ -17,7 +17,7 @@ from use.delta.skipping import files_matching, typed_partition_values, utc_times
 from use.delta.stats_parse import parse_stats
 from use.errors import InvalidArgumentError
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 SCHEMA = pa.schema(
     [
         ("a", pa.int64()),
@@ -110,7 +110,14 @@ def test_truncated_string_max_never_prunes_wrongly():
 
 def test_timestamp_max_is_widened_by_a_millisecond():
     files = _files(
-        [{"numRecords": 1, "minValues": {"ts": "2021-01-01T00:00:00.000Z"}, "maxValues": {"ts": "2021-01-01T00:00:00.001Z"}, "nullCount": {"ts": 0}}]
+        [
+            {
+                "numRecords": 1,
+                "minValues": {"ts": "2021-01-01T00:00:00.000Z"},
+                "maxValues": {"ts": "2021-01-01T00:00:00.001Z"},
+                "nullCount": {"ts": 0},
+            }
+        ]
     )
     t = dt.datetime(2021, 1, 1, 0, 0, 0, 1500, tzinfo=UTC)
     assert _keep(files, Comparison("ts", "=", t)) == [True]
@@ -222,7 +229,13 @@ def test_partition_pruning_is_exact():
     assert _keep(files, Or(Comparison("p", "=", 1), Comparison("a", "=", 3))) == [True, True, True, True]
     assert _keep(files, And(Comparison("p", "=", 1), Comparison("a", "=", 3))) == [True, False, False, False]
     typed = typed_partition_values(
-        pa.table({"partition_values": pa.array([[("t", "2021-01-01 10:00:00")], [("t", "2021-01-01T10:00:00.000001Z")]], pa.map_(pa.string(), pa.string()))}),
+        pa.table(
+            {
+                "partition_values": pa.array(
+                    [[("t", "2021-01-01 10:00:00")], [("t", "2021-01-01T10:00:00.000001Z")]], pa.map_(pa.string(), pa.string())
+                )
+            }
+        ),
         "t",
         pa.timestamp("us", "UTC"),
     )
@@ -236,8 +249,10 @@ def test_empty_partition_value_is_null_for_every_type(type_):
     files = pa.table(
         {
             "stats": pa.array([None, None, None], pa.string()),
-            "partition_values": pa.array([[("p", "")], [("p", None)], [("p", "7" if not pa.types.is_date(type_) else "2024-01-02")]],
-                                         pa.map_(pa.string(), pa.string())),
+            "partition_values": pa.array(
+                [[("p", "")], [("p", None)], [("p", "7" if not pa.types.is_date(type_) else "2024-01-02")]],
+                pa.map_(pa.string(), pa.string()),
+            ),
         }
     )
     assert typed_partition_values(files, "p", type_).is_null().to_pylist() == [True, True, False]
@@ -259,12 +274,20 @@ def test_timestamp_partitions_without_zone_are_utc():
     # A zone-less value is UTC, as every USE reader (the shim's scan too) types it: pruned exactly.
     at = dt.datetime(2021, 1, 1, 15, tzinfo=UTC)
     assert files_matching(files, Comparison("t", "=", at), schema).to_pylist() == [False, False, True]
-    assert files_matching(files, Comparison("t", "=", dt.datetime(2021, 1, 1, 10, tzinfo=UTC)), schema).to_pylist() == [True, True, False]
+    assert files_matching(files, Comparison("t", "=", dt.datetime(2021, 1, 1, 10, tzinfo=UTC)), schema).to_pylist() == [
+        True,
+        True,
+        False,
+    ]
     # one spelling per instant: Delta's UTC ISO form, or Hive's (directory names)
     raw = pa.array(["2021-01-01 10:00:00", "2021-01-01T10:00:00.000000Z", "2021-01-01T11:00:00.5+01:00", "", None, "bad"])
     assert utc_timestamp_texts(raw).to_pylist() == [
         "2021-01-01T10:00:00.000000Z", "2021-01-01T10:00:00.000000Z", "2021-01-01T10:00:00.500000Z", "", None, "bad"]  # fmt: skip
-    assert utc_timestamp_texts(raw, hive=True).to_pylist()[:3] == ["2021-01-01 10:00:00", "2021-01-01 10:00:00", "2021-01-01 10:00:00.500000"]
+    assert utc_timestamp_texts(raw, hive=True).to_pylist()[:3] == [
+        "2021-01-01 10:00:00",
+        "2021-01-01 10:00:00",
+        "2021-01-01 10:00:00.500000",
+    ]
 
 
 def test_zoned_timestamp_literals_past_year_9999_in_utc():
@@ -288,9 +311,11 @@ def test_zoned_timestamp_literals_past_year_9999_in_utc():
 def _spark_cmp(x, op, v):
     """Spark's comparison of non-null x with literal v (NaN above all numbers, equal to itself)."""
     if isinstance(x, float) or isinstance(v, float):
+
         def key(z):
             z = float(z)
             return (1, 0.0) if math.isnan(z) else (0, z)
+
         x, v = key(x), key(v)
     return {"=": x == v, "!=": x != v, "<": x < v, "<=": x <= v, ">": x > v, ">=": x >= v}[op]
 
@@ -339,7 +364,7 @@ def test_random_filters_never_drop_a_matching_file(tmp_path):
         ]
     )
     full = pa.schema(list(schema) + [pa.field("p", pa.string())])
-    alphabet = ["a", "b", "é", "z", "\u007f", "\U0001F600"]
+    alphabet = ["a", "b", "é", "z", "\u007f", "\U0001f600"]
     base_ts = dt.datetime(2021, 1, 1, tzinfo=UTC)
 
     def value(col: str, row_rng):

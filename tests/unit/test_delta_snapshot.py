@@ -40,8 +40,10 @@ SEC, MIN, HOUR, DAY = 1000, 60_000, 3_600_000, 86_400_000
         ("- 1 hour + 2 hours", HOUR),
         ("0 days", 0),
         # Spark's own multi-unit example: 860 days and 81480877567 microseconds.
-        ("  interval  123  weeks   -1 day 23 hours -22 minutes 1 second  -123  millisecond    567 microseconds ",
-         860 * DAY + 81_480_877),
+        (
+            "  interval  123  weeks   -1 day 23 hours -22 minutes 1 second  -123  millisecond    567 microseconds ",
+            860 * DAY + 81_480_877,
+        ),
     ],
 )
 def test_interval_syntax(value, ms):

@@ -16,7 +16,7 @@ from use.delta.stats import StatsConfig, collect_stats, file_stats_json, stats_l
 from use.delta.stats_parse import parse_stats, stat_column
 from use.errors import ConfigError, InvalidArgumentError
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def _write(tmp_path, table: pa.Table, name: str = "f.parquet", **kw) -> pq.FileMetaData:
@@ -80,7 +80,10 @@ def test_stats_match_footer_values_across_row_groups(tmp_path):
     assert ts_max >= hi and ts_max - hi < dt.timedelta(milliseconds=1)
     # Booleans and binary: null counts only, as Delta does.
     assert "b" not in mins and "bin" not in maxs and nulls["b"] == 0 and nulls["bin"] == 0
-    assert mins["st"] == {"x": mm(table["st"].combine_chunks().field("x"))[0], "y": {"z": mm(pc.struct_field(table["st"], ["y", "z"]))[0]}}
+    assert mins["st"] == {
+        "x": mm(table["st"].combine_chunks().field("x"))[0],
+        "y": {"z": mm(pc.struct_field(table["st"], ["y", "z"]))[0]},
+    }
     assert nulls["st"] == {"x": 0, "y": {"z": 0}}
     assert nulls["n"] == table["n"].null_count and (mins["n"], maxs["n"]) == mm(table["n"])
 
@@ -126,7 +129,9 @@ def test_bounds_at_the_ends_of_the_timestamp_and_date_range(tmp_path):
     table = pa.table(
         {
             "ts": pa.array([first, last], pa.timestamp("us", "UTC")),
-            "ts_ms": pa.array([first + dt.timedelta(microseconds=500), last.replace(microsecond=999000)], pa.timestamp("us", "UTC")),
+            "ts_ms": pa.array(
+                [first + dt.timedelta(microseconds=500), last.replace(microsecond=999000)], pa.timestamp("us", "UTC")
+            ),
             "ntz": pa.array([first.replace(tzinfo=None), last.replace(tzinfo=None)], pa.timestamp("us")),
             "d": pa.array([dt.date(1, 1, 1), dt.date(9999, 12, 31)], pa.date32()),
             "early": pa.array([dt.datetime(999, 3, 4, 5, 6, 7, 800900, tzinfo=UTC)] * 2, pa.timestamp("us", "UTC")),
@@ -138,7 +143,12 @@ def test_bounds_at_the_ends_of_the_timestamp_and_date_range(tmp_path):
         "ts": "0001-01-01T00:00:00.000Z", "ts_ms": "0001-01-01T00:00:00.000Z", "ntz": "0001-01-01T00:00:00.000000",
         "d": "0001-01-01", "early": "0999-03-04T05:06:07.800Z",
     }  # fmt: skip
-    assert maxs == {"ts_ms": "9999-12-31T23:59:59.999Z", "ntz": "9999-12-31T23:59:59.999999", "d": "9999-12-31", "early": "0999-03-04T05:06:07.801Z"}
+    assert maxs == {
+        "ts_ms": "9999-12-31T23:59:59.999Z",
+        "ntz": "9999-12-31T23:59:59.999999",
+        "d": "9999-12-31",
+        "early": "0999-03-04T05:06:07.801Z",
+    }
     parsed = parse_stats(pa.table({"stats": [json.dumps(stats)]}), table.schema)
     assert parsed.column(stat_column("min", ("ts",)))[0].as_py() == first
     assert parsed.column(stat_column("max", ("ts",)))[0].as_py() is None
@@ -157,7 +167,7 @@ def test_string_truncation_rules():
     s = "a" * 32 + chr(0x10FFFF) + "b" * 10
     assert truncate_max_string(s) == "a" * 32 + chr(0x10FFFF) + "\u007f"
     # Java counts UTF-16 units: a surrogate pair is never split.
-    astral = "\U0001F600"
+    astral = "\U0001f600"
     s = "a" * 31 + astral + "zzz"
     assert truncate_min_string(s) == "a" * 31 + astral
     for s in ["x" * 100, "ab" * 30 + "\u00ff", "é" * 50, "a" * 31 + astral * 3]:
@@ -193,7 +203,9 @@ def test_num_indexed_cols_counts_struct_leaves(tmp_path):
 
 def test_stats_config_from_table_properties():
     assert StatsConfig.from_configuration({}) == StatsConfig(32, None)
-    c = StatsConfig.from_configuration({"delta.dataSkippingNumIndexedCols": "5", "delta.dataSkippingStatsColumns": "a, `b.c`,d.e"})
+    c = StatsConfig.from_configuration(
+        {"delta.dataSkippingNumIndexedCols": "5", "delta.dataSkippingStatsColumns": "a, `b.c`,d.e"}
+    )
     assert c == StatsConfig(5, ("a", "b.c", "d.e"))
     with pytest.raises(ConfigError, match="dataSkippingNumIndexedCols"):
         StatsConfig.from_configuration({"delta.dataSkippingNumIndexedCols": "many"})
@@ -222,11 +234,30 @@ def test_parse_stats_roundtrip_and_types(tmp_path):
     assert stat_column("max", "b") in parsed.column_names  # read when present (delta-rs writes them)
     assert stat_column("min", "bin") not in parsed.column_names
     only = parse_stats(files, table.schema, ["st", "i"])
-    assert only.column_names == ["num_records", "min.st.x", "max.st.x", "null_count.st.x", "min.st.y.z", "max.st.y.z", "null_count.st.y.z", "min.i", "max.i", "null_count.i"]
+    assert only.column_names == [
+        "num_records",
+        "min.st.x",
+        "max.st.x",
+        "null_count.st.x",
+        "min.st.y.z",
+        "max.st.y.z",
+        "null_count.st.y.z",
+        "min.i",
+        "max.i",
+        "null_count.i",
+    ]
 
 
 def test_parse_stats_tolerates_what_other_writers_write():
-    schema = pa.schema([("f", pa.float64()), ("ts", pa.timestamp("us", "UTC")), ("ntz", pa.timestamp("us")), ("i", pa.int32()), ("d", pa.date32())])
+    schema = pa.schema(
+        [
+            ("f", pa.float64()),
+            ("ts", pa.timestamp("us", "UTC")),
+            ("ntz", pa.timestamp("us")),
+            ("i", pa.int32()),
+            ("d", pa.date32()),
+        ]
+    )
     rows = [
         # Spark: non-finite doubles quoted; timestamps with an offset; ntz without zone.
         '{"numRecords":3,"minValues":{"f":"-Infinity","ts":"2021-01-01T01:00:00.000+01:00","ntz":"2021-01-01T00:00:00.5"},"maxValues":{"f":"NaN"},"nullCount":{"f":1}}',
@@ -236,7 +267,10 @@ def test_parse_stats_tolerates_what_other_writers_write():
     parsed = parse_stats(pa.table({"stats": rows}), schema)
     assert parsed["min.f"].to_pylist() == [None, 1.5]
     assert parsed["max.f"].to_pylist() == [None, 2.0]
-    assert parsed["min.ts"].to_pylist() == [dt.datetime(2021, 1, 1, tzinfo=UTC), dt.datetime(2021, 1, 1, 0, 0, 0, 123456, tzinfo=UTC)]
+    assert parsed["min.ts"].to_pylist() == [
+        dt.datetime(2021, 1, 1, tzinfo=UTC),
+        dt.datetime(2021, 1, 1, 0, 0, 0, 123456, tzinfo=UTC),
+    ]
     assert parsed["min.ntz"].to_pylist()[0] == dt.datetime(2021, 1, 1, 0, 0, 0, 500000)
     assert parsed["min.d"].to_pylist() == [None, dt.date(2020, 2, 3)]
     # Malformed stats in one file: the others still parse, that file has no stats.
@@ -258,7 +292,9 @@ def test_parse_stats_many_files_is_vectorized():
     n = 50_000
     rng = np.random.default_rng(1)
     lo = rng.integers(0, 1000, n)
-    stats = pa.array([f'{{"numRecords":10,"minValues":{{"a":{a},"s":"v{a}"}},"maxValues":{{"a":{a + 5}}},"nullCount":{{"a":0}}}}' for a in lo])
+    stats = pa.array(
+        [f'{{"numRecords":10,"minValues":{{"a":{a},"s":"v{a}"}},"maxValues":{{"a":{a + 5}}},"nullCount":{{"a":0}}}}' for a in lo]
+    )
     parsed = parse_stats(pa.table({"stats": stats}), pa.schema([("a", pa.int64()), ("s", pa.string())]))
     assert parsed.num_rows == n
     assert np.array_equal(parsed["min.a"].to_numpy(), lo)
@@ -270,9 +306,16 @@ def test_parse_stats_one_bad_file_among_many_keeps_every_other_files_bounds():
     every double bound as null (skipping on doubles was off for the whole table) and raised
     OverflowError on an integer past int64; now only the bad file has no stats."""
     n = 1_000
-    good = [f'{{"numRecords":10,"minValues":{{"i":{k},"x":{k}.25}},"maxValues":{{"i":{k + 9},"x":{k}.75}},"nullCount":{{"i":0,"x":0}}}}' for k in range(n)]
+    good = [
+        f'{{"numRecords":10,"minValues":{{"i":{k},"x":{k}.25}},"maxValues":{{"i":{k + 9},"x":{k}.75}},"nullCount":{{"i":0,"x":0}}}}'
+        for k in range(n)
+    ]
     schema = pa.schema([("i", pa.int64()), ("x", pa.float64()), ("u", pa.uint8())])
-    for bad in ("{not json", '{"numRecords":1,"minValues":{"i":99999999999999999999,"x":1.5}}', '{"numRecords":1,"minValues":{"x":"abc"}}'):
+    for bad in (
+        "{not json",
+        '{"numRecords":1,"minValues":{"i":99999999999999999999,"x":1.5}}',
+        '{"numRecords":1,"minValues":{"x":"abc"}}',
+    ):
         stats = good[:500] + [bad] + good[501:]
         parsed = parse_stats(pa.table({"stats": stats}), schema)
         assert parsed.num_rows == n
@@ -299,7 +342,9 @@ def test_decimals_stored_as_integers_as_sparks_writer_stores_them(tmp_path):
     table = pa.table(
         {
             "small": pa.array([decimal.Decimal("-3.25"), decimal.Decimal("1.50"), None], pa.decimal128(5, 2)),
-            "money": pa.array([decimal.Decimal("12345678.90"), decimal.Decimal("-0.01"), decimal.Decimal("7")], pa.decimal128(10, 2)),
+            "money": pa.array(
+                [decimal.Decimal("12345678.90"), decimal.Decimal("-0.01"), decimal.Decimal("7")], pa.decimal128(10, 2)
+            ),
             "wide": pa.array([decimal.Decimal("123456789012345.678"), decimal.Decimal("0.001"), None], pa.decimal128(18, 3)),
         }
     )

@@ -36,7 +36,9 @@ SCHEMA = pa.schema([("id", pa.int64())])
 def new_file(root: str, ids: list[int], data_change: bool = True) -> AddFile:
     rel = f"part-{uuid.uuid4().hex}.parquet"
     pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), os.path.join(root, rel))
-    return AddFile(rel, os.path.getsize(os.path.join(root, rel)), int(time.time() * 1000), data_change, {}, '{"numRecords":%d}' % len(ids))
+    return AddFile(
+        rel, os.path.getsize(os.path.join(root, rel)), int(time.time() * 1000), data_change, {}, f'{{"numRecords":{len(ids)}}}'
+    )
 
 
 def live_ids(log: DeltaLog) -> list[int]:
@@ -281,8 +283,14 @@ def test_protocol_changed_by_both_sides_conflicts(log):
         # another engine drops a feature the transaction read the table with
         ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly", "invariants"]}, "removes the feature"),
         # ... or adds one USE cannot write
-        ({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly", "invariants", "changeDataFeed", "rowTracking",
-                                                                              "domainMetadata"]}, "rowTracking"),
+        (
+            {
+                "minReaderVersion": 1,
+                "minWriterVersion": 7,
+                "writerFeatures": ["appendOnly", "invariants", "changeDataFeed", "rowTracking", "domainMetadata"],
+            },
+            "rowTracking",
+        ),
     ],
 )
 def test_winning_protocol_that_drops_or_adds_an_unwritable_feature_conflicts(table_path, winner, match):
@@ -441,8 +449,16 @@ def test_retries_exhausted(log):
 
 
 def test_errors_are_concurrent_modification_errors():
-    for cls in (ConcurrentAppendError, ConcurrentDeleteReadError, ConcurrentDeleteDeleteError, MetadataChangedError,
-                ProtocolChangedError, ConcurrentTransactionError, CommitRetriesExceededError, StaleTransactionError):
+    for cls in (
+        ConcurrentAppendError,
+        ConcurrentDeleteReadError,
+        ConcurrentDeleteDeleteError,
+        MetadataChangedError,
+        ProtocolChangedError,
+        ConcurrentTransactionError,
+        CommitRetriesExceededError,
+        StaleTransactionError,
+    ):
         assert issubclass(cls, ConcurrentModificationError)
 
 
@@ -613,7 +629,12 @@ def test_threads_compacting_while_deleting(table_path):
         th.start()
     for th in threads:
         th.join(timeout=120)
-    assert set(outcomes) <= {"compact ok", "delete ok", "compact ConcurrentDeleteDeleteError", "delete ConcurrentDeleteDeleteError"}, outcomes
+    assert set(outcomes) <= {
+        "compact ok",
+        "delete ok",
+        "compact ConcurrentDeleteDeleteError",
+        "delete ConcurrentDeleteDeleteError",
+    }, outcomes
     expected = sorted([i for ids in ids_of.values() for i in ids if i not in deleted_ids] + [5000 + k for k in range(6)])
     assert live_ids(DeltaLog.for_path(table_path)) == expected
     assert sorted(DeltaTable(table_path).to_pyarrow_table().column("id").to_pylist()) == expected

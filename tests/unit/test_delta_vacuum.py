@@ -46,8 +46,14 @@ def table(tmp_path):
     for a in (*live, old, recent):
         _age(os.path.join(root, a.path), 30 * DAY)
     # Files nobody references: an old orphan, a young orphan (maybe an in-flight write), hidden ones.
-    for name, age in (("orphan.parquet", 30 * DAY), ("young.parquet", 60), ("_hidden/x.parquet", 30 * DAY),
-                      (".tmp.parquet", 30 * DAY), ("_change_data/c.parquet", 30 * DAY), ("p=a/orphan2.parquet", 30 * DAY)):
+    for name, age in (
+        ("orphan.parquet", 30 * DAY),
+        ("young.parquet", 60),
+        ("_hidden/x.parquet", 30 * DAY),
+        (".tmp.parquet", 30 * DAY),
+        ("_change_data/c.parquet", 30 * DAY),
+        ("p=a/orphan2.parquet", 30 * DAY),
+    ):
         path = os.path.join(root, *name.split("/"))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:

@@ -13,7 +13,7 @@ from insights_support import commit_event, set_properties
 from optimize_support import plain_delta
 from use.insights.facts import TableFacts
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def identity(path: str, name: str = "t", provider: str = "delta", **kw) -> insights.TableIdentity:
@@ -78,9 +78,7 @@ def test_other_providers_and_the_service_state(tmp_path) -> None:
     parquet = insights.TableIdentity("spark_catalog", "db", "p", "MANAGED", "parquet", str(tmp_path / "p"), {"a": "b"})
     view = insights.TableIdentity("spark_catalog", "db", "v", "VIEW")
     states = {"t": insights.ServiceState("running", next_run_ms=5_000, last_error="boom", note="queued", note_ms=7_000)}
-    t = insights.metastore_summary(
-        [parquet, view, identity(path)], service=lambda i: states.get(i.table_name), spark_conf={}
-    )
+    t = insights.metastore_summary([parquet, view, identity(path)], service=lambda i: states.get(i.table_name), spark_conf={})
     p, v, delta = t.to_pylist()
     assert (p["provider"], dict(p["table_properties"]), p["latest_version"], p["error"]) == ("parquet", {"a": "b"}, None, None)
     assert (v["table_type"], v["location"], v["optimization_state"]) == ("VIEW", None, "not served")

@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from insights_support import fragmented, plain
-from _optimize_snapshots import MAX_W, MIN_W
 import use.insights as insights
+from _optimize_snapshots import MAX_W, MIN_W
+from insights_support import fragmented, plain
 from use.delta.log import HistoryEntry
 from use.errors import CorruptLogError, InvalidArgumentError, TableNotFoundError
 from use.optimize.events import EVENT_TAG, FileStats, OptimizationEvent
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def _pick(row: dict, *keys: str) -> tuple:
@@ -65,7 +65,13 @@ def test_revisions() -> None:
     assert t.schema == insights.REVISIONS_SCHEMA
     staging, rev1 = t.to_pylist()
     assert (staging["revision_id"], staging["is_staging"], staging["is_latest"]) == (0, True, False)
-    assert (staging["num_files"], staging["bytes"], staging["rows"], staging["num_cubes"], staging["depth"]) == (1, 50, 7, 0, None)
+    assert (staging["num_files"], staging["bytes"], staging["rows"], staging["num_cubes"], staging["depth"]) == (
+        1,
+        50,
+        7,
+        0,
+        None,
+    )
     assert (rev1["num_files"], rev1["bytes"], rev1["rows"], rev1["num_cubes"], rev1["depth"]) == (3, 600, 663, 3, 3)
     assert rev1["is_latest"] and rev1["indexed_columns"] == ["x"] and rev1["column_specs"] == ["x:linear"]
     assert json.loads(rev1["transformations"])[0]["maxNumber"] == 1000
@@ -189,7 +195,12 @@ def test_plan_is_the_planners_next_plan() -> None:
     assert insights.plan(snap, OptimizationConfig.from_properties(off)).num_rows == 0
     config = OptimizationConfig.from_properties({**off, "use.optimization.tiering.ratio": "3"})
     (compact,) = insights.plan(snap, config).to_pylist()  # the root cube is spread over f0 and f1
-    assert _pick(compact, "strategy", "kind", "revision_id", "paths") == ("LeveledCompactionSelection", "compact", 1, ["f0", "f1", "f2"])
+    assert _pick(compact, "strategy", "kind", "revision_id", "paths") == (
+        "LeveledCompactionSelection",
+        "compact",
+        1,
+        ["f0", "f1", "f2"],
+    )
     (binpack,) = insights.plan(plain()).to_pylist()  # four 1 KB files of one partition: one bin
     assert _pick(binpack, "strategy", "kind", "revision_id", "num_files") == ("BinPacking", "binpack", -1, 4)
     assert binpack["score"] == 4 * 1024**2 * 3 / 4000 and binpack["partition_values"] == [("p", "a")]
@@ -222,7 +233,7 @@ def test_unknown_insight_names_list_the_valid_ones(tmp_path) -> None:
 def test_the_readme_documents_every_column() -> None:
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme[readme.index("## Insights") : readme.index("## Benchmarks")]
     schemas = {**{n: i.schema for n, i in insights.TABLE_INSIGHTS.items()}, **insights.LAKE_INSIGHTS}
     for name, schema in schemas.items():

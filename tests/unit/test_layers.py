@@ -8,11 +8,21 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "python" / "use"
+PACKAGE = Path(__file__).resolve().parents[2] / "python" / "use"
 
 # layer -> packages it must never import
 FORBIDDEN = {
-    "use.delta": ("pyspark", "use.qbeast", "use.optimize", "use.insights", "use.service", "use.table", "use.cli", "use.server", "use.sql"),
+    "use.delta": (
+        "pyspark",
+        "use.qbeast",
+        "use.optimize",
+        "use.insights",
+        "use.service",
+        "use.table",
+        "use.cli",
+        "use.server",
+        "use.sql",
+    ),
     "use.qbeast": ("use.optimize", "use.insights", "use.service", "use.table", "use.cli", "use.server", "use.sql"),
     "use.optimize": ("use.insights", "use.service", "use.table", "use.cli", "use.server", "use.sql"),
     # insights are pure functions of table facts: no Spark at all, nothing above them

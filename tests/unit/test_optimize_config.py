@@ -115,7 +115,10 @@ def test_every_key_parses_and_round_trips() -> None:
 
 
 def test_from_timestamp_forms() -> None:
-    assert parse(**{"autoOptimize__optimizeUnindexedFiles__fromTimestamp": "2023-01-01"}).unindexed_from_timestamp == 1_672_531_200_000
+    assert (
+        parse(**{"autoOptimize__optimizeUnindexedFiles__fromTimestamp": "2023-01-01"}).unindexed_from_timestamp
+        == 1_672_531_200_000
+    )
     assert parse(**{"autoOptimize__optimizeUnindexedFiles__fromTimestamp": "0"}).unindexed_from_timestamp == 0
 
 
@@ -124,7 +127,11 @@ def test_precedence_overrides_table_spark_conf() -> None:
     props = {P + "bytes-per-iter": "11"}
     c = OptimizationConfig.from_properties(props, spark_conf=spark_conf)
     assert (c.bytes_per_iter, c.max_file_size) == (11, 20)
-    c = OptimizationConfig.from_properties(props, {"bytes_per_iter": 12, "revision-id": 3, P + "revision-rewrite": True, "task_max_bytes": None}, spark_conf=spark_conf)
+    c = OptimizationConfig.from_properties(
+        props,
+        {"bytes_per_iter": 12, "revision-id": 3, P + "revision-rewrite": True, "task_max_bytes": None},
+        spark_conf=spark_conf,
+    )
     assert (c.bytes_per_iter, c.revision_id, c.revision_rewrite, c.task_max_bytes) == (12, 3, True, None)
 
 
@@ -232,7 +239,9 @@ def test_unknown_service_keys_are_refused_with_the_closest_known_key() -> None:
     with pytest.raises(ConfigError) as info:
         ServiceConfig.from_spark_conf({"spark.qbeast.use.optimisation-interval": "5s"})
     msg = str(info.value)
-    assert msg.startswith("unknown key 'spark.qbeast.use.optimisation-interval'; did you mean 'spark.qbeast.use.optimization-interval'?")
+    assert msg.startswith(
+        "unknown key 'spark.qbeast.use.optimisation-interval'; did you mean 'spark.qbeast.use.optimization-interval'?"
+    )
     assert "spark.qbeast.use.gc-interval" in msg and "spark.qbeast.use.optimization.<key>" in msg
     with pytest.raises(ConfigError, match=r"unknown key 'spark.qbeast.use.frobnicate'; the spark.qbeast.use.\* keys are"):
         ServiceConfig.from_spark_conf({"spark.qbeast.use.frobnicate": "1"})  # nothing close: no suggestion
@@ -242,7 +251,9 @@ def test_unknown_service_keys_are_refused_with_the_closest_known_key() -> None:
     with pytest.raises(ConfigError) as info:
         OptimizationConfig.from_properties({P + "bogus": "1"})
     assert "did you mean" not in str(info.value)
-    assert ServiceConfig.from_spark_conf({"spark.qbeast.other": "x", "spark.qbeast.use.gc-interval": "1h"}).gc_interval_s == 3600.0
+    assert (
+        ServiceConfig.from_spark_conf({"spark.qbeast.other": "x", "spark.qbeast.use.gc-interval": "1h"}).gc_interval_s == 3600.0
+    )
 
 
 def test_service_config_concurrency_and_gc_keys() -> None:

@@ -53,7 +53,11 @@ def test_zorder_key_interleaves_bits_most_significant_first_first_column_first()
     assert key == [reference(p) for p in pts]
     # One column has no curve: the key is the bucket id, whatever the curve.
     one = [np.arange(8, dtype=np.uint64)]
-    assert curves.curve_key(one, curves.HILBERT, 8).to_pylist() == curves.curve_key(one, curves.ZORDER, 8).to_pylist() == list(range(8))
+    assert (
+        curves.curve_key(one, curves.HILBERT, 8).to_pylist()
+        == curves.curve_key(one, curves.ZORDER, 8).to_pylist()
+        == list(range(8))
+    )
 
 
 def test_wide_keys_are_big_endian_binary_ordered_like_the_bits() -> None:
@@ -64,7 +68,7 @@ def test_wide_keys_are_big_endian_binary_ordered_like_the_bits() -> None:
         key = curves.curve_key(ids, curve)
         assert key.type == pa.binary() and {len(k) for k in key.to_pylist()} == {9}
         as_ints = [int.from_bytes(k, "big") for k in key.to_pylist()]
-        assert len(set(as_ints)) == len(set(zip(*(i.tolist() for i in ids))))  # distinct points, distinct keys
+        assert len(set(as_ints)) == len(set(zip(*(i.tolist() for i in ids), strict=False)))  # distinct points, distinct keys
     # The first six columns alone fit an int64; its order is the binary key's order of those bits.
     six = curves.curve_key(ids[:6], curves.ZORDER).to_pylist()
     assert all(v >= 0 for v in six)
@@ -95,11 +99,11 @@ def test_range_buckets_follow_sample_quantiles_and_put_nulls_first() -> None:
 )
 def test_every_orderable_type_buckets_in_spark_order(values: pa.Array) -> None:
     ids = curves.range_ids(values, curves.range_bounds(values))
-    valid = [(v, i) for v, i in zip(values.to_pylist(), ids.tolist()) if v is not None]
+    valid = [(v, i) for v, i in zip(values.to_pylist(), ids.tolist(), strict=False) if v is not None]
     nan_last = [(float("inf") if isinstance(v, float) and v != v else v, i) for v, i in valid]
     ordered = sorted(nan_last, key=lambda p: p[0].encode() if isinstance(p[0], str) else p[0])
     assert [i for _, i in ordered] == sorted(i for _, i in ordered)  # buckets never invert the order
-    assert [i for v, i in zip(values.to_pylist(), ids.tolist()) if v is None] == [0] * values.null_count
+    assert [i for v, i in zip(values.to_pylist(), ids.tolist(), strict=False) if v is None] == [0] * values.null_count
 
 
 def test_curve_keys_refuse_bad_input() -> None:
@@ -219,7 +223,12 @@ def test_a_partition_that_is_one_zcube_of_the_key_is_a_fixed_point() -> None:
 
 
 def test_new_files_merge_into_small_zcubes_but_leave_settled_ones_alone() -> None:
-    files = [("a1", 50, "a", _zorder("c1")), ("a2", 50, "a", _zorder("c1")), ("a3", 10, "a", None), ("b1", 10, "b", _zorder("c2"))]
+    files = [
+        ("a1", 50, "a", _zorder("c1")),
+        ("a2", 50, "a", _zorder("c1")),
+        ("a3", 10, "a", None),
+        ("b1", 10, "b", _zorder("c2")),
+    ]
     snap = _snapshot(files)
     # Default min-cube-size (100 x max-file-size): the ZCube is small, the partition is re-sorted whole.
     (task,) = _plan(snap).tasks
@@ -231,7 +240,9 @@ def test_new_files_merge_into_small_zcubes_but_leave_settled_ones_alone() -> Non
     two = _snapshot([("a1", 10, "a", _zorder("c1")), ("a2", 10, "a", _zorder("c2")), ("a3", 500, "a", _zorder("c3"))])
     (task,) = _plan(two, **{"zorder.min-cube-size": 100}).tasks
     assert task.paths == ("a1", "a2") and "0 file(s) not clustered" in task.reason and "2 file(s) of 2 ZCube(s)" in task.reason
-    assert _plan(_snapshot([("a1", 10, "a", _zorder("c1")), ("a3", 500, "a", _zorder("c3"))]), **{"zorder.min-cube-size": 100}).is_empty
+    assert _plan(
+        _snapshot([("a1", 10, "a", _zorder("c1")), ("a3", 500, "a", _zorder("c3"))]), **{"zorder.min-cube-size": 100}
+    ).is_empty
 
 
 @pytest.mark.parametrize(

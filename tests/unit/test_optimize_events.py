@@ -74,14 +74,21 @@ def test_file_stats_from_blocks_hand_computed() -> None:
 
 def test_file_stats_edge_cases() -> None:
     empty = FileStats.from_blocks(files_table([], []), blocks_table([]))
-    assert (empty.num_files, empty.bytes, empty.avg_num_blocks_per_file, empty.avg_block_element_count_per_file) == (0, 0, 0.0, 0.0)
+    assert (empty.num_files, empty.bytes, empty.avg_num_blocks_per_file, empty.avg_block_element_count_per_file) == (
+        0,
+        0,
+        0.0,
+        0.0,
+    )
     with pytest.raises(InvalidArgumentError, match="out of range"):
         FileStats.from_blocks(files_table(["a"], [1]), blocks_table([(3, 1, "", 0, MIN_W, MAX_W, 1)]))
 
 
 def test_file_stats_from_snapshot_remaps_blocks() -> None:
     files = files_table(["a", "b", "c"], [10, 20, 30], revisions=[1, 1, 1])
-    snap = qbeast_snapshot(files, [(0, 1, "", 0, MIN_W, MAX_W, 7), (1, 1, "", 0, MIN_W, MAX_W, 70), (2, 1, "A", 1, MIN_W, MAX_W, 700)])
+    snap = qbeast_snapshot(
+        files, [(0, 1, "", 0, MIN_W, MAX_W, 7), (1, 1, "", 0, MIN_W, MAX_W, 70), (2, 1, "A", 1, MIN_W, MAX_W, 700)]
+    )
     s = FileStats.from_snapshot(snap, ["c", "a"])
     assert s.files == ("a", "c") and s.file_levels == (0, 2) and s.element_count == 707 and s.bytes == 40
 
@@ -104,7 +111,9 @@ def test_json_round_trip_and_shape() -> None:
 
 
 def test_events_from_history_shapes() -> None:
-    e1 = OptimizationEvent(optimization_name="a", write_id="1", table_id="t", started_at=1, finished_at=2, input_files_stats=_stats())
+    e1 = OptimizationEvent(
+        optimization_name="a", write_id="1", table_id="t", started_at=1, finished_at=2, input_files_stats=_stats()
+    )
     e2 = OptimizationEvent(optimization_name="b", write_id="2", table_id="t", started_at=3, finished_at=4)
     entries = [
         {"tags": {EVENT_TAG: e1.to_json()}},
@@ -129,7 +138,9 @@ def test_events_from_a_real_delta_log(tmp_path: Path) -> None:
 
     log = DeltaLog.for_path(str(tmp_path / "t"))
     log.create(pa.schema([("id", pa.int64())]))
-    event = OptimizationEvent(optimization_name="BinPacking", write_id="w", table_id="t", started_at=5, finished_at=9, process_time_ms=4)
+    event = OptimizationEvent(
+        optimization_name="BinPacking", write_id="w", table_id="t", started_at=5, finished_at=9, process_time_ms=4
+    )
     txn = log.start_transaction()
     txn.commit("OPTIMIZE", tags={EVENT_TAG: event.to_json()})
     table = events_from_history(log.history())

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from _optimize_snapshots import (
     MAX_W,
     MIN_W,
@@ -46,7 +47,7 @@ def _cube_files(snap: Any, paths: tuple[str, ...]) -> Counter:
     rows = {p: i for i, p in enumerate(snap.files.column("path").to_pylist())}
     wanted = {rows[p] for p in paths}
     b = snap.blocks.to_pydict()
-    return Counter(c for f, c in set(zip(b["file_index"], b["cube_id"])) if f in wanted)
+    return Counter(c for f, c in set(zip(b["file_index"], b["cube_id"], strict=False)) if f in wanted)
 
 
 def _check_task(task: MergeTask, snap: Any, config: OptimizationConfig) -> None:
@@ -149,7 +150,7 @@ def test_sampling_tasks_only_select_files_with_removable_overhead() -> None:
         config = cfg(sampling_fraction=f, bytes_per_iter=2100)
         plan = Planner(["SamplingOverheadReduction"], config).plan(snap)
         is_overhead, _ = overhead_per_file(snap, 1, f)
-        for task, rows in zip(plan.tasks, task_rows(snap, plan.tasks)):
+        for task, rows in zip(plan.tasks, task_rows(snap, plan.tasks), strict=False):
             assert task.gain.read_cost > 0 and is_overhead[rows].any()
             assert task.num_files == 1 or task.bytes <= config.task_limit
 

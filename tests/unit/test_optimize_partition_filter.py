@@ -13,7 +13,9 @@ def _files(*partitions: dict) -> pa.Table:
 
 
 def test_mask_matches_whole_partitions_nulls_included() -> None:
-    files = _files({"a": "1", "b": None}, {"a": "2", "b": "x"}, {"a": "1", "b": "x"}, {"a": "3", "b": None}, {"a": "1", "b": None})
+    files = _files(
+        {"a": "1", "b": None}, {"a": "2", "b": "x"}, {"a": "1", "b": "x"}, {"a": "3", "b": None}, {"a": "1", "b": None}
+    )
     kept = pa.table({"a": pa.array(["1", "2"]), "b": pa.array([None, "x"], pa.string())})
     # (1, x) has each value of a kept partition but is not one; (3, null) has a value none has
     assert PartitionFilter("w", kept).mask(files).tolist() == [True, True, False, False, True]

@@ -45,7 +45,10 @@ def test_default_chain_qbeast_prioritizes_unindexed_files() -> None:
 
 def test_default_chain_variants() -> None:
     snap = _table()
-    assert default_chain(snap, cfg(optimize_unindexed_prioritize=False)) == ("LeveledCompactionSelection", "UnindexedFilesSelection")
+    assert default_chain(snap, cfg(optimize_unindexed_prioritize=False)) == (
+        "LeveledCompactionSelection",
+        "UnindexedFilesSelection",
+    )
     assert Planner(None, cfg(optimize_unindexed_prioritize=False)).plan(snap).strategy == "LeveledCompactionSelection"
     assert default_chain(snap, cfg(optimize_unindexed_enabled=False)) == ("LeveledCompactionSelection",)
     assert default_chain(snap, cfg(revision_id=0)) == ("UnindexedFilesSelection",)
@@ -136,7 +139,9 @@ def test_revision_selection() -> None:
     assert (first.paths, first.kind, first.strategy) == (("r1a", "r1b"), KIND_INDEX, "SupersededRevisionsSelection")
     assert Planner(["LeveledCompactionSelection"], CFG).plan(snap).tasks[0].paths == ("r2a", "r2b")
     assert Planner(None, CFG).plan(snap, revision_id=1).tasks[0].paths == ("r1a", "r1b")
-    with pytest.raises(InvalidArgumentError, match=r"revision_id=5: the table has no such revision; its revisions are \[0, 1, 2\]"):
+    with pytest.raises(
+        InvalidArgumentError, match=r"revision_id=5: the table has no such revision; its revisions are \[0, 1, 2\]"
+    ):
         Planner(None, CFG).plan(snap, revision_id=5)
     with pytest.raises(ConfigError, match=r"use.optimization.revision-id=9"):
         Planner(None, cfg(revision_id=9)).plan(snap)

@@ -276,8 +276,12 @@ def test_cube_defragmentation_takes_lowest_level_groups_by_depth_until_bytes_per
     assert selected(plan) == [["a", "b"]]
     assert all(t.kind == KIND_COMPACT and t.revision_id == 1 for t in plan.tasks)
     # cube A joins the open task through its file c when g fits next to it (100 bytes), not otherwise
-    assert selected(CubeDefragmentation().select(snap, cfg(tiering_ratio=0, bytes_per_iter=100, task_max_bytes=100))) == [["a", "b", "c", "g"]]
-    assert selected(CubeDefragmentation().select(snap, cfg(tiering_ratio=0, bytes_per_iter=100, task_max_bytes=70))) == [["a", "b", "c"]]
+    assert selected(CubeDefragmentation().select(snap, cfg(tiering_ratio=0, bytes_per_iter=100, task_max_bytes=100))) == [
+        ["a", "b", "c", "g"]
+    ]
+    assert selected(CubeDefragmentation().select(snap, cfg(tiering_ratio=0, bytes_per_iter=100, task_max_bytes=70))) == [
+        ["a", "b", "c"]
+    ]
 
 
 # --- UnindexedFilesSelection ----------------------------------------------------------------------
@@ -531,7 +535,9 @@ def test_tiered_consolidation_leaves_a_large_file_out_until_the_small_ones_add_u
     assert selected(LeveledCompactionSelection().select(snap, tiered)) == [["s1", "s2"]]
     assert "size tiers" in LeveledCompactionSelection().select(snap, tiered).tasks[0].reason
     # the root's fragments bound (every sample reads it): the large file joins
-    assert selected(LeveledCompactionSelection().select(snap, cfg(tiering_ratio=4, tiering_root_max_fragments=1))) == [["s1", "s2", "main"]]
+    assert selected(LeveledCompactionSelection().select(snap, cfg(tiering_ratio=4, tiering_root_max_fragments=1))) == [
+        ["s1", "s2", "main"]
+    ]
     # one small file beside the large one: within its tiers, nothing to do
     two = qbeast_snapshot(files_table(["main", "s1"], [400, 20], revisions=[1] * 2, mtimes=[0, 5]), blocks[:2])
     assert LeveledCompactionSelection().select(two, tiered) is None
@@ -596,7 +602,9 @@ def test_a_quiet_table_moves_its_waiting_rows_and_merges_its_fragments_at_once()
     assert LeveledCompactionSelection().select(snap, dataclasses.replace(quiet, tiering_idle_after=None)) is None
     assert LeveledCompactionSelection().select(snap, dataclasses.replace(quiet, last_data_change_ms=None)) is None
     # with max-wait off a quiet table still converges
-    assert selected(LeveledCompactionSelection().select(snap, dataclasses.replace(quiet, tiering_max_wait=None))) == [["a", "main"]]
+    assert selected(LeveledCompactionSelection().select(snap, dataclasses.replace(quiet, tiering_max_wait=None))) == [
+        ["a", "main"]
+    ]
     # a fragment within its tiers (s1 beside the root's file) is merged too
     two = qbeast_snapshot(files_table(["main", "s1"], [400, 20], revisions=[1] * 2, mtimes=[0, 5]),
                           [(0, 1, "", 0, MIN_W, W(0.5), 91), (1, 1, "", 0, MIN_W, MAX_W, 4)])  # fmt: skip
@@ -729,7 +737,7 @@ def test_the_fold_sees_the_rows_the_rewrite_moves_down_to_a_child() -> None:
     snap = qbeast_snapshot(files, blocks)
     rb = RevisionBlocks.of(snap, 1)
     appends = np.isin(rb.file, [2, 3])
-    placed = dict(zip(rb.cubes.to_pylist(), np.rint(placed_rows(rb, appends, _Tree.of(rb))).tolist()))
+    placed = dict(zip(rb.cubes.to_pylist(), np.rint(placed_rows(rb, appends, _Tree.of(rb))).tolist(), strict=False))
     assert placed == {"": 40, "A": 120, "AA": 120}
     # rows a block holds below its cube's maxWeight stay where they are
     assert np.array_equal(placed_rows(rb, np.isin(rb.file, [0, 1]), _Tree.of(rb)), [100, 40, 100])

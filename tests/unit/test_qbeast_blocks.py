@@ -50,12 +50,60 @@ def test_block_table_of_real_add_and_staging_files():
     bt = block_table(t, REVS)
     assert bt.schema == BLOCK_TABLE_SCHEMA
     assert bt.to_pylist() == [
-        {"file_index": 0, "revision_id": 1, "cube_id": "gw", "depth": 2, "min_weight": -800322436, "max_weight": MAX_WEIGHT, "element_count": 169364},
-        {"file_index": 0, "revision_id": 1, "cube_id": "g", "depth": 1, "min_weight": -1879047437, "max_weight": -800348665, "element_count": 250669},
-        {"file_index": 1, "revision_id": 0, "cube_id": "", "depth": 0, "min_weight": MIN_WEIGHT, "max_weight": MAX_WEIGHT, "element_count": 12},
-        {"file_index": 2, "revision_id": 0, "cube_id": "", "depth": 0, "min_weight": MIN_WEIGHT, "max_weight": MAX_WEIGHT, "element_count": 0},
-        {"file_index": 3, "revision_id": 0, "cube_id": "", "depth": 0, "min_weight": MIN_WEIGHT, "max_weight": MAX_WEIGHT, "element_count": 7},
-        {"file_index": 4, "revision_id": 1, "cube_id": "", "depth": 0, "min_weight": MIN_WEIGHT, "max_weight": MAX_WEIGHT, "element_count": 3},
+        {
+            "file_index": 0,
+            "revision_id": 1,
+            "cube_id": "gw",
+            "depth": 2,
+            "min_weight": -800322436,
+            "max_weight": MAX_WEIGHT,
+            "element_count": 169364,
+        },
+        {
+            "file_index": 0,
+            "revision_id": 1,
+            "cube_id": "g",
+            "depth": 1,
+            "min_weight": -1879047437,
+            "max_weight": -800348665,
+            "element_count": 250669,
+        },
+        {
+            "file_index": 1,
+            "revision_id": 0,
+            "cube_id": "",
+            "depth": 0,
+            "min_weight": MIN_WEIGHT,
+            "max_weight": MAX_WEIGHT,
+            "element_count": 12,
+        },
+        {
+            "file_index": 2,
+            "revision_id": 0,
+            "cube_id": "",
+            "depth": 0,
+            "min_weight": MIN_WEIGHT,
+            "max_weight": MAX_WEIGHT,
+            "element_count": 0,
+        },
+        {
+            "file_index": 3,
+            "revision_id": 0,
+            "cube_id": "",
+            "depth": 0,
+            "min_weight": MIN_WEIGHT,
+            "max_weight": MAX_WEIGHT,
+            "element_count": 7,
+        },
+        {
+            "file_index": 4,
+            "revision_id": 1,
+            "cube_id": "",
+            "depth": 0,
+            "min_weight": MIN_WEIGHT,
+            "max_weight": MAX_WEIGHT,
+            "element_count": 3,
+        },
     ]
     assert revision_ids(t).to_pylist() == [1, 0, 0, 0, 1]
 
@@ -76,9 +124,28 @@ def test_multi_symbol_levels_depth():
     eight = Revision.from_json(
         json.dumps(
             {
-                "revisionID": 2, "timestamp": 1, "tableID": "/t", "desiredCubeSize": 10,
-                "columnTransformers": [{"className": "io.qbeast.core.transform.LinearTransformer", "columnName": f"c{i}", "dataType": "DoubleDataType"} for i in range(8)],
-                "transformations": [{"className": "io.qbeast.core.transform.LinearTransformation", "minNumber": 0.0, "maxNumber": 1.0, "nullValue": 0.5, "orderedDataType": "DoubleDataType"}] * 8,
+                "revisionID": 2,
+                "timestamp": 1,
+                "tableID": "/t",
+                "desiredCubeSize": 10,
+                "columnTransformers": [
+                    {
+                        "className": "io.qbeast.core.transform.LinearTransformer",
+                        "columnName": f"c{i}",
+                        "dataType": "DoubleDataType",
+                    }
+                    for i in range(8)
+                ],
+                "transformations": [
+                    {
+                        "className": "io.qbeast.core.transform.LinearTransformation",
+                        "minNumber": 0.0,
+                        "maxNumber": 1.0,
+                        "nullValue": 0.5,
+                        "orderedDataType": "DoubleDataType",
+                    }
+                ]
+                * 8,
             }
         )
     )
@@ -148,7 +215,13 @@ def test_million_files():
     items = pa.concat_arrays([revs, text]).take(pa.array(np.column_stack([np.arange(n), n + np.arange(n)]).ravel()))
     keys = pa.array(["revision", "blocks"]).take(pa.array(np.tile([0, 1], n)))
     tags = pa.MapArray.from_arrays(pa.array(np.arange(0, 2 * n + 1, 2, dtype=np.int32)), keys, items)
-    files = pa.table({"path": pc.binary_join_element_wise("f", pc.cast(pa.array(np.arange(n)), pa.string()), ""), "tags": tags, "stats": pa.nulls(n, pa.string())})
+    files = pa.table(
+        {
+            "path": pc.binary_join_element_wise("f", pc.cast(pa.array(np.arange(n)), pa.string()), ""),
+            "tags": tags,
+            "stats": pa.nulls(n, pa.string()),
+        }
+    )
 
     bt = block_table(files, REVS)
 

@@ -73,9 +73,11 @@ def test_buffers_are_separate_local_trees() -> None:
     points = rng.random((1000, 2))
     weights = rng.integers(-(2**31), 2**31, 1000).astype(np.int32)
     whole = CubeDomains.concat(
-        [estimate_domains(points[:400], weights[:400], group_cube_size=30),
-         estimate_domains(points[400:800], weights[400:800], group_cube_size=30),
-         estimate_domains(points[800:], weights[800:], group_cube_size=30)]
+        [
+            estimate_domains(points[:400], weights[:400], group_cube_size=30),
+            estimate_domains(points[400:800], weights[400:800], group_cube_size=30),
+            estimate_domains(points[800:], weights[800:], group_cube_size=30),
+        ]
     ).to_dict()
     buffered = estimate_domains(points, weights, group_cube_size=30, buffer_capacity=400).to_dict()
     assert buffered.keys() == whole.keys()

@@ -109,4 +109,3 @@ def test_assign_cubes_matches_scalar_walk() -> None:
         assert got.files[i] == plan.file_of(s, 2)
     # Every row sits in a cube whose weight range holds it.
     assert np.all(weights <= got.max_weights)
-

@@ -16,7 +16,7 @@ REV = Revision.from_json(REVISION_JSON)  # d = 2, desiredCubeSize 500000
 
 
 def _blocks(rows):
-    cols = list(zip(*rows)) if rows else [[]] * 5
+    cols = list(zip(*rows, strict=False)) if rows else [[]] * 5
     fi, rid, cube, mw, ec = cols
     return pa.table(
         {

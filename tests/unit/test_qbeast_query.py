@@ -151,7 +151,7 @@ def test_vectorized_selection_equals_the_traversal(seed):
     box = QuerySpaceFromTo(tuple(lo), tuple(x + rng.random() * 0.5 for x in lo))
     expected = reference_selection(cubes, box.intersects, MAX_WEIGHT + 1)  # no sample: the walk goes everywhere the space does
     got = select_cubes([c.to_string() for c in cubes], d, [box])
-    assert {c for c, ok in zip(cubes, got) if ok} == expected
+    assert {c for c, ok in zip(cubes, got, strict=False) if ok} == expected
 
 
 def blocks_of_tree(rng: random.Random, cubes: dict[CubeId, int]) -> list[tuple]:
@@ -224,7 +224,9 @@ def snapshot_with(blocks, n_files):
             "path": [f"f{i}.parquet" for i in range(n_files)],
             "size": pa.array([100] * n_files, pa.int64()),
             "stats": pa.array([None] * n_files, pa.string()),
-            "revision_id": pa.array(sorted({(r[0], r[1]) for r in blocks}), pa.struct([("a", pa.int64()), ("b", pa.int64())])).field(1),
+            "revision_id": pa.array(
+                sorted({(r[0], r[1]) for r in blocks}), pa.struct([("a", pa.int64()), ("b", pa.int64())])
+            ).field(1),
         }
     )
     return SimpleNamespace(

@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 import pytest
+
 from use.delta.predicates import Comparison, InList
 from use.qbeast.blocks import Block, blocks_json
 from use.qbeast.cube import CubeId
@@ -23,9 +24,17 @@ D = "DoubleDataType"
 
 def _rev(rid: int, x: tuple[float, float], y: tuple[float, float] = (0.0, 100.0), null_x: float = 1.0) -> Revision:
     first, _ = compute_revision_change(
-        None, parse_column_specs("x,y", XY), {"x_min": 0.0, "x_max": 1.0, "y_min": 0.0, "y_max": 1.0, "count": 1}, 10, None, "/t", 1
+        None,
+        parse_column_specs("x,y", XY),
+        {"x_min": 0.0, "x_max": 1.0, "y_min": 0.0, "y_max": 1.0, "count": 1},
+        10,
+        None,
+        "/t",
+        1,
     )
-    return replace(first, revision_id=rid, transformations=(LinearTransformation(*x, null_x, D), LinearTransformation(*y, 5.0, D)))
+    return replace(
+        first, revision_id=rid, transformations=(LinearTransformation(*x, null_x, D), LinearTransformation(*y, 5.0, D))
+    )
 
 
 def test_growth_shift_accepts_only_exact_upward_powers_of_two_from_the_same_minimum() -> None:
@@ -113,7 +122,13 @@ def test_relabelled_adds_keep_the_file_and_rewrite_only_its_tags() -> None:
         "max_weight": pa.array([100, 900, 950], pa.int32()), "element_count": [10, 5, 6],
     })  # fmt: skip
     (add,) = relabelled_adds(files, block_rows, {1: al})
-    assert (add.path, add.size, add.modification_time, add.stats, add.data_change) == ("a.parquet", 123, 42, '{"numRecords":21}', False)
+    assert (add.path, add.size, add.modification_time, add.stats, add.data_change) == (
+        "a.parquet",
+        123,
+        42,
+        '{"numRecords":21}',
+        False,
+    )
     assert add.tags["revision"] == "2" and add.tags["other"] == "kept"
     merged = al.relabel(kids[0])
     # both siblings' blocks are kept, each with its own weights: exact sampling needs both
@@ -133,7 +148,7 @@ def test_timestamp_and_date_ranges_grow_exactly_and_their_edge_is_a_stats_value(
     r1 = replace(r1, transformations=(ts, r1.transformations[1]))
     r2 = replace(r2, transformations=(grown, r2.transformations[1]))
     edge = alignment(r1, r2).edge_predicate()
-    assert edge == Comparison("x", ">=", dt.datetime(2023, 11, 15, 22, 13, 20, tzinfo=dt.timezone.utc))
+    assert edge == Comparison("x", ">=", dt.datetime(2023, 11, 15, 22, 13, 20, tzinfo=dt.UTC))
     d = LinearTransformation(0, 10 * 86_400_000 + 1, 0, "DateDataType")  # a widened bound, not a midnight
     r1 = replace(r1, transformations=(d, r1.transformations[1]))
     r2 = replace(r2, transformations=(aligned_growth(d, 15 * 86_400_000), r2.transformations[1]))

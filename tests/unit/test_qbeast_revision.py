@@ -82,7 +82,10 @@ def test_transform_batch():
 def test_column_specs():
     ts = parse_column_specs("id, name:hashing,x:quantiles", SCHEMA)
     assert [t.spec for t in ts] == ["id:linear", "name:hashing", "x:quantiles"]
-    assert parse_column_specs(["x", "name"], SCHEMA) == (LinearTransformer("x", "DoubleDataType"), HashTransformer("name", "StringDataType"))
+    assert parse_column_specs(["x", "name"], SCHEMA) == (
+        LinearTransformer("x", "DoubleDataType"),
+        HashTransformer("name", "StringDataType"),
+    )
     assert [t.spec for t in parse_column_specs(["id:hashing"], SCHEMA)] == ["id:hashing"]
 
 
@@ -114,7 +117,9 @@ def test_stats_aggregations():
 
 def _first(stats=None, cube_size=100, column_stats=None, specs="id,name"):
     ts = parse_column_specs(specs, SCHEMA)
-    return compute_revision_change(None, ts, stats or {"id_min": 1, "id_max": 10, "count": 5}, cube_size, column_stats, "/t", 1000)
+    return compute_revision_change(
+        None, ts, stats or {"id_min": 1, "id_max": 10, "count": 5}, cube_size, column_stats, "/t", 1000
+    )
 
 
 def test_first_write_makes_revision_1():
@@ -173,18 +178,33 @@ def _appends(batches, margin=0.1, column_stats=None, origin=True) -> list[Revisi
 
 
 def test_a_new_revision_also_widens_the_edges_the_data_reached_without_passing():
-    rev, _ = compute_revision_change(None, parse_column_specs("x,y", XY), _xy_stats(np.array([0.0, 100.0]), np.array([0.0, 100.0])), 10, None, "/t", 1)
+    rev, _ = compute_revision_change(
+        None, parse_column_specs("x,y", XY), _xy_stats(np.array([0.0, 100.0]), np.array([0.0, 100.0])), 10, None, "/t", 1
+    )
     ts = parse_column_specs("x,y", XY, existing=rev)
     # x passes its high edge and reaches its low one (within 1% of the span); y reaches only its low edge
-    wider, new = compute_revision_change(rev, ts, _xy_stats(np.array([0.5, 101.0]), np.array([0.9, 60.0])), 10, None, "/t", 2, 0.1)
+    wider, new = compute_revision_change(
+        rev, ts, _xy_stats(np.array([0.5, 101.0]), np.array([0.9, 60.0])), 10, None, "/t", 2, 0.1
+    )
     x, y = wider.transformations
     assert new and (x.min_number, x.max_number) == pytest.approx((-10.1, 111.1))
     assert (y.min_number, y.max_number) == pytest.approx((-10.0, 100.0))
     # nothing passed: no revision, however near the edges the data comes
-    same, new = compute_revision_change(wider, parse_column_specs("x,y", XY, existing=wider), _xy_stats(np.array([-10.0, 111.0]), np.array([-10.0, 100.0])), 10, None, "/t", 3, 0.1)
+    same, new = compute_revision_change(
+        wider,
+        parse_column_specs("x,y", XY, existing=wider),
+        _xy_stats(np.array([-10.0, 111.0]), np.array([-10.0, 100.0])),
+        10,
+        None,
+        "/t",
+        3,
+        0.1,
+    )
     assert not new and same is wider
     # a declared range (columnStats) is the user's domain: it does not widen for having been reached
-    declared, _ = compute_revision_change(rev, ts, _xy_stats(np.array([0.5, 101.0]), np.array([0.0, 100.0])), 10, '{"y_min": 0, "y_max": 100}', "/t", 2, 0.1)
+    declared, _ = compute_revision_change(
+        rev, ts, _xy_stats(np.array([0.5, 101.0]), np.array([0.0, 100.0])), 10, '{"y_min": 0, "y_max": 100}', "/t", 2, 0.1
+    )
     assert (declared.transformations[1].min_number, declared.transformations[1].max_number) == (0, 100)
     # margin 0 is qbeast-spark's exact union
     exact, _ = compute_revision_change(rev, ts, _xy_stats(np.array([0.5, 101.0]), np.array([0.0, 100.0])), 10, None, "/t", 2, 0.0)
@@ -212,7 +232,7 @@ def test_samples_of_a_fixed_range_open_one_revision_after_the_first_and_drift_ke
     assert len(_appends(drift, origin=False)) == 12
     from use.qbeast.relabel import alignment
 
-    assert [alignment(a, b) is not None for a, b in zip(revs, revs[1:])] == [False, True, True]
+    assert [alignment(a, b) is not None for a, b in zip(revs, revs[1:], strict=False)] == [False, True, True]
     assert alignment(revs[2], revs[3]).shifts == (1, 0)
 
 
@@ -221,7 +241,9 @@ def test_the_widening_origin_is_the_oldest_revision_the_latest_contains():
 
     ts = parse_column_specs("x,y", XY)
     r1, _ = compute_revision_change(None, ts, _xy_stats(np.array([0.0, 100.0]), np.array([0.0, 100.0])), 10, None, "/t", 1)
-    r2, _ = compute_revision_change(r1, ts, _xy_stats(np.array([50.0, 130.0]), np.array([50.0, 60.0])), 10, None, "/t", 2, 0.1, r1)
+    r2, _ = compute_revision_change(
+        r1, ts, _xy_stats(np.array([50.0, 130.0]), np.array([50.0, 60.0])), 10, None, "/t", 2, 0.1, r1
+    )
     assert widening_origin([r1, r2], r2) is r1 and widening_origin([r1], r1) is r1
     # a revision of another cube size still contains r1's space: the origin stays
     r3, _ = compute_revision_change(r2, ts, _xy_stats(np.array([50.0, 60.0]), np.array([50.0, 60.0])), 20, None, "/t", 3, 0.1, r1)
@@ -287,7 +309,9 @@ def test_bad_revision_change_inputs():
         _first(column_stats={"idd_min": 1})
     rev, _ = _first()
     with pytest.raises(IndexColumnError, match="cannot change"):
-        compute_revision_change(rev, parse_column_specs("x,name", SCHEMA), {"x_min": 0.0, "x_max": 1.0, "count": 1}, 100, None, "/t", 1)
+        compute_revision_change(
+            rev, parse_column_specs("x,name", SCHEMA), {"x_min": 0.0, "x_max": 1.0, "count": 1}, 100, None, "/t", 1
+        )
 
 
 def test_staging_table_gets_revision_1_with_real_transformers():
@@ -303,7 +327,9 @@ def test_explicit_type_change_makes_a_new_revision_but_default_keeps_it():
     kept = parse_column_specs("id,name", SCHEMA, existing=rev)
     assert kept == rev.column_transformers
     switched = parse_column_specs("id,name:quantiles", SCHEMA, existing=rev)
-    new_rev, new = compute_revision_change(rev, switched, {"id_min": 2, "id_max": 3, "count": 1}, 100, {"name_quantiles": ["a", "m"]}, "/t", 7)
+    new_rev, new = compute_revision_change(
+        rev, switched, {"id_min": 2, "id_max": 3, "count": 1}, 100, {"name_quantiles": ["a", "m"]}, "/t", 7
+    )
     assert new and new_rev.column_transformers[1].type_name == "quantiles"
 
 
@@ -343,7 +369,7 @@ def test_a_drifting_timestamp_opens_revisions_at_doubling_intervals():
     import datetime as dt
 
     schema = pa.schema([("t", pa.timestamp("us", tz="UTC")), ("n", pa.int32())])
-    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     revs: list[Revision] = []
     rev = None
     opened = []
@@ -351,7 +377,9 @@ def test_a_drifting_timestamp_opens_revisions_at_doubling_intervals():
         lo = start + dt.timedelta(days=i)
         stats = {"t_min": lo, "t_max": lo + dt.timedelta(days=30), "n_min": 0, "n_max": 1000, "count": 100}
         origin = widening_origin(revs, rev) if rev is not None else None
-        rev, new = compute_revision_change(rev, parse_column_specs("t,n", schema, existing=rev), stats, 100, None, "/t", i, 0.1, origin)
+        rev, new = compute_revision_change(
+            rev, parse_column_specs("t,n", schema, existing=rev), stats, 100, None, "/t", i, 0.1, origin
+        )
         if new:
             revs.append(rev)
             opened.append(i)
@@ -361,7 +389,7 @@ def test_a_drifting_timestamp_opens_revisions_at_doubling_intervals():
     assert opened == [0, 1, 5, 39]
     from use.qbeast.relabel import alignment
 
-    assert [alignment(a, b) is not None for a, b in zip(revs, revs[1:])] == [False, True, True]
+    assert [alignment(a, b) is not None for a, b in zip(revs, revs[1:], strict=False)] == [False, True, True]
     t = revs[-1].transformations[0]
     assert t.ordered_data_type == "TimestampDataType" and isinstance(t.max_number, int)
     assert t.min_number == revs[0].transformations[0].min_number  # the far edge stays

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from use.errors import InvalidArgumentError
 from use.qbeast.rollup import rollup
 
@@ -49,6 +50,7 @@ def test_a_whole_cube_keeps_its_group_however_small() -> None:
 
 def test_whole_inner_cubes_are_the_full_cubes_all_of_whose_blocks_a_rewrite_reads() -> None:
     import pyarrow as pa
+
     from use.qbeast.blocks import BLOCK_TABLE_SCHEMA
     from use.qbeast.index_plan import whole_inner_cubes
     from use.qbeast.index_status import InputBlocks

@@ -19,7 +19,17 @@ def _files():
         {
             "path": ["a.parquet", "b.parquet", "c.parquet"],
             "size": pa.array([10, 20, 30], pa.int64()),
-            "tags": pa.array([[("revision", "1"), ("blocks", BLOCKS_JSON)], None, [("revision", "1"), ("blocks", '[{"cubeId":"","minWeight":-2147483648,"maxWeight":-1879047437,"elementCount":500000}]')]], TAGS),
+            "tags": pa.array(
+                [
+                    [("revision", "1"), ("blocks", BLOCKS_JSON)],
+                    None,
+                    [
+                        ("revision", "1"),
+                        ("blocks", '[{"cubeId":"","minWeight":-2147483648,"maxWeight":-1879047437,"elementCount":500000}]'),
+                    ],
+                ],
+                TAGS,
+            ),
             "stats": pa.array([None, '{"numRecords":5}', None]),
         }
     )
@@ -57,10 +67,28 @@ def test_from_delta_on_a_real_log(tmp_path):
     log = DeltaLog.for_path(root)
     log.create(schema, configuration=configuration_with_revision({}, REV))
     txn = log.start_transaction()
-    txn.add(AddFile(path="a.parquet", partition_values={}, size=10, modification_time=1, data_change=True,
-                    stats='{"numRecords":419}', tags={"revision": "1", "blocks": BLOCKS_JSON}))
-    txn.add(AddFile(path="s.parquet", partition_values={}, size=5, modification_time=2, data_change=True,
-                    stats='{"numRecords":4}', tags=None))
+    txn.add(
+        AddFile(
+            path="a.parquet",
+            partition_values={},
+            size=10,
+            modification_time=1,
+            data_change=True,
+            stats='{"numRecords":419}',
+            tags={"revision": "1", "blocks": BLOCKS_JSON},
+        )
+    )
+    txn.add(
+        AddFile(
+            path="s.parquet",
+            partition_values={},
+            size=5,
+            modification_time=2,
+            data_change=True,
+            stats='{"numRecords":4}',
+            tags=None,
+        )
+    )
     txn.commit("WRITE", {"mode": "Append"})
     snap = QbeastSnapshot.from_delta(log.snapshot())
     assert snap.version == 1 and snap.is_qbeast and set(snap.revisions) == {0, 1}

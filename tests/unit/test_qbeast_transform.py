@@ -38,8 +38,18 @@ P = "io.qbeast.core.transform."
 
 
 def test_java_double_text():
-    cases = {1.0: "1.0", 1e10: "1.0E10", 1.5e-5: "1.5E-5", 0.001: "0.001", 1234567.0: "1234567.0",
-             12345678.0: "1.2345678E7", -0.5: "-0.5", 1e7: "1.0E7", 9.999e-4: "9.999E-4", 0.0: "0.0"}
+    cases = {
+        1.0: "1.0",
+        1e10: "1.0E10",
+        1.5e-5: "1.5E-5",
+        0.001: "0.001",
+        1234567.0: "1234567.0",
+        12345678.0: "1.2345678E7",
+        -0.5: "-0.5",
+        1e7: "1.0E7",
+        9.999e-4: "9.999E-4",
+        0.0: "0.0",
+    }
     for x, text in cases.items():
         assert java_double_str(x) == text
     assert java_double_str(-0.0) == "-0.0"
@@ -49,8 +59,20 @@ def test_java_double_text():
 @pytest.mark.parametrize(
     "obj",
     [
-        {"className": P + "LinearTransformation", "minNumber": -10, "maxNumber": 10, "nullValue": 0, "orderedDataType": "IntegerDataType"},
-        {"className": P + "LinearTransformation", "minNumber": 0.5, "maxNumber": 1.0E10, "nullValue": 3.25, "orderedDataType": "DoubleDataType"},
+        {
+            "className": P + "LinearTransformation",
+            "minNumber": -10,
+            "maxNumber": 10,
+            "nullValue": 0,
+            "orderedDataType": "IntegerDataType",
+        },
+        {
+            "className": P + "LinearTransformation",
+            "minNumber": 0.5,
+            "maxNumber": 1.0e10,
+            "nullValue": 3.25,
+            "orderedDataType": "DoubleDataType",
+        },
         {"className": P + "IdentityTransformation", "identityValue": 0, "orderedDataType": "IntegerDataType"},
         {"className": P + "IdentityTransformation", "identityValue": None, "orderedDataType": "IntegerDataType"},
         {"className": P + "HashTransformation", "nullValue": -1628776639},
@@ -91,12 +113,24 @@ def test_missing_null_value_is_regenerated_deterministically():
         ({"minNumber": 1}, "className"),
         ({"className": P + "Nope"}, "unknown className"),
         ({"className": P + "LinearTransformation", "maxNumber": 1, "orderedDataType": "IntegerDataType"}, "minNumber"),
-        ({"className": P + "LinearTransformation", "minNumber": 5, "maxNumber": 1, "orderedDataType": "IntegerDataType"}, "max > min"),
-        ({"className": P + "LinearTransformation", "minNumber": 1.5, "maxNumber": 3, "orderedDataType": "IntegerDataType"}, "integers"),
-        ({"className": P + "LinearTransformation", "minNumber": 1, "maxNumber": 3, "orderedDataType": "BoolDataType"}, "orderedDataType"),
+        (
+            {"className": P + "LinearTransformation", "minNumber": 5, "maxNumber": 1, "orderedDataType": "IntegerDataType"},
+            "max > min",
+        ),
+        (
+            {"className": P + "LinearTransformation", "minNumber": 1.5, "maxNumber": 3, "orderedDataType": "IntegerDataType"},
+            "integers",
+        ),
+        (
+            {"className": P + "LinearTransformation", "minNumber": 1, "maxNumber": 3, "orderedDataType": "BoolDataType"},
+            "orderedDataType",
+        ),
         ({"className": P + "HashTransformation"}, "nullValue"),
         ({"className": P + "CDFNumericQuantilesTransformation", "quantiles": [1.0], "dataType": "DoubleDataType"}, "at least 2"),
-        ({"className": P + "CDFNumericQuantilesTransformation", "quantiles": ["x", "y"], "dataType": "DoubleDataType"}, "numbers"),
+        (
+            {"className": P + "CDFNumericQuantilesTransformation", "quantiles": ["x", "y"], "dataType": "DoubleDataType"},
+            "numbers",
+        ),
         ("nope", "JSON object"),
     ],
 )
@@ -176,8 +210,8 @@ def test_dates_and_timestamps_are_utc_millis():
     assert lt.min_number == 1577836800000 and lt.max_number == 1577836800000 + 10 * 86_400_000
     assert lt.transform(pa.array([dt.date(2020, 1, 6)], pa.date32())).tolist() == [0.5]
     assert lt.transform_value(dt.date(2020, 1, 6)) == 0.5
-    t0 = dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)
-    t1 = dt.datetime(2020, 1, 1, 0, 0, 10, tzinfo=dt.timezone.utc)
+    t0 = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
+    t1 = dt.datetime(2020, 1, 1, 0, 0, 10, tzinfo=dt.UTC)
     tt = LinearTransformation.create(t0, t1, "TimestampDataType")
     arr = pa.array([dt.datetime(2020, 1, 1, 0, 0, 5, 999)], pa.timestamp("us", tz="UTC"))
     assert tt.transform(arr).tolist() == [0.5]  # 999 µs floor to the millisecond

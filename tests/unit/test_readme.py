@@ -8,7 +8,7 @@ from pathlib import Path
 from use.cli import build_parser
 from use.optimize.config import CONFIG_KEYS_MARKDOWN
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
 def test_readme_opens_with_the_two_commands() -> None:

@@ -126,7 +126,6 @@ def test_the_demo_prints_client_commands_that_work_from_any_directory(tmp_path: 
     import subprocess
 
     from server_support import free_port
-
     from use.server.demo import print_demo
 
     options = ServerOptions.from_flags(tmp_path / "data", port=free_port())

@@ -86,7 +86,12 @@ def test_continuous_table_is_due_at_once(props) -> None:
 
 @pytest.mark.parametrize(
     "props",
-    [{}, {"use.optimization.autoOptimize.enabled": "false"}, {"use.optimization.bytes-per-iter": "10"}, {"delta.appendOnly": "false"}],
+    [
+        {},
+        {"use.optimization.autoOptimize.enabled": "false"},
+        {"use.optimization.bytes-per-iter": "10"},
+        {"delta.appendOnly": "false"},
+    ],
 )
 def test_table_without_continuous_optimization_stays_idle(props) -> None:
     s = scheduler()

@@ -14,7 +14,7 @@ from use.delta import DeltaLog
 from use.optimize.executor import IterationMetrics
 from use.service import SERVICE_STATUS_SCHEMA, TABLE_STATE_SCHEMA
 from use.service.gc import collect_garbage
-from use.service.records import GcRecord, LayoutFigures, SchedulerSettings, Estimate
+from use.service.records import Estimate, GcRecord, LayoutFigures, SchedulerSettings
 from use.service.schedule import Scheduler
 from use.service.state import STATE_FILE, encode, load_states, save_states, state_from_dict, state_to_dict
 from use.service.status import service_status, table_states

@@ -87,7 +87,9 @@ def test_a_failing_run_is_recorded_and_the_service_goes_on(tmp_path, services) -
     runner = RecordingRunner(fail=(bad,))
     runner.gate.set()
     svc = services([bad, good], runner, max_concurrent=1)
-    await_service(svc, lambda s: known(s, bad, good) and s.table(bad).failures >= 2 and s.table(good).runs >= 2, "failures and runs")
+    await_service(
+        svc, lambda s: known(s, bad, good) and s.table(bad).failures >= 2 and s.table(good).runs >= 2, "failures and runs"
+    )
     st = svc.table(bad)
     assert svc.running and st.last_error == "OSError: disk on fire" and st.last_run.outcome == "failed"
     assert st.next_run_at - st.last_error_at >= 2.0 - 1e-6  # backoff: the 2nd retry waits 2 intervals
