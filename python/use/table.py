@@ -171,7 +171,7 @@ class QbeastTable(TableSurface, Insights, RowChanges):
         """
         from use.optimize.auto_compact import compacting_after
         from use.qbeast.writer import write as _write
-        from use.session import statement_table_defaults
+        from use.runtime.conf import statement_table_defaults
 
         with compacting_after(df.sparkSession), statement_table_defaults(df.sparkSession):
             return _write(

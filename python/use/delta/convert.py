@@ -129,8 +129,7 @@ def _instants_in_utc(files: Sequence[ParquetFile], partition_schema: pa.Schema, 
     wrote it (as Spark writes and reads such directories), here `time_zone`; the log must not keep
     it zone-less, as USE and delta-rs read a zone-less value as UTC (`use.delta.skipping.typed_partition_values`).
     Checked values only (`_partition_values_checked`)."""
-    from use.delta.datafile import timestamp_partition_columns
-    from use.spark_files import partition_value_text
+    from use.delta.datafile import partition_value_text, timestamp_partition_columns
 
     instants = timestamp_partition_columns(partition_schema, partition_schema.names)
     if not instants:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -347,6 +347,20 @@ def auto_compact_value(what: str, value: str) -> bool:
     if v not in ("true", "false", "auto", "legacy"):
         raise ConfigError(f"{what}={value!r} must be 'true' or 'false' (Databricks' 'auto' and 'legacy' also mean true)")
     return v != "false"
+
+
+def first_switch(sources: Sequence[tuple[str, object]]) -> bool | None:
+    """The first of `(name, raw value)` pairs that is set (not None), as a boolean switch (true/false in
+    any case): how a Spark setting that wins over a table property is read (None when none is set).
+    A value other than true/false is a ConfigError naming it."""
+    for name, raw in sources:
+        if raw is None:
+            continue
+        text = str(raw).strip().lower()
+        if text not in ("true", "false"):
+            raise ConfigError(f"{name} must be true or false, got {raw!r}")
+        return text == "true"
+    return None
 
 
 # Delta's table properties: accepted at create time (and by ALTER TABLE ... SET TBLPROPERTIES),

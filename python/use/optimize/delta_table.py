@@ -4,7 +4,7 @@ A plain Delta table (one without Qbeast metadata) gets the same continuous optim
 table, with the strategies that apply to plain files: Delta bin packing, Relyt's small-file and
 cluster-key-overlap strategies, and Delta's OPTIMIZE ZORDER BY (ZOrder, Hilbert). `DeltaTable.write` creates, appends to and overwrites such tables
 from a Spark DataFrame, in one commit per write, through the same Spark write path as the
-optimizer's bin-packing rewrites (`use.spark_files`).
+optimizer's bin-packing rewrites (`use.runtime.files`).
 
 `TableSurface` holds what both table classes offer (history, properties, optimizations, vacuum,
 optimize progress); `QbeastTable` (`use.table`) builds on it too, so the two cannot drift apart. The
@@ -229,7 +229,7 @@ class DeltaTable(TableSurface):
         (`delta.autoOptimize.autoCompact`) is compacted after the write (`use.optimize.auto_compact`).
         """
         from use.optimize.auto_compact import compacting_after
-        from use.session import statement_table_defaults
+        from use.runtime.conf import statement_table_defaults
 
         with compacting_after(df.sparkSession), statement_table_defaults(df.sparkSession):
             return DeltaTable._write(
@@ -251,10 +251,11 @@ class DeltaTable(TableSurface):
 
         from use.delta import DeltaLog
         from use.delta.actions import remove_actions
-        from use.delta.schema import as_nullable, check_append_schema, schema_to_json
+        from use.delta.schema import as_nullable, check_append_schema, check_partition_types, schema_to_json
         from use.delta.transaction import check_app_transaction
         from use.optimize.properties import check_configuration, property_text
-        from use.spark_files import check_partition_types, conform_to_table, write_dataframe_files
+        from use.runtime.conform import conform_to_table
+        from use.runtime.files import write_dataframe_files
 
         mode_key = mode.lower() if isinstance(mode, str) else mode
         if mode_key not in WRITE_MODES:

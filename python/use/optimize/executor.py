@@ -34,7 +34,7 @@ from use.delta.actions import AddFile, Metadata, add_files_table, paths_in, remo
 from use.errors import ConcurrentModificationError, InvalidArgumentError, RowCountMismatchError
 from use.optimize import yielding
 from use.optimize.plan import KIND_INDEX, KIND_RELABEL, REVISION_REWRITE_TAG
-from use.session import job_group as spark_job_group
+from use.runtime.jobs import job_group as spark_job_group
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -237,12 +237,12 @@ class Rewrite:
 
 def _binpack(spark: SparkSession, df: DataFrame, qsnap: QbeastSnapshot, task: MergeTask, config: OptimizationConfig) -> Rewrite:
     """Delta bin packing: repartition to the number of files the bin needs and write each partition
-    as one plain Delta file (`use.spark_files`, partition values kept). With `sort_columns`
+    as one plain Delta file (`use.runtime.files`, partition values kept). With `sort_columns`
     (cluster-key overlap) the rows are range-partitioned and sorted by the key, so the output files
     do not overlap on it. A "cluster" task takes its row order from
     `use.optimize.clustering` (ZOrder/Hilbert key ranges) and tags its files as one ZCube."""
     from use.optimize.strategies._common import output_files
-    from use.spark_files import write_dataframe_files
+    from use.runtime.files import write_dataframe_files
 
     part = task.partition_dict
     if part:

@@ -71,7 +71,7 @@ def partition_filter(spark: Any, snapshot: Any, where: Any) -> PartitionFilter:
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_type
 
-    from use.session import quiet_query_errors
+    from use.runtime.query_errors import quiet_query_errors
 
     if not isinstance(where, str) or not where.strip():
         raise InvalidArgumentError(

@@ -65,7 +65,7 @@ _JVM_PROVIDER = "qbeast.DefaultSource"
 def register(spark: SparkSession) -> None:
     """Make `format("qbeast")` available on this session (idempotent). In a session with USE's JVM
     shim the name belongs to the shim's provider, so there is nothing to register here."""
-    from use.shim import shim_loaded
+    from use.runtime.shim import shim_loaded
 
     if shim_loaded(spark, _JVM_PROVIDER):
         return

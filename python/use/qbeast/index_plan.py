@@ -160,7 +160,7 @@ def arrow_batches(spark: SparkSession, max_rows: int, max_bytes: int | None = No
     limit is only ever raised and the byte limit only ever lowered, and both are restored after
     the action, since they are session settings.
     """
-    from use.session import int_conf, session_conf
+    from use.runtime.conf import int_conf, session_conf
 
     changes: dict[str, str] = {}
     rows_key = "spark.sql.execution.arrow.maxRecordsPerBatch"

@@ -73,7 +73,7 @@ class JvmFile:
 
 def jvm_write_enabled(spark: SparkSession) -> bool:
     """`spark.qbeast.index.jvmWrite` (default true): whether writes may take the JVM path."""
-    from use.session import first_switch
+    from use.delta.snapshot import first_switch
 
     return bool(first_switch([(JVM_WRITE_CONF, spark.conf.get(JVM_WRITE_CONF, "true"))]))
 
@@ -142,7 +142,7 @@ def _walk_inputs(
 ) -> tuple[list[Column], bytes, int] | None:
     """What the shim's row walk needs: the coordinate expressions, the cube table and the deepest
     level (`point_columns`, `cube_records`); `None` when the JVM path cannot take these rows."""
-    from use.shim import shim_loaded
+    from use.runtime.shim import shim_loaded
 
     if not jvm_write_enabled(spark) or not shim_loaded(spark):
         return None

@@ -255,7 +255,7 @@ def filter_column(filter: FilterArg) -> Column | None:
     if isinstance(filter, str):
         if not filter.strip():
             raise InvalidArgumentError("filter must be a non-empty SQL boolean expression or a pyspark Column")
-        from use.session import quiet_query_errors
+        from use.runtime.query_errors import quiet_query_errors
 
         try:
             with quiet_query_errors():
@@ -277,7 +277,7 @@ def translate_filter(spark: SparkSession, schema: StructType, filter: FilterArg)
     col = filter_column(filter)
     if col is None:
         return None
-    from use.session import quiet_query_errors
+    from use.runtime.query_errors import quiet_query_errors
 
     empty = spark.createDataFrame([], schema)
     try:
@@ -443,7 +443,7 @@ def _listed_on_driver(spark: SparkSession, num_paths: int) -> Any:
     the driver 0.03-0.1 s, which was a third of a small merge task."""
     import contextlib
 
-    from use.session import int_conf, session_conf
+    from use.runtime.conf import int_conf, session_conf
 
     if num_paths <= int_conf(spark, _LISTING_THRESHOLD_CONF, 32):
         return contextlib.nullcontext()
@@ -459,7 +459,7 @@ def _parquet_format(spark: SparkSession) -> str:
     own skips row groups on float/double filters by footers that leave NaN and -0.0 out of their
     reckoning and so drops rows (`UseParquetFormat` in the shim says how). A session without the
     shim (built outside `use.session`) reads with Spark's format."""
-    from use.shim import shim_loaded
+    from use.runtime.shim import shim_loaded
 
     return _PARQUET_FORMAT if shim_loaded(spark, _PARQUET_FORMAT) else "parquet"
 

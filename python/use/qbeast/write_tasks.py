@@ -51,7 +51,7 @@ from use.qbeast.jvm_write import JvmFile, write_in_jvm
 from use.qbeast.revision import Revision
 from use.qbeast.rollup import RollupPlan
 from use.qbeast.weight import MAX_WEIGHT
-from use.session import parquet_codec
+from use.runtime.conf import parquet_codec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -48,8 +48,8 @@ from use.qbeast.write_shuffle import (
     should_shuffle,
 )
 from use.qbeast.write_tasks import CUBE_COLUMN, FILE_COLUMN, write_files
-from use.spark_files import OPTIMIZE_WRITE_PROPERTY as _OPTIMIZE_WRITE_PROPERTY
-from use.spark_files import conform_to_table
+from use.runtime.conform import conform_to_table
+from use.runtime.files import OPTIMIZE_WRITE_PROPERTY as _OPTIMIZE_WRITE_PROPERTY
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -122,7 +122,7 @@ def _optimize_write(spark: SparkSession, requested: bool | None, configuration: 
         if not isinstance(requested, bool):
             raise InvalidArgumentError(f"optimize_write must be True, False or None (the settings decide), got {requested!r}")
         return requested
-    from use.session import first_switch
+    from use.delta.snapshot import first_switch
 
     return first_switch([(_OPTIMIZE_WRITE_CONF, spark.conf.get(_OPTIMIZE_WRITE_CONF, None)),
                          (_OPTIMIZE_WRITE_PROPERTY, (configuration or {}).get(_OPTIMIZE_WRITE_PROPERTY))])  # fmt: skip

@@ -202,7 +202,7 @@ class UseServer:
         """Start Spark's Thrift server on the session, with the shim's `ThriftErrors` in front of
         it: a failed statement reaches clients as one message, where Spark's server sends the
         whole JVM stack trace (in the error message itself for beeline and the Hive JDBC driver)."""
-        from use.shim import shim_loaded
+        from use.runtime.shim import shim_loaded
 
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
         server = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(

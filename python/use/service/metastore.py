@@ -166,7 +166,7 @@ class MetastoreEvents:
 
     def start(self) -> bool:
         """Install the listener and start draining; False (and a warning) without the shim."""
-        from use.shim import shim_loaded
+        from use.runtime.shim import shim_loaded
 
         if not shim_loaded(self.spark, _EVENTS_CLASS):
             _log.warning("the JVM shim is not loaded: catalog changes are seen at the next listing, not at once")

@@ -72,7 +72,7 @@ def configured(spark: SparkSession) -> bool:
 
 def installed(spark: SparkSession) -> bool:
     """Whether the JVM has a Python side registered (SQL on USE tables works)."""
-    from use.shim import shim_loaded
+    from use.runtime.shim import shim_loaded
 
     if not shim_loaded(spark):
         return False
@@ -87,7 +87,7 @@ def install(spark: SparkSession) -> None:
     it.
     """
     from use.errors import ShimBuildError
-    from use.shim import shim_loaded
+    from use.runtime.shim import shim_loaded
     from use.sql import insight_source
     from use.sql.bridge import register_bridge
 

@@ -84,9 +84,9 @@ def _with_user_metadata(method: Method) -> Method:
 
 def _with_table_defaults(method: Method, from_dataframe: bool = True) -> Method:
     """A call that may create a table, in the statement's session's defaults for new tables' properties
-    (Delta's `spark.databricks.delta.properties.defaults.*`, `use.session.statement_table_defaults`):
+    (Delta's `spark.databricks.delta.properties.defaults.*`, `use.runtime.conf.statement_table_defaults`):
     the session of the DataFrame written, or the one the shim passes first (CREATE TABLE, REPLACE)."""
-    from use.session import statement_table_defaults
+    from use.runtime.conf import statement_table_defaults
 
     def run(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
         if from_dataframe:

@@ -6,7 +6,7 @@ matching row; it sends them with the rows that replace them: for a DELETE the ro
 that stay (none when whole files go: a DELETE whose condition names partition columns only, or has
 none), for an UPDATE every row of those files, the matching ones with their new values, for a
 MERGE the rows its clauses leave or make (an insert-only MERGE removes nothing). Here the
-rows are written as new files (`use.spark_files.write_dataframe_files`, the write path of every
+rows are written as new files (`use.runtime.files.write_dataframe_files`, the write path of every
 Delta write; an UPDATE of a partition column moves a row to its new partition) and committed with
 the removes in one `DELETE` / `UPDATE` / `MERGE` commit on that snapshot. The commit declares the removed
 files read, so a concurrent commit that removed one of them (an optimization, another DELETE)
@@ -54,7 +54,7 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
     from use.delta.transaction import Transaction
     from use.optimize.executor import delete_written, num_records
     from use.qbeast.reader import expression_to_predicate
-    from use.spark_files import write_dataframe_files
+    from use.runtime.files import write_dataframe_files
 
     started = time.time()
     # args: the rows that replace the removed files (none when whole files go), then the target's

@@ -250,7 +250,7 @@ def _write_idempotent(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: 
 
     from use.delta.schema import check_append_schema
     from use.optimize.delta_table import DeltaTable
-    from use.spark_files import conform_to_table
+    from use.runtime.conform import conform_to_table
 
     check_append_schema(to_arrow_schema(df.schema, prefers_large_types=False), snap.schema, snap.table_root)
     df = conform_to_table(df, snap.metadata.schema_string)
@@ -324,7 +324,7 @@ def _write_merged(
     from pyspark.sql import functions as F
 
     from use.delta.schema import nullable_type
-    from use.spark_files import conform_to_table
+    from use.runtime.conform import conform_to_table
 
     root = snap.table_root
     current = json.loads(snap.metadata.schema_string)

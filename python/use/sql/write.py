@@ -6,7 +6,7 @@ through these functions.
 
 Into a Qbeast table the rows go through the OTree write (`use.qbeast.writer.write`, the code
 behind `QbeastTable.write`, JVM path included); into a Delta table through Spark's file write of
-`DeltaTable.write` (`use.spark_files.write_dataframe_files`), committed here with the removes the
+`DeltaTable.write` (`use.runtime.files.write_dataframe_files`), committed here with the removes the
 write mode asks for (whole table, static partitions, the partitions written). One commit per
 statement, under Delta's conflict rules; a write that fails leaves no commit and no file behind.
 """
@@ -139,7 +139,7 @@ def write_delta(
     from use.delta.actions import remove_actions
     from use.delta.transaction import Transaction
     from use.optimize.executor import delete_written
-    from use.spark_files import write_dataframe_files
+    from use.runtime.files import write_dataframe_files
 
     root = snap.table_root
     schema = snap.schema if schema_string is None else spark_schema_to_arrow(schema_string)
@@ -244,7 +244,7 @@ def _write_delta_staged(
     spark: SparkSession, df: DataFrame, spec: Mapping[str, Any], schema: pa.Schema, conf: dict[str, str]
 ) -> None:
     from use.optimize.executor import delete_written
-    from use.spark_files import write_dataframe_files
+    from use.runtime.files import write_dataframe_files
 
     root = spec["root"]
     parts = list(spec.get("partitionColumns") or [])
@@ -287,7 +287,7 @@ def write_replacing_where(spark: SparkSession, df: DataFrame, snap: Snapshot, co
     from use.delta.schema import check_append_schema
     from use.qbeast.reader import plan_read, scan
     from use.qbeast.snapshot import QbeastSnapshot
-    from use.spark_files import conform_to_table
+    from use.runtime.conform import conform_to_table
 
     root = snap.table_root
     qsnap = QbeastSnapshot.from_delta(snap)
