@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from use.delta.actions import AddFile
+from use.delta.skipping import utc_timestamp_texts
 from use.delta.stats import DEFAULT_NUM_INDEXED_COLS, file_stats_json, iter_leaf_arrays, leaf_columns, stats_leaves
 from use.errors import ConfigError, InvalidArgumentError, SchemaMismatchError, StorageError
 
@@ -81,8 +82,6 @@ def partition_directory(partition_values: Mapping[str, str | None], timestamp_co
     Hive's form in UTC (`ts=2024-03-10 09%3A30%3A00`) whichever way the log spells them: Hive readers
     of symlink manifests parse the names, and one instant gets one directory (`use.delta.skipping.utc_timestamp_texts`)."""
     if timestamp_columns:
-        from use.delta.skipping import utc_timestamp_texts
-
         partition_values = {
             k: utc_timestamp_texts(pa.array([v], pa.string()), hive=True)[0].as_py() if k in timestamp_columns else v
             for k, v in partition_values.items()

@@ -8,6 +8,7 @@ table for everyone. So every feature is checked by name, and unknown ones are re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -20,8 +21,8 @@ import pyarrow.compute as pc
 
 from use.delta.actions import Metadata, Protocol
 from use.delta.columnmapping import ColumnMapping, column_mapping_mode
-from use.delta.replay import LogState
 from use.delta.schema import schema_from_json
+from use.delta.state import LogState
 from use.delta.typewidening import FEATURES as TYPE_WIDENING_FEATURES
 from use.delta.typewidening import check_type_changes
 from use.errors import ConfigError, UnsupportedFeatureError, UseError
@@ -121,8 +122,6 @@ def protocol_with_change_data_feed(protocol: Protocol) -> Protocol | None:
     """The protocol a table needs once `delta.enableChangeDataFeed` is set (None: it has it), as
     Delta upgrades it: writer version 4, or the `changeDataFeed` writer feature on a table-features
     protocol."""
-    import dataclasses
-
     if protocol.min_writer_version == 7:
         features = tuple(protocol.writer_features or ())
         return (
