@@ -110,7 +110,7 @@ def test_optimize_by_path_with_settings_of_the_call(spark, db) -> None:
 
 def test_plan_rows_equal_optimize_dry_run_rows(spark, db) -> None:
     from use.insights import for_path
-    from use.optimize.loop import session_defaults
+    from use.optimize.loop_core import session_defaults
 
     root = _qbeast_table(spark)
     plan = for_path(root, "plan", spark_conf=session_defaults(spark))
