@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.java_gateway import ensure_callback_server_started
 
-from use import errors as E
+import use.errors as E
 from use.delta.actions import commit_user_metadata
 from use.errors import SQL, UseError
 from use.optimize.auto_compact import compacting_after
