@@ -298,7 +298,7 @@ def _data_bytes(df: DataFrame) -> Column:
 def _cube_counts(weighted: DataFrame, revision: Revision, cube_weights: Mapping[str, int]) -> dict[str, int]:
     """Actual rows per cube when the rows are placed with the given cube maxWeights: counted in the
     JVM where the JVM write could place these rows (`use.qbeast.jvm_write.count_in_jvm`; measured
-    on a 100-file, 100,000-row compaction: 0.6-0.8 s through Python, see the README), else by a
+    on a 100-file, 100,000-row compaction: 0.6-0.8 s through Python), else by a
     `mapInArrow` pass."""
     from use.qbeast.jvm_write import count_in_jvm
 
