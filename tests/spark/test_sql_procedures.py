@@ -655,14 +655,14 @@ def _scala_list(seq) -> list:
     return out
 
 
-def test_the_readme_documents_every_procedure_and_argument() -> None:
+def test_the_sql_page_documents_every_procedure_and_argument() -> None:
     from pathlib import Path
 
     from use.sql.procedures import PROCEDURES
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    part = readme.split("### Procedures", 1)[1].split("\n## ", 1)[0]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "sql.md").read_text()
+    part = page.split("\n## Procedures\n", 1)[1].split("\n## ", 1)[0]
     for proc in PROCEDURES.values():
-        assert f"`{proc.name}`" in part, proc.name
+        assert f"`{proc.name}`" in part, f"docs/sql.md, Procedures: {proc.name}"
         for p in proc.parameters:
-            assert f"`{p.name}`" in part, (proc.name, p.name)
+            assert f"`{p.name}`" in part, f"docs/sql.md, Procedures: {proc.name}({p.name})"

@@ -363,7 +363,7 @@ def first_switch(sources: Sequence[tuple[str, object]]) -> bool | None:
 
 
 # Delta's table properties: accepted at create time (and by ALTER TABLE ... SET TBLPROPERTIES),
-# acted upon or, for those with no meaning in USE, kept for other engines (README, "Delta table
+# acted upon or, for those with no meaning in USE, kept for other engines (docs/delta.md, "Table
 # properties"); the ones USE cannot honour are refused by `_refusal` saying why. Anything else under
 # `delta.` is refused as unknown (as Spark does), because a misspelt property silently does nothing.
 KNOWN_DELTA_PROPERTIES = frozenset(
@@ -441,7 +441,7 @@ _UNSUPPORTED_WHEN_TRUE = {
 }
 
 #: Delta's isolation levels a table may name (`delta.isolationLevel`); USE checks conflicts as
-#: Delta's WriteSerializable level whatever the table says (README, "Delta table properties").
+#: Delta's WriteSerializable level whatever the table says (docs/delta.md, "Table properties").
 _ISOLATION_LEVELS = ("serializable", "writeserializable")
 
 #: Delta's boolean properties that nothing else parses: a value other than true/false is refused.

@@ -112,7 +112,7 @@ def _check_use_keys(conf: Mapping[str, str], changed: Iterable[str]) -> None:
         if check is None:
             raise ConfigError(
                 f"unknown table property {key!r}{did_you_mean(key, sorted(others))}; the use.* properties are "
-                f"{', '.join(sorted(others))} and the {PREFIX}* keys (README: table properties); fix the key, or unset it"
+                f"{', '.join(sorted(others))} and the {PREFIX}* keys (docs/configuration.md); fix the key, or unset it"
             )
         check(conf)
 

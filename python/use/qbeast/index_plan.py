@@ -289,7 +289,7 @@ def _data_bytes(df: DataFrame) -> Column:
 def _cube_counts(weighted: DataFrame, revision: Revision, cube_weights: Mapping[str, int]) -> dict[str, int]:
     """Actual rows per cube when the rows are placed with the given cube maxWeights: counted in the
     JVM where the JVM write could place these rows (`use.qbeast.jvm_write.count_in_jvm`; measured
-    on a 100-file, 100,000-row compaction: 0.6-0.8 s through Python, see the README), else by a
+    on a 100-file, 100,000-row compaction: 0.6-0.8 s through Python), else by a
     `mapInArrow` pass."""
     counted = count_in_jvm(weighted.sparkSession, weighted, revision, cube_weights, WEIGHT_COLUMN)
     if counted is not None:

@@ -6,7 +6,7 @@ half a minute later as a JVM stack trace: a malformed or ignored `--conf`, a key
 unknown `spark.qbeast.use.*` key or a bad value (through the one typed config parser), a port out of range or taken,
 a host that is not this machine's, a data directory that cannot be written or that another server
 holds. The layout of the data directory is decided in one place (`DataDir`) so the server, its
-tests and the README cannot drift apart.
+tests and its documentation (docs/server.md) cannot drift apart.
 """
 
 from __future__ import annotations

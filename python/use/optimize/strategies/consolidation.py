@@ -104,7 +104,7 @@ def tier_tail(sizes_desc: np.ndarray, ratio: float, max_fragments: int, waited: 
     only once they add up to 1/`ratio` of it, so a large consolidated file is not rewritten each
     time a few small appends arrive: a merge that takes a larger file in reads at most 1 + `ratio`
     bytes per byte of the smaller ones, so a smaller ratio rewrites less, and leaves more rows
-    waiting in smaller files (measured in the README, optimized every 10 appends, one ratio for
+    waiting in smaller files (docs/benchmarks.md, optimized every 10 appends, one ratio for
     every cube: ratio 1.5, 2, 3, 5 rewrote 2.89, 3.39, 3.71, 4.46x with the worst round's range
     reads 1.67, 1.67, 1.50, 1.50x the one-go files; the caller staggers it: `cube_ratios`). Then, whatever the tiers, the cube keeps at most `max_fragments`
     files (reads: a query through the cube opens all of them), and a file that has `waited` (the
@@ -139,7 +139,7 @@ def cube_ratios(rb: RevisionBlocks, config: OptimizationConfig) -> np.ndarray:
     opens one more file per sibling at once: at ratio 1.5, optimized every 10 appends, 5 files where
     the same rows written at once read 3 (round 3), 11 where they read 7. With two ratios the
     siblings merge at different rounds and such a query finds about half of them waiting at most
-    (README: size tiers); the cubes with the smaller ratio still rewrite less."""
+    (docs/optimization.md: size tiers); the cubes with the smaller ratio still rewrite less."""
     ratio = float(config.tiering_ratio)
     if config.tiering_stagger == 1.0:
         return np.full(rb.num_cubes, ratio)
