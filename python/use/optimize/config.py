@@ -61,6 +61,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from use.delta.stats import parse_column_list
 from use.errors import CLI, PYTHON, SQL, ConfigError, InvalidArgumentError, UnknownStrategyError
 from use.optimize.config_values import (
     BadValue,
@@ -79,15 +80,16 @@ from use.optimize.config_values import (
     parse_tier_ratio,
     parse_timestamp_ms,
 )
-
-PREFIX = "use.optimization."
-SPARK_PREFIX = "spark.qbeast.use."
-SPARK_OPT_PREFIX = SPARK_PREFIX + "optimization."
-INTERVAL_KEY = SPARK_PREFIX + "optimization-interval"
-MAX_CONCURRENT_KEY = SPARK_PREFIX + "max-concurrent-optimizations"
-GC_INTERVAL_KEY = SPARK_PREFIX + "gc-interval"
-#: Table property: the service garbage-collects the table (vacuum + expired log cleanup).
-GC_ENABLED_KEY = "use.gc.enabled"
+from use.optimize.keys import (
+    GC_ENABLED_KEY,
+    GC_INTERVAL_KEY,
+    INTERVAL_KEY,
+    MAX_CONCURRENT_KEY,
+    PREFIX,
+    SPARK_OPT_PREFIX,
+    SPARK_PREFIX,
+)
+from use.optimize.strategies import registry
 
 DEFAULT_BYTES_PER_ITER = 1_000_000_000
 DEFAULT_BATCH_BYTES = 10_000_000_000
@@ -123,8 +125,6 @@ def _column(value: Any) -> str:
 
 
 def _column_list(value: Any) -> tuple[str, ...]:
-    from use.delta.stats import parse_column_list
-
     form = "comma-separated column names, e.g. a,b (nested fields as a.b, `odd.name` for a name with dots)"
     if isinstance(value, str):
         names = parse_column_list(value, key=PREFIX + "zorder-by", drop_empty=False)
@@ -140,14 +140,10 @@ def _column_list(value: Any) -> tuple[str, ...]:
 
 
 def _strategy(value: Any) -> str:
-    from use.optimize.strategies import registry
-
     return registry.canonical_name(str(value).strip())
 
 
 def _strategy_list(value: Any) -> tuple[str, ...]:
-    from use.optimize.strategies import registry
-
     items = [str(v).strip() for v in (value.split(",") if isinstance(value, str) else value)]
     if not items or any(not s for s in items):
         raise BadValue("a comma-separated list of strategy names, e.g. UnindexedFilesSelection,LeveledCompaction")

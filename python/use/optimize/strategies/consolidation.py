@@ -50,12 +50,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from use.display import format_bytes
-from use.optimize.config import OptimizationConfig
 from use.optimize.plan import KIND_COMPACT, MergeTask, Plan
 from use.optimize.strategies._common import (
     RevisionBlocks,
@@ -67,6 +66,10 @@ from use.optimize.strategies._common import (
     sort_files,
     two_smallest_fit,
 )
+from use.qbeast.rollup import rollup
+
+if TYPE_CHECKING:
+    from use.optimize.config import OptimizationConfig
 
 __all__ = ["consolidation_plan", "consolidation_task", "cube_ratios", "tier_tail"]
 
@@ -273,8 +276,6 @@ def _folded_files(view: _Cubes, top: int, files: np.ndarray, own_cube: np.ndarra
     rollup is then asked again with them, shallowest groups first, until nothing more folds or the
     task reaches `task-max-bytes`. The rewrite then writes each such cube's file once, as the two
     tasks would have left it."""
-    from use.qbeast.rollup import rollup
-
     config, rb, sizes_all, totals, inner, ratios = view.config, view.rb, view.sizes, view.total, view.inner, view.ratios
     nfiles = int(sizes_all.size)
     none = np.zeros(0, dtype=np.int64)
