@@ -27,6 +27,7 @@ from use.optimize.delta_table import DeltaTable as _OptimizeDeltaTable
 from use.optimize.delta_table import Progress, TableSurface, progress_callback
 from use.optimize.loop import optimize_path
 from use.optimize.loop_core import session_defaults
+from use.optimize.request import OptimizeRequest
 from use.qbeast.convert import ConvertResult, convert_to_qbeast
 from use.qbeast.datasource import register
 from use.qbeast.metrics import index_metrics
@@ -305,11 +306,11 @@ class QbeastTable(TableSurface, Insights, RowChanges):
         """
         overrides = dict(config_overrides.pop("overrides", None) or {})
         overrides.update(config_overrides)
-        return optimize_path(
-            self._spark, self._path, revision_id=revision_id, files=files, strategy=strategy,
-            bytes_per_iter=bytes_per_iter, dry_run=dry_run, max_iterations=max_iterations, stop=stop,
-            all_tasks=all_tasks, overrides=overrides, on_iteration=progress_callback(progress),
+        request = OptimizeRequest(
+            self._path, revision_id=revision_id, files=files, strategy=strategy, bytes_per_iter=bytes_per_iter,
+            dry_run=dry_run, max_iterations=max_iterations, all_tasks=all_tasks, overrides=overrides,
         )  # fmt: skip
+        return optimize_path(self._spark, request, stop=stop, on_iteration=progress_callback(progress))
 
     def __repr__(self) -> str:
         return f"QbeastTable({self._path!r})"

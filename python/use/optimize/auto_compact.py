@@ -45,6 +45,7 @@ from use.delta.transaction import CommittedWrite, recording_commits
 from use.errors import ConfigError
 from use.optimize.loop import optimize_path
 from use.optimize.partition_filter import PartitionFilter
+from use.optimize.request import OptimizeRequest
 from use.qbeast.revision import is_qbeast
 
 __all__ = ["AutoCompactSettings", "after_writes", "compacting_after", "compaction_targets", "enabled", "statement_ended"]
@@ -207,13 +208,14 @@ def _compact(spark: Any, root: str, snap: Any, partitions: list[dict[str, str | 
         table = pa.Table.from_pylist(partitions, schema=pa.schema([(c, pa.string()) for c in columns]))
         scope = PartitionFilter("the partitions the write added data to", table)
     if is_qbeast(snap.metadata.configuration):
-        optimize_path(spark, root, scope=scope, auto=True)
+        optimize_path(spark, OptimizeRequest(root, scope=scope, auto=True))
         return
     small = str(settings.small_below)
-    optimize_path(
-        spark, root, strategy="SmallFiles", scope=scope, auto=True,
+    request = OptimizeRequest(
+        root, strategy="SmallFiles", scope=scope, auto=True,
         overrides={
             "max-file-size": str(settings.max_file_size), "min-file-size": small, "small-files.max-size": small,
             "small-files.count-threshold": str(max(2, settings.min_num_files)), "task-max-bytes": str(settings.max_file_size),
         },
     )  # fmt: skip
+    optimize_path(spark, request)

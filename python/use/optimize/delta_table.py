@@ -37,6 +37,7 @@ from use.optimize.executor import delete_written
 from use.optimize.loop import optimizations, optimize_path
 from use.optimize.properties import alter_properties, check_configuration, property_text, table_properties
 from use.optimize.report import format_iteration
+from use.optimize.request import OptimizeRequest
 from use.qbeast.reader import read
 from use.runtime.conf import statement_table_defaults
 from use.runtime.conform import conform_to_table
@@ -362,11 +363,11 @@ class DeltaTable(TableSurface):
         """
         overrides: dict[str, Any] = dict(config_overrides.pop("overrides", None) or {})
         overrides.update(config_overrides)
-        return optimize_path(
-            self._spark, self._path, files=files, strategy=strategy, bytes_per_iter=bytes_per_iter, zorder_by=zorder_by,
-            dry_run=dry_run, max_iterations=max_iterations, stop=stop, all_tasks=all_tasks, overrides=overrides,
-            on_iteration=progress_callback(progress), where=where,
+        request = OptimizeRequest(
+            self._path, files=files, strategy=strategy, bytes_per_iter=bytes_per_iter, zorder_by=zorder_by, dry_run=dry_run,
+            max_iterations=max_iterations, all_tasks=all_tasks, overrides=overrides, where=where,
         )  # fmt: skip
+        return optimize_path(self._spark, request, stop=stop, on_iteration=progress_callback(progress))
 
     def __repr__(self) -> str:
         return f"DeltaTable({self._path!r})"

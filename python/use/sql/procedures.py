@@ -7,10 +7,9 @@ them to Spark, and hands each CALL's arguments (positional or named: Spark fills
 to `call_procedure`. A parameter marked `table` is resolved by the shim as Spark resolves names
 (current catalog and database), or taken as a path; it arrives here as `{name, location,
 provider, byPath}`. The result is an Arrow table sent back as a schema and typed JSON rows, served
-by the shim as a `LocalScan`. Each procedure is the code the Python API and the CLI run
-(`use.optimize.loop.optimize_path`, `use.delta.vacuum.vacuum`, `use.qbeast.convert`,
-`use.delta.convert`), so the
-three surfaces cannot drift apart.
+by the shim as a `LocalScan`. Each procedure is the code the Python API and the CLI run (an
+`OptimizeRequest` run by `use.optimize.loop.optimize_path`, `use.delta.vacuum.vacuum`,
+`use.qbeast.convert`, `use.delta.convert`), so the three surfaces cannot drift apart.
 
 A procedure runs while Spark analyses the CALL, on the driver: a long optimize blocks the
 statement until it ends, and its Spark jobs carry a job group and a description per iteration
@@ -44,13 +43,14 @@ from use.delta.log_cache import shared_log
 from use.delta.manifest import generate_table
 from use.delta.restore import restore
 from use.delta.vacuum import vacuum
-from use.errors import ConfigError, InvalidArgumentError, TableNotFoundError
+from use.errors import SQL, ConfigError, InvalidArgumentError, TableNotFoundError
 from use.optimize.config import PREFIX as OPT_PREFIX
 from use.optimize.config import OptimizationConfig, is_continuous
 from use.optimize.config_values import BadValue, parse_bool, parse_float_text, parse_int_text
 from use.optimize.loop import optimize_path
 from use.optimize.loop_core import session_defaults
 from use.optimize.plan import Plan
+from use.optimize.request import OptimizeRequest
 from use.optimize.task_metrics import ITERATION_METRICS_SCHEMA
 from use.qbeast.convert import convert_to_qbeast
 from use.service import active
@@ -156,14 +156,15 @@ def resolve_table(ref: Mapping[str, Any] | None, *, allow_parquet: bool = False)
 
 
 def _optimize(spark: SparkSession, table: TableRef, args: Mapping[str, Any]) -> pa.Table:
-    dry_run = args.get("dry_run")
-    result = optimize_path(
-        spark, table.root, revision_id=args.get("revision_id"), files=args.get("files"), strategy=args.get("strategy"),
-        bytes_per_iter=args.get("bytes_per_iter"), zorder_by=args.get("zorder_by"), where=args.get("where"), dry_run=dry_run,
-        max_iterations=args.get("max_iterations"), job_group=f"use-call-{uuid.uuid4().hex}",
-        job_description=f"CALL {PREFIX}optimize({table.name})",
+    request = OptimizeRequest(
+        table.root, revision_id=args.get("revision_id"), files=args.get("files"), strategy=args.get("strategy"),
+        bytes_per_iter=args.get("bytes_per_iter"), zorder_by=args.get("zorder_by"), where=args.get("where"),
+        dry_run=args.get("dry_run"), max_iterations=args.get("max_iterations"), surface=SQL,
     )  # fmt: skip
-    if dry_run:
+    result = optimize_path(
+        spark, request, job_group=f"use-call-{uuid.uuid4().hex}", job_description=f"CALL {PREFIX}optimize({table.name})"
+    )
+    if request.dry_run:
         if result.plan is None or result.plan.is_empty:
             return _nothing_planned(result)
         return result.plan.to_table()
@@ -550,7 +551,7 @@ def manual_trigger(spark: SparkSession, req: dict[str, Any], args: list[Any]) ->
         _log.warning("%s", reason)
         return {"ran": False, "queued": False, "reason": reason}
     result = optimize_path(
-        spark, table.root, overrides=settings, job_group=f"use-manual-{uuid.uuid4().hex}",
+        spark, OptimizeRequest(table.root, overrides=settings, surface=SQL), job_group=f"use-manual-{uuid.uuid4().hex}",
         job_description=f"manual optimization of {table.name}",
     )  # fmt: skip
     reason = f"manual optimization of {table.name}: {len(result.committed)} task(s) committed, {result.outcome}"
