@@ -118,9 +118,9 @@ def test_delete_by_path_and_a_concurrent_compaction_is_a_conflict(spark, tmp_pat
     (the shim then runs the DELETE again on the new snapshot), so no deleted row comes back."""
     from pathlib import Path
 
+    from use import DeltaTable
     from use.delta import DeltaLog
     from use.errors import ConcurrentDeleteReadError
-    from use.optimize.delta_table import DeltaTable
     from use.sql.dml import rewrite_rows
     from use.sql.scan import file_uris
 
@@ -147,9 +147,9 @@ def test_a_delete_that_loses_to_a_compaction_runs_again_on_the_new_snapshot(spar
     which does not see this process's statements, would); the shim plans again and the second
     attempt commits. The deleted rows stay deleted and every other row stays."""
     import use.sql.bridge as bridge
+    from use import DeltaTable
     from use.delta.storage import resolve_table_root
     from use.optimize import yielding
-    from use.optimize.delta_table import DeltaTable
     from use.sql.dml import rewrite_rows
 
     path = str(tmp_path / "t")
@@ -416,9 +416,9 @@ def test_this_process_optimizations_yield_to_a_row_level_write(spark, tmp_path, 
     task, and a task that would commit during one is abandoned (nothing committed, its files gone);
     once the statement ends the optimization runs."""
     import use.optimize.loop as loop
+    from use import DeltaTable
     from use.delta.storage import resolve_table_root
     from use.optimize import yielding
-    from use.optimize.delta_table import DeltaTable
     from use.optimize.loop_core import CONFLICTS, CONVERGED
 
     path = str(tmp_path / "y")

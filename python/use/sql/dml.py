@@ -37,15 +37,13 @@ from use.delta.snapshot import change_data_feed_active, check_write_support
 from use.delta.transaction import Transaction
 from use.errors import InvalidArgumentError, TableConstraintError
 from use.optimize import auto_compact, yielding
-from use.optimize.executor import delete_written
 from use.optimize.task_metrics import num_records
 from use.qbeast.reader import expression_to_predicate
 from use.qbeast.revision import adds_revisions_only
-from use.runtime.files import write_dataframe_files
+from use.runtime.files import delete_written, rows_written, write_dataframe_files
 from use.sql.scan import file_uris
 from use.sql.sessions import dataframe
 from use.sql.tables import snapshot_of, table_root
-from use.sql.write import rows_written
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -18,12 +18,12 @@ from use.delta.log_cache import shared_log
 from use.delta.schema import check_append_schema, check_no_void, nullable_type, write_type_problem
 from use.delta.transaction import check_app_transaction
 from use.errors import IndexColumnError, InvalidArgumentError, NotAQbeastTableError, SchemaMismatchError, TableAlreadyExistsError
-from use.optimize.delta_table import DeltaTable
 from use.qbeast.revision import cube_size_option
 from use.qbeast.writer import write as otree_write
 from use.runtime.conform import conform_to_table
+from use.runtime.delta_write import write_delta_table
 from use.sql.sessions import dataframe
-from use.sql.tables import check_schema_change, is_qbeast, spark_schema_to_arrow, table_root
+from use.sql.tables import check_properties, check_schema_change, is_qbeast, spark_schema_to_arrow, table_root
 from use.sql.write import cube_size_of, dynamic_overwrite, indexed_columns, write_delta, write_replacing_where
 
 if TYPE_CHECKING:
@@ -32,15 +32,15 @@ if TYPE_CHECKING:
     from use.delta.snapshot import Snapshot
 
 
-#: Spark's SaveMode names, as the V1 write passes them, to `DeltaTable.write`'s modes.
+#: Spark's SaveMode names, as the V1 write passes them, to `write_delta_table`'s modes.
 _SAVE_MODES = {"Append": "append", "Overwrite": "overwrite", "ErrorIfExists": "errorifexists", "Ignore": "ignore"}
 
 
 def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """`df.write.format("delta").save(path)` in any save mode, with Delta's semantics (the shim's
     `DeltaPathProvider.createRelation`). A path without a table gets one, created by this write in
-    one commit (`DeltaTable.write`: partitioned by `partitionBy`, `delta.*` writer options as its
-    properties) whatever the mode; on an existing table `errorifexists` fails and `ignore` writes
+    one commit (`use.runtime.delta_write.write_delta_table`, as `DeltaTable.write`: partitioned by
+    `partitionBy`, `delta.*` writer options as its properties) whatever the mode; on an existing table `errorifexists` fails and `ignore` writes
     nothing, and `append` / `overwrite` are answered `{"write": mode, "root": ...}` (`dynamic` for
     Delta's `partitionOverwriteMode=dynamic`): the shim then writes through the catalog as
     `INSERT INTO` / `INSERT OVERWRITE delta.`root`` do, so rows are matched to the table's columns
@@ -64,9 +64,9 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
         return _save_qbeast(spark, dataframe(spark, args[0]), root, mode, options, parts, (app_id, app_version))
     if not log.exists():
         df = dataframe(spark, args[0])
-        properties = {k: v for k, v in options.items() if k.lower().startswith("delta.")}
-        DeltaTable.write(
-            df, root, mode=mode, partition_by=parts, properties=properties or None, txn_app_id=app_id, txn_version=app_version
+        properties = check_properties({k: v for k, v in options.items() if k.lower().startswith("delta.")})
+        write_delta_table(
+            df, root, mode=mode, partition_by=parts, configuration=properties, txn_app_id=app_id, txn_version=app_version
         )
         return {"created": True, "root": root}
     if mode == "errorifexists":
@@ -148,7 +148,7 @@ def _write_replacing_schema(
             txn_app_id=app[0], txn_version=app[1],
         )  # fmt: skip
     else:
-        DeltaTable.write(df, root, mode="overwrite", partition_by=list(parts or []), txn_app_id=app[0], txn_version=app[1])
+        write_delta_table(df, root, mode="overwrite", partition_by=list(parts or []), txn_app_id=app[0], txn_version=app[1])
 
 
 def _refuse_dynamic(dynamic: bool, what: str) -> None:
@@ -248,7 +248,7 @@ def _write_idempotent(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: 
     if is_qbeast(snap.configuration):
         otree_write(spark, df, snap.table_root, indexed_columns(snap), mode=mode, txn_app_id=app_id, txn_version=version)
     else:
-        DeltaTable.write(df, snap.table_root, mode=mode, txn_app_id=app_id, txn_version=version)
+        write_delta_table(df, snap.table_root, mode=mode, txn_app_id=app_id, txn_version=version)
 
 
 def _columns_to_add(snap: Snapshot, df: DataFrame, merge_schema: bool) -> list[dict[str, Any]]:

@@ -34,7 +34,6 @@ from use.delta.schema import check_append_schema
 from use.delta.skipping import files_matching, partition_text_table
 from use.delta.transaction import Transaction
 from use.errors import InvalidArgumentError
-from use.optimize.executor import delete_written
 from use.qbeast.reader import plan_read, scan
 from use.qbeast.revision import (
     COLUMN_STATS_KEY,
@@ -46,7 +45,7 @@ from use.qbeast.revision import (
 from use.qbeast.snapshot import QbeastSnapshot
 from use.qbeast.writer import write as otree_write
 from use.runtime.conform import conform_to_table
-from use.runtime.files import write_dataframe_files
+from use.runtime.files import delete_written, rows_written, write_dataframe_files
 from use.sql.sessions import dataframe
 from use.sql.tables import (
     _cube_size,
@@ -202,11 +201,6 @@ def _check_rows_in_replaced_partitions(snap: Snapshot, adds: Sequence[AddFile], 
 
 def _parameters(mode: str, partition_columns: Any) -> dict[str, Any]:
     return {"mode": _MODES[mode], "partitionBy": json.dumps(list(partition_columns))}
-
-
-def rows_written(adds: Sequence[AddFile]) -> int:
-    """The rows of new files, from the stats the write put in their adds."""
-    return sum(int(json.loads(a.stats).get("numRecords", 0)) if a.stats else 0 for a in adds)
 
 
 def _metrics(adds: Sequence[Any], removed: int) -> dict[str, Any]:
