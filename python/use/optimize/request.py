@@ -176,21 +176,21 @@ class OptimizeRequest:
         if value is None:
             return None
         name = self._name("revision_id")
+        hints = {
+            PYTHON: "pass revision_id=1, or None for the latest",
+            CLI: "pass --revision-id 1, or leave it out for the latest",
+            SQL: "pass revision_id => 1, or leave it out for the latest",
+        }
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise InvalidArgumentError(f"{name} must be an integer revision id, got {value!r}")
+            raise InvalidArgumentError(f"{name} must be an integer revision id, got {value!r}", hints=hints)
         if value < 0:
             raise InvalidArgumentError(
-                f"{name} must be a revision id (an integer >= 0; 0 is the staging revision), got {value!r}",
-                hints={
-                    PYTHON: "pass revision_id=1, or None for the latest",
-                    CLI: "pass --revision-id 1, or leave it out for the latest",
-                    SQL: "pass revision_id => 1, or leave it out for the latest",
-                },
+                f"{name} must be a revision id (an integer >= 0; 0 is the staging revision), got {value!r}", hints=hints
             )
         return int(value)
 
     def _max_iterations(self) -> int | None:
-        value = self._cli_int("max_iterations", self.max_iterations)
+        value: int | None = self._cli_int("max_iterations", self.max_iterations)
         validate_max_iterations(value, self._name("max_iterations"))
         return value
 
