@@ -129,7 +129,7 @@ def parquet_compression(codec: Any, source: str = "compression") -> str:
     """The pyarrow codec for a Spark parquet codec name (case-insensitive); `source` names where
     the value came from, for the error."""
     name = codec.strip().lower() if isinstance(codec, str) else None
-    if name not in _CODECS:
+    if name is None or name not in _CODECS:
         hint = " (LZO has no writer here)" if name == "lzo" else ""
         raise ConfigError(
             f"{source} = {codec!r} is not a parquet codec USE can write{hint}; use one of {', '.join(sorted(_CODECS))}"

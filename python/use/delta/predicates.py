@@ -20,7 +20,7 @@ from typing import Literal
 Value = bool | int | float | str | bytes | _dt.date | _dt.datetime | _decimal.Decimal
 ComparisonOp = Literal["=", "!=", "<", "<=", ">", ">="]
 
-_FLIPPED: dict[str, str] = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_FLIPPED: dict[ComparisonOp, ComparisonOp] = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Comparison:
     @staticmethod
     def flipped(value: Value, op: ComparisonOp, column: str) -> Comparison:
         """`value <op> column` written with the column on the left."""
-        return Comparison(column, _FLIPPED[op], value)  # type: ignore[arg-type]
+        return Comparison(column, _FLIPPED[op], value)
 
 
 @dataclass(frozen=True)
