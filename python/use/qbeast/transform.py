@@ -269,8 +269,10 @@ class LinearTransformation(Transformation):
         """A new transformation over [min, max] with a fresh random null value."""
         lo = to_number(min_number, ordered_data_type)
         hi = to_number(max_number, ordered_data_type)
+        if lo is None or hi is None:
+            raise InvalidArgumentError(f"a linear transformation needs finite bounds, got min={min_number!r} max={max_number!r}")
         r = (rng or _random).random()
-        return cls(lo, hi, random_between(lo, hi, ordered_data_type, r), ordered_data_type)  # type: ignore[arg-type]
+        return cls(lo, hi, random_between(lo, hi, ordered_data_type, r), ordered_data_type)
 
     @property
     def _scale(self) -> float:
