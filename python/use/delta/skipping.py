@@ -36,7 +36,6 @@ import pyarrow.compute as pc
 from use.delta.predicates import (
     And,
     Comparison,
-    ComparisonOp,
     InList,
     IsNotNull,
     IsNull,
@@ -70,7 +69,6 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _TIMESTAMP_MAX_SLACK_US = 1000  # Delta writes timestamp stats truncated to milliseconds
 _MAX_INLIST_ITEMS = 256  # beyond this an IN list is pruned by its [min, max] range
 _MAX_PREFIX_CHECK = 256  # longest string max for which "literal starts with max" is checked
-_NEGATED: dict[ComparisonOp, ComparisonOp] = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
 
 @dataclass(frozen=True)
@@ -302,7 +300,7 @@ def _keep(cond: Any, n: int) -> pa.BooleanArray:
 def _negate(p: Predicate) -> Predicate:
     """NOT pushed down (SQL WHERE semantics: a NULL result selects nothing either way)."""
     if isinstance(p, Comparison):
-        return Comparison(p.column, _NEGATED[p.op], p.value)
+        return p.negated()
     if isinstance(p, IsNull):
         return IsNotNull(p.column)
     if isinstance(p, IsNotNull):
