@@ -40,7 +40,8 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from use.errors import ServiceError, TableNotFoundError
-from use.optimize.config import SPARK_OPT_PREFIX, ServiceConfig
+from use.optimize.config import ServiceConfig
+from use.optimize.keys import SPARK_OPT_PREFIX
 from use.optimize.loop_core import CONFLICTS, StopToken
 from use.optimize.report import format_iteration
 from use.service import active
