@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import functions as F
-from pyspark.sql.functions import arrow_udf
+from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.types import ArrayType, MapType, StructType
 
 from use.delta.actions import AddFile
