@@ -443,7 +443,7 @@ def add_actions(files: pa.Table, data_change: bool, tags: Sequence[Mapping[str, 
             partition_values=pv or {},
             stats=st,
             tags=None if t is None else dict(t),
-        )  # fmt: skip
+        )
         for p, n, m, st, pv, t in zip(paths, sizes, mtimes, stats, pvs, tags, strict=False)
     ]
 

@@ -216,7 +216,7 @@ class _SpaceBuilder:
                     return None
                 lo = float(transformation.transform_value(int(ms) - _ZONE_SLACK_MS, clamp=False))
                 hi = float(transformation.transform_value(int(ms) + _ZONE_SLACK_MS, clamp=False))
-        except Exception:  # a literal of another type than the column: no pruning on it
+        except Exception:  # noqa: BLE001 - a literal of another type than the column: no pruning on it
             return None
         if not (math.isfinite(lo) and math.isfinite(hi)):
             return None

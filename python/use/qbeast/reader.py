@@ -259,7 +259,7 @@ def filter_column(filter: FilterArg) -> Column | None:
         try:
             with quiet_query_errors():
                 return F.expr(filter)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - Spark's parse error, of whichever class: the typed error below
             raise InvalidArgumentError(f"filter {filter!r} is not a valid SQL expression: {_first_line(exc)}") from None
     if isinstance(filter, Column):
         return filter
@@ -281,7 +281,7 @@ def translate_filter(spark: SparkSession, schema: StructType, filter: FilterArg)
     try:
         with quiet_query_errors():  # the typed error below is the whole report
             analyzed = empty.filter(col)._jdf.queryExecution().analyzed()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - Spark's analysis error, of whichever class: the typed error below
         raise InvalidArgumentError(
             f"filter {filter!r} cannot be applied to the table (columns: {', '.join(schema.fieldNames())}): {_first_line(exc)}"
         ) from None

@@ -287,7 +287,7 @@ class OptimizationService:
                 if refresh:
                     self._refresh()
                 self._cycle()
-            except Exception:  # noqa: BLE001 - the service must outlive any bug in one cycle
+            except Exception:  # the service must outlive any bug in one cycle
                 log.exception("optimization service cycle failed; continuing")
                 failed = True
             with self._cond:
@@ -428,7 +428,7 @@ class OptimizationService:
             if outcome == CONFLICTS:  # a conflict the loop could not resolve: a failure, retried later
                 error = "ConcurrentModificationError: every merge task lost to concurrent writers; retrying later"
                 log.warning("run %s of %s failed: %s", start.run_id, start.name, error)
-        except Exception as exc:  # noqa: BLE001 - recorded on the table, retried with backoff
+        except Exception as exc:  # recorded on the table, retried with backoff
             error = _describe(exc)
             log.warning("run %s of %s failed: %s", start.run_id, start.name, error, exc_info=True)
         figures = None
