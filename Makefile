@@ -32,6 +32,7 @@ test-fast: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check python tests benchmarks docs/generate.py
 	$(VENV)/bin/ruff format --check python tests benchmarks docs/generate.py
+	$(VENV)/bin/mypy
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/run.py

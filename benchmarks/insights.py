@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import event_log, fmt_table  # noqa: E402  (puts python/ on the path)
+from _common import event_log, fmt_table  # importing _common puts python/ on the path
 
 QUERIES = [
     ("optimizations, {events} events", "SELECT * FROM use_catalog.spark_catalog.bench.ev.optimizations", 1.0),

@@ -620,7 +620,7 @@ class Snapshot:
 
     @property
     def num_files(self) -> int:
-        return self._state.files.num_rows
+        return int(self._state.files.num_rows)
 
     @property
     def all_tombstones(self) -> pa.Table:

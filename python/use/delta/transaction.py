@@ -274,7 +274,7 @@ class Transaction:
         # As Delta (`canDowngradeToSnapshotIsolation`): only a commit of file actions alone, none of
         # them changing data, may be rebased freely; any other action (metaData, protocol, an
         # application transaction) keeps the table's default level.
-        file_actions = [*self._adds, *self._removes]
+        file_actions: list[AddFile | RemoveFile] = [*self._adds, *self._removes]
         only_file_actions = self._metadata is None and self._protocol is None and not self._txns
         if file_actions and only_file_actions and not any(a.data_change for a in file_actions):
             return "SnapshotIsolation"
@@ -516,7 +516,7 @@ class Transaction:
                         f"that this transaction should have read{advice}"
                     )
         if not snapshot_isolation and self._read_rows is not None and winner.adds.num_rows:
-            self._check_read_rows(winner, who, advice)
+            self._check_read_rows(winner, self._read_rows, who, advice)
         if winner.removes.num_rows:
             removed = winner.removes.column("path")
             if self._read_whole_table:
@@ -546,14 +546,14 @@ class Transaction:
                 f"Snapshot.app_transaction_version({app!r}) before retrying"
             )
 
-    def _check_read_rows(self, winner: CommitActions, who: str, advice: str) -> None:
+    def _check_read_rows(self, winner: CommitActions, read_rows: Predicate | bool, who: str, advice: str) -> None:
         """A winner (not a blind append) added data files that may hold rows this transaction's
         `read_rows_matching` condition matches: ConcurrentAppendError."""
         if bool((winner.commit_info or {}).get("isBlindAppend", False)):
             return
         changed = winner.adds.filter(pc.fill_null(winner.adds.column("data_change"), True))
-        if changed.num_rows and not isinstance(self._read_rows, bool):
-            changed = changed.filter(snapshot_files_matching(self.snapshot, changed, self._read_rows))
+        if changed.num_rows and not isinstance(read_rows, bool):
+            changed = changed.filter(snapshot_files_matching(self.snapshot, changed, read_rows))
         if changed.num_rows:
             raise ConcurrentAppendError(
                 f"files were added to {self._log.table_root} concurrently by {who} (e.g. "
