@@ -435,8 +435,8 @@ _UNSUPPORTED_WHEN_TRUE = {
     "delta.checkpoint.writeStatsAsStruct": "checkpoint stats as struct",
 }
 
-#: Delta's isolation levels a table may name (`delta.isolationLevel`); USE checks conflicts as
-#: Delta's WriteSerializable level whatever the table says (README, "Delta table properties").
+#: Delta's isolation levels a table may name (`delta.isolationLevel`); USE checks conflicts at the
+#: level named, WriteSerializable when none is (README, "Delta table properties").
 _ISOLATION_LEVELS = ("serializable", "writeserializable")
 
 #: Delta's boolean properties that nothing else parses: a value other than true/false is refused.
