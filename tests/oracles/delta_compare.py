@@ -115,7 +115,9 @@ def use_rows(spark: Any, path: str, version: int | None = None, columns: str = "
 
 def history(engine: EngineProcess, path: str) -> list[dict[str, Any]]:
     """delta-spark's DESCRIBE HISTORY, oldest first: version, timestamp, operation, parameters."""
-    t = engine.sql(
-        f"SELECT version, timestamp, operation, operationParameters, isBlindAppend FROM (DESCRIBE HISTORY delta.`{path}`)"
+    t = engine.py(
+        "result = spark.sql(f\"DESCRIBE HISTORY delta.`{args['path']}`\")"
+        ".select('version', 'timestamp', 'operation', 'operationParameters', 'isBlindAppend')",
+        path=path,
     )
     return sorted(t.to_pylist(), key=lambda r: r["version"])

@@ -138,7 +138,7 @@ class EngineProcess:
 
     def rss_bytes(self) -> int:
         """Resident memory of the engine's process tree (its Python and its JVM)."""
-        return _tree_rss(self.proc.pid)
+        return tree_rss(self.proc.pid)
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -152,7 +152,7 @@ class EngineProcess:
         self._log.close()
 
 
-def _tree_rss(pid: int) -> int:
+def tree_rss(pid: int) -> int:
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for entry in Path("/proc").iterdir():

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -133,11 +134,13 @@ def qbeast_spark_jars() -> list[Path]:
                 raise
             CACHE.mkdir(parents=True, exist_ok=True)
             refused.write_text(f"{_pom_digest()}\n{e}\n")
-    reason = refused.read_text().split("\n", 1)[1].strip()
+    said = refused.read_text().split("\n", 1)[1]
+    found = re.search(r"io\.qbeast:\S+ (?:was not found in|could not be resolved from) \S+", said)
+    reason = found.group(0) if found else said.strip().splitlines()[-1]
     given = [Path(p) for p in os.environ.get(QBEAST_JARS_ENV, "").split(os.pathsep) if p]
     if not given:
         raise OracleUnavailable(
-            f"the registry refused io.qbeast artifacts ({QBEAST_RELEASE} cannot be resolved by mvn: {reason.splitlines()[-1]}); "
+            f"the registry refused io.qbeast artifacts ({QBEAST_RELEASE}: mvn says {reason}); "
             f"set {QBEAST_JARS_ENV} to qbeast-spark 0.7.1 jar(s) built from its source to run these tests"
         )
     absent = [str(p) for p in given if not p.is_file()]
