@@ -161,27 +161,31 @@ def test_deletion_vectors_from_delete_update_merge_and_purge(spark, delta_spark,
     assert "deletionVectors" not in (snap["protocol"]["reader_features"] or [])
 
 
-def test_liquid_clustering(spark, delta_spark, tmp_path) -> None:
+@pytest.mark.parametrize(
+    "feature, create, change",
+    [
+        (
+            "clustering",  # liquid clustering
+            "(id BIGINT, v STRING) USING delta CLUSTER BY (v)",
+            "OPTIMIZE delta.`{path}`",
+        ),
+        (
+            "rowTracking",
+            "(id BIGINT, v STRING) USING delta TBLPROPERTIES ('delta.enableRowTracking' = 'true')",
+            "UPDATE delta.`{path}` SET v = 'u' WHERE id < 10",
+        ),
+    ],
+)
+def test_writer_features(spark, delta_spark, tmp_path, feature, create, change) -> None:
+    """Writer-only features: every reader reads the table; USE refuses to write it, by name."""
     path = str(tmp_path / "t")
-    delta_spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, k STRING) USING delta CLUSTER BY (k)")
-    for i in range(3):
+    delta_spark.sql(f"CREATE TABLE delta.`{path}` {create}")
+    for i in range(2):
         delta_spark.sql(f"INSERT INTO delta.`{path}` SELECT id + {i * 50}, CAST(id % 4 AS STRING) FROM range(50)")
-    delta_spark.sql(f"OPTIMIZE delta.`{path}`")
+    delta_spark.sql(change.format(path=path))
     snap = _agree(spark, delta_spark, path, versions=(2,))
-    assert "clustering" in snap["protocol"]["writer_features"]
-    _refused_to_write(spark, path, "clustering")
-
-
-def test_row_tracking(spark, delta_spark, tmp_path) -> None:
-    path = str(tmp_path / "t")
-    delta_spark.sql(
-        f"CREATE TABLE delta.`{path}` (id BIGINT, v STRING) USING delta TBLPROPERTIES ('delta.enableRowTracking' = 'true')"
-    )
-    delta_spark.sql(f"INSERT INTO delta.`{path}` SELECT id, CAST(id AS STRING) FROM range(30)")
-    delta_spark.sql(f"UPDATE delta.`{path}` SET v = 'u' WHERE id < 10")
-    snap = _agree(spark, delta_spark, path, versions=(1,))
-    assert "rowTracking" in snap["protocol"]["writer_features"]
-    _refused_to_write(spark, path, "rowTracking")
+    assert feature in snap["protocol"]["writer_features"]
+    _refused_to_write(spark, path, feature)
 
 
 def test_change_data_feed(spark, delta_spark, tmp_path) -> None:
