@@ -226,8 +226,8 @@ txn = delta.DeltaLog.forTable(spark._jsparkSession, args["path"]).startTransacti
 b = [f for f in txn.snapshot().allFiles().collectAsList() if "k=b" in f.path()]
 if args["read"] == "all":
     txn.filterFiles()
-elif args["read"] == "b files":
-    txn.filterFiles(jvm.org.apache.spark.api.python.PythonUtils.toSeq(b))
+elif args["read"] == "b files":  # what filterFiles(predicates) records for the files it returns
+    txn.readFiles().add(b[0])
 actions = []
 if args["do"] == "append":
     actions.append(parse({"add": args["add"]}))
