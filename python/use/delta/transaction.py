@@ -278,7 +278,10 @@ class Transaction:
         only_file_actions = self._metadata is None and self._protocol is None and not self._txns
         if file_actions and only_file_actions and not any(a.data_change for a in file_actions):
             return "SnapshotIsolation"
-        return "WriteSerializable"
+        # A table that names Serializable (`delta.isolationLevel`) gets it, as in delta-spark: blind
+        # appends then conflict with what this transaction read too. Otherwise WriteSerializable.
+        named = self.snapshot.metadata.configuration.get("delta.isolationLevel", "").strip().lower()
+        return "Serializable" if named == "serializable" else "WriteSerializable"
 
     # --- validation ---------------------------------------------------------------------------------
 
@@ -505,10 +508,11 @@ class Transaction:
         )  # fmt: skip
         if winner.changes_metadata and not tolerated:
             raise MetadataChangedError(f"the metadata (schema or properties) of {table} changed concurrently in {who}{advice}")
-        snapshot_isolation = self.isolation_level == "SnapshotIsolation"
+        level = self.isolation_level
+        snapshot_isolation = level == "SnapshotIsolation"
         if not snapshot_isolation and self._read_whole_table and winner.adds.num_rows:
             blind = bool((winner.commit_info or {}).get("isBlindAppend", False))
-            if not blind or self._metadata is not None:
+            if not blind or self._metadata is not None or level == "Serializable":
                 changed = winner.adds.filter(pc.fill_null(winner.adds.column("data_change"), True))
                 if changed.num_rows:
                     raise ConcurrentAppendError(
@@ -547,9 +551,10 @@ class Transaction:
             )
 
     def _check_read_rows(self, winner: CommitActions, read_rows: Predicate | bool, who: str, advice: str) -> None:
-        """A winner (not a blind append) added data files that may hold rows this transaction's
-        `read_rows_matching` condition matches: ConcurrentAppendError."""
-        if bool((winner.commit_info or {}).get("isBlindAppend", False)):
+        """A winner (not a blind append, unless the table is Serializable) added data files that may
+        hold rows this transaction's `read_rows_matching` condition matches: ConcurrentAppendError."""
+        blind = bool((winner.commit_info or {}).get("isBlindAppend", False))
+        if blind and self.isolation_level != "Serializable":
             return
         changed = winner.adds.filter(pc.fill_null(winner.adds.column("data_change"), True))
         if changed.num_rows and not isinstance(read_rows, bool):
