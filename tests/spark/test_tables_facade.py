@@ -198,7 +198,7 @@ def test_use_table_still_gives_the_tables_with_a_deprecation_warning() -> None:
         from use.table import QbeastTable as Old  # noqa: F401
     assert [w.category for w in seen] == [DeprecationWarning] and seen[0].filename == __file__
     with pytest.raises(AttributeError, match="the Python facade is use.tables"):
-        use.table.Nope  # noqa: B018
+        use.table.Nope
 
 
 def test_the_optimizer_module_of_the_old_delta_table_names_the_new_imports() -> None:

@@ -49,6 +49,8 @@ from use.optimize.request import OptimizeRequest
 from use.qbeast.snapshot import QbeastSnapshot
 
 if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
     from use.optimize.plan import MergeTask, Plan
     from use.optimize.task_metrics import IterationMetrics
 
@@ -161,7 +163,7 @@ def optimize_path(
     return result
 
 
-def optimizations(spark: Any, location: str) -> Any:
+def optimizations(spark: SparkSession, location: str) -> DataFrame:
     """The table's optimization events as a Spark DataFrame (the `<table>.optimizations` rows), with
     `started_at` and `finished_at` as timestamps (the events store epoch milliseconds)."""
     table = optimizations_table(location)

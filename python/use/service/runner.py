@@ -22,6 +22,7 @@ from use.optimize.keys import POOL, POOL_PROPERTY, SPARK_PREFIX
 from use.optimize.loop import optimize_path
 from use.optimize.loop_core import StopToken, session_conf
 from use.optimize.request import OptimizeRequest
+from use.runtime.jobs import set_local_property
 from use.service.records import SCHEDULED_TRIGGER, RunStart
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,8 +57,7 @@ class SparkRunner:
 
     def optimize(self, start: RunStart, *, stop: StopToken, cancel: StopToken, on_iteration: Callable[[Any], None]) -> str:
         """Run the optimizer loop on the table; returns the loop's outcome (converged, stopped, ...)."""
-        sc = self.spark.sparkContext
-        sc.setLocalProperty(POOL_PROPERTY, self.pool)
+        set_local_property(self.spark, POOL_PROPERTY, self.pool)
         try:
             request = OptimizeRequest(start.location, overrides=dict(start.settings), auto=start.trigger == SCHEDULED_TRIGGER)
             result = optimize_path(
@@ -70,5 +70,5 @@ class SparkRunner:
                 job_description=f"USE service: {start.trigger} optimization of {start.name} (run {start.run_id})",
             )
         finally:
-            sc.setLocalProperty(POOL_PROPERTY, None)  # type: ignore[arg-type]
+            set_local_property(self.spark, POOL_PROPERTY, None)
         return result.outcome
