@@ -26,6 +26,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from use.delta import DeltaLog
 from use.delta.actions import remove_actions
+from use.delta.commit_options import CommitOptions
 from use.delta.manifest import generate_table
 from use.delta.restore import restore
 from use.delta.schema import as_nullable, check_append_schema, check_partition_types, schema_to_json
@@ -38,7 +39,7 @@ from use.optimize.loop import optimizations, optimize_path
 from use.optimize.properties import alter_properties, check_configuration, property_text, table_properties
 from use.optimize.report import format_iteration
 from use.qbeast.reader import read
-from use.runtime.conf import statement_table_defaults
+from use.runtime.conf import session_table_defaults
 from use.runtime.conform import conform_to_table
 from use.runtime.files import write_dataframe_files
 
@@ -210,6 +211,7 @@ class DeltaTable(TableSurface):
         properties: Mapping[str, Any] | None = None,
         txn_app_id: str | None = None,
         txn_version: int | None = None,
+        user_metadata: str | None = None,
     ) -> DeltaWriteResult:
         """Write `df` to the plain Delta table at `path` in one commit (the table is created if missing).
 
@@ -221,112 +223,17 @@ class DeltaTable(TableSurface):
         with Delta stats from their parquet footers; readable by every Delta reader.
         `txn_app_id`/`txn_version` make the write idempotent (Delta's `txn` action, as a streaming
         `foreachBatch` uses its query id and batch id): a version the table has already committed
-        for that app id writes nothing. A table with Delta's auto compaction on
+        for that app id writes nothing. `user_metadata` is the commit's `commitInfo.userMetadata` (Delta's
+        `userMetadata` writer option). A new table takes the session's Delta property defaults
+        (`spark.databricks.delta.properties.defaults.*`). A table with Delta's auto compaction on
         (`delta.autoOptimize.autoCompact`) is compacted after the write (`use.optimize.auto_compact`).
         """
-        with compacting_after(df.sparkSession), statement_table_defaults(df.sparkSession):
-            return DeltaTable._write(
-                df, path, mode, partition_by, properties=properties, txn_app_id=txn_app_id, txn_version=txn_version
-            )
-
-    @staticmethod
-    def _write(
-        df: DataFrame,
-        path: str,
-        mode: str,
-        partition_by: Sequence[str] | str | None,
-        *,
-        properties: Mapping[str, Any] | None,
-        txn_app_id: str | None,
-        txn_version: int | None,
-    ) -> DeltaWriteResult:
-        mode_key = mode.lower() if isinstance(mode, str) else mode
-        if mode_key not in WRITE_MODES:
-            raise InvalidArgumentError(f"mode must be one of {', '.join(WRITE_MODES)}, got {mode!r}")
-        if not isinstance(path, str) or not path:
-            raise InvalidArgumentError(f"a table path must be a non-empty string, got {path!r}")
-        check_app_transaction(txn_app_id, txn_version)
-        parts = _partition_list(partition_by)
-        root = os.path.abspath(path)
-        log = DeltaLog.for_path(root)
-        snap = log.snapshot() if log.exists() else None
-        if snap is not None and snap.has_app_transaction(txn_app_id, txn_version):
-            return DeltaWriteResult(None, 0, 0)  # this write already happened
-        if snap is not None:
-            if mode_key in ("error", "errorifexists"):
-                raise TableAlreadyExistsError(
-                    f"a Delta table already exists at {root} (mode={mode!r}); write with mode='append' or "
-                    "'overwrite', or choose another path"
-                )
-            if mode_key == "ignore":
-                return DeltaWriteResult(None, 0, 0)
-            if any(k.startswith("qbeast.") for k in snap.metadata.configuration):
-                raise InvalidArgumentError(
-                    f"the table at {root} is a Qbeast table; write to it with QbeastTable.write(df, path, "
-                    "columns_to_index) so its rows are indexed"
-                )
-            if properties:
-                raise InvalidArgumentError(
-                    f"properties= applies to a new table only, and {root} exists; change its properties with "
-                    "DeltaTable.for_path(spark, path).set_properties(...)"
-                )
-        data_schema = to_arrow_schema(df.schema, prefers_large_types=False)
-        if snap is not None and mode_key == "append":
-            check_append_schema(data_schema, snap.schema, root)
-            df = conform_to_table(df, snap.metadata.schema_string)  # a type widened without loss: the table's
-            table_parts = list(snap.metadata.partition_columns)
-            if partition_by is not None and parts != table_parts:
-                raise InvalidArgumentError(
-                    f"partition_by={parts} differs from the partitioning {table_parts} of {root}; append without "
-                    "partition_by (or with the same columns), or overwrite the table to repartition it"
-                )
-            parts, schema = table_parts, snap.schema
-            configuration = dict(snap.metadata.configuration)
-        else:
-            # a new (or replaced) table's columns are nullable, as Delta stores them: a column the first
-            # rows happened to fill must not refuse NULLs in later writes (`as_nullable`)
-            schema = as_nullable(data_schema)
-            if snap is not None and partition_by is None:  # an overwrite keeps the partitioning unless told
-                parts = list(snap.metadata.partition_columns)
-            check_partition_types(schema, parts, "the DataFrame")
-            if snap is None:
-                configuration = {str(k): property_text(v) for k, v in (properties or {}).items()}
-                check_configuration(configuration)
-            else:
-                configuration = dict(snap.metadata.configuration)
-
-        # Everything (schema, partitions, properties) is checked before any file is written.
-        if snap is None:
-            txn = log.create_transaction(schema, parts, configuration)
-        else:
-            txn = log.start_transaction()
-            if mode_key == "overwrite":
-                new_meta = replace(snap.metadata, schema_string=schema_to_json(schema), partition_columns=tuple(parts))
-                if new_meta != snap.metadata:
-                    txn.add(new_meta)
-                txn.read_whole_table()
-                txn.add(*remove_actions(txn.snapshot.files, data_change=True))
-        created_root = not os.path.isdir(root)
-        os.makedirs(root, exist_ok=True)
-        adds: tuple[Any, ...] = ()
-        try:
-            adds = write_dataframe_files(df, root, schema, partition_columns=parts, configuration=configuration)
-            txn.add(*adds)
-            if txn_app_id is not None:
-                txn.set_app_transaction(txn_app_id, int(txn_version))  # type: ignore[arg-type]
-            rows = _rows_of(adds)
-            spark_mode = {"append": "Append", "overwrite": "Overwrite", "ignore": "Ignore"}.get(mode_key, "ErrorIfExists")
-            version = txn.commit(
-                "WRITE",
-                {"mode": spark_mode, "partitionBy": json.dumps(parts)},
-                {"numFiles": str(len(adds)), "numOutputRows": str(rows)},
-            )
-        except BaseException:
-            delete_written(root, list(adds))
-            if created_root:
-                _remove_empty_dirs(root)
-            raise
-        return DeltaWriteResult(version, len(adds), rows)
+        with compacting_after(df.sparkSession) as recorder:
+            options = CommitOptions(user_metadata, session_table_defaults(df.sparkSession), recorder)
+            return write_table(
+                df, path, mode, partition_by, properties=properties, txn_app_id=txn_app_id, txn_version=txn_version,
+                commit_options=options,
+            )  # fmt: skip
 
     def snapshot(self) -> Snapshot:
         """The latest snapshot (read now, never cached)."""
@@ -401,3 +308,105 @@ def _rows_of(adds: Sequence[Any]) -> int:
         except ValueError:
             pass
     return total
+
+
+def write_table(
+    df: DataFrame,
+    path: str,
+    mode: str,
+    partition_by: Sequence[str] | str | None,
+    *,
+    properties: Mapping[str, Any] | None,
+    txn_app_id: str | None,
+    txn_version: int | None,
+    commit_options: CommitOptions,
+) -> DeltaWriteResult:
+    """`DeltaTable.write` with the writing statement's `commit_options` (its user metadata, default
+    table properties and recorder of commits; the statement compacts after it): what SQL saves call."""
+    mode_key = mode.lower() if isinstance(mode, str) else mode
+    if mode_key not in WRITE_MODES:
+        raise InvalidArgumentError(f"mode must be one of {', '.join(WRITE_MODES)}, got {mode!r}")
+    if not isinstance(path, str) or not path:
+        raise InvalidArgumentError(f"a table path must be a non-empty string, got {path!r}")
+    check_app_transaction(txn_app_id, txn_version)
+    parts = _partition_list(partition_by)
+    root = os.path.abspath(path)
+    log = DeltaLog.for_path(root)
+    snap = log.snapshot() if log.exists() else None
+    if snap is not None and snap.has_app_transaction(txn_app_id, txn_version):
+        return DeltaWriteResult(None, 0, 0)  # this write already happened
+    if snap is not None:
+        if mode_key in ("error", "errorifexists"):
+            raise TableAlreadyExistsError(
+                f"a Delta table already exists at {root} (mode={mode!r}); write with mode='append' or "
+                "'overwrite', or choose another path"
+            )
+        if mode_key == "ignore":
+            return DeltaWriteResult(None, 0, 0)
+        if any(k.startswith("qbeast.") for k in snap.metadata.configuration):
+            raise InvalidArgumentError(
+                f"the table at {root} is a Qbeast table; write to it with QbeastTable.write(df, path, "
+                "columns_to_index) so its rows are indexed"
+            )
+        if properties:
+            raise InvalidArgumentError(
+                f"properties= applies to a new table only, and {root} exists; change its properties with "
+                "DeltaTable.for_path(spark, path).set_properties(...)"
+            )
+    data_schema = to_arrow_schema(df.schema, prefers_large_types=False)
+    if snap is not None and mode_key == "append":
+        check_append_schema(data_schema, snap.schema, root)
+        df = conform_to_table(df, snap.metadata.schema_string)  # a type widened without loss: the table's
+        table_parts = list(snap.metadata.partition_columns)
+        if partition_by is not None and parts != table_parts:
+            raise InvalidArgumentError(
+                f"partition_by={parts} differs from the partitioning {table_parts} of {root}; append without "
+                "partition_by (or with the same columns), or overwrite the table to repartition it"
+            )
+        parts, schema = table_parts, snap.schema
+        configuration = dict(snap.metadata.configuration)
+    else:
+        # a new (or replaced) table's columns are nullable, as Delta stores them: a column the first
+        # rows happened to fill must not refuse NULLs in later writes (`as_nullable`)
+        schema = as_nullable(data_schema)
+        if snap is not None and partition_by is None:  # an overwrite keeps the partitioning unless told
+            parts = list(snap.metadata.partition_columns)
+        check_partition_types(schema, parts, "the DataFrame")
+        if snap is None:
+            configuration = {str(k): property_text(v) for k, v in (properties or {}).items()}
+            check_configuration(configuration)
+        else:
+            configuration = dict(snap.metadata.configuration)
+
+    # Everything (schema, partitions, properties) is checked before any file is written.
+    if snap is None:
+        txn = log.create_transaction(schema, parts, configuration, commit_options=commit_options)
+    else:
+        txn = log.start_transaction(commit_options=commit_options)
+        if mode_key == "overwrite":
+            new_meta = replace(snap.metadata, schema_string=schema_to_json(schema), partition_columns=tuple(parts))
+            if new_meta != snap.metadata:
+                txn.add(new_meta)
+            txn.read_whole_table()
+            txn.add(*remove_actions(txn.snapshot.files, data_change=True))
+    created_root = not os.path.isdir(root)
+    os.makedirs(root, exist_ok=True)
+    adds: tuple[Any, ...] = ()
+    try:
+        adds = write_dataframe_files(df, root, schema, partition_columns=parts, configuration=configuration)
+        txn.add(*adds)
+        if txn_app_id is not None:
+            txn.set_app_transaction(txn_app_id, int(txn_version))  # type: ignore[arg-type]
+        rows = _rows_of(adds)
+        spark_mode = {"append": "Append", "overwrite": "Overwrite", "ignore": "Ignore"}.get(mode_key, "ErrorIfExists")
+        version = txn.commit(
+            "WRITE",
+            {"mode": spark_mode, "partitionBy": json.dumps(parts)},
+            {"numFiles": str(len(adds)), "numOutputRows": str(rows)},
+        )
+    except BaseException:
+        delete_written(root, list(adds))
+        if created_root:
+            _remove_empty_dirs(root)
+        raise
+    return DeltaWriteResult(version, len(adds), rows)
