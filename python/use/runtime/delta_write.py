@@ -22,6 +22,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from use.delta import DeltaLog
 from use.delta.actions import remove_actions
+from use.delta.commit_options import NO_COMMIT_OPTIONS, CommitOptions
 from use.delta.schema import as_nullable, check_append_schema, check_partition_types, schema_to_json
 from use.delta.transaction import check_app_transaction
 from use.errors import InvalidArgumentError, TableAlreadyExistsError
@@ -56,6 +57,7 @@ def write_delta_table(
     configuration: Mapping[str, str] | None = None,
     txn_app_id: str | None = None,
     txn_version: int | None = None,
+    commit_options: CommitOptions = NO_COMMIT_OPTIONS,
 ) -> DeltaWriteResult:
     """Write `df` to the plain Delta table at `path` in `mode` (module docstring), in one commit.
 
@@ -63,7 +65,9 @@ def write_delta_table(
     `configuration`: a new table's properties, already checked by the caller
     (`use.optimize.properties.check_configuration`, which this layer cannot reach); refused for a
     table that exists. `txn_app_id`/`txn_version` make the write idempotent (Delta's `txn` action):
-    a version the table has already committed for that app id writes nothing.
+    a version the table has already committed for that app id writes nothing. `commit_options`: the
+    writing statement's (its user metadata, a new table's default properties, the recorder of its
+    commits for auto compaction).
     """
     mode_key = mode.lower() if isinstance(mode, str) else mode
     if mode_key not in WRITE_MODES:
@@ -118,9 +122,9 @@ def write_delta_table(
 
     # Everything (schema, partitions, properties) is checked before any file is written.
     if snap is None:
-        txn = log.create_transaction(schema, parts, new_configuration)
+        txn = log.create_transaction(schema, parts, new_configuration, commit_options=commit_options)
     else:
-        txn = log.start_transaction()
+        txn = log.start_transaction(commit_options=commit_options)
         if mode_key == "overwrite":
             new_meta = replace(snap.metadata, schema_string=schema_to_json(schema), partition_columns=tuple(parts))
             if new_meta != snap.metadata:

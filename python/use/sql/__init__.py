@@ -4,7 +4,8 @@ The JVM shim (`jvm-shim/src/main/scala/use/sql/`) holds the Spark-facing adapter
 catalog `use.sql.UseCatalog`, the extension `use.sql.UseSparkSessionExtension` (read planning,
 TABLESAMPLE pushdown, refused DML) and the V1 write that hands a query's DataFrame over. Everything
 that knows the Delta log, the Qbeast index or how to commit lives here, reached from the JVM
-through one py4j callback object (`use.sql.bridge.Bridge`) that `install` registers:
+through one py4j callback object (`use.sql.bridge.Bridge`) that `install` registers, in the typed
+messages of `use.sql.protocol` (mirrored by the shim's `Protocol.scala`):
 
 - `tables`: describe / create / stage / replace / alter properties / truncate (DDL on the log);
 - `scan`: the files each scan of a query reads (partition, stats, cube and sample pruning);

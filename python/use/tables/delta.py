@@ -14,12 +14,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from use.delta import DeltaLog
+from use.delta.commit_options import CommitOptions
 from use.delta.snapshot import Snapshot
 from use.errors import InvalidArgumentError, TableNotFoundError
 from use.optimize.auto_compact import compacting_after
 from use.optimize.properties import check_configuration, property_text
 from use.qbeast.reader import read
-from use.runtime.conf import statement_table_defaults
+from use.runtime.conf import session_table_defaults
 from use.runtime.delta_write import DeltaWriteResult, write_delta_table
 from use.tables.base import Table
 
@@ -57,6 +58,7 @@ class DeltaTable(Table[Snapshot]):
         properties: Mapping[str, Any] | None = None,
         txn_app_id: str | None = None,
         txn_version: int | None = None,
+        user_metadata: str | None = None,
     ) -> DeltaWriteResult:
         """Write `df` to the plain Delta table at `path` in one commit (the table is created if missing).
 
@@ -68,17 +70,21 @@ class DeltaTable(Table[Snapshot]):
         them. Files are written by the Spark tasks, with Delta stats from their parquet footers;
         readable by every Delta reader. `txn_app_id`/`txn_version` make the write idempotent
         (Delta's `txn` action, as a streaming `foreachBatch` uses its query id and batch id): a
-        version the table has already committed for that app id writes nothing. A table with
-        Delta's auto compaction on (`delta.autoOptimize.autoCompact`) is compacted after the write
+        version the table has already committed for that app id writes nothing. `user_metadata` is
+        the commit's `commitInfo.userMetadata` (Delta's `userMetadata` writer option). A new table
+        takes the session's Delta property defaults (`spark.databricks.delta.properties.defaults.*`).
+        A table with Delta's auto compaction on (`delta.autoOptimize.autoCompact`) is compacted after the write
         (`use.optimize.auto_compact`).
         """
         configuration = {str(k): property_text(v) for k, v in (properties or {}).items()}
         if configuration:
             check_configuration(configuration)
-        with compacting_after(df.sparkSession), statement_table_defaults(df.sparkSession):
+        with compacting_after(df.sparkSession) as recorder:
+            options = CommitOptions(user_metadata, session_table_defaults(df.sparkSession), recorder)
             return write_delta_table(
-                df, path, mode, partition_by, configuration=configuration, txn_app_id=txn_app_id, txn_version=txn_version
-            )
+                df, path, mode, partition_by, configuration=configuration, txn_app_id=txn_app_id, txn_version=txn_version,
+                commit_options=options,
+            )  # fmt: skip
 
     def snapshot(self) -> Snapshot:
         """The latest snapshot (read now, never cached)."""

@@ -17,6 +17,7 @@ import numpy as np
 from pyspark.sql import functions as F
 from pyspark.sql.types import NumericType, StringType
 
+from use.delta.commit_options import CommitOptions
 from use.errors import InvalidArgumentError, NotAQbeastTableError, VersionNotFoundError
 from use.optimize.auto_compact import compacting_after
 from use.qbeast.convert import ConvertResult, convert_to_qbeast
@@ -26,7 +27,7 @@ from use.qbeast.reader import FilterArg, load_snapshot
 from use.qbeast.reader import read as _read
 from use.qbeast.snapshot import QbeastSnapshot
 from use.qbeast.writer import write as _write
-from use.runtime.conf import statement_table_defaults
+from use.runtime.conf import session_table_defaults
 from use.tables.base import Table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,6 +82,7 @@ class QbeastTable(Table[QbeastSnapshot]):
         txn_app_id: str | None = None,
         txn_version: int | None = None,
         optimize_write: bool | None = None,
+        user_metadata: str | None = None,
     ) -> WriteResult:
         """Index `df` into the table at `path` (created if missing) with the OTree writer.
 
@@ -88,10 +90,14 @@ class QbeastTable(Table[QbeastSnapshot]):
         a different size starts a new revision. `txn_app_id`/`txn_version` make the write idempotent.
         `optimize_write=True` shuffles so each planned file is written once, `False` lets every
         write task write its own part of each file; by default the settings, else the size of the
-        write decide (see `use.qbeast.writer.write`). A table with Delta's auto compaction on
-        (`delta.autoOptimize.autoCompact`) is optimized after the write (`use.optimize.auto_compact`).
+        write decide (see `use.qbeast.writer.write`). `user_metadata` is the commit's
+        `commitInfo.userMetadata` (Delta's `userMetadata` writer option). A new table takes the
+        session's Delta property defaults (`spark.databricks.delta.properties.defaults.*`). A table
+        with Delta's auto compaction on (`delta.autoOptimize.autoCompact`) is optimized after the
+        write (`use.optimize.auto_compact`).
         """
-        with compacting_after(df.sparkSession), statement_table_defaults(df.sparkSession):
+        with compacting_after(df.sparkSession) as recorder:
+            options = CommitOptions(user_metadata, session_table_defaults(df.sparkSession), recorder)
             return _write(
                 df.sparkSession,
                 df,
@@ -103,6 +109,7 @@ class QbeastTable(Table[QbeastSnapshot]):
                 txn_app_id=txn_app_id,
                 txn_version=txn_version,
                 optimize_write=optimize_write,
+                commit_options=options,
             )
 
     @staticmethod
