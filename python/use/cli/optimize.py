@@ -14,7 +14,7 @@ import argparse
 from use.errors import CLI
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "optimize",
         help="optimize a Delta/Qbeast table until nothing is selected",

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from use.errors import InvalidArgumentError, ShimBuildError
+from use.runtime.jvm import driver_jvm
 from use.runtime.shim import shim_loaded
 from use.sql import insight_source
 from use.sql.bridge import register_bridge
@@ -78,7 +79,7 @@ def installed(spark: SparkSession) -> bool:
     """Whether the JVM has a Python side registered (SQL on USE tables works)."""
     if not shim_loaded(spark):
         return False
-    return bool(spark.sparkContext._jvm.use.sql.Bridge.isRegistered())  # type: ignore[attr-defined]
+    return bool(driver_jvm(spark).use.sql.Bridge.isRegistered())
 
 
 def install(spark: SparkSession) -> None:

@@ -31,6 +31,7 @@ from use.delta.commit_options import CommitOptions
 from use.errors import SQL, UseError
 from use.optimize.auto_compact import compacting_after
 from use.runtime.conf import session_table_defaults
+from use.runtime.jvm import driver_jvm
 from use.sql import dml, lake, procedures, save, scan, stream, tables, write
 from use.sql.protocol import (
     REQUESTS,
@@ -272,9 +273,8 @@ def register_bridge(spark: SparkSession) -> Bridge:
     global _registered
 
     with _lock:
-        gateway = spark.sparkContext._gateway  # type: ignore[attr-defined]
-        ensure_callback_server_started(gateway)
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        ensure_callback_server_started(spark.sparkContext._gateway)  # type: ignore[no-untyped-call]  # pyspark leaves it untyped
+        jvm = driver_jvm(spark)
         if (
             _registered is None
             or _registered.spark.sparkContext is not spark.sparkContext

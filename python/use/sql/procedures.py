@@ -47,9 +47,9 @@ from use.delta.manifest import generate_table
 from use.delta.restore import restore
 from use.delta.vacuum import vacuum
 from use.errors import SQL, ConfigError, InvalidArgumentError, TableNotFoundError
-from use.optimize.config import PREFIX as OPT_PREFIX
 from use.optimize.config import OptimizationConfig, is_continuous
 from use.optimize.config_values import BadValue, parse_bool, parse_float_text, parse_int_text
+from use.optimize.keys import PREFIX as OPT_PREFIX
 from use.optimize.loop import optimize_path
 from use.optimize.loop_core import session_defaults
 from use.optimize.plan import Plan
@@ -149,7 +149,7 @@ def _optimize(spark: SparkSession, table: TableRef, args: Mapping[str, Any]) -> 
     request = OptimizeRequest(
         table.root, revision_id=args.get("revision_id"), files=args.get("files"), strategy=args.get("strategy"),
         bytes_per_iter=args.get("bytes_per_iter"), zorder_by=args.get("zorder_by"), where=args.get("where"),
-        dry_run=args.get("dry_run"), max_iterations=args.get("max_iterations"), surface=SQL,
+        dry_run=_arg(args, "dry_run"), max_iterations=args.get("max_iterations"), surface=SQL,
     )  # fmt: skip
     result = optimize_path(
         spark, request, job_group=f"use-call-{uuid.uuid4().hex}", job_description=f"CALL {PREFIX}optimize({table.name})"
@@ -179,7 +179,7 @@ def _nothing_planned(result: OptimizeResult) -> pa.Table:
     """A dry run that planned nothing: one row, no task, zero files and bytes, and why nothing was
     selected in `reason` (what the CLI and `print(result)` say), so a SQL client sees the reason."""
     plan = result.plan if result.plan is not None else Plan.empty("", 0)  # an empty Plan is falsy
-    row = {"task": None, "strategy": plan.strategy, "kind": NOTHING, "revision_id": None, "num_files": 0, "bytes": 0,
+    row: dict[str, Any] = {"task": None, "strategy": plan.strategy, "kind": NOTHING, "revision_id": None, "num_files": 0, "bytes": 0,
            "score": 0.0, "partition_values": [], "reason": _nothing_reason(result)}  # fmt: skip
     return pa.Table.from_pylist([row], schema=plan.to_table().schema)
 
@@ -206,7 +206,7 @@ VACUUM_SCHEMA = pa.schema([("path", pa.string()), ("bytes", pa.int64()), ("delet
 
 
 def _vacuum(spark: SparkSession, table: TableRef, args: Mapping[str, Any]) -> pa.Table:
-    dry_run, force = args.get("dry_run"), args.get("force")
+    dry_run, force = _arg(args, "dry_run"), _arg(args, "force")
     for key, value in (("dry_run", dry_run), ("force", force)):
         if not isinstance(value, bool):
             raise InvalidArgumentError(f"{key} must be true or false, got {value!r}")
@@ -290,7 +290,7 @@ _DDL_COLUMN = re.compile(r"\s*(`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z
 
 def _ddl_schema_json(text: str) -> str:
     """`d DATE, k STRING` (PARTITIONED BY's columns, Spark SQL type names) as a schema JSON."""
-    fields = []
+    fields: list[dict[str, Any]] = []
     for part in re.split(r",(?![^()]*\))", text):
         m = _DDL_COLUMN.fullmatch(part)
         kind = _PARTITION_TYPES.get(m.group(2).lower()) if m else None
@@ -336,7 +336,7 @@ GENERATE_SCHEMA = pa.schema([("manifests_written", pa.int64()), ("manifests_dele
 
 
 def _generate(spark: SparkSession, table: TableRef, args: Mapping[str, Any]) -> pa.Table:
-    r = generate_table(shared_log(table.root), args.get("mode"))
+    r = generate_table(shared_log(table.root), _arg(args, "mode"))
     return pa.Table.from_pylist(
         [{"manifests_written": len(r.written), "manifests_deleted": len(r.deleted)}], schema=GENERATE_SCHEMA
     )
@@ -470,7 +470,14 @@ def _argument_row(arguments: bytes) -> dict[str, Any]:
     rows = read_arrow_stream(arguments).to_pylist()
     if len(rows) != 1:
         raise InvalidArgumentError(f"internal: a CALL's arguments are one row, the shim sent {len(rows)}")
-    return rows[0]
+    row: dict[str, Any] = rows[0]
+    return row
+
+
+def _arg(args: Mapping[str, Any], name: str) -> Any:
+    """A CALL argument as Spark gave it (None when left out), untyped on purpose: the code it is
+    passed to checks its type and says what is wrong in the CALL's terms."""
+    return args.get(name)
 
 
 def _as_int(value: Any) -> int:

@@ -19,13 +19,13 @@ from use.delta.log_cache import shared_log
 from use.delta.schema import check_append_schema, check_no_void, nullable_type, write_type_problem
 from use.delta.transaction import check_app_transaction
 from use.errors import IndexColumnError, InvalidArgumentError, NotAQbeastTableError, SchemaMismatchError, TableAlreadyExistsError
-from use.qbeast.revision import cube_size_option
+from use.qbeast.revision import cube_size_option, is_qbeast
 from use.qbeast.writer import write as otree_write
 from use.runtime.conform import conform_to_table
 from use.runtime.delta_write import write_delta_table
 from use.sql.protocol import SaveReply, SaveRequest
 from use.sql.sessions import dataframe
-from use.sql.tables import check_properties, check_schema_change, is_qbeast, spark_schema_to_arrow, table_root
+from use.sql.tables import check_properties, check_schema_change, spark_schema_to_arrow, table_root
 from use.sql.write import cube_size_of, dynamic_overwrite, indexed_columns, write_delta, write_replacing_where
 
 if TYPE_CHECKING:

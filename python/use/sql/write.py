@@ -40,6 +40,7 @@ from use.qbeast.revision import (
     COLUMN_STATS_KEY,
     COLUMNS_TO_INDEX_KEY,
     CUBE_SIZE_KEY,
+    is_qbeast,
     latest_revision_id,
     revisions_from_configuration,
 )
@@ -52,7 +53,6 @@ from use.sql.sessions import dataframe
 from use.sql.tables import (
     _cube_size,
     check_properties,
-    is_qbeast,
     latest,
     new_configuration,
     replacement,
