@@ -1,12 +1,13 @@
 """Tables written by USE, read and then written by delta-spark; and the two writing one table at once.
 
-delta-spark 4.4 runs in a process of its own (one JVM for this module). For every way USE changes a
-table (plain and Qbeast writes, optimizations, DML, restore, vacuum) delta-spark must read the same
-rows and the same snapshot, its DESCRIBE HISTORY must list every version in order with USE's
-operation names, and its own INSERT, DELETE and OPTIMIZE must succeed on the table, after which USE
-reads what delta-spark reads. Concurrent writers, one USE (this process) and one delta-spark, append
-and optimize the same table: no commit is lost, and a conflict is decided as delta-spark's
-ConflictChecker decides it (the same pair of commits, with each engine as the loser).
+delta-spark 4.4 runs in a process of its own (one JVM for the run, shared with the reads). For
+every way USE changes a table (plain and Qbeast writes, optimizations, DML, restore, vacuum)
+delta-spark must read the same rows and the same snapshot, its DESCRIBE HISTORY must list every
+version in order with USE's operation names, and its own INSERT, DELETE and OPTIMIZE must succeed on
+the table, after which USE reads what delta-spark reads. Concurrent writers, one USE (this process)
+and one delta-spark, append and optimize the same table: no commit is lost, and a conflict is
+decided as delta-spark's ConflictChecker decides it (the same pair of commits, with each engine as
+the loser).
 """
 
 from __future__ import annotations
@@ -17,12 +18,7 @@ from pathlib import Path
 import pytest
 
 from oracles.delta_compare import delta_spark_rows, delta_spark_snapshot, history, use_rows, use_snapshot
-from oracles.engine import EngineProcess, engine_fixture, start_delta_spark
-
-
-@pytest.fixture(scope="module")
-def delta_spark(tmp_path_factory):
-    yield from engine_fixture(start_delta_spark, tmp_path_factory)
+from oracles.engine import EngineProcess
 
 
 def _same(spark, engine: EngineProcess, path: str) -> dict:
