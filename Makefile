@@ -30,12 +30,15 @@ setup: $(VENV)/.installed $(ORACLES)
 run: $(VENV)/.installed
 	$(VENV)/bin/use serve --demo
 
-# The checks first (seconds), then the tiers from fastest to slowest: tests/unit (pure, no JVM),
-# tests/spark (a local Spark), tests/server (`use serve` subprocesses over JDBC).
+# The checks first (seconds), then the three tiers at once: tests/unit (pure, no JVM), tests/spark (a
+# local Spark and the oracle engines), tests/server (`use serve` subprocesses over JDBC). Each mostly
+# waits (on JVMs, subprocesses), so together they keep the cores busier than one after the other;
+# each tier's output goes to build/test-logs/<tier>.log and is printed whole when the tier ends
+# (tests/run_tiers.py), and make fails if any tier fails.
+# The JVM shim is compiled once before, not by the first session of each tier.
 test: lint $(ORACLES)
-	$(VENV)/bin/pytest -q tests/unit
-	$(VENV)/bin/pytest -q tests/spark
-	$(VENV)/bin/pytest -q tests/server
+	$(PY) -m use.shim >/dev/null
+	$(PY) tests/run_tiers.py unit spark server
 
 test-fast: $(VENV)/.installed
 	$(VENV)/bin/pytest -q tests/unit

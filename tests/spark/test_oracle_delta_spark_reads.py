@@ -1,11 +1,12 @@
 """Tables written by delta-spark, read by USE: the same rows and the same snapshot, or a refusal by name.
 
-delta-spark 4.4 (for Spark 4.1) runs in a process of its own (`oracles.engine`), one JVM for this
-module; USE reads in this test process with its own log and session. For each Delta feature
-delta-spark writes, USE must either read the table exactly as delta-spark does (rows; version,
-files, protocol, metadata) or refuse it with `UnsupportedFeatureError` naming the feature, never
-return other rows. `REFUSED_TO_READ` lists what USE refuses today: when a feature's support lands,
-its test fails with "DID NOT RAISE" until the feature moves out of the set and the agreement is checked.
+delta-spark 4.4 (for Spark 4.1) runs in a process of its own (`oracles.engine`), one JVM for the
+run (the `delta_spark` fixture); USE reads in this test process with its own log and session. For
+each Delta feature delta-spark writes, USE must either read the table exactly as delta-spark does
+(rows; version, files, protocol, metadata) or refuse it with `UnsupportedFeatureError` naming the
+feature, never return other rows. `REFUSED_TO_READ` lists what USE refuses today: when a feature's
+support lands, its test fails with "DID NOT RAISE" until the feature moves out of the set and the
+agreement is checked.
 """
 
 from __future__ import annotations
@@ -13,16 +14,11 @@ from __future__ import annotations
 import pytest
 
 from oracles.delta_compare import delta_spark_rows, delta_spark_snapshot, use_rows, use_snapshot
-from oracles.engine import EngineProcess, engine_fixture, start_delta_spark
+from oracles.engine import EngineProcess
 from use.errors import UnsupportedFeatureError
 
 # Reader features USE refuses to read today (feature name -> why), as the README says.
 REFUSED_TO_READ = {"deletionVectors": "deletion vectors are not read yet: rows they delete would come back"}
-
-
-@pytest.fixture(scope="module")
-def delta_spark(tmp_path_factory):
-    yield from engine_fixture(start_delta_spark, tmp_path_factory)
 
 
 def _agree(spark, engine: EngineProcess, path: str, *, versions: tuple[int, ...] = ()) -> dict:
