@@ -432,9 +432,12 @@ def test_small_tables_score_as_their_plan_says(spark, db, tmp_path) -> None:
     """A table of a few KB in two files, and one of three partitions of two files each: nothing is
     worth rewriting, so the plan is empty and the score 100; a third file per partition is worth a
     merge, and the parts say what the score lost to it (docs/insights.md)."""
-    spark.sql(f"CREATE TABLE w1 USING delta LOCATION '{tmp_path}/w1' AS SELECT id FROM range(10)")
-    spark.sql(f"CREATE TABLE w2 USING delta PARTITIONED BY (p) LOCATION '{tmp_path}/w2' AS SELECT id, id % 3 AS p FROM range(30)")
-    spark.sql("INSERT INTO w2 SELECT id, id % 3 AS p FROM range(30, 60)")
+    spark.sql(f"CREATE TABLE w1 USING delta LOCATION '{tmp_path}/w1' AS SELECT /*+ REPARTITION(2) */ id FROM range(10)")
+    one_file_per_partition = "SELECT /*+ REPARTITION(1) */ id, id % 3 AS p FROM range({}, {})"
+    spark.sql(
+        f"CREATE TABLE w2 USING delta PARTITIONED BY (p) LOCATION '{tmp_path}/w2' AS {one_file_per_partition.format(0, 30)}"
+    )
+    spark.sql(f"INSERT INTO w2 {one_file_per_partition.format(30, 60)}")
 
     def figures(name: str) -> tuple:
         (layout,) = spark.sql(f"SELECT * FROM use_catalog.spark_catalog.{db}.{name}.layout").collect()
@@ -451,18 +454,16 @@ def test_small_tables_score_as_their_plan_says(spark, db, tmp_path) -> None:
         return layout, summary, plan
 
     layout, summary, plan = figures("w1")
-    assert layout.num_files >= 2 and layout.ideal_files == 1 and layout.bytes < 10_000
+    assert (layout.num_files, layout.ideal_files) == (2, 1) and layout.bytes < 10_000
     assert (layout.health_score, summary.health_score, summary.pending_bytes, plan) == (100.0, 100.0, 0, [])
     assert dict(layout.health_parts) == {"scan": 0.0}
     layout, summary, plan = figures("w2")
     files = spark.sql(f"SELECT partition_values FROM use_catalog.spark_catalog.{db}.w2.files").collect()
     per_partition = {tuple(sorted(r.partition_values.items())) for r in files}
-    assert len(per_partition) == 3 and layout.ideal_files == 3
-    if layout.num_files <= 6:  # at most two files per partition
-        assert (layout.health_score, summary.pending_bytes) == (100.0, 0)
-    spark.sql("INSERT INTO w2 SELECT id, id % 3 AS p FROM range(60, 90)")
-    spark.sql("INSERT INTO w2 SELECT id, id % 3 AS p FROM range(90, 120)")
+    assert (len(per_partition), layout.num_files, layout.ideal_files) == (3, 6, 3)
+    assert (layout.health_score, summary.pending_bytes, plan) == (100.0, 0, [])
+    spark.sql(f"INSERT INTO w2 {one_file_per_partition.format(60, 90)}")
     layout, summary, plan = figures("w2")
-    assert layout.ideal_files == 3 and layout.num_files >= 9
+    assert (layout.num_files, layout.ideal_files) == (9, 3)
     assert summary.pending_bytes > 0 and layout.health_score < 100.0 and len(plan) > 0
     assert summary.health_parts["scan"] == pytest.approx(100 - summary.health_score)

@@ -140,3 +140,7 @@ def test_the_two_shapes_a_new_user_tried() -> None:
     assert row["ideal_files"] == 3 and len(plan(more).tasks) == 3
     assert row["health_score"] == pytest.approx(100 * (9 * 2700 + 3 * c) / (9 * 2700 + 9 * c))
     assert dict(row["health_parts"]) == {"scan": pytest.approx(100 - row["health_score"])}
+    # a count threshold of 2 asks for merges of two files (Delta's autoCompact.minNumFiles=2): both follow it
+    pairs = OptimizationConfig.from_properties({"use.optimization.small-files.count-threshold": "2"})
+    (row,) = insights.layout(tiny, pairs).to_pylist()
+    assert row["health_score"] < 100.0 and len(plan(tiny, pairs).tasks) == 1

@@ -203,7 +203,7 @@ def _partitioned_ideal(
         int(big) + _ideal_files(float(b), float(r), cube_size, config)
         for big, b, r in zip(nlarge.tolist(), nbytes.tolist(), nrows.tolist(), strict=True)
     ]
-    left = [files_after_merging(int(n), i) for n, i in zip(nfiles.tolist(), ideal, strict=True)]
+    left = [files_after_merging(int(n), i, config) for n, i in zip(nfiles.tolist(), ideal, strict=True)]
     return sum(ideal), sum(left)
 
 
@@ -214,7 +214,7 @@ def _cost(nbytes: float, nfiles: float, config: OptimizationConfig) -> float:
 def _query(
     read_bytes: float, read_files: int, ideal_bytes: float, ideal_rows: float, cube_size: int | None, config: OptimizationConfig
 ) -> _Query:
-    ideal_files = files_after_merging(read_files, _ideal_files(ideal_bytes, ideal_rows, cube_size, config))
+    ideal_files = files_after_merging(read_files, _ideal_files(ideal_bytes, ideal_rows, cube_size, config), config)
     return _Query(_cost(ideal_bytes, ideal_files, config), _cost(read_bytes, read_files, config))
 
 
@@ -303,7 +303,7 @@ def _rows_of_layout(qsnap: Any, config: OptimizationConfig) -> tuple[list[dict[s
             row.update(overlap_columns=[key], overlap_depth=key_depth, ideal_overlap_depth=1)
         if row.get("overlap_depth") is not None:
             depth = int(row["overlap_depth"])
-            work["lookup"] = _Query(float(files_after_merging(depth, int(row["ideal_overlap_depth"]))), float(depth))
+            work["lookup"] = _Query(float(files_after_merging(depth, int(row["ideal_overlap_depth"]), config)), float(depth))
         for label, f in SAMPLE_FRACTIONS if samples else ():
             sample = samples[label]
             hit = sample.files & sel
