@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from use.insights.facts import TableFacts
-from use.insights.health import health_score
+from use.insights.health import health
 from use.insights.planning import next_plan
 from use.insights.tables import STRING_MAP, TIMESTAMP, file_records, optimizations, timestamps
 from use.optimize.config import is_continuous
@@ -79,6 +79,7 @@ METASTORE_SUMMARY_SCHEMA = pa.schema(
         ("optimization_count", pa.int64()),
         ("pending_bytes", pa.int64()),
         ("health_score", pa.float64()),
+        ("health_parts", pa.map_(pa.string(), pa.float64())),
         ("error", pa.string()),
     ]
 )
@@ -159,7 +160,12 @@ def _log_columns(facts: TableFacts, errors: list[str], spark_conf: Mapping[str, 
     def optimizer() -> dict[str, Any]:
         out["auto_optimize"] = is_continuous(facts.snapshot.configuration)  # known even if planning fails below
         config = facts.planning_config(spark_conf)
-        return {"pending_bytes": next_plan(facts.qsnap, config).bytes, "health_score": health_score(facts.qsnap, config)}
+        table_health = health(facts.qsnap, config)
+        return {
+            "pending_bytes": next_plan(facts.qsnap, config).bytes,
+            "health_score": table_health.score,
+            "health_parts": list(table_health.parts.items()),
+        }
 
     for part in (records, index, events, optimizer):
         attempt(part)
