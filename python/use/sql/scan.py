@@ -16,9 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from use.delta.deletion_vectors import has_deletion_vectors
 from use.delta.log_cache import shared_log
 from use.delta.vacuum import check_version_files
+from use.errors import UnsupportedFeatureError
 from use.qbeast.reader import expression_to_predicate, plan_read
 from use.qbeast.snapshot import QbeastSnapshot
 from use.sql.tables import snapshot_of, table_root
@@ -44,7 +47,18 @@ def plan_json(
 ) -> dict[str, Any]:
     """The files one scan reads (rows of a snapshot's `files`), as the shim's `ScanPlan.fromJson`
     reads them: URIs, sizes, times, partition values by `keys` (physical names under Delta column
-    mapping; "" is null, as in Delta), the snapshot's totals and a Qbeast sample's row filter."""
+    mapping; "" is null, as in Delta), the snapshot's totals and a Qbeast sample's row filter.
+
+    A file with a deletion vector is refused: the shim's scan does not drop the rows it deletes, and
+    returning them would be wrong (the Python API reads such tables: `use.qbeast.reader.scan`)."""
+    if has_deletion_vectors(files):
+        raise UnsupportedFeatureError(
+            f"table {root} has deletion vectors on {int(pc.sum(pc.is_valid(files.column('deletion_vector'))).as_py())} of the "
+            "files this query reads; SQL queries do not read deletion vectors yet. Read the table with the Python API "
+            "(DeltaTable.read / QbeastTable.read, which drop the deleted rows), or purge them with delta-spark "
+            "(REORG TABLE ... APPLY (PURGE))",
+            feature="deletionVectors",
+        )
     partition_values: list[list[str | None]] = []
     if keys and files.num_rows:
         for found in files.column("partition_values").to_pylist():
