@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 from pyroaring import BitMap, BitMap64
 
+from corpus_support import corpus_archive, extract, missing_reason, table_path
 from use.delta import DeltaLog, z85
 from use.delta.actions import DELETION_VECTOR_TYPE
 from use.delta.deletion_vectors import (
@@ -313,3 +314,47 @@ def test_deleted_rows_are_numpy_without_per_row_objects(tmp_path):
     rows = deleted_rows(str(tmp_path), _files(str(tmp_path), [_inline(list(range(0, 2_000_000, 2)))]), "t")
     assert rows.rows[0].dtype == np.uint64 and len(rows.rows[0]) == 1_000_000
     assert len(decode_bitmap(rows.bitmaps[0])) == 1_000_000 and isinstance(decode_bitmap(rows.bitmaps[0]), BitMap64)
+
+
+# --- insights of tables with deletion vectors, one of them damaged -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    if corpus_archive() is None:
+        pytest.skip(missing_reason())
+    root = tmp_path_factory.mktemp("dv-corpus")
+    extract(root, ["drs/table-with-dv-small", "golden/dv-partitioned-with-checkpoint", "kernel/basic-dv-no-checkpoint"])
+    return root
+
+
+def test_insights_count_deleted_rows_and_a_damaged_vector_leaves_the_lake_served(corpus):
+    import use.insights as insights
+    from use.insights.facts import TableFacts
+
+    small = table_path(corpus, "drs/table-with-dv-small")
+    facts = TableFacts.load(small)
+    files = insights.files(facts.qsnap).to_pylist()
+    assert [(r["records"], r["deleted_records"]) for r in files] == [(10, 2)]
+    (row,) = insights.layout(facts.qsnap).to_pylist()
+    assert (row["rows"], row["deleted_rows"]) == (10, 2)
+    partitioned = TableFacts.load(table_path(corpus, "golden/dv-partitioned-with-checkpoint"))
+    deleted = sum(r["deleted_records"] for r in insights.files(partitioned.qsnap).to_pylist())
+    assert deleted == sum(len(r) for r in deleted_rows(partitioned.table_root, partitioned.snapshot.files, "t").rows) > 0
+
+    # one table's DV file is gone: reading its rows is a typed error, its insight rows and the lake's are served
+    kernel = table_path(corpus, "kernel/basic-dv-no-checkpoint")
+    for name in os.listdir(kernel):
+        if name.startswith("deletion_vector_"):
+            os.remove(os.path.join(kernel, name))
+    broken = TableFacts.load(kernel)
+    with pytest.raises(CorruptDeletionVectorError, match="is missing"):
+        deleted_rows(kernel, broken.snapshot.files, kernel)
+    ident = [
+        insights.TableIdentity("spark_catalog", "default", n, "EXTERNAL", "delta", p, {})
+        for n, p in (("small", small), ("broken", kernel), ("partitioned", partitioned.table_root))
+    ]
+    rows = insights.metastore_summary(ident).to_pylist()
+    assert [r["error"] for r in rows] == [None, None, None]
+    assert rows[0]["num_records"] == 8 and rows[1]["num_records"] == 8  # the live rows: stored less deleted
+    assert 0 < rows[0]["health_score"] < 100  # two of ten rows are read for nothing

@@ -53,7 +53,7 @@ def plan_json(
     returning them would be wrong (the Python API reads such tables: `use.qbeast.reader.scan`)."""
     if has_deletion_vectors(files):
         raise UnsupportedFeatureError(
-            f"table {root} has deletion vectors on {int(pc.sum(pc.is_valid(files.column('deletion_vector'))).as_py())} of the "
+            f"table {root} has deletion vectors (Delta feature deletionVectors) on {int(pc.sum(pc.is_valid(files.column('deletion_vector'))).as_py())} of the "
             "files this query reads; SQL queries do not read deletion vectors yet. Read the table with the Python API "
             "(DeltaTable.read / QbeastTable.read, which drop the deleted rows), or purge them with delta-spark "
             "(REORG TABLE ... APPLY (PURGE))",
