@@ -11,14 +11,16 @@ after the retention period, so a planned query always finds its files.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+from pyroaring import BitMap
 
-from use.delta.deletion_vectors import has_deletion_vectors
+from use.delta.deletion_vectors import deleted_rows
 from use.delta.log_cache import shared_log
 from use.delta.vacuum import check_version_files
 from use.errors import UnsupportedFeatureError
@@ -47,18 +49,8 @@ def plan_json(
 ) -> dict[str, Any]:
     """The files one scan reads (rows of a snapshot's `files`), as the shim's `ScanPlan.fromJson`
     reads them: URIs, sizes, times, partition values by `keys` (physical names under Delta column
-    mapping; "" is null, as in Delta), the snapshot's totals and a Qbeast sample's row filter.
-
-    A file with a deletion vector is refused: the shim's scan does not drop the rows it deletes, and
-    returning them would be wrong (the Python API reads such tables: `use.qbeast.reader.scan`)."""
-    if has_deletion_vectors(files):
-        raise UnsupportedFeatureError(
-            f"table {root} has deletion vectors (Delta feature deletionVectors) on {int(pc.sum(pc.is_valid(files.column('deletion_vector'))).as_py())} of the "
-            "files this query reads; SQL queries do not read deletion vectors yet. Read the table with the Python API "
-            "(DeltaTable.read / QbeastTable.read, which drop the deleted rows), or purge them with delta-spark "
-            "(REORG TABLE ... APPLY (PURGE))",
-            feature="deletionVectors",
-        )
+    mapping; "" is null, as in Delta), the snapshot's totals and a Qbeast sample's row filter, and
+    per file the rows its deletion vector deletes (`deleted_rows_column`)."""
     partition_values: list[list[str | None]] = []
     if keys and files.num_rows:
         for found in files.column("partition_values").to_pylist():
@@ -70,10 +62,32 @@ def plan_json(
         "sizes": files.column("size").to_pylist(),
         "mtimes": files.column("modification_time").to_pylist(),
         "partitionValues": partition_values,
+        "deletedRows": deleted_rows_column(root, files),
         "totalFiles": total_files,
         "totalBytes": total_bytes,
         "sample": sample,
     }
+
+
+def deleted_rows_column(root: str, files: pa.Table) -> list[str | None]:
+    """Per file, the rows its deletion vector deletes as a portable 32-bit roaring bitmap (base64),
+    which the shim's parquet reader drops (`DeletedRows` in the shim); None for a file without one.
+    The vectors are read and checked here, once per query: a damaged one fails the query with
+    CorruptDeletionVectorError before any row is read."""
+    out: list[str | None] = [None] * files.num_rows
+    deleted = deleted_rows(root, files, root)
+    if not len(deleted):
+        return out
+    position = {p: i for i, p in enumerate(files.column("path").to_pylist())}
+    for path, rows in zip(deleted.paths, deleted.rows, strict=True):
+        if len(rows) and int(rows[-1]) >= 1 << 32:
+            raise UnsupportedFeatureError(
+                f"the deletion vector of {path} in table {root} deletes row {int(rows[-1])}: SQL scans read files of up to "
+                "2^32 rows; read the table with the Python API (DeltaTable.read)",
+                feature="deletionVectors",
+            )
+        out[position[path]] = base64.b64encode(BitMap(rows.astype(np.uint32)).serialize()).decode("ascii")
+    return out
 
 
 def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any, *, pinned: bool = False) -> dict[str, Any]:

@@ -25,8 +25,9 @@ import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.sources.{Filter => SourceFilter}
 import org.apache.spark.sql.types.{ArrayType, DataType, DoubleType, FloatType, MapType, StructType}
 
-/** One data file of a scan. */
-case class ScanFile(uri: String, size: Long, modificationTime: Long, partitionValues: Seq[String])
+/** One data file of a scan; `deletedRows`, the portable roaring bitmap of the rows its deletion
+  * vector deletes (`DeletedRows`). */
+case class ScanFile(uri: String, size: Long, modificationTime: Long, partitionValues: Seq[String], deletedRows: Option[Array[Byte]] = None)
 
 /** The files one scan reads, as the Python side selected them from one snapshot (after partition
   * pruning, Delta stats skipping, and for Qbeast tables cube-space and sample weight pruning), and
@@ -44,7 +45,10 @@ case class ScanPlan(
   /** What EXPLAIN shows (in the scan's Format): the files kept out of the snapshot's files. */
   def label(meta: TableMeta, sample: Option[Double]): String =
     s"USE ${meta.provider} version $version: ${files.size} of $totalFiles files ($keptBytes of $totalBytes bytes)" +
-      sample.map(f => s", sample $f").getOrElse("")
+      sample.map(f => s", sample $f").getOrElse("") + {
+        val withDv = files.count(_.deletedRows.isDefined)
+        if (withDv > 0) s", $withDv with deletion vectors" else ""
+      }
 }
 
 /** A scan request: the table, the version (None: the latest when planned), a Qbeast sample
@@ -59,7 +63,10 @@ object ScanPlan {
     val parts = n.get("partitionValues").elements().asScala.map { row =>
       row.elements().asScala.map(v => if (v.isNull) null else v.asText()).toIndexedSeq
     }.toIndexedSeq
-    val files = uris.indices.map(i => ScanFile(uris(i), sizes(i), mtimes(i), if (parts.isEmpty) Nil else parts(i)))
+    val deleted = Option(n.get("deletedRows")).map(_.elements().asScala.map(v =>
+      if (v.isNull) None else Some(java.util.Base64.getDecoder.decode(v.asText()))).toIndexedSeq)
+    val files = uris.indices.map(i =>
+      ScanFile(uris(i), sizes(i), mtimes(i), if (parts.isEmpty) Nil else parts(i), deleted.flatMap(_(i))))
     val sample = n.get("sample")
     ScanPlan(
       version = n.get("version").asLong(),
@@ -100,10 +107,15 @@ object ScanPlan {
   * filters still run on the rows (Spark keeps them above the scan); files are still skipped by
   * the log's stats, which USE reads with Spark's semantics. The no-argument form is the data
   * source the Python reader names (`use.qbeast.reader.scan`). */
-class UseParquetFormat(val label: String) extends ParquetFileFormat {
+class UseParquetFormat(val label: String, val deleted: DeletedRows) extends ParquetFileFormat {
+  def this(label: String) = this(label, DeletedRows.empty)
   def this() = this("")
 
   override def toString: String = if (label.isEmpty) "Parquet" else s"Parquet, $label"
+
+  /** Rows, not columnar batches, when rows are to be dropped by deletion vectors (`DeletedRows`). */
+  override def supportBatch(sparkSession: SparkSession, schema: StructType): Boolean =
+    deleted.isEmpty && super.supportBatch(sparkSession, schema)
 
   override def buildReaderWithPartitionValues(
       sparkSession: SparkSession,
@@ -112,10 +124,12 @@ class UseParquetFormat(val label: String) extends ParquetFileFormat {
       requiredSchema: StructType,
       filters: Seq[SourceFilter],
       options: Map[String, String],
-      hadoopConf: Configuration): PartitionedFile => Iterator[InternalRow] =
-    super.buildReaderWithPartitionValues(
-      sparkSession, dataSchema, partitionSchema, requiredSchema,
-      filters.filterNot(UseParquetFormat.readsFloatingPoint(dataSchema)), options, hadoopConf)
+      hadoopConf: Configuration): PartitionedFile => Iterator[InternalRow] = {
+    val pushed = filters.filterNot(UseParquetFormat.readsFloatingPoint(dataSchema))
+    def read(required: StructType): PartitionedFile => Iterator[InternalRow] =
+      super.buildReaderWithPartitionValues(sparkSession, dataSchema, partitionSchema, required, pushed, options, hadoopConf)
+    if (deleted.isEmpty) read(requiredSchema) else DeletedRows.filtered(read, requiredSchema, partitionSchema, deleted)
+  }
 }
 
 object UseParquetFormat {
@@ -168,8 +182,14 @@ class UseFileIndex(
 
   def withPlan(plan: ScanPlan): UseFileIndex = new UseFileIndex(meta, pinnedVersion, sample, Some(plan))
 
-  private def currentPlan(filters: Seq[Expression]): ScanPlan =
-    planned.getOrElse(ScanPlan.plan(Seq(ScanRequest(meta, pinnedVersion, None, filters.reduceOption(And).map(meta.withLogicalNames)))).head)
+  private def currentPlan(filters: Seq[Expression]): ScanPlan = planned.getOrElse {
+    val plan = ScanPlan.plan(Seq(ScanRequest(meta, pinnedVersion, None, filters.reduceOption(And).map(meta.withLogicalNames)))).head
+    // only a planned scan's format drops deleted rows (`UsePrepareScans`): never list such files unplanned
+    if (plan.files.exists(_.deletedRows.isDefined))
+      throw new UseException(s"table ${meta.uri} has files with deletion vectors (Delta feature deletionVectors), which this " +
+        "scan cannot drop; query the table with SQL or the Python API", "USE_UNSUPPORTED_FEATURE_ERROR")
+    plan
+  }
 
   private def status(f: ScanFile): FileStatusWithMetadata =
     FileStatusWithMetadata(new FileStatus(f.size, false, 0, UseFileIndex.BlockSize, f.modificationTime, new Path(new URI(f.uri))))
@@ -279,7 +299,8 @@ class UsePrepareScans(spark: SparkSession) extends Rule[LogicalPlan] {
       case l: LogicalRelation if byRelation.containsKey(l) =>
         val (_, fs, index) = unplanned(l).get
         val scanPlan = byRelation.get(l)
-        val planned = replaceRelation(l, fs, index.withPlan(scanPlan), Some(new UseParquetFormat(scanPlan.label(index.meta, index.sample))))
+        val format = new UseParquetFormat(scanPlan.label(index.meta, index.sample), DeletedRows.of(scanPlan.files))
+        val planned = replaceRelation(l, fs, index.withPlan(scanPlan), Some(format))
         scanPlan.sampleUpper match {
           case Some(upper) =>
             val columns = scanPlan.sampleColumns.map { c =>
