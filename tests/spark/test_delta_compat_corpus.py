@@ -347,12 +347,7 @@ def test_feature_table_rows_equal_delta_rs(spark: Any, feature_tables_root: str,
     expected = _rows(theirs)
     assert ours.column_names == theirs.column_names
     assert _rows(ours) == expected
-    if table in DV_TABLES:
-        # SQL scans do not drop deleted rows yet: a query over files with DVs is refused, never answered with them
-        with pytest.raises(Exception, match="USE_UNSUPPORTED_FEATURE_ERROR.*deletionVectors"):
-            spark.sql(f"SELECT * FROM delta.`{path}`").collect()
-        return
-    # SQL reads the same rows (its scans map column-mapped names themselves)
+    # SQL reads the same rows (its scans map column-mapped names themselves and drop rows DVs delete)
     sql = spark.sql(f"SELECT * FROM delta.`{path}`").toArrow()
     assert sql.column_names == theirs.column_names
     assert _rows(sql) == expected
@@ -403,7 +398,7 @@ def test_deletion_vector_tables_drop_exactly_the_rows_their_bitmaps_name(
     spark: Any, feature_tables_root: str, table: str
 ) -> None:
     """Each data file's rows (pyarrow) less the rows its DV names (decoded here from the bytes) are
-    the rows USE reads; at the latest versions, as time travel reads them."""
+    the rows USE reads, through the Python API and SQL; at the latest versions, as time travel reads them."""
     from use.qbeast.reader import read
     from use.qbeast.snapshot import QbeastSnapshot
 
@@ -427,8 +422,9 @@ def test_deletion_vector_tables_drop_exactly_the_rows_their_bitmaps_name(
                 [c for c in snap.schema.names if c not in snap.partition_columns]))  # fmt: skip
         ours = read(spark, QbeastSnapshot.from_delta(snap)).toArrow()
         data_columns = [c for c in snap.schema.names if c not in snap.partition_columns]
-        assert _rows(ours.select(data_columns)) == _rows(pa.concat_tables(expected, promote_options="permissive")), (
-            f"version {version}"
-        )
+        want = _rows(pa.concat_tables(expected, promote_options="permissive"))
+        assert _rows(ours.select(data_columns)) == want, f"version {version}"
+        sql = spark.sql(f"SELECT * FROM delta.`{path}` VERSION AS OF {version}").toArrow()
+        assert _rows(sql.select(data_columns)) == want, f"SQL, version {version}"
         if version == latest:
             assert deleted > 0

@@ -1,6 +1,7 @@
-"""Deletion vectors on tables USE wrote, read through every Python path: a Qbeast table whose files
+"""Deletion vectors on tables USE wrote, read through every path: a Qbeast table whose files
 get DVs as a foreign writer (delta-spark) adds them (a commit removing each file and re-adding it
-with its DV) reads exactly, samples included, at every version; its insight rows count the deleted
+with its DV) reads exactly through the Python API and SQL, samples (TABLESAMPLE) included, at every
+version; its insight rows count the deleted
 rows; writes are refused by name; and a damaged DV is a typed error that changes nothing on disk."""
 
 from __future__ import annotations
@@ -104,12 +105,21 @@ def test_qbeast_table_with_deletion_vectors_reads_exactly(spark, qbeast_with_dvs
     for f, rows in samples.items():  # a sample is the same sample, less the deleted rows
         assert _ids(qt.read(sample=f)) == [i for i in rows if i not in doomed]
     assert _ids(qt.read(filter="id < 1500")) == [i for i in range(1500) if i not in doomed]
+    # SQL: scans, filters and TABLESAMPLE (the Qbeast sample, exact) drop the same rows
+    assert _ids(spark.sql(f"SELECT id FROM qbeast.`{path}`")) == [i for i in range(3000) if i not in doomed]
+    assert _ids(spark.sql(f"SELECT id FROM qbeast.`{path}` WHERE id < 1500")) == [i for i in range(1500) if i not in doomed]
+    for f, rows in samples.items():
+        sampled = spark.sql(f"SELECT id FROM qbeast.`{path}` TABLESAMPLE ({f * 100:g} PERCENT)")
+        assert _ids(sampled) == [i for i in rows if i not in doomed]
+    explain = spark.sql(f"EXPLAIN SELECT id FROM qbeast.`{path}`").collect()[0][0]
+    assert f"{len(deleted)} with deletion vectors" in explain
     # time travel: the version before the DVs has every row
     from use.qbeast.reader import read
     from use.qbeast.snapshot import QbeastSnapshot
 
     version = DeltaLog.for_path(path).snapshot().version
     assert len(_ids(read(spark, QbeastSnapshot.from_delta(DeltaLog.for_path(path).snapshot(version=version - 1))))) == 3000
+    assert len(_ids(spark.sql(f"SELECT id FROM qbeast.`{path}` VERSION AS OF {version - 1}"))) == 3000
 
     files = qt.insight("files").to_pylist()
     assert {r["path"]: r["deleted_records"] for r in files if r["deleted_records"]} == {p: len(r) for p, r in deleted.items()}
@@ -128,7 +138,7 @@ def test_writes_to_a_table_with_deletion_vectors_are_refused_by_name(spark, qbea
     with pytest.raises(UnsupportedFeatureError):
         QbeastTable.for_path(spark, path).optimize()
     with pytest.raises(Exception, match="deletionVectors"):
-        spark.sql(f"SELECT count(*) FROM qbeast.`{path}`").collect()
+        spark.sql(f"INSERT INTO qbeast.`{path}` VALUES (1, 0.0D, 'a')")
     assert sorted(os.listdir(os.path.join(path, "_delta_log"))) == log_before
 
 
@@ -154,6 +164,9 @@ def test_a_damaged_deletion_vector_fails_the_read_by_name_and_changes_nothing(sp
         QbeastTable.for_path(spark, path).read().collect()
     message = str(caught.value)
     assert path in message and ".parquet" in message and "deletion vector" in message
+    with pytest.raises(Exception, match="USE_CORRUPT_DELETION_VECTOR_ERROR") as sql_caught:
+        spark.sql(f"SELECT count(*) FROM qbeast.`{path}`").collect()
+    assert path in str(sql_caught.value)
     assert {os.path.join(d, n): os.path.getmtime(os.path.join(d, n)) for d, _, ns in os.walk(path) for n in ns} == before
     # the table's insight rows come from the log: still served
     assert QbeastTable.for_path(spark, path).insight("files").num_rows > 0

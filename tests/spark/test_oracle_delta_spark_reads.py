@@ -6,8 +6,7 @@ delta-spark writes, USE must either read the table exactly as delta-spark does (
 files, protocol, metadata) or refuse it with `UnsupportedFeatureError` naming the feature, never
 return other rows. `REFUSED_TO_READ` lists what USE refuses today: when a feature's support lands,
 its test fails with "DID NOT RAISE" until the feature moves out of the set and the agreement is checked.
-Deletion vectors are read by the Python API; SQL scans refuse files that have one by name (they do
-not drop deleted rows yet), which `_agree_with_deletion_vectors` holds.
+Deletion vectors are read through SQL and the Python API alike (`_agree_with_deletion_vectors`).
 """
 
 from __future__ import annotations
@@ -143,24 +142,16 @@ def _python_rows(spark, path: str, version: int | None = None) -> list:
 
 
 def _agree_with_deletion_vectors(spark, engine: EngineProcess, path: str) -> dict:
-    """USE's snapshot (files and which have a DV) and Python API rows are delta-spark's; while a file
-    has a DV, a SQL scan is refused by the feature's name, never answered with deleted rows."""
-    theirs = delta_spark_snapshot(engine, path)
-    assert use_snapshot(path) == theirs
+    """USE's snapshot (files and which have a DV) and rows, through SQL and the Python API, are delta-spark's."""
+    theirs = _agree(spark, engine, path)
     assert _python_rows(spark, path) == delta_spark_rows(engine, path)
-    if any(f[3] for f in theirs["files"]):
-        with pytest.raises(Exception, match="UnsupportedFeatureError|USE_UNSUPPORTED_FEATURE_ERROR") as caught:
-            spark.sql(f"SELECT * FROM delta.`{path}`").collect()
-        assert "deletionVectors" in str(caught.value)
-    else:
-        assert use_rows(spark, path) == delta_spark_rows(engine, path)
     return theirs
 
 
 def test_deletion_vectors_from_delete_update_merge_and_purge(spark, delta_spark, tmp_path) -> None:
     """The deletion vectors delta-spark's DELETE, UPDATE and MERGE write are read as delta-spark reads
-    them, at every version (time travel); a write is refused by name; after REORG ... APPLY (PURGE)
-    no file has one and SQL reads the table too; once delta-spark drops the feature, USE writes it."""
+    them, through SQL and the Python API, at every version (time travel); a write is refused by name;
+    after REORG ... APPLY (PURGE) no file has one; once delta-spark drops the feature, USE reads it as before."""
     path = str(tmp_path / "t")
     delta_spark.sql(
         f"CREATE TABLE delta.`{path}` USING delta TBLPROPERTIES ('delta.enableDeletionVectors' = 'true') "
@@ -179,6 +170,7 @@ def test_deletion_vectors_from_delete_update_merge_and_purge(spark, delta_spark,
     assert any(f[3] for f in snap["files"]), "delta-spark wrote no deletion vector"
     for version in range(snap["version"]):
         assert _python_rows(spark, path, version) == delta_spark_rows(delta_spark, path, version), f"version {version}"
+        assert use_rows(spark, path, version) == delta_spark_rows(delta_spark, path, version), f"SQL, version {version}"
     _refused_to_write(spark, path, "deletionVectors")
     delta_spark.sql(f"REORG TABLE delta.`{path}` APPLY (PURGE)")
     snap = _agree_with_deletion_vectors(spark, delta_spark, path)
