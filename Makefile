@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 # The exact versions we develop and test with (pyproject.toml carries the supported ranges).
-PINS := "pyspark==4.1.1" "pyarrow==22.0.0" "deltalake==1.6.6" "numpy==2.4.6" "pyhive==0.7.0" "thrift==0.25.0" "matplotlib==3.11.2" "ruff==0.17.6" "mypy==2.4.1"
+PINS := "pyspark==4.1.1" "pyarrow==22.0.0" "deltalake==1.6.6" "numpy==2.4.6" "pyroaring==1.2.0" "pyhive==0.7.0" "thrift==0.25.0" "matplotlib==3.11.2" "ruff==0.17.6" "mypy==2.4.1"
 
 .PHONY: run test test-fast lint bench setup oracles clean
 

@@ -26,6 +26,8 @@ saving one file open per read is not worth its commit, so the guard never plans 
 plan is empty for want of anything worth rewriting scores 100 (docs/insights.md says where exactly).
 The queries, and what is ideal for each:
 * scan (every row): all B bytes of the row's files; ideal: B bytes in `ideal_files(B, rows)`.
+  Rows that deletion vectors delete are read for nothing: every query's ideal (scan and samples)
+  counts only the live share of its bytes and rows, `(rows - deleted_rows) / rows`.
 * sample(0.01) and sample(0.1) (Qbeast revisions): the files the reader selects for the sample
   (`select_files`); ideal: only the blocks the index selects for it (`select_blocks`: the cubes the
   sample reaches, within its weight range), their rows at their files' bytes per row, ideally
@@ -55,6 +57,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from use.delta.deletion_vectors import deleted_counts
 from use.insights.facts import config_of
 from use.insights.tables import BlockFacts, distinct, file_revision_ids
 from use.optimize.config import OptimizationConfig
@@ -75,6 +78,7 @@ LAYOUT_SCHEMA = pa.schema(
         ("num_files", pa.int64()),
         ("bytes", pa.int64()),
         ("rows", pa.int64()),
+        ("deleted_rows", pa.int64()),
         ("avg_file_size", pa.float64()),
         ("small_files", pa.int64()),
         ("ideal_files", pa.int64()),
@@ -265,6 +269,7 @@ def _rows_of_layout(qsnap: Any, config: OptimizationConfig) -> tuple[list[dict[s
     sizes = sizes_of(qsnap)
     facts = BlockFacts(qsnap)
     levels = facts.levels
+    deleted = np.asarray(deleted_counts(qsnap.files).to_numpy(zero_copy_only=False), dtype=np.int64)
     if qsnap.is_qbeast:
         wanted = sorted(set(distinct(rids).tolist()) | {int(qsnap.latest_revision_id)})
     else:
@@ -286,17 +291,21 @@ def _rows_of_layout(qsnap: Any, config: OptimizationConfig) -> tuple[list[dict[s
         cube_size = int(qsnap.revisions[rid].desired_cube_size) if rid in qsnap.revisions else None
         ideal_files, left_files = _partitioned_ideal(qsnap, sel, counts, cube_size, config)
         per_level = np.bincount(levels[sel], minlength=1)
+        ndeleted = int(deleted[sel].sum())
+        # rows deletion vectors delete are still read by every query: the ideal reads only the live ones
+        live = 1.0 if nrows <= 0 else max(0.0, (nrows - ndeleted) / nrows)
         row: dict[str, Any] = {
             "revision_id": int(rid),
             "num_files": n,
             "bytes": nbytes,
             "rows": nrows,
+            "deleted_rows": ndeleted,
             "avg_file_size": nbytes / n if n else 0.0,
             "small_files": int((sizes[sel] < config.small_files_max_size).sum()),
             "ideal_files": ideal_files,
             "file_levels": [(lv, int(c)) for lv, c in enumerate(per_level.tolist()) if c],
         }
-        work = {"scan": _Query(_cost(nbytes, left_files, config), _cost(nbytes, n, config))}
+        work = {"scan": _Query(_cost(nbytes * live, left_files, config), _cost(nbytes, n, config))}
         if rid > 0:
             row.update(_cube_figures(qsnap, rid, n))
         elif key_depth is not None:
@@ -317,7 +326,7 @@ def _rows_of_layout(qsnap: Any, config: OptimizationConfig) -> tuple[list[dict[s
             row[f"sample_{label}_files"] = read_files
             row[f"sample_{label}_bytes"] = read_bytes
             row[f"sample_{label}_overhead"] = read_bytes / ideal_bytes if ideal_bytes > 0 else None
-            work[f"sample_{label}"] = _query(read_bytes, read_files, ideal_bytes, ideal_rows, cube_size, config)
+            work[f"sample_{label}"] = _query(read_bytes, read_files, ideal_bytes * live, ideal_rows * live, cube_size, config)
         row_health = _health(work)
         row["health_score"], row["health_parts"] = row_health.score, list(row_health.parts.items())
         rows.append(row)

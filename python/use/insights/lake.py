@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from use.delta.deletion_vectors import deleted_counts
 from use.insights.facts import TableFacts
 from use.insights.health import health
 from use.insights.planning import next_plan
@@ -147,7 +149,11 @@ def _log_columns(facts: TableFacts, errors: list[str], spark_conf: Mapping[str, 
 
     def records() -> dict[str, Any]:
         recs = file_records(snap)
-        return {"num_records": None if recs.null_count else int(np.asarray(recs.to_numpy(zero_copy_only=False)).sum())}
+        if recs.null_count:
+            return {"num_records": None}
+        # the live rows: what the files store less what their deletion vectors delete
+        deleted = int(pc.sum(deleted_counts(snap.files)).as_py() or 0)
+        return {"num_records": int(np.asarray(recs.to_numpy(zero_copy_only=False)).sum()) - deleted}
 
     def index() -> dict[str, Any]:
         q = facts.qsnap
