@@ -86,6 +86,9 @@ class RevisionBlocks:
     depth: np.ndarray
     cubes: pa.Array
     symbols_per_level: int
+    # per cube (by code): the smallest maxWeight of its empty blocks (`use.qbeast.weight_records`),
+    # which hold no row but lower its status; MAX_WEIGHT when it has none
+    recorded_weight: np.ndarray | None = None
 
     @classmethod
     def of(cls, snapshot: Any, revision_id: int) -> RevisionBlocks:
@@ -105,6 +108,15 @@ class RevisionBlocks:
         enc = pc.dictionary_encode(cube_col)
         revision = snapshot.revisions.get(revision_id)
         spl = symbols_per_level(revision.dimension_count) if revision is not None and revision_id > 0 else 1
+        recorded = None
+        empty: pa.Table | None = getattr(snapshot, "empty_blocks", None)
+        if empty is not None and empty.num_rows:
+            empty = empty.filter(pc.equal(empty.column("revision_id"), revision_id))
+            where = np.asarray(pc.index_in(empty.column("cube_id"), value_set=enc.dictionary).fill_null(-1), dtype=np.int64)
+            if (where >= 0).any():
+                recorded = np.full(len(enc.dictionary), MAX_WEIGHT, dtype=np.int64)
+                weights = np.asarray(empty.column("max_weight").to_numpy(zero_copy_only=False), dtype=np.int64)
+                np.minimum.at(recorded, where[where >= 0], weights[where >= 0])
         return cls(
             file=col("file_index"),
             code=np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64),
@@ -114,6 +126,7 @@ class RevisionBlocks:
             depth=col("depth"),
             cubes=enc.dictionary,
             symbols_per_level=spl,
+            recorded_weight=recorded,
         )
 
     @property
@@ -159,10 +172,11 @@ class RevisionBlocks:
         return self._cube_rank
 
     def cube_max_weight(self) -> np.ndarray:
-        """Status maxWeight per cube: the smallest maxWeight of its blocks."""
+        """Status maxWeight per cube: the smallest maxWeight of its blocks, empty ones included (as
+        the index status folds them)."""
         out = np.full(self.num_cubes, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(out, self.code, self.max_weight)
-        return out
+        return out if self.recorded_weight is None else np.minimum(out, self.recorded_weight)
 
     def inner_cubes(self, desired_cube_size: int) -> np.ndarray:
         """Per cube: is it an inner cube (status maxWeight below MaxValue, or blocks totalling at least
