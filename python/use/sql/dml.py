@@ -33,7 +33,9 @@ import pyarrow.compute as pc
 
 from use.delta.log_cache import shared_log
 from use.errors import InvalidArgumentError, TableConstraintError
-from use.qbeast.revision import adds_revisions_only
+from use.qbeast.revision import adds_revisions_only, is_qbeast
+from use.qbeast.snapshot import QbeastSnapshot
+from use.qbeast.weight_records import record_weights
 from use.sql.bridge import dataframe
 from use.sql.scan import file_uris
 from use.sql.tables import snapshot_of, table_root
@@ -101,6 +103,9 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
         # (the service's) leaves them valid
         txn.tolerate_metadata_change(adds_revisions_only)
         txn.read_files(removed.column("path"))
+        readds = _weight_records(snap, removed)
+        if readds:
+            txn.read_files([a.path for a in readds]).add(*readds)
         # what the statement read: the rows its condition (a MERGE: the ON condition's target-only
         # part) matches; rows a concurrent commit adds there make it run again on the new snapshot
         txn.read_rows_matching(expression_to_predicate(condition) if condition is not None else None)
@@ -125,6 +130,16 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
         delete_written(root, list(adds))
         raise
     return {"affectedRows": affected}
+
+
+def _weight_records(snap: Any, removed: pa.Table) -> list[Any]:
+    """Files of a Qbeast table that stay, re-added with the empty blocks that keep a cube's status
+    maxWeight where it was when the removed files held its lowest one and rows stay below it
+    (`use.qbeast.weight_records`: otherwise the format's sampling walk stops at the cube and misses
+    them); none for a plain Delta table or when no cube needs one."""
+    if not removed.num_rows or not is_qbeast(snap.metadata.configuration):
+        return []
+    return record_weights(QbeastSnapshot.from_delta(snap), (), removed.column("path"))[1]
 
 
 def _row_metrics(operation: str, affected: int, written: int, req: dict[str, Any]) -> dict[str, Any]:
