@@ -30,8 +30,8 @@ test-fast: $(VENV)/.installed
 	$(VENV)/bin/pytest -q tests/unit
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check python tests benchmarks
-	$(VENV)/bin/ruff format --check python tests benchmarks
+	$(VENV)/bin/ruff check python tests benchmarks docs/generate.py
+	$(VENV)/bin/ruff format --check python tests benchmarks docs/generate.py
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/run.py

@@ -31,7 +31,7 @@ class Settings:
     """What a run measures. The default sizes are the issue's own scenario (1,000 rows per append, cube
     size 2,000): a round of 10 appends is 5 cubes of rows. What a round must rewrite depends on that
     ratio (rows per round / cube size): keeping the root in one file after every round costs at least
-    1 + C/R per byte appended (README, "size tiers"), 1.2 here, 2.0 at 500 rows and cube size 5,000
+    1 + C/R per byte appended (docs/benchmarks.md, "What the read goal costs at least"), 1.2 here, 2.0 at 500 rows and cube size 5,000
     (a round = one cube, the sizes of the run before); run both with --rows-per-append/--cube-size."""
 
     appends: int = 200

@@ -16,8 +16,8 @@ Goals (issue 13 §5):
    optimization has rewritten yet ("unmerged appends"), and the goal is checked a second time over
    the moments with none: an append's file holds rows of every weight, so a sample reads it until a
    run merges it, and where the table written at once reads one file for a sample, a moment with an
-   unmerged append reads at least twice its files whatever the layout (see the README's service
-   section);
+   unmerged append reads at least twice its files whatever the layout (see docs/benchmarks.md,
+   "The service under appends");
 2. total bytes rewritten by the optimizations per byte appended: reported;
 3. idle service overhead on the JDBC query latency <= 5% (median of the loop).
 

@@ -1,9 +1,8 @@
 """USE, the Universal Storage Engine: Delta/Qbeast tables written, read and continuously optimized on Spark.
 
-Layers, bottom-up (a layer imports only layers below it):
-`use.delta` (the Delta log) -> `use.qbeast` (the OTree format) -> `use.optimize` (strategies,
-planner, merge tasks, events) -> service and SQL surface. The names below are the public API; they
-are imported lazily so that `import use` does not start or even import Spark.
+The layers, bottom-up, are declared in pyproject.toml (`[tool.use.layers]`); a layer imports only
+the layers below it. The names below are the public API; they are imported lazily so that
+`import use` (which every `import use.<module>` runs first) does not import Spark.
 """
 
 from __future__ import annotations
@@ -15,15 +14,15 @@ __all__ = ["QbeastTable", "DeltaTable", "DeltaLog"]
 
 def __getattr__(name: str) -> Any:
     if name == "QbeastTable":
-        from use.table import QbeastTable
+        from use.table import QbeastTable  # deferred: imports pyspark; `import use` must not
 
         return QbeastTable
     if name == "DeltaTable":
-        from use.table import DeltaTable
+        from use.table import DeltaTable  # deferred: imports pyspark; `import use` must not
 
         return DeltaTable
     if name == "DeltaLog":
-        from use.delta import DeltaLog
+        from use.delta import DeltaLog  # deferred: `import use` runs before every use module, use.delta among them
 
         return DeltaLog
     raise AttributeError(f"module 'use' has no attribute {name!r}")

@@ -9,23 +9,38 @@ after other writers commit.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+from pyspark.sql import functions as F
+from pyspark.sql.types import NumericType, StringType
+
+import use.sql
+from use.delta import DeltaLog
 from use.errors import InvalidArgumentError, NotAQbeastTableError, VersionNotFoundError
+from use.insights import for_path
+from use.optimize.auto_compact import compacting_after
 from use.optimize.delta_table import DeltaTable as _OptimizeDeltaTable
 from use.optimize.delta_table import Progress, TableSurface, progress_callback
 from use.optimize.loop import optimize_path
+from use.optimize.loop_core import session_defaults
 from use.qbeast.convert import ConvertResult, convert_to_qbeast
+from use.qbeast.datasource import register
+from use.qbeast.metrics import index_metrics
 from use.qbeast.reader import FilterArg, load_snapshot
 from use.qbeast.reader import read as _read
+from use.qbeast.revision import is_qbeast
+from use.qbeast.writer import write as _write
+from use.runtime.conf import statement_table_defaults
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from use.optimize.loop import OptimizeResult, StopLike
+    from use.optimize.loop_core import OptimizeResult, StopLike
     from use.qbeast.metrics import IndexMetrics
     from use.qbeast.revision import Revision
     from use.qbeast.snapshot import QbeastSnapshot
@@ -38,8 +53,6 @@ def _register_format(spark: SparkSession) -> None:
     Spark >= 4.1 (our floor) always has Python data sources, so a failure here is a real bug and is
     not hidden.
     """
-    from use.qbeast.datasource import register
-
     register(spark)
 
 
@@ -66,9 +79,6 @@ class Insights:
         session's `spark.qbeast.use.optimization.*` defaults count for `layout` and `plan`, as they
         do for `optimize()`; `plan` also takes `revision_id`. The same rows as SQL's
         `use_catalog.path.`<path>`.<name>`."""
-        from use.insights import for_path
-        from use.optimize.loop import session_defaults
-
         return for_path(self._path, name, spark_conf=session_defaults(self._spark), **options)
 
 
@@ -104,10 +114,6 @@ class RowChanges:
     def _row_statement(self, template: str, where: str | None) -> int:
         """Runs the statement on this table (`{table}` in `template`) with `where`; its row count.
         The session needs USE's SQL extension (`use.session.spark_session()` has it)."""
-        import use.sql
-        from use.delta import DeltaLog
-        from use.qbeast.revision import is_qbeast
-
         if where is not None and not isinstance(where, str):
             raise InvalidArgumentError(f'where must be a SQL condition (a string such as "id < 10"), got {where!r}')
         if not use.sql.installed(self._spark):
@@ -169,10 +175,6 @@ class QbeastTable(TableSurface, Insights, RowChanges):
         write decide (see `use.qbeast.writer.write`). A table with Delta's auto compaction on
         (`delta.autoOptimize.autoCompact`) is optimized after the write (`use.optimize.auto_compact`).
         """
-        from use.optimize.auto_compact import compacting_after
-        from use.qbeast.writer import write as _write
-        from use.session import statement_table_defaults
-
         with compacting_after(df.sparkSession), statement_table_defaults(df.sparkSession):
             return _write(
                 df.sparkSession,
@@ -236,10 +238,6 @@ class QbeastTable(TableSurface, Insights, RowChanges):
 
     def revisions_metadata(self) -> list[dict[str, Any]]:
         """Every revision as plain data (the JSON qbeast-spark stores, parsed), plus file/row counts."""
-        import json
-
-        import numpy as np
-
         qsnap = self.snapshot()
         files = qsnap.files
         rev_col = files.column("revision_id").to_numpy() if files.num_rows else np.zeros(0, dtype=np.int64)
@@ -266,8 +264,6 @@ class QbeastTable(TableSurface, Insights, RowChanges):
 
     def index_metrics(self, revision_id: int | None = None) -> IndexMetricsByRevision | IndexMetrics:
         """OTree metrics per revision (prints as text); with `revision_id`, that revision's metrics only."""
-        from use.qbeast.metrics import index_metrics
-
         metrics = index_metrics(self.snapshot())
         if revision_id is None:
             return IndexMetricsByRevision(metrics)
@@ -300,7 +296,7 @@ class QbeastTable(TableSurface, Insights, RowChanges):
         progress: Progress = True,
         **config_overrides: Any,
     ) -> OptimizeResult:
-        """Optimize until nothing is selected; returns `use.optimize.loop.OptimizeResult`.
+        """Optimize until nothing is selected; returns `use.optimize.loop_core.OptimizeResult`.
 
         Prints one line per iteration (as `use optimize`) unless `progress=False` (or a callable,
         which gets each iteration's metrics); `print(result)` shows the metrics table and a summary.
@@ -324,9 +320,6 @@ _STRING_SAMPLE_ROWS = 100_000
 
 
 def _compute_quantiles(df: DataFrame, column: str, num_quantiles: int, relative_error: float) -> list[Any]:
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import NumericType, StringType
-
     if not isinstance(column, str) or column not in df.columns:
         raise InvalidArgumentError(f"column {column!r} is not a column of the DataFrame (columns: {df.columns})")
     if isinstance(num_quantiles, bool) or not isinstance(num_quantiles, int) or num_quantiles < 1:

@@ -4,7 +4,7 @@ tests of this file; the last one kills and restarts it on the same data dir).
 
 Tables are created and written over JDBC; properties are set over JDBC (catalog events) or
 committed to the log by this process (another writer: seen within an interval). The optimizations
-are read from each table's log with the Python API (`use.optimize.loop.optimizations_table`),
+are read from each table's log with the Python API (`use.optimize.events.optimizations_table`),
 rows with delta-rs, the service's state from its state file in the data dir. Every wait polls
 those with a deadline; no fixed sleeps.
 """
@@ -64,7 +64,7 @@ def _optimize_commits(path: Path) -> list[Any]:
 
 
 def _events(path: Path) -> int:
-    from use.optimize.loop import optimizations_table
+    from use.optimize.events import optimizations_table
 
     return optimizations_table(str(path)).num_rows
 

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from sql_support import commit_actions, location, refused, rows, state
-from use.session import session_conf
+from use.runtime.conf import session_conf
 
 MIN_FILES = "spark.databricks.delta.autoCompact.minNumFiles"
 ENABLED = "spark.databricks.delta.autoCompact.enabled"

@@ -13,7 +13,7 @@ read on Spark, data files included, against delta-rs (`test_feature_table_rows_e
 For every table and every version that has a commit or checkpoint file, one of these must hold:
 - equal: same live files (path, size, typed partition values, parsed stats), protocol and metadata
   (id, schema, partition columns, configuration) as `deltalake.DeltaTable(path, version=v)`;
-- refused: we raise `UnsupportedFeatureError` naming a feature the README lists as refused;
+- refused: we raise `UnsupportedFeatureError` naming a feature docs/delta.md lists as refused;
 - both fail: delta-rs fails and we raise a typed `UseError` (a broken log, a gap, no metadata, ...);
 - a known, explained difference (`DELTA_RS_FAILS`, `EXPECTED_FAILURES` below).
 """
@@ -45,7 +45,7 @@ from use.errors import UnsupportedFeatureError, UseError
 
 MIRROR_ROOT = os.environ.get("USE_DELTA_MIRRORS", "/work/.mirror")
 MIRRORS = {"delta": "delta-io+delta/repo", "delta-rs": "delta-io+delta-rs/repo"}
-README = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "README.md")
+DELTA_PAGE = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "docs", "delta.md")
 
 # Tables whose mismatch is a known defect still to fix, with the cause (none today).
 EXPECTED_FAILURES: dict[str, str] = {}
@@ -128,12 +128,11 @@ def _extract(git_dir: str, dest: str, keep: Callable[[str], bool] = _is_log_file
 
 
 def documented_refusals() -> frozenset[str]:
-    """The features the README's "Delta log" section says are refused on read (backticked names on
-    its "Refused on read" line)."""
-    with open(README, encoding="utf-8") as fh:
+    """The features docs/delta.md says are refused on read (backticked names on its "Refused on read"
+    line)."""
+    with open(DELTA_PAGE, encoding="utf-8") as fh:
         text = fh.read()
-    section = text[text.index("## Delta log") :]
-    line = next(l for l in section.splitlines() if l.startswith("Refused on read"))
+    line = next(l for l in text.splitlines() if l.startswith("Refused on read"))
     return frozenset(re.findall(r"`([A-Za-z0-9-]+)`", line))
 
 

@@ -133,7 +133,7 @@ def test_timestamp_partition_directories_are_the_converting_sessions_wall_clock(
     (Delta's ISO form), so every reader in any zone (delta-rs too) reads that instant."""
     import datetime as dt
 
-    from use.session import session_conf
+    from use.runtime.conf import session_conf
 
     path = str(tmp_path / "ts")
     with session_conf(spark, {"spark.sql.session.timeZone": "America/Los_Angeles"}):

@@ -70,7 +70,7 @@ def python_path(spark):
 
 
 def test_session_has_the_shim_and_linear_writes_take_the_jvm_path(spark, tmp_path, python_path) -> None:
-    from use.shim import shim_loaded
+    from use.runtime.shim import shim_loaded
 
     assert shim_loaded(spark)
     spark.conf.unset(JVM_WRITE_CONF)
@@ -281,7 +281,7 @@ def test_bad_jvm_write_conf_is_a_config_error(spark, tmp_path) -> None:
 
 
 def test_shim_build_is_cached_and_reports_compile_errors(tmp_path, monkeypatch) -> None:
-    from use import shim
+    from use.runtime import shim
 
     src = tmp_path / "src"
     (src / "t").mkdir(parents=True)
@@ -304,8 +304,8 @@ def test_shim_build_is_cached_and_reports_compile_errors(tmp_path, monkeypatch) 
 
 
 def test_session_settings_put_the_shim_after_the_callers_jars() -> None:
+    from use.runtime.shim import build_shim
     from use.session import session_settings
-    from use.shim import build_shim
 
     jar = str(build_shim())
     assert session_settings()["spark.jars"] == jar
@@ -316,7 +316,7 @@ def test_session_settings_put_the_shim_after_the_callers_jars() -> None:
 def test_a_new_build_removes_older_jars_of_its_spark_version_only(tmp_path) -> None:
     """Another venv's JVM on the same source tree may be running on its jar: removing it broke its
     later jobs (Spark's closure cleaner reads class bytes from the jar: "capturingClassReader is null")."""
-    from use.shim import _prune_old_jars
+    from use.runtime.shim import _prune_old_jars
 
     names = ["use-jvm-shim-spark4.1.1-aaaa.jar", "use-jvm-shim-spark4.1.1-bbbb.jar", "use-jvm-shim-spark4.3.0-cccc.jar",
              "use-jvm-shim-0123456789abcdef.jar"]  # fmt: skip

@@ -25,9 +25,10 @@ from optimize_support import (
 from use.delta import DeltaLog
 from use.delta.actions import remove_actions
 from use.delta.transaction import Transaction
-from use.optimize.executor import ABANDONED, COMMITTED, run_task
-from use.optimize.loop import CONVERGED, run_loop
+from use.optimize.executor import run_task
+from use.optimize.loop_core import CONVERGED, run_loop
 from use.optimize.planner import Planner
+from use.optimize.task_metrics import ABANDONED, COMMITTED
 from use.qbeast.snapshot import QbeastSnapshot
 from use.table import QbeastTable
 

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from optimize_support import commit_actions, deltars_rows, plain_delta
 from use import DeltaTable
 from use.optimize.events import EVENT_TAG, OptimizationEvent
-from use.optimize.loop import CONVERGED
+from use.optimize.loop_core import CONVERGED
 
 
 def _files_per_partition(table: DeltaTable) -> collections.Counter:

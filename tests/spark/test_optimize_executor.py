@@ -26,9 +26,10 @@ from use.delta import DeltaLog
 from use.delta.storage import absolute_path
 from use.optimize.config import OptimizationConfig
 from use.optimize.events import EVENT_TAG, OptimizationEvent
-from use.optimize.executor import COMMITTED, run_task
-from use.optimize.loop import CONVERGED
+from use.optimize.executor import run_task
+from use.optimize.loop_core import CONVERGED
 from use.optimize.planner import Planner
+from use.optimize.task_metrics import COMMITTED
 from use.qbeast.reader import load_snapshot, read
 from use.qbeast.snapshot import QbeastSnapshot
 from use.table import QbeastTable

@@ -18,7 +18,8 @@ import pytest
 from optimize_support import deltars_rows, fragmented_qbeast, plain_delta, random_appends_qbeast, staging_qbeast, table_rows
 from use.delta import DeltaLog
 from use.optimize.config import OptimizationConfig
-from use.optimize.loop import CONVERGED, DONE, optimize_path
+from use.optimize.loop import optimize_path
+from use.optimize.loop_core import CONVERGED, DONE
 from use.optimize.plan import REVISION_REWRITE_TAG
 from use.optimize.strategies._common import io_limit
 

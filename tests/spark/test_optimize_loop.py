@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from use.errors import InvalidArgumentError
-from use.optimize.executor import ABANDONED, COMMITTED, IterationMetrics
-from use.optimize.loop import (
+from use.optimize.loop_core import (
     CONFLICTS,
     CONVERGED,
     DONE,
@@ -28,6 +27,7 @@ from use.optimize.loop import (
 )
 from use.optimize.plan import Gain
 from use.optimize.report import format_metrics_table
+from use.optimize.task_metrics import ABANDONED, COMMITTED, IterationMetrics
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@ import pytest
 
 from use.delta import DeltaLog
 from use.optimize.config import OptimizationConfig
-from use.optimize.executor import COMMITTED, _reindexed, blocks_of_rows, num_records, run_task, task_file_rows
+from use.optimize.executor import run_task
 from use.optimize.plan import MergeTask
+from use.optimize.task_metrics import COMMITTED, blocks_of_rows, num_records, reindexed_blocks, task_file_rows
 from use.qbeast.index_plan import _cube_counts, existing_index, with_weight
 from use.qbeast.index_status import InputBlocks, counts_in_place
 from use.qbeast.jvm_write import JVM_WRITE_CONF
@@ -68,7 +69,7 @@ def _whole_revision_task(qsnap: QbeastSnapshot) -> MergeTask:
 def _input_blocks(qsnap: QbeastSnapshot, task: MergeTask) -> InputBlocks:
     idx = task_file_rows(qsnap, task)
     files = qsnap.files.take(pa.array(idx, pa.int64()))
-    return InputBlocks(_reindexed(blocks_of_rows(qsnap, idx), idx), int(idx.size), num_records(files, qsnap.schema))
+    return InputBlocks(reindexed_blocks(blocks_of_rows(qsnap, idx), idx), int(idx.size), num_records(files, qsnap.schema))
 
 
 def _counted(spark, qsnap: QbeastSnapshot, task: MergeTask, *, jvm: bool = True) -> dict[str, int]:

@@ -12,10 +12,12 @@ from optimize_support import deltars_rows, table_rows
 from use.delta import DeltaLog
 from use.delta.actions import remove_actions
 from use.delta.transaction import Transaction
-from use.optimize.executor import ABANDONED, COMMITTED, run_task
-from use.optimize.loop import CONVERGED, optimize_path
+from use.optimize.executor import run_task
+from use.optimize.loop import optimize_path
+from use.optimize.loop_core import CONVERGED
 from use.optimize.plan import KIND_RELABEL
 from use.optimize.planner import Planner
+from use.optimize.task_metrics import ABANDONED, COMMITTED
 from use.qbeast.reader import load_snapshot
 from use.qbeast.relabel import alignment
 

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from optimize_support import table_rows
-from use.optimize.loop import CONVERGED, optimize_path
+from use.optimize.loop import optimize_path
+from use.optimize.loop_core import CONVERGED
 from use.qbeast.reader import load_snapshot, plan_read
 
 

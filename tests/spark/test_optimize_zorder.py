@@ -23,7 +23,7 @@ from use.delta.predicates import And, Comparison
 from use.delta.skipping import files_matching
 from use.errors import ConfigError, InvalidArgumentError
 from use.optimize import curves
-from use.optimize.loop import CONVERGED
+from use.optimize.loop_core import CONVERGED
 from use.optimize.strategies.zorder import ZCUBE_CURVE_TAG, ZCUBE_ID_TAG, ZCUBE_ZORDER_BY_TAG
 
 

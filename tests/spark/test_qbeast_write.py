@@ -304,13 +304,14 @@ def test_a_write_runs_its_jobs_in_a_job_group_its_cleanup_waits_for(spark, small
     """A failed write deletes its files only once its tasks have stopped (`discard_write` awaits the
     thread's job group), so a write whose caller set no job group runs in one of its own, and gives
     the thread its properties back; a caller's own group (a Thrift statement's) is kept."""
-    import use.session
+    from use.qbeast import write_scope
+    from use.runtime.jobs import JOB_PROPERTIES
 
     sc = spark.sparkContext
     before = _state(small_table)
     seen: list[tuple[str | None, str | None]] = []
     awaited: list[str | None] = []
-    real_await = use.session.await_job_group_tasks
+    real_await = write_scope.await_job_group_tasks
 
     def fail(*args, **kwargs):
         seen.append((sc.getLocalProperty("spark.jobGroup.id"), sc.getLocalProperty("spark.job.description")))
@@ -321,8 +322,8 @@ def test_a_write_runs_its_jobs_in_a_job_group_its_cleanup_waits_for(spark, small
         return real_await(spark_)
 
     monkeypatch.setattr(writer, "commit_write", fail)
-    monkeypatch.setattr(use.session, "await_job_group_tasks", spy)
-    previous = {key: sc.getLocalProperty(key) for key in use.session.JOB_PROPERTIES}
+    monkeypatch.setattr(write_scope, "await_job_group_tasks", spy)
+    previous = {key: sc.getLocalProperty(key) for key in JOB_PROPERTIES}
     assert previous["spark.jobGroup.id"] is None
     with pytest.raises(RuntimeError, match="injected"):
         write(spark, _data(spark, 3_000, start=20_000), small_table, ["x", "y"])
@@ -330,7 +331,7 @@ def test_a_write_runs_its_jobs_in_a_job_group_its_cleanup_waits_for(spark, small
     assert group is not None and group.startswith("use-write-")
     assert description is not None and description.startswith("USE write: append of 3000 rows to ")
     assert awaited == [group]
-    assert {key: sc.getLocalProperty(key) for key in use.session.JOB_PROPERTIES} == previous
+    assert {key: sc.getLocalProperty(key) for key in JOB_PROPERTIES} == previous
     assert _state(small_table) == before
     sc.setJobGroup("callers-group", "the caller's statement")
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 from optimize_support import deltars_rows, fragmented_qbeast
 from service_support import AUTO, await_service, set_properties, wait_for
 from use.optimize.config import ServiceConfig
-from use.optimize.loop import optimizations_table
+from use.optimize.events import optimizations_table
 from use.service import LocationSource, OptimizationService
 from use.service.runner import SparkRunner
 from use.service.state import STATE_FILE

@@ -8,7 +8,7 @@ import pytest
 def test_query_errors_stay_spark_errors_after_quiet_query_errors(spark) -> None:
     from pyspark.errors import ArithmeticException
 
-    from use.session import quiet_query_errors
+    from use.runtime.query_errors import quiet_query_errors
 
     with quiet_query_errors():
         pass
@@ -25,7 +25,7 @@ def test_await_job_group_tasks_returns_once_the_cancelled_jobs_tasks_have_ended(
     import threading
     import time
 
-    from use.session import await_job_group_tasks
+    from use.runtime.jobs import await_job_group_tasks
 
     sc = spark.sparkContext
     group = "use-test-await-group"

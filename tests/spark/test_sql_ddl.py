@@ -18,7 +18,8 @@ def test_the_session_serves_delta_and_qbeast_tables(spark) -> None:
 
 
 def test_launch_flags_for_pyspark_users(capsys) -> None:
-    from use.shim import build_shim, main
+    from use.runtime.shim import build_shim
+    from use.shim import main
 
     assert main(["--conf"]) == 0
     out, err = capsys.readouterr()

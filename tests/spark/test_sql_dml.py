@@ -419,6 +419,7 @@ def test_this_process_optimizations_yield_to_a_row_level_write(spark, tmp_path, 
     from use.delta.storage import resolve_table_root
     from use.optimize import yielding
     from use.optimize.delta_table import DeltaTable
+    from use.optimize.loop_core import CONFLICTS, CONVERGED
 
     path = str(tmp_path / "y")
     for lo in (0, 50):
@@ -431,11 +432,11 @@ def test_this_process_optimizations_yield_to_a_row_level_write(spark, tmp_path, 
         assert not yielding.wait_until_idle(root, 0.05)
         monkeypatch.setattr(loop, "YIELD_TIMEOUT_S", 0.05)  # go on without waiting: the commit check must hold
         result = DeltaTable.for_path(spark, path).optimize(strategy="BinPacking", progress=False)
-        assert result.outcome == loop.CONFLICTS and all(m.status == "abandoned" for m in result.iterations)
+        assert result.outcome == CONFLICTS and all(m.status == "abandoned" for m in result.iterations)
         assert state(path) == before
     finally:
         yielding.end(root)
-    assert DeltaTable.for_path(spark, path).optimize(strategy="BinPacking", progress=False).outcome == loop.CONVERGED
+    assert DeltaTable.for_path(spark, path).optimize(strategy="BinPacking", progress=False).outcome == CONVERGED
     assert rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(100,)] and len(state(path)[0]) > len(before[0])
 
 

@@ -162,7 +162,7 @@ def test_every_error_class_follows_one_naming_rule() -> None:
     known = python_kinds | shim_kinds
     environment = {"USE_DELTA_MIRRORS", "USE_SPARK_MASTER"}  # variables, not error classes
     named = [root / "README.md", *(root / "docs").rglob("*.md"), *(root / "sql").glob("*.out")]
-    named += [*(root / "tests").glob("test_sql_*.py"), *(root / "tests").glob("test_serve*.py")]
+    named += [*(root / "tests").rglob("test_sql_*.py"), *(root / "tests").rglob("test_serve*.py")]
     for path in named:
         for kind in set(re.findall(r"\bUSE_[A-Z0-9_]+\b", path.read_text())) - environment:
             assert kind in known, (path.name, kind)

@@ -497,7 +497,7 @@ def test_dynamic_partition_overwrite_replaces_only_the_partitions_written(spark,
     """Delta's `partitionOverwriteMode=dynamic` (writer option, else the session's
     spark.sql.sources.partitionOverwriteMode): an overwrite replaces the partitions it writes and
     keeps the others; it replaced the whole table before (rows of the other partitions lost)."""
-    from use.session import session_conf
+    from use.runtime.conf import session_conf
 
     path = str(tmp_path / "t")
     spark.range(6).selectExpr("id", "CAST(id % 3 AS STRING) AS p").write.format("delta").partitionBy("p").save(path)
@@ -524,7 +524,7 @@ def test_save_as_table_and_insert_into_take_dynamic_partition_overwrite(spark, d
     """Delta's documented `saveAsTable` with `partitionOverwriteMode=dynamic` (it replaced the whole
     table before): the written partitions are replaced, the others kept, the table's schema and
     properties unchanged. `insertInto` takes the session's setting (Spark drops its writer options)."""
-    from use.session import session_conf
+    from use.runtime.conf import session_conf
 
     spark.range(6).selectExpr("id", "CAST(id % 3 AS STRING) AS p").write.format("delta").partitionBy("p").option(
         "delta.appendOnly", "false").saveAsTable("dyn")  # fmt: skip
@@ -714,7 +714,7 @@ def test_user_metadata_of_a_write_option_or_the_session_lands_in_the_commit(spar
     """Delta's `userMetadata` writer option, else `spark.databricks.delta.commitInfo.userMetadata`:
     the commit's `commitInfo.userMetadata` (DESCRIBE HISTORY's column), for saves, SQL writes and DML."""
     from use import DeltaTable
-    from use.session import session_conf
+    from use.runtime.conf import session_conf
 
     path = str(tmp_path / "t")
 

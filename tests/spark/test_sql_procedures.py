@@ -110,7 +110,7 @@ def test_optimize_by_path_with_settings_of_the_call(spark, db) -> None:
 
 def test_plan_rows_equal_optimize_dry_run_rows(spark, db) -> None:
     from use.insights import for_path
-    from use.optimize.loop import session_defaults
+    from use.optimize.loop_core import session_defaults
 
     root = _qbeast_table(spark)
     plan = for_path(root, "plan", spark_conf=session_defaults(spark))
@@ -314,13 +314,13 @@ def test_optimize_where_rewrites_only_the_partitions_it_selects(spark, db) -> No
 
 @contextlib.contextmanager
 def _query_error_logs() -> Iterator[list[str]]:
-    """The messages PySpark's query-error loggers (`use.session.QUERY_ERROR_LOGGERS`) emit in the
+    """The messages PySpark's query-error loggers (`use.runtime.query_errors.QUERY_ERROR_LOGGERS`) emit in the
     block. They do not propagate, so a handler of their own collects them."""
     import logging
 
     from pyspark.logger import PySparkLogger
 
-    from use.session import QUERY_ERROR_LOGGERS
+    from use.runtime.query_errors import QUERY_ERROR_LOGGERS
 
     seen: list[str] = []
 
@@ -433,7 +433,7 @@ def test_a_session_default_strategy_does_not_make_a_table_continuously_optimized
     """`spark.qbeast.use.optimization.type` is a default for the runs a session starts; a table asks
     for continuous optimization by its own properties (what the service schedules by), so neither
     `metastore_summary.auto_optimize` nor the manual trigger takes the default for a request."""
-    from use.session import session_conf
+    from use.runtime.conf import session_conf
 
     root = _delta_table(spark)
     summary = (
@@ -655,14 +655,14 @@ def _scala_list(seq) -> list:
     return out
 
 
-def test_the_readme_documents_every_procedure_and_argument() -> None:
+def test_the_sql_page_documents_every_procedure_and_argument() -> None:
     from pathlib import Path
 
     from use.sql.procedures import PROCEDURES
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    part = readme.split("### Procedures", 1)[1].split("\n## ", 1)[0]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "sql.md").read_text()
+    part = page.split("\n## Procedures\n", 1)[1].split("\n## ", 1)[0]
     for proc in PROCEDURES.values():
-        assert f"`{proc.name}`" in part, proc.name
+        assert f"`{proc.name}`" in part, f"docs/sql.md, Procedures: {proc.name}"
         for p in proc.parameters:
-            assert f"`{p.name}`" in part, (proc.name, p.name)
+            assert f"`{p.name}`" in part, f"docs/sql.md, Procedures: {proc.name}({p.name})"

@@ -75,8 +75,8 @@ def test_bad_values_are_refused_and_nothing_changes(spark, db) -> None:
 
 
 def test_real_delta_properties_are_taken_or_refused_saying_why_never_as_misspelt(spark, db) -> None:
-    """Every real Delta property is either accepted (acted upon, or kept for other engines: README,
-    "Delta table properties") or refused naming what USE cannot do; "check its spelling" is for
+    """Every real Delta property is either accepted (acted upon, or kept for other engines: docs/delta.md,
+    "Table properties") or refused naming what USE cannot do; "check its spelling" is for
     keys Delta does not have. A refusal changes nothing, by name as by path."""
     spark.sql("CREATE TABLE d (id INT) USING delta")
     root = location(spark, "d")

@@ -195,7 +195,7 @@ def test_timestamp_partitions_are_instants_in_any_session_time_zone(spark, db) -
     import deltalake
 
     from use.delta import DeltaLog
-    from use.session import session_conf
+    from use.runtime.conf import session_conf
 
     with session_conf(spark, {"spark.sql.session.timeZone": "America/Los_Angeles"}):
         spark.sql("CREATE TABLE t (v INT, pts TIMESTAMP, nts TIMESTAMP_NTZ) USING delta PARTITIONED BY (pts, nts)")
@@ -258,7 +258,7 @@ def test_zone_less_timestamp_partition_values_are_utc(spark, db, tmp_path) -> No
         deltalake.write_deltalake(root, data, partition_by=["pts"], mode="append")
     spark.sql(f"CREATE TABLE r USING delta LOCATION '{root}'")
     assert rows(spark, "SELECT v, CAST(pts AS STRING) FROM r") == [(1, "2024-03-10 09:30:00"), (2, "2024-03-10 09:30:00")]
-    from use.session import session_conf
+    from use.runtime.conf import session_conf
 
     with session_conf(spark, {"spark.sql.session.timeZone": "America/Los_Angeles"}):
         assert rows(spark, "SELECT v, CAST(pts AS STRING) FROM r") == [(1, "2024-03-10 01:30:00"), (2, "2024-03-10 01:30:00")]
@@ -279,7 +279,7 @@ def test_timestamps_and_dates_at_the_ends_of_their_range(spark, db) -> None:
     in sessions west and east of UTC (where such a literal is in year 10000 or year 0 in UTC),
     return what the filter says, whatever pruning can use."""
     from use.delta import DeltaLog
-    from use.session import session_conf
+    from use.runtime.conf import session_conf
 
     spark.sql("CREATE TABLE e (id INT, ts TIMESTAMP, ntz TIMESTAMP_NTZ, d DATE) USING delta")
     with session_conf(spark, {"spark.sql.session.timeZone": "UTC"}):

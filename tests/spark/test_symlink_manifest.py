@@ -139,7 +139,7 @@ def test_a_timestamp_partition_has_one_manifest_named_in_utc(spark, db, tmp_path
     import deltalake
     import pyarrow as pa
 
-    from use.session import session_conf
+    from use.runtime.conf import session_conf
 
     root = str(tmp_path / "m")
     at = pa.array([dt.datetime(2024, 3, 10, 9, 30, tzinfo=dt.UTC)], pa.timestamp("us", "UTC"))

@@ -17,7 +17,7 @@ def _props(spark, table: str) -> dict[str, str]:
 def test_new_tables_take_the_sessions_default_properties(spark, db, tmp_path) -> None:
     from use import DeltaTable
     from use.delta import DeltaLog
-    from use.session import session_conf
+    from use.runtime.conf import session_conf
 
     defaults = {PREFIX + "appendOnly": "true", PREFIX + "enableChangeDataFeed": "true", PREFIX + "noSuchKey": "1"}
     with session_conf(spark, defaults):
@@ -45,7 +45,7 @@ def test_new_tables_take_the_sessions_default_properties(spark, db, tmp_path) ->
 
 
 def test_a_bad_default_refuses_the_creation_and_creates_nothing(spark, db, tmp_path) -> None:
-    from use.session import session_conf
+    from use.runtime.conf import session_conf
 
     with session_conf(spark, {PREFIX + "appendOnly": "maybe"}):
         with refused(

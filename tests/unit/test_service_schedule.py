@@ -12,7 +12,7 @@ import itertools
 import pytest
 
 from use.errors import ConfigError, TableNotFoundError
-from use.optimize.executor import IterationMetrics
+from use.optimize.task_metrics import IterationMetrics
 from use.service.records import (
     DROPPED,
     FAILED,

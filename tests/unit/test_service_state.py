@@ -11,7 +11,7 @@ import time
 from optimize_support import data_files
 from service_support import AUTO, plain_table, set_properties
 from use.delta import DeltaLog
-from use.optimize.executor import IterationMetrics
+from use.optimize.task_metrics import IterationMetrics
 from use.service import SERVICE_STATUS_SCHEMA, TABLE_STATE_SCHEMA
 from use.service.gc import collect_garbage
 from use.service.records import Estimate, GcRecord, LayoutFigures, SchedulerSettings

@@ -8,26 +8,21 @@ dispatches. Typed USE errors become one clear line on stderr and exit code 2, ne
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 
+from use.cli import demo, history, optimize, properties, restore, serve, vacuum
 from use.errors import CLI, UseError
 
-# Subcommand modules, in the order `use --help` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("demo", "optimize", "vacuum", "restore", "history", "properties", "serve")
+# Subcommand modules, in the order `use --help` lists them. `--help` imports them all, so each
+# defers what imports Spark into the function that runs its command.
+SUBCOMMANDS = (demo, optimize, vacuum, restore, history, properties, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="use", description="USE, the Universal Storage Engine.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"use.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"use.cli.{name}":
-                continue  # subcommand not built yet
-            raise
+    for module in SUBCOMMANDS:
         module.add_parser(subparsers)
     return parser
 

@@ -12,8 +12,14 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
+from use.cli.history import render_history
+from use.display import format_bytes_exact, plural, text_table
+from use.errors import InvalidArgumentError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
 
 #: The Qbeast part appends its rows in this many writes (to leave fragmented cubes to optimize).
 APPENDS = 4
@@ -29,8 +35,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _print_table(title: str, table: pa.Table, limit: int = 10) -> None:
-    from use.display import text_table
-
     print(f"\n== {title}")
     if not table.num_rows:
         print("(empty)")
@@ -41,8 +45,6 @@ def _print_table(title: str, table: pa.Table, limit: int = 10) -> None:
 
 def _check_args(args: argparse.Namespace) -> None:
     """Every flag is checked before anything is created (also the ones --delta-only ignores)."""
-    from use.errors import InvalidArgumentError
-
     if args.rows < APPENDS:
         raise InvalidArgumentError(
             f"--rows must be at least {APPENDS} (the demo appends its rows in {APPENDS} writes), got {args.rows}"
@@ -76,10 +78,11 @@ def run(args: argparse.Namespace) -> int:
 def _delta_part(path: Path) -> None:
     """The Delta log on its own (no Spark): create, three appends of pyarrow data, history, snapshot.
     Spark users write plain Delta tables with `DeltaTable.write(df, path)` instead."""
-    from use.cli.history import render_history
+    # deferred: pyarrow and the Delta log take a noticeable time to import; `use --help` imports every subcommand module
+    import pyarrow as pa
+
     from use.delta import DeltaLog
     from use.delta.datafile import write_data_file
-    from use.display import format_bytes_exact
 
     schema = pa.schema([("id", pa.int64()), ("city", pa.string()), ("amount", pa.float64())])
     log = DeltaLog.for_path(str(path))
@@ -112,11 +115,11 @@ def append_summary(rows: int) -> str:
 
 
 def _qbeast_part(path: Path, rows: int) -> None:
+    # deferred: Spark is heavy to import, and `use --help` and `use demo --delta-only` run without it
     from pyspark.sql import functions as F
 
-    from use import QbeastTable
-    from use.display import plural
-    from use.session import spark_session
+    from use.session import spark_session  # deferred: imports pyspark (as above)
+    from use.table import QbeastTable  # deferred: imports pyspark (as above)
 
     spark = spark_session("use-demo")
     df = spark.range(rows).select(

@@ -7,6 +7,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from use.display import format_ms, text_table
+from use.errors import InvalidArgumentError
+
 if TYPE_CHECKING:  # pragma: no cover
     from use.delta.log import HistoryEntry
 
@@ -32,8 +35,6 @@ def _pairs(values: Mapping[str, Any]) -> str:
 
 def render_history(entries: Sequence[HistoryEntry], *, full: bool = False) -> str:
     """Commits as a text table: version, ISO timestamp (UTC), operation, parameters, metrics."""
-    from use.display import format_ms, text_table
-
     rows = [[e.version, format_ms(e.timestamp), e.operation, _pairs(e.parameters) or "-", _pairs(e.metrics) or "-"]
             for e in entries]  # fmt: skip
     return text_table(
@@ -42,8 +43,8 @@ def render_history(entries: Sequence[HistoryEntry], *, full: bool = False) -> st
 
 
 def run(args: argparse.Namespace) -> int:
+    # deferred: pyarrow and the Delta log take a noticeable time to import; `use --help` imports every subcommand module
     from use.delta import DeltaLog
-    from use.errors import InvalidArgumentError
 
     if args.limit <= 0:
         raise InvalidArgumentError(f"--limit must be a positive number of commits, got {args.limit}")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 
+from use.errors import InvalidArgumentError
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -45,8 +47,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _positive_int(value: str | None, flag: str) -> int | None:
-    from use.errors import InvalidArgumentError
-
     if value is None:
         return None
     try:
@@ -59,6 +59,7 @@ def _positive_int(value: str | None, flag: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # deferred: these import pyspark (and pyarrow), and `use --help` imports every subcommand module
     from use.optimize.loop import optimize_path
     from use.optimize.report import format_iteration
     from use.session import spark_session

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import argparse
 
+from use.display import text_table
+from use.errors import InvalidArgumentError
+
 #: Width of a listed value unless --full: a Qbeast revision property is kilobytes of JSON.
 VALUE_WIDTH = 100
 
@@ -31,8 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from use.display import text_table
-    from use.errors import InvalidArgumentError
+    # deferred: pyarrow and the Delta log take a noticeable time to import; `use --help` imports every subcommand module
     from use.optimize.properties import alter_properties, parse_assignment, table_properties
 
     if args.set or args.unset:

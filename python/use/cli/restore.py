@@ -15,6 +15,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # deferred: pyarrow and the Delta log take a noticeable time to import; `use --help` imports every subcommand module
     from use.delta import DeltaLog
     from use.delta.restore import restore
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from use.server.config import DEFAULT_DATA_DIR, DEFAULT_HOST, DEFAULT_MASTER, DEFAULT_PORT
-from use.server.demo import DEMO_INTERVAL
+from use.errors import ConfigError
+from use.server.config import DEFAULT_DATA_DIR, DEFAULT_HOST, DEFAULT_MASTER, DEFAULT_PORT, ServerOptions
+from use.server.demo import DEMO_INTERVAL, demo_conf, demo_services, print_demo
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -50,13 +51,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from use.server import ServerOptions, serve
+    from use.server.process import serve  # deferred: imports pyspark; `use --help` imports every subcommand module
 
     if not args.demo:
         options = ServerOptions.from_flags(args.data_dir, args.host, args.port, args.master, args.conf, not args.no_service)
         return serve(options)
-    from use.errors import ConfigError
-    from use.server.demo import demo_conf, demo_services, print_demo
 
     if args.no_service:
         raise ConfigError("--demo shows the optimization service at work; leave out --no-service")

@@ -1,4 +1,4 @@
-"""Layer 1: the Delta transaction log, implemented to the Delta protocol in Python + pyarrow.
+"""The Delta transaction log, implemented to the Delta protocol in Python + pyarrow.
 
 Never imports pyspark or the upper layers. Public names: `DeltaLog` (open/create a table), `Snapshot`
 (a version of it, files as an Arrow table), `Transaction` (optimistic commits with Delta's conflict

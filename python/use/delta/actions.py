@@ -485,8 +485,10 @@ def add_files_table(adds: list[AddFile]) -> pa.Table:
     )
 
 
-_EMPTY_FILES = FILES_SCHEMA.empty_table()
-_EMPTY_TOMBSTONES = TOMBSTONES_SCHEMA.empty_table()
+# Table.from_batches, not Schema.empty_table: that one imports pandas, which `import use.delta` (and
+# so `use --help`) would pay for on every start.
+_EMPTY_FILES = pa.Table.from_batches([], schema=FILES_SCHEMA)
+_EMPTY_TOMBSTONES = pa.Table.from_batches([], schema=TOMBSTONES_SCHEMA)
 
 
 def empty_files() -> pa.Table:

@@ -33,7 +33,7 @@ from use.delta.actions import (
 )
 from use.delta.commits import CommitActions, parse_commits
 from use.delta.listing import CheckpointFiles
-from use.delta.replay import LogState
+from use.delta.state import LogState
 from use.delta.stats import stats_json_from_parsed
 from use.delta.storage import LocalLogStore
 from use.errors import CorruptLogError

@@ -16,6 +16,7 @@ import datetime as _dt
 import os
 import re
 import urllib.parse
+import zoneinfo
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from use.delta.datafile import HIVE_DEFAULT_PARTITION
+from use.delta import DeltaLog
+from use.delta.actions import AddFile
+from use.delta.datafile import HIVE_DEFAULT_PARTITION, partition_value_text, timestamp_partition_columns
+from use.delta.schema import as_nullable
+from use.delta.skipping import typed_partition_values
+from use.delta.stats import file_stats_json
 from use.errors import InvalidArgumentError, SchemaMismatchError, TableNotFoundError, UnsupportedFeatureError
 
 
@@ -90,8 +96,6 @@ def list_parquet_files(root: str, partition_columns: Sequence[str]) -> list[Parq
 def _partition_values_checked(files: Sequence[ParquetFile], partition_schema: pa.Schema, root: str) -> None:
     """Each directory's value must be of its column's declared type, as every Delta reader will type
     it from the log (`use.delta.skipping.typed_partition_values`, which makes unreadable text null)."""
-    from use.delta.skipping import typed_partition_values
-
     entries = [[(k, v) for k, v in f.partition_values] for f in files]
     table = pa.table({"partition_values": pa.array(entries, pa.map_(pa.string(), pa.string()))})
     for i, field in enumerate(partition_schema):
@@ -107,8 +111,6 @@ def _partition_values_checked(files: Sequence[ParquetFile], partition_schema: pa
 
 def _zone(name: str) -> _dt.tzinfo:
     """A time zone as Spark's session time zone names it: a region (`America/Los_Angeles`) or an offset (`+08:00`, `UTC+8`)."""
-    import zoneinfo
-
     try:
         return zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
@@ -129,9 +131,6 @@ def _instants_in_utc(files: Sequence[ParquetFile], partition_schema: pa.Schema, 
     wrote it (as Spark writes and reads such directories), here `time_zone`; the log must not keep
     it zone-less, as USE and delta-rs read a zone-less value as UTC (`use.delta.skipping.typed_partition_values`).
     Checked values only (`_partition_values_checked`)."""
-    from use.delta.datafile import timestamp_partition_columns
-    from use.spark_files import partition_value_text
-
     instants = timestamp_partition_columns(partition_schema, partition_schema.names)
     if not instants:
         return list(files)
@@ -158,10 +157,6 @@ def parquet_adds(
 ) -> tuple[pa.Schema, list[Any]]:
     """The table schema (the files' columns unified, nullable, then the partition columns) and one
     `AddFile` per file (footer stats unless `collect_stats` is false)."""
-    from use.delta.actions import AddFile
-    from use.delta.schema import as_nullable
-    from use.delta.stats import file_stats_json
-
     metas = []
     for f in files:
         full = os.path.join(root, f.path)
@@ -207,8 +202,6 @@ def convert_to_delta(
     its own (refused: converting cannot change it). `time_zone`: the zone in which the directory
     names of timestamp partition columns are wall clock (Spark's session time zone that wrote them;
     SQL passes the converting session's, as Spark reads such a directory in it)."""
-    from use.delta import DeltaLog
-
     if not isinstance(root, str) or not root:
         raise InvalidArgumentError(f"a table path must be a non-empty string, got {root!r}")
     if not os.path.isdir(root):

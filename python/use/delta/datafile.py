@@ -10,6 +10,8 @@ file and an existing file is never overwritten.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
+import decimal
 import os
 import urllib.parse
 import uuid
@@ -21,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from use.delta.actions import AddFile
+from use.delta.skipping import utc_timestamp_texts
 from use.delta.stats import DEFAULT_NUM_INDEXED_COLS, file_stats_json, iter_leaf_arrays, leaf_columns, stats_leaves
 from use.errors import ConfigError, InvalidArgumentError, SchemaMismatchError, StorageError
 
@@ -31,6 +34,7 @@ __all__ = [
     "local_root",
     "parquet_compression",
     "partition_directory",
+    "partition_value_text",
     "timestamp_partition_columns",
     "write_data_file",
 ]
@@ -49,6 +53,28 @@ def escape_partition_value(value: str | None) -> str:
     return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in value)
 
 
+def partition_value_text(value: Any) -> str | None:
+    """A partition value as the Delta protocol serializes it in `partitionValues` (None stays null):
+    booleans `true`/`false`, dates `2024-05-01`, timestamps in Delta's UTC ISO form
+    `2024-05-01T12:00:00.000000Z` (as newer Delta writes them: the zone-less form is read in the
+    reader's session time zone by Delta on Spark and as UTC by delta-rs, so only this one means the
+    same instant to every reader), timestamp_ntz as the wall clock `2024-05-01 12:00:00[.ffffff]`."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is not None:
+            utc = value.astimezone(_dt.UTC).replace(tzinfo=None)
+            return utc.isoformat(timespec="microseconds") + "Z"
+        return value.isoformat(sep=" ", timespec="microseconds" if value.microsecond else "seconds")
+    if isinstance(value, _dt.date):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
+    return str(value)
+
+
 def partition_directory(partition_values: Mapping[str, str | None], timestamp_columns: Collection[str] = ()) -> str:
     """`a=1/b=x%3Ay`: the relative directory Spark would use for these partition values (log texts).
 
@@ -56,8 +82,6 @@ def partition_directory(partition_values: Mapping[str, str | None], timestamp_co
     Hive's form in UTC (`ts=2024-03-10 09%3A30%3A00`) whichever way the log spells them: Hive readers
     of symlink manifests parse the names, and one instant gets one directory (`use.delta.skipping.utc_timestamp_texts`)."""
     if timestamp_columns:
-        from use.delta.skipping import utc_timestamp_texts
-
         partition_values = {
             k: utc_timestamp_texts(pa.array([v], pa.string()), hive=True)[0].as_py() if k in timestamp_columns else v
             for k, v in partition_values.items()
@@ -419,7 +443,7 @@ def write_data_file(
     the Hive-style partition directory. `stats_columns` / `stats_column_names` are
     `delta.dataSkippingNumIndexedCols` / `delta.dataSkippingStatsColumns`. `compression` is a Spark
     parquet codec name (`parquet_compression`); writers on Spark pass the session's
-    `spark.sql.parquet.compression.codec` (`use.session.parquet_codec`). The returned path is
+    `spark.sql.parquet.compression.codec` (`use.runtime.conf.parquet_codec`). The returned path is
     relative to the table root and URL-encoded as the log stores it.
     """
     data_schema, batches = _batches(data, schema)

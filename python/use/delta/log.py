@@ -23,13 +23,24 @@ from typing import Any
 
 import pyarrow as pa
 
-from use.delta.actions import AddFile, CommitInfo, Metadata, Protocol, SetTransaction, action_json_line, scoped_user_metadata
+from use.delta.actions import (
+    AddFile,
+    CommitInfo,
+    Metadata,
+    Protocol,
+    SetTransaction,
+    action_json_line,
+    empty_files,
+    empty_tombstones,
+    scoped_user_metadata,
+)
 from use.delta.checkpoint import checkpoint_name, write_checkpoint
 from use.delta.commits import CommitActions, read_commits
 from use.delta.listing import LOG_DIR_NAME, LogListing, commit_name, list_log
-from use.delta.replay import LogState, advance, replay
+from use.delta.replay import advance, replay
 from use.delta.schema import is_primitive, schema_to_json, uses_timestamp_ntz
 from use.delta.snapshot import Snapshot, TableConfig, check_read_support, protocol_with_change_data_feed, validate_configuration
+from use.delta.state import LogState
 from use.delta.storage import LocalLogStore, resolve_table_root
 from use.delta.transaction import Transaction, _string_map, after_commit, engine_info
 from use.errors import (
@@ -642,14 +653,10 @@ def _commit_info_line(raw: bytes, path: str, lineno: int) -> dict[str, Any]:
 
 
 def _empty_files() -> pa.Table:
-    from use.delta.actions import empty_files
-
     return empty_files()
 
 
 def _empty_tombstones() -> pa.Table:
-    from use.delta.actions import empty_tombstones
-
     return empty_tombstones()
 
 

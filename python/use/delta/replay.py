@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,28 +23,13 @@ from use.delta.actions import (
     empty_files,
     empty_tombstones,
 )
+from use.delta.checkpoint import read_checkpoint
 from use.delta.columnmapping import partition_value_keys
 from use.delta.commits import CommitActions, read_commits
 from use.delta.listing import CheckpointFiles, LogListing, commit_name
+from use.delta.state import LogState
 from use.delta.storage import LocalLogStore
 from use.errors import CorruptLogError, VersionNotFoundError
-
-# --- state ------------------------------------------------------------------------------------------
-
-
-@dataclass
-class LogState:
-    """Reconciled table state at `version` (files and tombstones in Arrow)."""
-
-    version: int
-    protocol: Protocol
-    metadata: Metadata
-    files: pa.Table
-    tombstones: pa.Table  # all tombstones, not yet filtered by retention
-    txns: dict[str, tuple[int, int | None]]
-    domains: dict[str, dict[str, Any]]
-    checkpoint_version: int | None
-    latest_commit_info: dict[str, Any] | None = None
 
 
 def _latest_per_path(adds: pa.Table, removes: pa.Table) -> tuple[pa.Table, pa.Table]:
@@ -199,10 +183,6 @@ def _fold_table_actions(
 
 def replay(store: LocalLogStore, listing: LogListing, version: int) -> LogState:
     """Table state at `version` from the listing (checkpoint + commit tail)."""
-    from use.delta.checkpoint import (
-        read_checkpoint,  # checkpoint imports replay's shapes
-    )
-
     cp = choose_start(listing, version)
     if cp is not None:
         base = read_checkpoint(cp)

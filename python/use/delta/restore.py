@@ -27,6 +27,7 @@ from use.delta.actions import add_actions, remove_actions
 from use.delta.log import DeltaLog
 from use.delta.transaction import Transaction
 from use.delta.vacuum import files_gone
+from use.display import format_bytes_exact, plural
 from use.errors import InvalidArgumentError
 
 __all__ = ["RestoreResult", "restore"]
@@ -47,8 +48,6 @@ class RestoreResult:
     size: int
 
     def __str__(self) -> str:
-        from use.display import format_bytes_exact, plural
-
         if self.version is None:
             return f"nothing to restore: the table already holds the files and metadata of version {self.restored_version}"
         return (

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from use.delta.typewidening import is_supported_change
-from use.errors import CorruptLogError, SchemaMismatchError
+from use.errors import CorruptLogError, InvalidArgumentError, SchemaMismatchError
 
 _PRIMITIVE_TO_ARROW: dict[str, pa.DataType] = {
     "string": pa.string(),
@@ -312,6 +313,19 @@ def uses_timestamp_ntz(schema: pa.Schema) -> bool:
 
 def is_primitive(t: pa.DataType) -> bool:
     return not (pa.types.is_nested(t))
+
+
+def check_partition_types(schema: pa.Schema, partition_columns: Sequence[str], where: str) -> None:
+    """Partition columns must be primitive, non-binary columns of the data (Delta's rule)."""
+    for c in partition_columns:
+        if c not in schema.names:
+            raise InvalidArgumentError(f"partition column {c!r} is not a column of {where} (columns: {schema.names})")
+        t = schema.field(c).type
+        if pa.types.is_nested(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            raise InvalidArgumentError(
+                f"partition column {c!r} has type {t}, which cannot be a partition value; partition by a string, "
+                "number, boolean, date or timestamp column"
+            )
 
 
 def check_append_schema(data: pa.Schema, table: pa.Schema, path: str) -> None:

@@ -46,7 +46,11 @@ from use.delta.predicates import (
     columns_of,
 )
 from use.delta.stats import STRING_PREFIX_LENGTH, leaf_columns, resolve_path
-from use.delta.stats_parse import parse_stats, stat_column
+from use.delta.stats_parse import (
+    _convert,  # the one string -> typed value conversion
+    parse_stats,
+    stat_column,
+)
 from use.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -140,8 +144,6 @@ def typed_partition_values(files: pa.Table, column: str, type_: pa.DataType) -> 
 
 
 def _typed_texts(raw: pa.Array, type_: pa.DataType) -> pa.Array:
-    from use.delta.stats_parse import _convert  # the one string -> typed value conversion
-
     raw = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
     t = _storage(type_)
     if pa.types.is_string(t) or pa.types.is_large_string(t):

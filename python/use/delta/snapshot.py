@@ -8,10 +8,11 @@ table for everyone. So every feature is checked by name, and unknown ones are re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +21,8 @@ import pyarrow.compute as pc
 
 from use.delta.actions import Metadata, Protocol
 from use.delta.columnmapping import ColumnMapping, column_mapping_mode
-from use.delta.replay import LogState
 from use.delta.schema import schema_from_json
+from use.delta.state import LogState
 from use.delta.typewidening import FEATURES as TYPE_WIDENING_FEATURES
 from use.delta.typewidening import check_type_changes
 from use.errors import ConfigError, UnsupportedFeatureError, UseError
@@ -121,8 +122,6 @@ def protocol_with_change_data_feed(protocol: Protocol) -> Protocol | None:
     """The protocol a table needs once `delta.enableChangeDataFeed` is set (None: it has it), as
     Delta upgrades it: writer version 4, or the `changeDataFeed` writer feature on a table-features
     protocol."""
-    import dataclasses
-
     if protocol.min_writer_version == 7:
         features = tuple(protocol.writer_features or ())
         return (
@@ -349,8 +348,22 @@ def auto_compact_value(what: str, value: str) -> bool:
     return v != "false"
 
 
+def first_switch(sources: Sequence[tuple[str, object]]) -> bool | None:
+    """The first of `(name, raw value)` pairs that is set (not None), as a boolean switch (true/false in
+    any case): how a Spark setting that wins over a table property is read (None when none is set).
+    A value other than true/false is a ConfigError naming it."""
+    for name, raw in sources:
+        if raw is None:
+            continue
+        text = str(raw).strip().lower()
+        if text not in ("true", "false"):
+            raise ConfigError(f"{name} must be true or false, got {raw!r}")
+        return text == "true"
+    return None
+
+
 # Delta's table properties: accepted at create time (and by ALTER TABLE ... SET TBLPROPERTIES),
-# acted upon or, for those with no meaning in USE, kept for other engines (README, "Delta table
+# acted upon or, for those with no meaning in USE, kept for other engines (docs/delta.md, "Table
 # properties"); the ones USE cannot honour are refused by `_refusal` saying why. Anything else under
 # `delta.` is refused as unknown (as Spark does), because a misspelt property silently does nothing.
 KNOWN_DELTA_PROPERTIES = frozenset(
@@ -428,7 +441,7 @@ _UNSUPPORTED_WHEN_TRUE = {
 }
 
 #: Delta's isolation levels a table may name (`delta.isolationLevel`); USE checks conflicts as
-#: Delta's WriteSerializable level whatever the table says (README, "Delta table properties").
+#: Delta's WriteSerializable level whatever the table says (docs/delta.md, "Table properties").
 _ISOLATION_LEVELS = ("serializable", "writeserializable")
 
 #: Delta's boolean properties that nothing else parses: a value other than true/false is refused.

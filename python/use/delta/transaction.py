@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -44,6 +45,7 @@ from use.delta.actions import (
 )
 from use.delta.commits import CommitActions, parse_commits
 from use.delta.listing import LogListing, commit_name, list_log
+from use.delta.manifest import generate_incremental
 from use.delta.predicates import Predicate
 from use.delta.schema import schema_from_json, void_columns
 from use.delta.skipping import snapshot_files_matching
@@ -105,7 +107,6 @@ def after_commit(
     try:
         if not TableConfig.from_configuration(configuration).symlink_manifest:
             return
-        from use.delta.manifest import generate_incremental
 
         touched = [a.partition_values for a in adds] + [r.partition_values for r in removes]
         generate_incremental(log.store, log.snapshot(), touched)
@@ -135,8 +136,6 @@ def recording_commits() -> Iterator[list[CommittedWrite]]:
 
 def engine_info() -> str:
     try:
-        from importlib.metadata import version
-
         return f"USE/{version('use-engine')}"
     except Exception:  # noqa: BLE001 - not installed as a distribution (source checkout)
         return "USE/0.1.0"

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from use.delta.datafile import local_root
 from use.delta.storage import absolute_path
+from use.display import format_bytes_exact, plural
 from use.errors import CLI, PYTHON, SQL, InvalidArgumentError, VacuumRetentionError, VersionNotFoundError
 
 __all__ = ["VacuumResult", "check_version_files", "files_gone", "vacuum", "vacuum_candidates"]
@@ -49,8 +50,6 @@ class VacuumResult:
 
     def __str__(self) -> str:
         """What was deleted (or would be), with its size, then one file per line (`use vacuum` prints this)."""
-        from use.display import format_bytes_exact, plural
-
         verb = "would delete" if self.dry_run else "deleted"
         lines = [f"{verb} {plural(len(self.files), 'file')}, {format_bytes_exact(self.bytes)}"]
         lines += [f"  {path}" for path in self.files]

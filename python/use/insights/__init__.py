@@ -56,6 +56,7 @@ from use.insights.tables import (
     optimizations,
     revisions,
 )
+from use.optimize.planner import target_config
 
 __all__ = [
     "CUBES_SCHEMA",
@@ -125,8 +126,6 @@ def _plan(facts: TableFacts, spark_conf: Mapping[str, str] | None = None, revisi
 
 
 def _check_plan(facts: TableFacts, spark_conf: Mapping[str, str] | None = None, revision_id: int | None = None) -> None:
-    from use.optimize.planner import target_config
-
     target_config(facts, facts.config(spark_conf), revision_id)
 
 

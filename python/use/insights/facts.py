@@ -21,6 +21,7 @@ from use.delta import DeltaLog, HistoryEntry, Snapshot
 from use.delta.log_cache import shared_log
 from use.errors import TableNotFoundError
 from use.optimize.config import OptimizationConfig
+from use.optimize.loop_core import with_planning_time
 from use.qbeast.revision import Revision, is_qbeast, revisions_from_configuration
 from use.qbeast.snapshot import QbeastSnapshot
 
@@ -100,8 +101,6 @@ class TableFacts:
         `optimize()` run (and the service's plan check) plans: without them `tiering.max-wait` and
         `tiering.idle-after` never apply, and `plan` / `pending_bytes` showed nothing to do for a
         quiet table that `optimize(dry_run=True)` and the service would merge."""
-        from use.optimize.loop import with_planning_time
-
         return with_planning_time(self.config(spark_conf), self.log, self.now)
 
 

@@ -6,7 +6,7 @@ strategies act on: small files, blocks and files per cube, file levels, overlap 
 a `sample(f)` reads against what an ideal layout would read (the reader's own file selection,
 `use.qbeast.query.select_files`, decides what a sample reads).
 
-Health score (0-100, higher is better; the README's "Insights" section states it for operators)
+Health score (0-100, higher is better; docs/insights.md states it for operators)
 ------------------------------------------------------------------------------------------------
 The score prices a small workload with the read-cost model the strategies' scores already use
 (Spark's and Amoro's): reading b bytes from n files costs `b + open_file_cost * n`

@@ -31,6 +31,7 @@ from use.optimize.events import EVENT_TAG, OPTIMIZATIONS_SCHEMA, events_from_his
 from use.optimize.plan import PLAIN_DELTA_REVISION
 from use.optimize.strategies._common import RevisionBlocks, levels_of
 from use.qbeast.cube import cube_sort_keys
+from use.qbeast.revision import is_qbeast
 from use.qbeast.transform import jackson_dumps
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -266,8 +267,6 @@ def detail(snapshot: Any, location: str) -> pa.Table:
     writer set them: the metastore name is the catalog's); `clustering_columns` are liquid
     clustering's (the `delta.clustering` domain), empty otherwise; `table_features` the protocol's
     reader and writer features (empty for a legacy protocol: its versions say it all)."""
-    from use.qbeast.revision import is_qbeast
-
     meta, protocol = snapshot.metadata, snapshot.protocol
     configuration = dict(snapshot.configuration)
     clustering: list[str] = []

@@ -38,10 +38,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from use.delta import DeltaLog
 from use.delta.skipping import partition_text_table
 from use.delta.snapshot import TableConfig, auto_compact_value
 from use.delta.transaction import CommittedWrite, recording_commits
 from use.errors import ConfigError
+from use.optimize.loop import optimize_path
+from use.optimize.partition_filter import PartitionFilter
+from use.qbeast.revision import is_qbeast
 
 __all__ = ["AutoCompactSettings", "after_writes", "compacting_after", "compaction_targets", "enabled", "statement_ended"]
 
@@ -174,8 +178,6 @@ def compaction_targets(
 def after_writes(spark: Any, commits: Sequence[CommittedWrite], settings: AutoCompactSettings | None = None) -> None:
     """Run Delta's auto compaction after a statement's `commits` (module docstring), table by table.
     Never raises: the statement has committed; a failure is logged."""
-    from use.delta import DeltaLog
-
     if not commits:
         return
     try:
@@ -199,10 +201,6 @@ def after_writes(spark: Any, commits: Sequence[CommittedWrite], settings: AutoCo
 
 
 def _compact(spark: Any, root: str, snap: Any, partitions: list[dict[str, str | None]], settings: AutoCompactSettings) -> None:
-    from use.optimize.loop import optimize_path
-    from use.optimize.partition_filter import PartitionFilter
-    from use.qbeast.revision import is_qbeast
-
     columns = list(snap.metadata.partition_columns)
     scope = None
     if columns:

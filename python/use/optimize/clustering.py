@@ -26,6 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+from pyspark.sql import functions as F
+from pyspark.sql.functions import arrow_udf
+from pyspark.sql.types import ArrayType, MapType, StructType
 
 from use.delta.actions import AddFile
 from use.optimize import curves
@@ -45,8 +48,6 @@ def key_bounds(df: DataFrame, columns: Sequence[str], rows: int | None, num_rang
     """Bucket bounds of each key column, from a seeded sample of about SAMPLE_ROWS_PER_RANGE rows
     per bucket (all rows when the input is smaller). `rows` (from the Delta stats) sizes the sample;
     unknown, it is counted."""
-    from pyspark.sql import functions as F
-
     keys = df.select(*[F.col(c).alias(f"k{i}") for i, c in enumerate(columns)])
     target = curves.SAMPLE_ROWS_PER_RANGE * num_ranges
     if rows is None:
@@ -59,8 +60,6 @@ def key_bounds(df: DataFrame, columns: Sequence[str], rows: int | None, num_rang
 
 def _hashable(df: DataFrame) -> list[Any]:
     """Columns Spark can hash (maps cannot be), for the tie-breaker."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, MapType, StructType
 
     def ok(t: Any) -> bool:
         if isinstance(t, MapType):
@@ -77,9 +76,6 @@ def _hashable(df: DataFrame) -> list[Any]:
 def clustered(df: DataFrame, task: MergeTask, num_files: int, rows: int | None) -> DataFrame:
     """`df` (the task's rows, partition columns already dropped) in clustered order: `num_files`
     key ranges, sorted by key within each (see the module docstring); same columns as `df`."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.functions import arrow_udf
-
     columns = task.cluster_by
     curve = task.curve
     bounds = key_bounds(df, columns, rows)

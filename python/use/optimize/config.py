@@ -13,7 +13,8 @@ Table properties outside `use.optimization.*` are ignored (they belong to Delta 
 key *inside* the prefix is an error, because a typo there would otherwise silently do nothing. So is
 an unknown Spark conf key under `spark.qbeast.use.`; both errors name the closest known key.
 
-Key reference (the README copies `CONFIG_KEYS_MARKDOWN`, generated from `CONFIG_KEYS`):
+Key reference (in short; docs/configuration.md holds `CONFIG_KEYS_MARKDOWN`, made from `CONFIG_KEYS` by
+`python docs/generate.py`):
 
 | key | accepted values | default | meaning |
 |---|---|---|---|
@@ -60,6 +61,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from use.delta.stats import parse_column_list
 from use.errors import CLI, PYTHON, SQL, ConfigError, InvalidArgumentError, UnknownStrategyError
 from use.optimize.config_values import (
     BadValue,
@@ -78,15 +80,16 @@ from use.optimize.config_values import (
     parse_tier_ratio,
     parse_timestamp_ms,
 )
-
-PREFIX = "use.optimization."
-SPARK_PREFIX = "spark.qbeast.use."
-SPARK_OPT_PREFIX = SPARK_PREFIX + "optimization."
-INTERVAL_KEY = SPARK_PREFIX + "optimization-interval"
-MAX_CONCURRENT_KEY = SPARK_PREFIX + "max-concurrent-optimizations"
-GC_INTERVAL_KEY = SPARK_PREFIX + "gc-interval"
-#: Table property: the service garbage-collects the table (vacuum + expired log cleanup).
-GC_ENABLED_KEY = "use.gc.enabled"
+from use.optimize.keys import (
+    GC_ENABLED_KEY,
+    GC_INTERVAL_KEY,
+    INTERVAL_KEY,
+    MAX_CONCURRENT_KEY,
+    PREFIX,
+    SPARK_OPT_PREFIX,
+    SPARK_PREFIX,
+)
+from use.optimize.strategies import registry
 
 DEFAULT_BYTES_PER_ITER = 1_000_000_000
 DEFAULT_BATCH_BYTES = 10_000_000_000
@@ -99,13 +102,13 @@ DEFAULT_INTERVAL_SECONDS = 600.0
 DEFAULT_GC_INTERVAL_SECONDS = 3600.0
 DEFAULT_MAX_CONCURRENT = 1
 DEFAULT_MIN_CUBE_FILES = 100  # Delta's clustering minCubeSize: 100 x optimize.maxFileSize
-DEFAULT_TIERING_RATIO = 1.5  # a larger file joins a merge once the smaller add up to 1/1.5 of it (benchmarks/tradeoff.py: README)
+DEFAULT_TIERING_RATIO = 1.5  # a larger file joins a merge once the smaller add up to 1/1.5 of it (docs/benchmarks.md)
 # cubes in odd positions among their siblings use this multiple of the ratio, so a query across
-# siblings does not find them all waiting on a fragment at once (staggered tiers: README)
-DEFAULT_TIERING_STAGGER = 1.5  # 1.5 and 2.25 (README: measured from 1 to 2; 1.45-1.6 rewrote least at k = 10)
+# siblings does not find them all waiting on a fragment at once (staggered tiers: docs/optimization.md)
+DEFAULT_TIERING_STAGGER = 1.5  # 1.5 and 2.25 (docs/benchmarks.md: measured from 1 to 2; 1.45-1.6 rewrote least at k = 10)
 DEFAULT_TIERING_MAX_FRAGMENTS = 3
 # Relyt's time factor: after an hour, waiting rows and fragments are merged whatever the tiers, so a
-# table that has gone quiet reaches the layout of one write on its own (README: size tiers)
+# table that has gone quiet reaches the layout of one write on its own (docs/optimization.md: size tiers)
 DEFAULT_TIERING_MAX_WAIT_S = 3600.0
 DEFAULT_TIERING_IDLE_AFTER_S = 600.0
 DEFAULT_TIERING_ROOT_MAX_FRAGMENTS = 3  # the root: its file plus two tiers of new appends
@@ -122,8 +125,6 @@ def _column(value: Any) -> str:
 
 
 def _column_list(value: Any) -> tuple[str, ...]:
-    from use.delta.stats import parse_column_list
-
     form = "comma-separated column names, e.g. a,b (nested fields as a.b, `odd.name` for a name with dots)"
     if isinstance(value, str):
         names = parse_column_list(value, key=PREFIX + "zorder-by", drop_empty=False)
@@ -139,14 +140,10 @@ def _column_list(value: Any) -> tuple[str, ...]:
 
 
 def _strategy(value: Any) -> str:
-    from use.optimize.strategies import registry
-
     return registry.canonical_name(str(value).strip())
 
 
 def _strategy_list(value: Any) -> tuple[str, ...]:
-    from use.optimize.strategies import registry
-
     items = [str(v).strip() for v in (value.split(",") if isinstance(value, str) else value)]
     if not items or any(not s for s in items):
         raise BadValue("a comma-separated list of strategy names, e.g. UnindexedFilesSelection,LeveledCompaction")
@@ -254,7 +251,7 @@ def _markdown() -> str:
     return "\n".join(rows)
 
 
-#: The key reference as a markdown table (the README copies it).
+#: The key reference as a markdown table (docs/configuration.md holds it: `python docs/generate.py`).
 CONFIG_KEYS_MARKDOWN: str = _markdown()
 
 

@@ -4,7 +4,7 @@ A plain Delta table (one without Qbeast metadata) gets the same continuous optim
 table, with the strategies that apply to plain files: Delta bin packing, Relyt's small-file and
 cluster-key-overlap strategies, and Delta's OPTIMIZE ZORDER BY (ZOrder, Hilbert). `DeltaTable.write` creates, appends to and overwrites such tables
 from a Spark DataFrame, in one commit per write, through the same Spark write path as the
-optimizer's bin-packing rewrites (`use.spark_files`).
+optimizer's bin-packing rewrites (`use.runtime.files`).
 
 `TableSurface` holds what both table classes offer (history, properties, optimizations, vacuum,
 optimize progress); `QbeastTable` (`use.table`) builds on it too, so the two cannot drift apart. The
@@ -15,24 +15,42 @@ and vacuum to `use.delta`.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from use.delta import DeltaLog
+from use.delta.actions import remove_actions
+from use.delta.manifest import generate_table
+from use.delta.restore import restore
+from use.delta.schema import as_nullable, check_append_schema, check_partition_types, schema_to_json
+from use.delta.transaction import check_app_transaction
+from use.delta.vacuum import vacuum
 from use.errors import InvalidArgumentError, TableAlreadyExistsError, TableNotFoundError
+from use.optimize.auto_compact import compacting_after
+from use.optimize.executor import delete_written
+from use.optimize.loop import optimizations, optimize_path
+from use.optimize.properties import alter_properties, check_configuration, property_text, table_properties
+from use.optimize.report import format_iteration
+from use.qbeast.reader import read
+from use.runtime.conf import statement_table_defaults
+from use.runtime.conform import conform_to_table
+from use.runtime.files import write_dataframe_files
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-    from use.delta.log import DeltaLog
     from use.delta.manifest import ManifestResult
     from use.delta.restore import RestoreResult
     from use.delta.snapshot import Snapshot
     from use.delta.vacuum import VacuumResult
-    from use.optimize.executor import IterationMetrics
-    from use.optimize.loop import OptimizeResult, StopLike
+    from use.optimize.loop_core import OptimizeResult, StopLike
+    from use.optimize.task_metrics import IterationMetrics
 
 #: `progress=` of `optimize()`: True prints one line per iteration (as `use optimize` does), False
 #: prints nothing, a callable receives each iteration's metrics.
@@ -55,8 +73,6 @@ WRITE_MODES = ("append", "overwrite", "error", "errorifexists", "ignore")
 def progress_callback(progress: Progress) -> Callable[[IterationMetrics], None] | None:
     """The `on_iteration` hook for `optimize(progress=...)`."""
     if progress is True:
-        from use.optimize.report import format_iteration
-
         return lambda m: print(format_iteration(m), flush=True)
     if progress is False or progress is None:
         return None
@@ -83,15 +99,11 @@ class TableSurface:
 
     @property
     def log(self) -> DeltaLog:
-        from use.delta import DeltaLog
-
         return DeltaLog.for_path(self._path)
 
     def history(self, limit: int | None = None) -> DataFrame:
         """Commits, newest first, as DESCRIBE HISTORY shows them (a DataFrame; `timestamp` is a
         timestamp). `self.log.history()` gives the same as Python objects."""
-        import datetime as dt
-
         rows = []
         for e in self.log.history(limit):
             info = e.commit_info
@@ -119,8 +131,6 @@ class TableSurface:
 
     def properties(self) -> dict[str, str]:
         """The table properties (`metaData.configuration`), sorted by key."""
-        from use.optimize.properties import table_properties
-
         return table_properties(self._path)
 
     def set_properties(self, properties: Mapping[str, Any] | None = None, /, **more: Any) -> int | None:
@@ -130,14 +140,10 @@ class TableSurface:
         `use.optimization.*` values are checked by the optimizer's config parser and `delta.*` ones
         by the Delta log, before anything is written. Keyword arguments are for simple names.
         """
-        from use.optimize.properties import alter_properties
-
         return alter_properties(self._path, {**dict(properties or {}), **more})
 
     def unset_properties(self, *keys: str | Iterable[str]) -> int | None:
         """Remove table properties in one commit (each must exist); the new version."""
-        from use.optimize.properties import alter_properties
-
         flat: list[str] = []
         for k in keys:
             flat.extend([k] if isinstance(k, str) else list(k))
@@ -146,31 +152,23 @@ class TableSurface:
     def optimizations(self) -> DataFrame:
         """One row per committed optimization (OptimizationEvent fields), oldest first; `started_at`
         and `finished_at` are timestamps."""
-        from use.optimize.loop import optimizations
-
         return optimizations(self._spark, self._path)
 
     def vacuum(
         self, retention_hours: float | None = None, *, dry_run: bool = False, enforce_retention_check: bool = True
     ) -> VacuumResult:
         """Delete unreferenced data files older than the retention (Delta VACUUM)."""
-        from use.delta.vacuum import vacuum
-
         return vacuum(self.log, retention_hours, dry_run=dry_run, enforce_retention_check=enforce_retention_check)
 
     def restore(self, version: int | None = None, *, timestamp: Any = None) -> RestoreResult:
         """Bring the table back to `version`, or to the version current at `timestamp`, in one new
         commit (Delta RESTORE): the history stays, and the restore is undone by another restore."""
-        from use.delta.restore import restore
-
         return restore(self.log, version, timestamp)
 
     def generate(self, mode: str = "symlink_format_manifest") -> ManifestResult:
         """Delta's `generate("symlink_format_manifest")`: rewrite the table's symlink format manifests
         (what Presto, Trino's Hive connector and Athena read it through) and delete stale ones; with
         `delta.compatibility.symlinkFormatManifest.enabled` every commit keeps them current."""
-        from use.delta.manifest import generate_table
-
         return generate_table(self.log, mode)
 
 
@@ -193,8 +191,6 @@ class DeltaTable(TableSurface):
     @classmethod
     def for_path(cls, spark: SparkSession, path: str) -> DeltaTable:
         """The Delta table at `path`; TableNotFoundError when there is none."""
-        from use.delta import DeltaLog
-
         if not isinstance(path, str) or not path:
             raise InvalidArgumentError(f"a table path must be a non-empty string, got {path!r}")
         if not DeltaLog.for_path(path).exists():
@@ -228,9 +224,6 @@ class DeltaTable(TableSurface):
         for that app id writes nothing. A table with Delta's auto compaction on
         (`delta.autoOptimize.autoCompact`) is compacted after the write (`use.optimize.auto_compact`).
         """
-        from use.optimize.auto_compact import compacting_after
-        from use.session import statement_table_defaults
-
         with compacting_after(df.sparkSession), statement_table_defaults(df.sparkSession):
             return DeltaTable._write(
                 df, path, mode, partition_by, properties=properties, txn_app_id=txn_app_id, txn_version=txn_version
@@ -247,15 +240,6 @@ class DeltaTable(TableSurface):
         txn_app_id: str | None,
         txn_version: int | None,
     ) -> DeltaWriteResult:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        from use.delta import DeltaLog
-        from use.delta.actions import remove_actions
-        from use.delta.schema import as_nullable, check_append_schema, schema_to_json
-        from use.delta.transaction import check_app_transaction
-        from use.optimize.properties import check_configuration, property_text
-        from use.spark_files import check_partition_types, conform_to_table, write_dataframe_files
-
         mode_key = mode.lower() if isinstance(mode, str) else mode
         if mode_key not in WRITE_MODES:
             raise InvalidArgumentError(f"mode must be one of {', '.join(WRITE_MODES)}, got {mode!r}")
@@ -338,8 +322,6 @@ class DeltaTable(TableSurface):
                 {"numFiles": str(len(adds)), "numOutputRows": str(rows)},
             )
         except BaseException:
-            from use.optimize.executor import delete_written
-
             delete_written(root, list(adds))
             if created_root:
                 _remove_empty_dirs(root)
@@ -353,8 +335,6 @@ class DeltaTable(TableSurface):
     def read(self, filter: Any = None) -> DataFrame:
         """The table's rows (logical column names, also under column mapping), optionally filtered:
         files are pruned by Delta stats and partition values before Spark's parquet reader runs."""
-        from use.qbeast.reader import read
-
         return read(self._spark, self._path, filter=filter)
 
     def optimize(
@@ -380,8 +360,6 @@ class DeltaTable(TableSurface):
         keyword arguments (field names such as `max_file_size=...`, or a mapping passed as
         `overrides=`); they win over table properties.
         """
-        from use.optimize.loop import optimize_path
-
         overrides: dict[str, Any] = dict(config_overrides.pop("overrides", None) or {})
         overrides.update(config_overrides)
         return optimize_path(

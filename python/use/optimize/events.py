@@ -26,7 +26,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from use.delta import DeltaLog
 from use.errors import CorruptLogError, InvalidArgumentError
+from use.optimize.planner import resolve_paths
 from use.optimize.strategies._common import levels_of
 
 #: The commitInfo.tags key under which the executor stores the event JSON.
@@ -129,8 +131,6 @@ class FileStats:
     @classmethod
     def from_snapshot(cls, snapshot: Any, paths: Sequence[str]) -> FileStats:
         """Stats of some live files of a QbeastSnapshot (the input side of a merge task)."""
-        from use.optimize.planner import resolve_paths
-
         rows = resolve_paths(snapshot, paths)
         files = snapshot.files.take(pa.array(rows, pa.int64())).select(["path", "size"])
         blocks: pa.Table = snapshot.blocks
@@ -264,3 +264,10 @@ def events_from_history(history_entries: Iterable[Any]) -> pa.Table:
             raise CorruptLogError(f"{where} has a malformed {EVENT_TAG} tag: {e}") from None
         rows.append({**event, "version": None if version is None else int(version)})
     return pa.Table.from_pylist(rows, schema=OPTIMIZATIONS_SCHEMA)
+
+
+def optimizations_table(location: str) -> Any:
+    """Every optimization event of the table at `location`, oldest first, as an Arrow table
+    (`OPTIMIZATIONS_SCHEMA`: the seed's fields and the commit version)."""
+    history = DeltaLog.for_path(location).history()
+    return events_from_history(reversed(history))

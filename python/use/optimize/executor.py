@@ -23,21 +23,43 @@ import os
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from use.delta.actions import AddFile, Metadata, add_files_table, paths_in, remove_actions
+from use.delta.actions import AddFile, Metadata, add_files_table, remove_actions
+from use.delta.storage import absolute_path
+from use.delta.transaction import Transaction
 from use.errors import ConcurrentModificationError, InvalidArgumentError, RowCountMismatchError
-from use.optimize import yielding
+from use.optimize import clustering, events, yielding
+from use.optimize.clustering import commit_parameters
 from use.optimize.plan import KIND_INDEX, KIND_RELABEL, REVISION_REWRITE_TAG
-from use.qbeast.blocks import block_table
+from use.optimize.strategies._common import output_files
+from use.optimize.task_metrics import (
+    ABANDONED,
+    COMMITTED,
+    IterationMetrics,
+    blocks_of_rows,
+    cubes_and_blocks,
+    file_sizes,
+    num_records,
+    operation_metrics,
+    reindexed_blocks,
+    size_stats,
+    task_file_rows,
+)
+from use.qbeast import writer
+from use.qbeast.blocks import block_table, revision_ids
+from use.qbeast.index_status import InputBlocks
+from use.qbeast.reader import scan
+from use.qbeast.relabel import alignment, relabelled_adds
 from use.qbeast.revision import revisions_from_configuration
 from use.qbeast.weight_records import record_weights, split_empty
-from use.session import job_group as spark_job_group
+from use.runtime.files import write_dataframe_files
+from use.runtime.jobs import job_group as spark_job_group
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -46,78 +68,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from use.delta.snapshot import Snapshot
     from use.optimize.config import OptimizationConfig
     from use.optimize.plan import MergeTask
-    from use.qbeast.index_status import InputBlocks
     from use.qbeast.snapshot import QbeastSnapshot
 
 _log = logging.getLogger(__name__)
-
-# Status of a task after `run_task`.
-COMMITTED = "committed"
-ABANDONED = "abandoned"
 
 #: Delta's operation name for rewrites that do not change data.
 OPERATION = "OPTIMIZE"
 #: Prefix of the files a bin-packing task writes, so an interrupted task's files can be found again.
 BINPACK_PREFIX = "part-useopt-"
-
-
-@dataclass(frozen=True)
-class IterationMetrics:
-    """What one merge task did, shaped like Delta's OptimizeMetrics (files/bytes/sizes in and out).
-
-    `*_in` describe the removed input files, `*_out` the added output files. Cubes and blocks come
-    from the Qbeast block tags (a plain Delta file counts as one root block). `version` is the commit
-    version, None when the task was abandoned (then `error` says why and nothing changed).
-    `revision_id` is the revision the output files belong to, as the commit's OptimizationEvent
-    says: for an index task the revision its rows were indexed into (the input's revision, 0 for
-    staging files or the superseded ones, is the planned task's, named in `reason`), -1 on a plain
-    Delta table.
-    """
-
-    strategy: str
-    kind: str
-    reason: str
-    revision_id: int
-    status: str
-    read_version: int
-    version: int | None
-    files_in: int
-    bytes_in: int
-    min_file_size_in: int
-    max_file_size_in: int
-    avg_file_size_in: float
-    files_out: int
-    bytes_out: int
-    min_file_size_out: int
-    max_file_size_out: int
-    avg_file_size_out: float
-    cubes_in: int
-    cubes_out: int
-    blocks_in: int
-    blocks_out: int
-    rows: int
-    time_ms: int
-    score: float = 0.0
-    iteration: int = 0
-    error: str | None = None
-
-    @property
-    def committed(self) -> bool:
-        return self.status == COMMITTED
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
-
-
-_ARROW_TYPES = {"str": pa.string(), "str | None": pa.string(), "int": pa.int64(), "int | None": pa.int64(),
-                "float": pa.float64()}  # fmt: skip
-
-#: `IterationMetrics` as Arrow columns (one row per iteration: `OptimizeResult.to_table()`).
-ITERATION_METRICS_SCHEMA = pa.schema([(f.name, _ARROW_TYPES[str(f.type)]) for f in fields(IterationMetrics)])
 
 
 # --- helpers over metadata (Arrow, no per-file Python objects beyond one commit's worth) ----------------
@@ -127,96 +85,8 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def task_file_rows(qsnap: QbeastSnapshot, task: MergeTask) -> np.ndarray:
-    """Row indices of the task's files in the planned snapshot; every one must be live there."""
-    files = qsnap.files
-    if files.num_rows == 0:
-        idx = np.zeros(0, np.int64)
-    else:
-        mask = paths_in(files, list(task.paths))
-        idx = np.flatnonzero(mask.to_numpy(zero_copy_only=False)).astype(np.int64)
-    if idx.size != len(set(task.paths)):
-        live = set(files.column("path").take(pa.array(idx, pa.int64())).to_pylist()) if idx.size else set()
-        gone = [p for p in task.paths if p not in live]
-        raise InvalidArgumentError(
-            f"merge task files {gone[:3]}{' ...' if len(gone) > 3 else ''} are not live files of {qsnap.table_root} "
-            f"at version {qsnap.version}; plan the task from the snapshot it runs against"
-        )
-    return idx
-
-
-def blocks_of_rows(qsnap: QbeastSnapshot, idx: np.ndarray) -> pa.Table:
-    """The block-table rows of the files at `idx`."""
-    blocks = qsnap.blocks
-    if blocks.num_rows == 0 or idx.size == 0:
-        return blocks.slice(0, 0)
-    return blocks.filter(pc.is_in(blocks.column("file_index"), value_set=pa.array(idx, pa.int64())))
-
-
-def _reindexed(blocks: pa.Table, idx: np.ndarray) -> pa.Table:
-    """`blocks` of the files at snapshot rows `idx`, with file_index remapped to positions in `idx`."""
-    if blocks.num_rows == 0:
-        return blocks
-    fi = blocks.column("file_index").to_numpy(zero_copy_only=False).astype(np.int64)
-    pos = np.searchsorted(idx, fi)  # idx is sorted (flatnonzero)
-    return blocks.set_column(blocks.schema.get_field_index("file_index"), "file_index", pa.array(pos, pa.int64()))
-
-
-def num_records(files: pa.Table, schema: pa.Schema) -> int | None:
-    """Rows in `files` by their Delta stats; None if any file has no row count."""
-    if files.num_rows == 0:
-        return 0
-    from use.delta.stats_parse import parse_stats
-
-    counts = parse_stats(files, schema, columns=()).column("num_records")
-    if counts.null_count:
-        return None
-    return int(pc.sum(counts).as_py() or 0)
-
-
-def _size_stats(sizes: np.ndarray) -> tuple[int, int, float]:
-    if sizes.size == 0:
-        return 0, 0, 0.0
-    return int(sizes.min()), int(sizes.max()), float(sizes.mean())
-
-
-def _sizes(files: pa.Table) -> np.ndarray:
-    if files.num_rows == 0:
-        return np.zeros(0, np.int64)
-    return files.column("size").to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-def _cubes_and_blocks(blocks: pa.Table) -> tuple[int, int]:
-    if blocks.num_rows == 0:
-        return 0, 0
-    keys = pc.binary_join_element_wise(pc.cast(blocks.column("revision_id"), pa.string()), blocks.column("cube_id"), "/")
-    return len(pc.unique(keys)), blocks.num_rows
-
-
-def operation_metrics(removed_sizes: np.ndarray, added_sizes: np.ndarray, rows: int | None) -> dict[str, str]:
-    """Delta's OPTIMIZE `operationMetrics` (all values strings, as Delta writes them)."""
-    q = np.percentile(added_sizes, [25, 50, 75]) if added_sizes.size else np.zeros(3)
-    out = {
-        "numAddedFiles": str(int(added_sizes.size)),
-        "numRemovedFiles": str(int(removed_sizes.size)),
-        "numAddedBytes": str(int(added_sizes.sum())),
-        "numRemovedBytes": str(int(removed_sizes.sum())),
-        "minFileSize": str(int(added_sizes.min()) if added_sizes.size else 0),
-        "p25FileSize": str(int(q[0])),
-        "p50FileSize": str(int(q[1])),
-        "p75FileSize": str(int(q[2])),
-        "maxFileSize": str(int(added_sizes.max()) if added_sizes.size else 0),
-        "numDeletionVectorsRemoved": "0",
-    }
-    if rows is not None:
-        out["numOutputRows"] = str(rows)
-    return out
-
-
 def delete_written(table_root: str, adds: tuple[AddFile, ...] | list[AddFile]) -> None:
     """Delete files a task wrote but did not commit (best effort; logs what it cannot delete)."""
-    from use.delta.storage import absolute_path
-
     for a in adds:
         try:
             os.unlink(absolute_path(table_root, a.path))
@@ -240,20 +110,15 @@ class Rewrite:
 
 def _binpack(spark: SparkSession, df: DataFrame, qsnap: QbeastSnapshot, task: MergeTask, config: OptimizationConfig) -> Rewrite:
     """Delta bin packing: repartition to the number of files the bin needs and write each partition
-    as one plain Delta file (`use.spark_files`, partition values kept). With `sort_columns`
+    as one plain Delta file (`use.runtime.files`, partition values kept). With `sort_columns`
     (cluster-key overlap) the rows are range-partitioned and sorted by the key, so the output files
     do not overlap on it. A "cluster" task takes its row order from
     `use.optimize.clustering` (ZOrder/Hilbert key ranges) and tags its files as one ZCube."""
-    from use.optimize.strategies._common import output_files
-    from use.spark_files import write_dataframe_files
-
     part = task.partition_dict
     if part:
         df = df.drop(*part)  # not stored in the files; the AddFile carries them
     n = min(output_files(task.bytes, config.max_file_size), task.num_files)
     if task.kind == "cluster":
-        from use.optimize import clustering
-
         rows = num_records(qsnap.files.take(pa.array(task_file_rows(qsnap, task), pa.int64())), qsnap.schema)
         # Not capped by the input file count: one large unclustered file becomes several ranges.
         out = clustering.clustered(df, task, output_files(task.bytes, config.max_file_size), rows)
@@ -291,7 +156,6 @@ def _rewrite(
 ) -> Rewrite:
     if task.kind in ("binpack", "cluster"):
         return _binpack(spark, df, qsnap, task, config)
-    from use.qbeast import writer
 
     if task.kind == "index":
         res = writer.index_into_revision(spark, df, qsnap, data_change=False, input_bytes=task.bytes)
@@ -320,9 +184,6 @@ def _relabel(qsnap: QbeastSnapshot, in_files: pa.Table, in_blocks: pa.Table) -> 
     """A relabel task's output: its files re-added into the latest revision (`use.qbeast.relabel`).
     The plan was made on this snapshot, so every file's revision still aligns; a task naming any
     other file is refused before anything is committed."""
-    from use.qbeast.blocks import revision_ids
-    from use.qbeast.relabel import alignment, relabelled_adds
-
     latest = qsnap.revisions[qsnap.latest_revision_id]
     alignments = {}
     for rid in pc.unique(revision_ids(in_files)).to_pylist():
@@ -340,8 +201,6 @@ def _files_holding_columns(qsnap: QbeastSnapshot, task: MergeTask) -> tuple[str,
     """The task's files as local paths when they hold the table's data columns under their own
     names (no column mapping, no partition columns), so their first rows can be read directly;
     else none."""
-    from use.delta.storage import absolute_path
-
     mapping = qsnap.column_mapping
     if qsnap.partition_columns or (mapping is not None and mapping.active):
         return ()
@@ -447,20 +306,15 @@ def run_task(
     properties did (the service's scheduled runs); the commit says so as Delta's auto compaction does
     (`auto` in its operationParameters).
     """
-    from use.delta.transaction import Transaction
-    from use.optimize import events
-    from use.qbeast.index_status import InputBlocks
-    from use.qbeast.reader import scan
-
     started = _now_ms()
     t0 = time.monotonic()
     idx = task_file_rows(qsnap, task)
     in_files = qsnap.files.take(pa.array(idx, pa.int64()))
     in_blocks = blocks_of_rows(qsnap, idx)
-    in_sizes = _sizes(in_files)
+    in_sizes = file_sizes(in_files)
     rows_in = num_records(in_files, qsnap.schema)
-    cubes_in, blocks_in = _cubes_and_blocks(in_blocks)
-    in_stats_blocks = _reindexed(in_blocks, idx)
+    cubes_in, blocks_in = cubes_and_blocks(in_blocks)
+    in_stats_blocks = reindexed_blocks(in_blocks, idx)
     root = qsnap.table_root
     written: tuple[AddFile, ...] = ()
     # The revision the task's output belongs to: an index task's rows go into the revision the
@@ -472,10 +326,10 @@ def run_task(
 
     def metrics(status: str, *, version: int | None, out_files: pa.Table | None, out_blocks: pa.Table | None,
                 rows: int | None, error: str | None = None) -> IterationMetrics:  # fmt: skip
-        out_sizes = _sizes(out_files) if out_files is not None else np.zeros(0, np.int64)
-        cubes_out, blocks_out = _cubes_and_blocks(out_blocks) if out_blocks is not None else (0, 0)
-        mn_in, mx_in, avg_in = _size_stats(in_sizes)
-        mn_out, mx_out, avg_out = _size_stats(out_sizes)
+        out_sizes = file_sizes(out_files) if out_files is not None else np.zeros(0, np.int64)
+        cubes_out, blocks_out = cubes_and_blocks(out_blocks) if out_blocks is not None else (0, 0)
+        mn_in, mx_in, avg_in = size_stats(in_sizes)
+        mn_out, mx_out, avg_out = size_stats(out_sizes)
         return IterationMetrics(
             strategy=task.strategy, kind=task.kind, reason=task.reason, revision_id=into,
             status=status, read_version=snapshot.version, version=version,
@@ -559,13 +413,11 @@ def run_task(
                 "bytesPerIter": str(config.bytes_per_iter),
             }
             if task.kind == "cluster":
-                from use.optimize.clustering import commit_parameters
-
                 parameters.update(commit_parameters(task))
             version = txn.commit(
                 OPERATION,
                 parameters,
-                operation_metrics(np.zeros(0, np.int64) if relabel else in_sizes, _sizes(out_files), rows_out),
+                operation_metrics(np.zeros(0, np.int64) if relabel else in_sizes, file_sizes(out_files), rows_out),
                 tags={events.EVENT_TAG: event.to_json()},
             )
         except ConcurrentModificationError as exc:

@@ -11,15 +11,20 @@ plans, budgets and scores as usual, just never outside them.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.errors import PySparkException
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_type
 
 from use.delta.datafile import timestamp_partition_columns
 from use.delta.skipping import partition_text_table, utc_timestamp_texts
 from use.errors import CLI, PYTHON, SQL, InvalidArgumentError
+from use.runtime.query_errors import quiet_query_errors
 
 __all__ = ["PartitionFilter", "partition_filter"]
 
@@ -57,8 +62,6 @@ class PartitionFilter:
 
     def restrict(self, snapshot: Any) -> Any:
         """`snapshot` (a `use.delta.Snapshot`) with only the files of the partitions."""
-        from dataclasses import replace
-
         state = snapshot._state
         return replace(snapshot, _state=replace(state, files=state.files.filter(pa.array(self.mask(state.files)))))
 
@@ -67,12 +70,6 @@ def partition_filter(spark: Any, snapshot: Any, where: Any) -> PartitionFilter:
     """The partitions of `snapshot` (a `use.delta.Snapshot`) that satisfy `where`, evaluated by Spark
     (module docstring). InvalidArgumentError for an empty predicate, a table without partition
     columns, a predicate on other columns or one Spark cannot read."""
-    from pyspark.errors import PySparkException
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_type
-
-    from use.session import quiet_query_errors
-
     if not isinstance(where, str) or not where.strip():
         raise InvalidArgumentError(
             f"where must be a predicate on partition columns, e.g. \"p = 'a'\", got {where!r}", hints=_hints("p = 'a'")

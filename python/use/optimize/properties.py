@@ -19,12 +19,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any
 
+from use.delta import DeltaLog
+from use.delta.snapshot import protocol_with_change_data_feed, validate_configuration
 from use.errors import CLI, PYTHON, ConfigError, InvalidArgumentError
-
-if TYPE_CHECKING:
-    from use.optimize.config import OptimizationConfig
+from use.optimize.config import GC_ENABLED_KEY, PREFIX, OptimizationConfig, did_you_mean, gc_enabled
+from use.optimize.planner import check_revision_id
+from use.optimize.strategies.overlap import resolve_cluster_key
+from use.optimize.strategies.zorder import resolve_key_columns
+from use.qbeast.revision import (
+    COLUMN_STATS_KEY,
+    COLUMNS_TO_INDEX_KEY,
+    CUBE_SIZE_KEY,
+    TABLE_FORMAT_KEY,
+    is_qbeast,
+    revisions_from_configuration,
+)
+from use.qbeast.revision_change import REVISION_MARGIN_PROPERTY, parse_revision_margin
 
 #: Keys the Qbeast format owns (revisions and their bookkeeping): never set or unset by hand.
 QBEAST_PREFIX = "qbeast."
@@ -51,8 +64,6 @@ def parse_assignment(text: str) -> tuple[str, str]:
 
 def table_properties(path: str) -> dict[str, str]:
     """The table's properties (`metaData.configuration`), sorted by key."""
-    from use.delta import DeltaLog
-
     return dict(sorted(DeltaLog.for_path(path).snapshot().metadata.configuration.items()))
 
 
@@ -75,8 +86,6 @@ def _check_key(key: Any) -> str:
 
 
 def _index_option_keys() -> frozenset[str]:
-    from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY, TABLE_FORMAT_KEY
-
     return frozenset(k.lower() for k in (COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY, COLUMN_STATS_KEY, TABLE_FORMAT_KEY))
 
 
@@ -86,9 +95,6 @@ USE_PREFIX = "use."
 
 def _other_use_keys() -> dict[str, Any]:
     """The `use.*` table properties outside `use.optimization.*`, each with the parser its user runs."""
-    from use.optimize.config import GC_ENABLED_KEY, gc_enabled
-    from use.qbeast.revision_change import REVISION_MARGIN_PROPERTY, parse_revision_margin
-
     return {
         GC_ENABLED_KEY: lambda conf: gc_enabled(conf),
         REVISION_MARGIN_PROPERTY: lambda conf: parse_revision_margin(conf[REVISION_MARGIN_PROPERTY], REVISION_MARGIN_PROPERTY),
@@ -98,19 +104,15 @@ def _other_use_keys() -> dict[str, Any]:
 def _check_use_keys(conf: Mapping[str, str], changed: Iterable[str]) -> None:
     """The changed `use.*` keys outside `use.optimization.*` (which the optimization parser owns):
     each known one parsed as its user parses it, an unknown one refused with the known ones."""
-    from use.optimize.config import PREFIX
-
     others = _other_use_keys()
     for key in sorted(changed):
         if not key.startswith(USE_PREFIX) or key.startswith(PREFIX) or key not in conf:
             continue
         check = others.get(key)
         if check is None:
-            from use.optimize.config import did_you_mean
-
             raise ConfigError(
                 f"unknown table property {key!r}{did_you_mean(key, sorted(others))}; the use.* properties are "
-                f"{', '.join(sorted(others))} and the {PREFIX}* keys (README: table properties); fix the key, or unset it"
+                f"{', '.join(sorted(others))} and the {PREFIX}* keys (docs/configuration.md); fix the key, or unset it"
             )
         check(conf)
 
@@ -120,22 +122,14 @@ def _check_against_table(conf: Mapping[str, str], config: OptimizationConfig, ch
     the checks the planner and the strategies run, `check_revision_id`, `resolve_key_columns`,
     `resolve_cluster_key`); checking here keeps a bad value out of the table, where it made every
     later optimization (and the service's runs) fail. `config` is `conf` parsed."""
-    from use.optimize.config import PREFIX
-    from use.optimize.planner import check_revision_id
-    from use.qbeast.revision import is_qbeast, revisions_from_configuration
-
     changed = set(changed)
     revisions = revisions_from_configuration(conf) if is_qbeast(conf) else None
     for key, value in (("revision-id", config.revision_id), ("autoOptimize.revisionId", config.auto_optimize_revision_id)):
         if PREFIX + key in changed and value is not None:
             check_revision_id(value, PREFIX + key, revisions, snapshot.table_root)
     if PREFIX + "zorder-by" in changed and config.zorder_by:
-        from use.optimize.strategies.zorder import resolve_key_columns
-
         resolve_key_columns(snapshot, config.zorder_by)
     if PREFIX + "overlap.cluster-key" in changed and config.overlap_cluster_key:
-        from use.optimize.strategies.overlap import resolve_cluster_key
-
         resolve_cluster_key(snapshot.schema, config.overlap_cluster_key)
 
 
@@ -144,9 +138,6 @@ def check_configuration(conf: Mapping[str, str], previous: Mapping[str, str] | N
     the other `use.*` keys with theirs, `delta.*` with the Delta log's rules, no hand-made `qbeast.*`
     or index-option key (judged against `previous`); with the table's `snapshot`, the changed values
     that name its revisions or columns."""
-    from use.delta.snapshot import validate_configuration
-    from use.optimize.config import OptimizationConfig
-
     old = previous or {}
     changed = [k for k, v in conf.items() if old.get(k) != v]
     for k in changed:
@@ -163,8 +154,6 @@ def alter_properties(
 ) -> int | None:
     """Set `set_values` and remove `unset_keys` in one metaData commit; the new version, or None when
     nothing changes. Unsetting a key the table does not have is an error naming the keys it has."""
-    from use.delta import DeltaLog
-
     if set_values is not None and not isinstance(set_values, Mapping):
         raise InvalidArgumentError(f"properties to set must be a mapping of key -> value, got {type(set_values).__name__}")
     if isinstance(unset_keys, str):
@@ -194,9 +183,6 @@ def alter_properties(
     if conf == current:
         return None
     check_configuration(conf, current, snap)
-    from dataclasses import replace
-
-    from use.delta.snapshot import protocol_with_change_data_feed
 
     txn = log.start_transaction()
     txn.add(replace(snap.metadata, configuration=conf))

@@ -12,12 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from use.display import format_bytes, format_bytes_exact, plural, text_table
 from use.optimize.plan import PLAIN_DELTA_REVISION, revision_label
+from use.optimize.strategies import registry
 
 if TYPE_CHECKING:  # pragma: no cover
-    from use.optimize.executor import IterationMetrics
-    from use.optimize.loop import OptimizeResult
+    from use.optimize.loop_core import OptimizeResult
+    from use.optimize.task_metrics import IterationMetrics
 
 __all__ = [
     "format_iteration",
@@ -85,8 +88,6 @@ def render_result(result: OptimizeResult) -> str:
 
 
 def _names(flag: str) -> list[str]:
-    from use.optimize.strategies import registry
-
     return [n for n in registry.names() if getattr(registry.get_class(n), flag, True)]
 
 
@@ -98,8 +99,6 @@ def explain_nothing_selected(qsnap: Any, chain: Sequence[str]) -> str:
     (the plain-file strategies rewrite only plain files, which on a Qbeast table are its staging
     files); otherwise the table simply meets the strategies' thresholds.
     """
-    from use.optimize.strategies import registry
-
     where = qsnap.table_root or "the table"
     reasons: list[str] = []
     for name in chain:
@@ -126,8 +125,6 @@ def explain_nothing_selected(qsnap: Any, chain: Sequence[str]) -> str:
 
 
 def _has_staging_files(qsnap: Any) -> bool:
-    import numpy as np
-
     files = qsnap.files
     if files.num_rows == 0 or "revision_id" not in files.column_names:
         return False

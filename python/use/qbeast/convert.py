@@ -15,6 +15,7 @@ conversion leaves the directory exactly as it was.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Sequence
@@ -23,12 +24,22 @@ from typing import Any
 
 import pyarrow as pa
 
+from use.delta import DeltaLog
+from use.delta.convert import list_parquet_files, parquet_adds
 from use.errors import (
     IndexColumnError,
     InvalidArgumentError,
     TableNotFoundError,
     UnsupportedFeatureError,
 )
+from use.qbeast.revision import (
+    check_cube_size,
+    configuration_with_revision,
+    parse_column_specs,
+    split_column_specs,
+    staging_revision,
+)
+from use.qbeast.snapshot import QbeastSnapshot
 
 DEFAULT_CUBE_SIZE: int = 5_000_000
 
@@ -46,8 +57,6 @@ class ConvertResult:
 
 
 def _check_spec_syntax(columns_to_index: Any) -> None:
-    from use.qbeast.revision import split_column_specs
-
     if not (
         isinstance(columns_to_index, str)
         or (isinstance(columns_to_index, (list, tuple)) and all(isinstance(c, str) for c in columns_to_index))
@@ -64,8 +73,6 @@ def index_column_names(columns_to_index: Any, schema: pa.Schema, where: str) -> 
     A converted table's staging revision keeps only names (EmptyTransformers); an explicit type such
     as `name:hashing` is still checked here so a bad spec fails now, not at the first write.
     """
-    from use.qbeast.revision import parse_column_specs
-
     _check_spec_syntax(columns_to_index)
     try:
         transformers = parse_column_specs(columns_to_index, schema)
@@ -77,8 +84,6 @@ def index_column_names(columns_to_index: Any, schema: pa.Schema, where: str) -> 
 def _list_parquet_dir(path: str) -> list[Any]:
     """The data files of an unpartitioned parquet directory (`use.delta.convert`'s listing): a
     partitioned or nested one cannot hold a Qbeast table (its index clusters the rows instead)."""
-    from use.delta.convert import list_parquet_files
-
     try:
         return list_parquet_files(path, ())
     except InvalidArgumentError as exc:
@@ -96,10 +101,6 @@ def convert_to_qbeast(path: str, columns_to_index: Sequence[str] | str, cube_siz
     describe its index (its latest revision's columns, in order, and its cube size when one is
     given); arguments that differ are refused rather than ignored: the caller asked for an index the
     table does not have, and converting cannot give it one (an overwrite re-indexes)."""
-    from use.delta import DeltaLog
-    from use.qbeast.revision import check_cube_size, configuration_with_revision, staging_revision
-    from use.qbeast.snapshot import QbeastSnapshot
-
     if not isinstance(path, str) or not path:
         raise InvalidArgumentError(f"path must be a non-empty string, got {path!r}")
     given_cube_size = None if cube_size is None else check_cube_size(cube_size)
@@ -136,7 +137,6 @@ def convert_to_qbeast(path: str, columns_to_index: Sequence[str] | str, cube_siz
         raise TableNotFoundError(
             f"cannot convert {path!r}: it has neither a Delta log nor parquet files; write the table with QbeastTable.write"
         )
-    from use.delta.convert import parquet_adds
 
     schema, adds = parquet_adds(path, files)
     names = index_column_names(columns_to_index, schema, f"the parquet directory {path!r}")
@@ -155,8 +155,6 @@ def convert_to_qbeast(path: str, columns_to_index: Sequence[str] | str, cube_siz
 
 def _check_same_index(path: str, revision: Any, columns_to_index: Sequence[str] | str, cube_size: int | None) -> None:
     """An already-Qbeast table's conversion is a no-op only for the index it has."""
-    from use.qbeast.revision import split_column_specs
-
     names = [c for c, _ in split_column_specs(columns_to_index)]
     if names != list(revision.columns):
         raise IndexColumnError(
@@ -176,8 +174,6 @@ def _props(revision: Any) -> dict[str, str]:
 
 
 def _with_configuration(meta: Any, configuration: dict[str, str]) -> Any:
-    import dataclasses
-
     return dataclasses.replace(meta, configuration=dict(configuration))
 
 

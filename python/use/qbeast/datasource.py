@@ -34,11 +34,13 @@ package installed in the interpreter `PYSPARK_PYTHON` names).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -46,8 +48,28 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
+from pyspark.sql.pandas.types import to_arrow_schema
 
-from use.errors import InvalidArgumentError, SchemaMismatchError
+from use.delta import DeltaLog
+from use.delta.actions import remove_actions
+from use.delta.datafile import write_data_file
+from use.delta.schema import schema_to_json
+from use.delta.snapshot import check_write_support
+from use.delta.storage import absolute_path
+from use.delta.transaction import Transaction
+from use.errors import (
+    ConcurrentModificationError,
+    IndexColumnError,
+    InvalidArgumentError,
+    NotAQbeastTableError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+)
+from use.qbeast.convert import DEFAULT_CUBE_SIZE, index_column_names
+from use.qbeast.reader import load_snapshot, spark_schema
+from use.qbeast.revision import configuration_with_revision, cube_size_option, staging_revision
+from use.qbeast.snapshot import QbeastSnapshot
+from use.runtime.shim import shim_loaded
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -65,8 +87,6 @@ _JVM_PROVIDER = "qbeast.DefaultSource"
 def register(spark: SparkSession) -> None:
     """Make `format("qbeast")` available on this session (idempotent). In a session with USE's JVM
     shim the name belongs to the shim's provider, so there is nothing to register here."""
-    from use.shim import shim_loaded
-
     if shim_loaded(spark, _JVM_PROVIDER):
         return
     spark.dataSource.register(QbeastDataSource)
@@ -102,9 +122,6 @@ class QbeastReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
-        from use.delta.storage import absolute_path
-        from use.qbeast.reader import load_snapshot
-
         qsnap = load_snapshot(self.path)
         files = qsnap.files
         paths = [absolute_path(qsnap.table_root, p) for p in files.column("path").to_pylist()]
@@ -122,9 +139,6 @@ class QbeastReader(DataSourceReader):
         return [InputPartition((g, mapping)) for g in groups] or [InputPartition(([], None))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        import pyarrow.parquet as pq
-        from pyspark.sql.pandas.types import to_arrow_schema
-
         schema = to_arrow_schema(self.schema, prefers_large_types=False) if hasattr(self.schema, "fields") else self.schema
         paths, mapping = partition.value
         for path in paths:
@@ -165,8 +179,6 @@ class QbeastStagingWriter(DataSourceArrowWriter):
         self.arrow_schema = plan.arrow_schema
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFiles:
-        from use.delta.datafile import write_data_file
-
         os.makedirs(self.path, exist_ok=True)
         batches = [b for b in iterator if b.num_rows]
         if not batches:
@@ -174,8 +186,6 @@ class QbeastStagingWriter(DataSourceArrowWriter):
         return StagedFiles((write_data_file(self.path, batches, schema=self.arrow_schema),))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        from use.delta import DeltaLog
-
         adds = [a for m in messages if isinstance(m, StagedFiles) for a in m.adds]
         log = DeltaLog.for_path(self.path)
         plan = self.plan
@@ -193,8 +203,6 @@ class QbeastStagingWriter(DataSourceArrowWriter):
             raise
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        from use.delta.storage import absolute_path
-
         for m in messages:
             if isinstance(m, StagedFiles):
                 for a in m.adds:
@@ -206,10 +214,6 @@ class QbeastStagingWriter(DataSourceArrowWriter):
 
 def _staging_configuration(plan: WritePlan, base: dict[str, str]) -> dict[str, str]:
     """`base` with every revision replaced by a staging revision on the plan's columns."""
-    import time
-
-    from use.qbeast.revision import configuration_with_revision, staging_revision
-
     assert plan.columns is not None and plan.cube_size is not None
     revision = staging_revision(plan.path, list(plan.columns), plan.cube_size, int(time.time() * 1000))
     return configuration_with_revision(base, revision, overwrite=True)
@@ -217,8 +221,6 @@ def _staging_configuration(plan: WritePlan, base: dict[str, str]) -> dict[str, s
 
 def _create_and_append(log: Any, plan: WritePlan, adds: list[Any]) -> None:
     """A new table holding only the staging revision, and the rows, in one commit (version 0)."""
-    from use.errors import ConcurrentModificationError, TableAlreadyExistsError
-
     try:
         txn = log.create_transaction(plan.arrow_schema, configuration=_staging_configuration(plan, {}))
         txn.add(*adds)
@@ -234,12 +236,6 @@ def _create_and_append(log: Any, plan: WritePlan, adds: list[Any]) -> None:
 
 def _overwrite(log: Any, plan: WritePlan, adds: list[Any]) -> None:
     """Replace data, schema and revisions in one commit planned on the snapshot the driver read."""
-    from dataclasses import replace
-
-    from use.delta.actions import remove_actions
-    from use.delta.schema import schema_to_json
-    from use.delta.transaction import Transaction
-
     snap = log.snapshot(version=plan.read_version)
     conf = _staging_configuration(plan, dict(snap.metadata.configuration))
     metadata = replace(snap.metadata, configuration=conf, schema_string=schema_to_json(plan.arrow_schema))
@@ -257,13 +253,6 @@ def _overwrite(log: Any, plan: WritePlan, adds: list[Any]) -> None:
 def plan_write(options: Any, schema: pa.Schema, overwrite: bool) -> WritePlan:
     """Decide a `format("qbeast")` write on the driver, by `QbeastTable.write`'s rules (module
     docstring); every refusal is a typed error raised before any row is written."""
-    from use.delta import DeltaLog
-    from use.delta.snapshot import check_write_support
-    from use.errors import IndexColumnError, NotAQbeastTableError
-    from use.qbeast.convert import DEFAULT_CUBE_SIZE, index_column_names
-    from use.qbeast.revision import cube_size_option
-    from use.qbeast.snapshot import QbeastSnapshot
-
     path = _path_option(options)
     columns_opt = options.get("columnsToIndex")
     cube_opt = options.get("cubeSize")
@@ -321,16 +310,12 @@ class QbeastDataSource(DataSource):
         return NAME
 
     def schema(self) -> StructType:
-        from use.qbeast.reader import load_snapshot, spark_schema
-
         return spark_schema(load_snapshot(_path_option(self.options)))
 
     def reader(self, schema: StructType) -> QbeastReader:
         return QbeastReader(_path_option(self.options), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> QbeastStagingWriter:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
         arrow_schema = to_arrow_schema(schema, prefers_large_types=False)
         arrow_schema = pa.schema([pa.field(f.name, f.type, True) for f in arrow_schema])
         return QbeastStagingWriter(plan_write(self.options, arrow_schema, overwrite))

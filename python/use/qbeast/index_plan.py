@@ -21,7 +21,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from use.errors import ConfigError
 from use.qbeast.domains import (
     DEFAULT_BUFFER_CAPACITY,
     CubeDomains,
@@ -33,9 +36,12 @@ from use.qbeast.domains import (
     group_cube_size,
 )
 from use.qbeast.estimate import assign_cubes, estimate
+from use.qbeast.index_status import IndexStatus, counts_in_place
+from use.qbeast.jvm_write import count_in_jvm
 from use.qbeast.revision import Revision, stats_aggregations
 from use.qbeast.rollup import RollupPlan, rollup
 from use.qbeast.weight import MAX_WEIGHT
+from use.runtime.conf import int_conf, session_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -81,8 +87,6 @@ class IndexPlan:
 
 def with_weight(df: DataFrame, revision: Revision) -> DataFrame:
     """Add the row weight: Spark's own `hash()` of the indexed columns, in revision order."""
-    from pyspark.sql import functions as F
-
     return df.withColumn(WEIGHT_COLUMN, F.hash(*[df[c] for c in revision.columns]))
 
 
@@ -97,8 +101,6 @@ def positive_int_conf(spark: SparkSession, key: str, default: int, unit: str) ->
     except ValueError:
         value = 0
     if value < 1:
-        from use.errors import ConfigError
-
         raise ConfigError(f"{key} must be a positive integer ({unit}), got {raw!r}")
     return value
 
@@ -160,8 +162,6 @@ def arrow_batches(spark: SparkSession, max_rows: int, max_bytes: int | None = No
     limit is only ever raised and the byte limit only ever lowered, and both are restored after
     the action, since they are session settings.
     """
-    from use.session import int_conf, session_conf
-
     changes: dict[str, str] = {}
     rows_key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     current_rows = int_conf(spark, rows_key, 10_000)
@@ -233,8 +233,6 @@ def _domains_on_driver(selected: DataFrame, task: Any) -> pa.Table:
     a fixed cost of its own (measured on the 2-core test machine: a `mapInArrow` over 10 rows took
     0.55-0.6 s, a `toArrow` of them 0.05 s; over a 100,000-row sample 0.9-1.1 s against 0.25 s to
     collect it and 0.08 s to estimate it here)."""
-    from pyspark.sql import functions as F
-
     part = "_qbeastPartition"
     rows = selected.withColumn(part, F.spark_partition_id()).toArrow()
     if not rows.num_rows:
@@ -251,8 +249,6 @@ def _domains_on_driver(selected: DataFrame, task: Any) -> pa.Table:
 
 def existing_index(qsnap: QbeastSnapshot, revision_id: int) -> tuple[dict[str, int], dict[str, float]]:
     """Cube maxWeights and domains of one revision of the snapshot (empty when it has no files)."""
-    from use.qbeast.index_status import IndexStatus
-
     status = IndexStatus.from_snapshot(qsnap, revision_id)
     return dict(status.cube_weights()), dict(status.cube_domains())
 
@@ -260,8 +256,6 @@ def existing_index(qsnap: QbeastSnapshot, revision_id: int) -> tuple[dict[str, i
 def collect_stats(df: DataFrame, transformers: Sequence[Any], *, data_bytes: bool = False) -> dict[str, Any]:
     """The one aggregation over the input for the revision statistics (and the row count); with
     `data_bytes`, also the rows' estimated bytes under `DATA_BYTES_ALIAS` (see `_data_bytes`)."""
-    from pyspark.sql import functions as F
-
     exprs = []
     for alias, func, column in stats_aggregations(transformers):
         col = F.lit(1) if column == "*" else df[column]
@@ -278,9 +272,6 @@ def _data_bytes(df: DataFrame) -> Column:
     nested types) plus the actual bytes of its strings and binaries. It sizes the parts an
     unshuffled write would leave (`use.qbeast.write_shuffle`) for the price of one more sum in
     the stats pass every write makes anyway."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
     jvm_types = df.sparkSession.sparkContext._jvm.org.apache.spark.sql.types  # type: ignore[attr-defined]
     fixed = 0
     variable = []
@@ -298,10 +289,8 @@ def _data_bytes(df: DataFrame) -> Column:
 def _cube_counts(weighted: DataFrame, revision: Revision, cube_weights: Mapping[str, int]) -> dict[str, int]:
     """Actual rows per cube when the rows are placed with the given cube maxWeights: counted in the
     JVM where the JVM write could place these rows (`use.qbeast.jvm_write.count_in_jvm`; measured
-    on a 100-file, 100,000-row compaction: 0.6-0.8 s through Python, see the README), else by a
+    on a 100-file, 100,000-row compaction: 0.6-0.8 s through Python), else by a
     `mapInArrow` pass."""
-    from use.qbeast.jvm_write import count_in_jvm
-
     counted = count_in_jvm(weighted.sparkSession, weighted, revision, cube_weights, WEIGHT_COLUMN)
     if counted is not None:
         return counted
@@ -374,8 +363,6 @@ def plan_rewrite(
     The rows per cube come from `input_blocks` (the input files' blocks) when they prove where every
     row goes (`use.qbeast.index_status.counts_in_place`: then the rewrite reads its input once, to
     write it), else from a pass over the rows that places each one (`_cube_counts`)."""
-    from use.qbeast.index_status import IndexStatus, counts_in_place
-
     status = IndexStatus.from_snapshot(qsnap, revision.revision_id)
     cube_weights = status.cube_weights()
     counts = counts_in_place(input_blocks, revision, cube_weights) if input_blocks is not None else None

@@ -28,9 +28,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from use.delta.datafile import DICTIONARY_SAMPLE_ROWS, dictionary_columns, local_root
+from use.delta.snapshot import first_switch
+from use.delta.stats import leaf_columns
 from use.qbeast.cube import CubeId, symbols_per_level
 from use.qbeast.transform import IdentityTransformation, LinearTransformation
+from use.runtime.shim import shim_loaded
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -73,8 +80,6 @@ class JvmFile:
 
 def jvm_write_enabled(spark: SparkSession) -> bool:
     """`spark.qbeast.index.jvmWrite` (default true): whether writes may take the JVM path."""
-    from use.session import first_switch
-
     return bool(first_switch([(JVM_WRITE_CONF, spark.conf.get(JVM_WRITE_CONF, "true"))]))
 
 
@@ -82,9 +87,6 @@ def _number(column: Column, data_type: Any) -> Column | None:
     """The column in the transformation's number space as a double, as `use.qbeast.transform.
     array_to_float64` computes it; `None` for types whose numpy conversion Spark cannot match
     bit for bit (decimals, timestamps without a time zone)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
     if isinstance(data_type, (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType)):
         return column.cast("double")
     if isinstance(data_type, T.DateType):
@@ -99,8 +101,6 @@ def _number(column: Column, data_type: Any) -> Column | None:
 def point_columns(df: DataFrame, revision: Revision) -> list[Column] | None:
     """Spark expressions giving, per row, the revision's transformed coordinates exactly as
     `revision.transform` gives them in numpy; `None` when some transformation has none."""
-    from pyspark.sql import functions as F
-
     out: list[Column] = []
     for name, transformation in zip(revision.columns, revision.transformations, strict=False):
         if isinstance(transformation, IdentityTransformation):
@@ -142,8 +142,6 @@ def _walk_inputs(
 ) -> tuple[list[Column], bytes, int] | None:
     """What the shim's row walk needs: the coordinate expressions, the cube table and the deepest
     level (`point_columns`, `cube_records`); `None` when the JVM path cannot take these rows."""
-    from use.shim import shim_loaded
-
     if not jvm_write_enabled(spark) or not shim_loaded(spark):
         return None
     points = point_columns(df, revision)
@@ -186,8 +184,6 @@ def _plain_columns(source: DataFrame, names: Sequence[str], sample_files: Sequen
     rows of the input: read from `sample_files` (local parquet files holding the input's columns
     under their names, as a rewrite's input files do) on the driver, else taken by one small Spark
     job. Nested schemas keep parquet's default for every column."""
-    from use.delta.datafile import DICTIONARY_SAMPLE_ROWS, dictionary_columns
-
     rows = 5 * DICTIONARY_SAMPLE_ROWS
     sample = _first_rows(sample_files, names, rows) if sample_files else None
     if sample is None:
@@ -203,8 +199,6 @@ def _first_rows(files: Sequence[str], names: Sequence[str], rows: int) -> pa.Tab
     """Up to `rows` first rows of `names` from the files, in order; `None` when a file lacks one of
     the columns (then Spark samples). Files may differ in nullability (writers mark a column
     `not null` or not), so each file's rows are a table of their own, unified when concatenated."""
-    import pyarrow.parquet as pq
-
     tables: list[pa.Table] = []
     taken = 0
     for path in files:
@@ -227,8 +221,6 @@ def _first_rows(files: Sequence[str], names: Sequence[str], rows: int) -> pa.Tab
 def _float_leaves_nested(data_schema: pa.Schema) -> frozenset[str]:
     """Float leaves inside structs: the shim checks top-level columns for NaN only, so these are
     taken to hold NaN (no Delta max: a missing bound is always safe)."""
-    from use.delta.stats import leaf_columns
-
     return frozenset(leaf.name for leaf in leaf_columns(data_schema) if len(leaf.path) > 1 and pa.types.is_floating(leaf.type))
 
 
@@ -277,8 +269,6 @@ def write_in_jvm(
     `task_of_file[f]` writes file `f` whole. Either way task t's file f is named
     `use.qbeast.write_tasks._task_file_name(write_id, f, t)`. `sample_files` judge the dictionary
     columns (`_plain_columns`)."""
-    from use.delta.datafile import local_root
-
     walk = None if codec not in _JVM_CODECS else _walk_inputs(spark, source, revision, cube_weights, plan)
     if walk is None:
         return None

@@ -44,6 +44,7 @@ from use.delta.predicates import (
     Predicate,
     Unknown,
 )
+from use.delta.skipping import snapshot_files_matching
 from use.errors import InvalidArgumentError
 from use.qbeast.cube import CubeId, intersects, string_bounds
 from use.qbeast.transform import DATE, TIMESTAMP, EmptyTransformation, HashTransformation, to_number
@@ -436,8 +437,6 @@ def select_files(
     data-skipping verdict for the same files; when omitted it is computed with
     `use.delta.skipping.snapshot_files_matching` for the predicate.
     """
-    from use.delta.skipping import snapshot_files_matching
-
     files: pa.Table = qsnap.files
     n = files.num_rows
     if weight_range is not None:

@@ -16,9 +16,11 @@ literals we prune with are the ones Spark compares with. Anything we do not unde
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import decimal as _decimal
 import functools
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
@@ -26,7 +28,12 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import ArrayType, MapType, StructField, StructType
 
+from use.delta import DeltaLog
 from use.delta.datafile import timestamp_partition_columns
 from use.delta.predicates import (
     And,
@@ -43,13 +50,15 @@ from use.delta.skipping import utc_timestamp_texts
 from use.delta.storage import absolute_path
 from use.errors import InvalidArgumentError, NotAQbeastTableError, TableNotFoundError
 from use.qbeast.query import select_files
+from use.qbeast.snapshot import QbeastSnapshot
 from use.qbeast.weight import MIN_WEIGHT, weight_from_fraction
+from use.runtime.conf import int_conf, session_conf
+from use.runtime.query_errors import quiet_query_errors
+from use.runtime.shim import shim_loaded
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql import DataFrame, SparkSession
 
-    from use.qbeast.snapshot import QbeastSnapshot
 
 FilterArg = Union["Column", str, None]
 
@@ -97,11 +106,6 @@ def check_sample(sample: Any) -> float | None:
 
 def load_snapshot(path: str) -> QbeastSnapshot:
     """The latest snapshot of the table at `path`, seen as Qbeast (which may have no revisions)."""
-    import os
-
-    from use.delta import DeltaLog
-    from use.qbeast.snapshot import QbeastSnapshot
-
     if not isinstance(path, str) or not path:
         raise InvalidArgumentError(f"a table path must be a non-empty string, got {path!r}")
     log = DeltaLog.for_path(path)
@@ -115,8 +119,6 @@ def load_snapshot(path: str) -> QbeastSnapshot:
 
 
 def spark_schema(qsnap: QbeastSnapshot) -> StructType:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     return from_arrow_schema(qsnap.schema, prefer_timestamp_ntz=True)
 
 
@@ -247,15 +249,11 @@ def expression_to_predicate(expr: Any, refs: Mapping[int, Any] | None = None) ->
 
 def filter_column(filter: FilterArg) -> Column | None:
     """The filter as a pyspark Column (SQL strings are parsed by Spark)."""
-    from pyspark.sql import Column
-    from pyspark.sql import functions as F
-
     if filter is None:
         return None
     if isinstance(filter, str):
         if not filter.strip():
             raise InvalidArgumentError("filter must be a non-empty SQL boolean expression or a pyspark Column")
-        from use.session import quiet_query_errors
 
         try:
             with quiet_query_errors():
@@ -277,7 +275,6 @@ def translate_filter(spark: SparkSession, schema: StructType, filter: FilterArg)
     col = filter_column(filter)
     if col is None:
         return None
-    from use.session import quiet_query_errors
 
     empty = spark.createDataFrame([], schema)
     try:
@@ -371,8 +368,6 @@ _SPARK_FIELD_ID_KEY = "parquet.field.id"
 def _with_field_ids(spark_type: Any, arrow_type: pa.DataType) -> Any:
     """`spark_type` (converted from `arrow_type`) with each struct field's parquet field id from the
     Arrow field metadata in Spark's metadata key, so Spark's reader matches columns by id."""
-    from pyspark.sql.types import ArrayType, MapType, StructField, StructType
-
     if isinstance(spark_type, StructType):
         fields = []
         for sf, af in zip(spark_type.fields, arrow_type, strict=False):
@@ -395,8 +390,6 @@ def _with_field_ids(spark_type: Any, arrow_type: pa.DataType) -> Any:
 
 def _col(name: str) -> Column:
     """A column by its exact name (dots, spaces and backticks taken literally)."""
-    from pyspark.sql import functions as F
-
     return F.col("`" + name.replace("`", "``") + "`")
 
 
@@ -423,8 +416,6 @@ def stored_schema(mapping: Any) -> StructType:
     """The Spark schema a column-mapped table's files are read with (`_stored_schema`): the
     physical names, in the logical schema's order, with parquet field ids in mode `id`; the SQL
     scans (`use.sql.tables.table_json`) read with it too."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     physical_arrow = mapping.physical_schema
     stored = from_arrow_schema(physical_arrow, prefer_timestamp_ntz=True)
     return _with_field_ids(stored, physical_arrow) if mapping.mode == "id" else stored
@@ -441,10 +432,6 @@ def _listed_on_driver(spark: SparkSession, num_paths: int) -> Any:
     (up to 10,000) to do it. The paths here are files the log already names, on a local file system
     (`use.delta.storage`): a status lookup each. Measured for 100 files, the job took 0.35-0.7 s,
     the driver 0.03-0.1 s, which was a third of a small merge task."""
-    import contextlib
-
-    from use.session import int_conf, session_conf
-
     if num_paths <= int_conf(spark, _LISTING_THRESHOLD_CONF, 32):
         return contextlib.nullcontext()
     return session_conf(spark, {_LISTING_THRESHOLD_CONF: str(num_paths)})
@@ -459,8 +446,6 @@ def _parquet_format(spark: SparkSession) -> str:
     own skips row groups on float/double filters by footers that leave NaN and -0.0 out of their
     reckoning and so drops rows (`UseParquetFormat` in the shim says how). A session without the
     shim (built outside `use.session`) reads with Spark's format."""
-    from use.shim import shim_loaded
-
     return _PARQUET_FORMAT if shim_loaded(spark, _PARQUET_FORMAT) else "parquet"
 
 
@@ -473,9 +458,6 @@ def scan(spark: SparkSession, qsnap: QbeastSnapshot, files: pa.Table) -> DataFra
     mapping the files are read by their physical names (or field ids) and the columns come out
     under the logical names (nested struct fields too).
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
-
     schema = spark_schema(qsnap)
     if not files.num_rows:
         return spark.createDataFrame([], schema)
@@ -528,8 +510,6 @@ def scan(spark: SparkSession, qsnap: QbeastSnapshot, files: pa.Table) -> DataFra
 
 
 def apply_filters(df: DataFrame, plan: ReadPlan, filter: FilterArg) -> DataFrame:
-    from pyspark.sql import functions as F
-
     col = filter_column(filter)
     if col is not None:
         df = df.filter(col)

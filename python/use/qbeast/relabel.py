@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -42,8 +42,10 @@ import numpy as np
 from use.delta.actions import AddFile, add_actions
 from use.delta.predicates import Comparison, InList, Or, Predicate
 from use.errors import InvalidArgumentError
+from use.qbeast.blocks import BLOCKS_TAG, REVISION_TAG, Block, blocks_json, revision_ids
 from use.qbeast.cube import CubeId
 from use.qbeast.revision import Revision
+from use.qbeast.transform import INTEGRAL_BOUNDS, LinearTransformation
 
 #: Column types whose linear coordinates stay exact under an aligned growth (float64 arithmetic):
 #: timestamps and dates are integral epoch millis in the transformation, the commonest drift.
@@ -121,8 +123,6 @@ def _exact(t: Any) -> bool:
 def growth_shift(old: Any, new: Any) -> int | None:
     """k when linear range `new` is `old` grown 2^k times upward from the same minimum with the
     same null value, exactly in float64 (0 when they are equal); None otherwise."""
-    from use.qbeast.transform import LinearTransformation
-
     if old == new:
         return 0
     if not (isinstance(old, LinearTransformation) and isinstance(new, LinearTransformation)):
@@ -165,10 +165,6 @@ def aligned_growth(old: Any, needed_max: float) -> Any | None:
     """`old` (a linear transformation) grown upward 2^k times from its minimum, for the smallest
     k >= 1 reaching `needed_max`, keeping its null value; None when its type or bounds cannot grow
     exactly (`growth_shift` must recognise the result) or k would pass `MAX_SHIFT`."""
-    from dataclasses import replace
-
-    from use.qbeast.transform import INTEGRAL_BOUNDS, LinearTransformation
-
     if not isinstance(old, LinearTransformation) or not _exact(old):
         return None
     lo, span = old.min_number, old.max_number - old.min_number
@@ -207,8 +203,6 @@ def relabelled_adds(files: Any, blocks: Any, alignments: Mapping[int, Alignment]
     changes). `blocks` are their block-table rows, `file_index` counting positions in `files`.
     A file may then hold two blocks of one cube (siblings the growth folds together): both keep
     their own weight ranges, which is what exact sampling needs (module docstring)."""
-    from use.qbeast.blocks import BLOCKS_TAG, REVISION_TAG, Block, blocks_json, revision_ids
-
     n = files.num_rows
     rids = revision_ids(files).to_numpy(zero_copy_only=False).astype(np.int64)
     fi = blocks.column("file_index").to_numpy(zero_copy_only=False).astype(np.int64)

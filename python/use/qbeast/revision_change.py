@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from use.errors import PYTHON, IndexColumnError, InvalidArgumentError
+from use.errors import PYTHON, ConfigError, IndexColumnError, InvalidArgumentError
+from use.qbeast.relabel import aligned_growth
 from use.qbeast.revision import COUNT_ALIAS, Revision, check_cube_size, first_revision
-from use.qbeast.transform import EmptyTransformation, Transformation
+from use.qbeast.transform import INTEGRAL_BOUNDS, INTEGRAL_TYPES, EmptyTransformation, LinearTransformation, Transformation
 from use.qbeast.transformers import LinearTransformer, Transformer, quantiles_hint
 
 
@@ -165,8 +166,6 @@ def parse_revision_margin(raw: Any, source: str) -> float:
     except ValueError:
         value = float("nan")
     if not 0.0 <= value <= 10.0:
-        from use.errors import ConfigError
-
         raise ConfigError(f"{source} must be a number from 0 to 10 (a fraction of the indexed range, e.g. 0.1), got {raw!r}")
     return value
 
@@ -180,8 +179,6 @@ EDGE_REACH = 0.1
 def _near_edges(old: Transformation, data: Transformation | None, margin: float) -> tuple[bool, bool]:
     """Whether the written data's range comes within `margin * EDGE_REACH` of `old`'s span of its
     low and high edge (or passes it)."""
-    from use.qbeast.transform import LinearTransformation
-
     if margin <= 0 or not isinstance(old, LinearTransformation) or not isinstance(data, LinearTransformation):
         return False, False
     lo, hi = float(old.min_number), float(old.max_number)
@@ -238,8 +235,6 @@ def widened(
     cost is the space: up to half of the new range is empty until the data gets there (the
     doubling of the drift alone left up to half of the growth empty).
     """
-    from use.qbeast.transform import INTEGRAL_BOUNDS, INTEGRAL_TYPES, LinearTransformation
-
     if margin <= 0 or not isinstance(old, LinearTransformation) or not isinstance(merged, LinearTransformation):
         return merged
     lo, hi = float(merged.min_number), float(merged.max_number)
@@ -258,7 +253,6 @@ def widened(
     if grow_hi and not grow_lo and isinstance(origin, LinearTransformation) and origin != old:
         # the range grows upward again: a power of two from the same minimum, so the optimizer
         # moves the older revision's files by their tags instead of re-indexing them (`relabel`)
-        from use.qbeast.relabel import aligned_growth
 
         aligned = aligned_growth(old, hi)
         if aligned is not None:

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from use.errors import InvalidArgumentError, NotAQbeastTableError
 from use.qbeast.blocks import block_table, empty_block_table, revision_ids
+from use.qbeast.index_status import IndexStatus
 from use.qbeast.revision import (
     LAST_REVISION_KEY,
     REVISION_PREFIX,
@@ -35,7 +36,6 @@ from use.qbeast.weight_records import split_empty
 
 if TYPE_CHECKING:
     from use.delta.columnmapping import ColumnMapping
-    from use.qbeast.index_status import IndexStatus
 
 
 @dataclass(frozen=True, eq=False)
@@ -188,8 +188,6 @@ class QbeastSnapshot:
 
     def index_status(self, revision_id: int | None = None) -> IndexStatus:
         """Cube statuses of a revision (the latest by default)."""
-        from use.qbeast.index_status import IndexStatus
-
         rid = self.latest_revision_id if revision_id is None else revision_id
         return IndexStatus.from_blocks(self.revision(rid), self.status_blocks_of_revision(rid))
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from use.errors import PYTHON, CorruptIndexMetadataError, InvalidArgumentError, UnsupportedTypeError
+from use.errors import PYTHON, CorruptIndexMetadataError, IndexColumnError, InvalidArgumentError, UnsupportedTypeError
 from use.qbeast.java_values import JavaRandom, jackson_dumps, scala_string_hash
 from use.qbeast.transform import (
     ALL_TYPES,
@@ -276,7 +276,6 @@ def make_transformer(type_name: str | None, column: str, arrow_type: pa.DataType
         if qtype == STRING:
             return CDFStringQuantilesTransformer(column)
         return CDFNumericQuantilesTransformer(column, qtype)
-    from use.errors import IndexColumnError
 
     hint = " ('histogram' is deprecated: use quantiles)" if name == "histogram" else ""
     raise IndexColumnError(

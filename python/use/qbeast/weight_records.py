@@ -59,12 +59,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from use.delta.actions import AddFile, add_actions, add_files_table
 from use.qbeast.blocks import BLOCKS_TAG, Block, block_table, blocks_json, empty_block_table
 from use.qbeast.cube import symbols_per_level
 from use.qbeast.weight import MAX_WEIGHT, MIN_WEIGHT
 
 if TYPE_CHECKING:
-    from use.delta.actions import AddFile
     from use.qbeast.revision import Revision
     from use.qbeast.snapshot import QbeastSnapshot
 
@@ -254,8 +254,6 @@ def record_weights(
     rows were placed by, in the revision of its adds; `fresh`: an overwrite (the snapshot's index
     no longer holds). The caller commits the re-added files reading them (`Transaction.read_files`).
     """
-    from use.delta.actions import add_actions, add_files_table
-
     revs = dict(revisions if revisions is not None else (qsnap.revisions if qsnap is not None else {}))
     if not any(r > 0 for r in revs):
         return list(adds), []  # a plain Delta table, or only the staging revision: no tree

@@ -22,7 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from use.delta.actions import AddFile, Metadata
+from use.delta.actions import AddFile, Metadata, SetTransaction, remove_actions
+from use.delta.log import DeltaLog
+from use.delta.schema import as_nullable, schema_to_json
+from use.delta.transaction import Transaction
 from use.errors import MetadataChangedError
 from use.qbeast.revision import (
     COLUMN_STATS_KEY,
@@ -32,6 +35,9 @@ from use.qbeast.revision import (
     Revision,
     adds_revisions_only,
     configuration_with_revision,
+    latest_revision_id,
+    revisions_from_configuration,
+    staging_revision,
 )
 
 if TYPE_CHECKING:
@@ -80,11 +86,6 @@ def commit_write(
     `configuration` is a new table's properties, and an overwrite's new ones (None keeps them): an
     overwrite by no rows then still commits them, with only the staging revision.
     """
-    from use.delta.actions import SetTransaction, remove_actions
-    from use.delta.schema import as_nullable, schema_to_json
-    from use.delta.transaction import Transaction
-    from use.qbeast.revision import staging_revision
-
     extra = {COLUMN_STATS_KEY: column_stats_text(column_stats)}
     wrote = bool(num_rows) and bool(revision.transformations)
     parameters = {"mode": MODES[mode], "partitionBy": json.dumps([])}
@@ -165,8 +166,6 @@ def _opens_revision_only(snapshot: Any, metadata: Metadata, revision: Revision) 
     """Whether the write's `metadata` differs from the snapshot's by `revision` alone, a revision
     opened because the rows left the latest one's ranges: same indexed columns and cube size (a
     changed cube size, or new columnStats, is the user's request and must not be dropped)."""
-    from use.qbeast.revision import latest_revision_id, revisions_from_configuration
-
     read = dict(snapshot.metadata.configuration)
     latest = revisions_from_configuration(read).get(latest_revision_id(read))
     if (
@@ -197,7 +196,5 @@ def column_stats_text(column_stats: Mapping[str, Any] | str | None) -> str:
 
 def metadata_with_configuration(qsnap: QbeastSnapshot, conf: dict[str, str]) -> Metadata:
     """The table's `metaData` at the snapshot's version with new table properties."""
-    from use.delta.log import DeltaLog
-
     current = DeltaLog.for_path(qsnap.table_root).snapshot(version=qsnap.version).metadata
     return replace(current, configuration=conf)

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from use.qbeast.write_tasks import delete_files
+from use.runtime.jobs import await_job_group_tasks, job_group
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,10 +26,8 @@ __all__ = ["discard_write", "write_scope"]
 def write_scope(spark: SparkSession, table_root: str, written: list[str], description: str) -> Iterator[None]:
     """The block writes files of `table_root` and lists every name a task may write in `written`
     before it runs (`write_files`): its Spark jobs run in a job group (the caller's, else one of the
-    write's own, `use.session.job_group`), and if the block fails those files are deleted once the
+    write's own, `use.runtime.jobs.job_group`), and if the block fails those files are deleted once the
     group's tasks have stopped (`discard_write`), so nothing of a failed write is left."""
-    from use.session import job_group
-
     with job_group(spark, f"use-write-{uuid.uuid4().hex}", description, keep_existing=True):
         try:
             yield
@@ -39,9 +38,7 @@ def write_scope(spark: SparkSession, table_root: str, written: list[str], descri
 
 def discard_write(spark: SparkSession, table_root: str, names: Iterable[str]) -> None:
     """Delete the named files of a failed or cancelled write once its tasks have stopped
-    (`use.session.await_job_group_tasks`): a cancelled task still running could otherwise create a
+    (`use.runtime.jobs.await_job_group_tasks`): a cancelled task still running could otherwise create a
     file after the cleanup, or delete one under a caller listing the table."""
-    from use.session import await_job_group_tasks
-
     await_job_group_tasks(spark)
     delete_files(table_root, names)

@@ -26,7 +26,10 @@ write could produce and can delete them all if anything fails before its commit.
 
 from __future__ import annotations
 
+import heapq
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,9 +37,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+from pyspark import TaskContext
 
 from use.delta.actions import AddFile
+from use.delta.datafile import DataFileWriter, local_root
+from use.delta.stats import file_stats_json
 from use.errors import InvalidArgumentError
+from use.qbeast.blocks import Block, blocks_json
+from use.qbeast.cube import cube_sort_key
 from use.qbeast.domains import CubeLookup, JointLookup
 from use.qbeast.estimate import assign_cubes
 from use.qbeast.index_plan import (
@@ -50,8 +60,8 @@ from use.qbeast.index_plan import (
 from use.qbeast.jvm_write import JvmFile, write_in_jvm
 from use.qbeast.revision import Revision
 from use.qbeast.rollup import RollupPlan
-from use.qbeast.weight import MAX_WEIGHT
-from use.session import parquet_codec
+from use.qbeast.weight import MAX_WEIGHT, spark_hash
+from use.runtime.conf import parquet_codec
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -127,7 +137,6 @@ def _pack_task(splitter: _RowSplitter, part_keys: np.ndarray, flush_bytes: int) 
     millions of rows that Spark would serialize one by one and convert back to Arrow for the write.
     Rows are buffered up to `flush_bytes` so each blob holds a useful share of a file.
     """
-    import pyarrow.ipc as ipc
 
     def pack(pending: list[pa.RecordBatch]) -> pa.RecordBatch:
         batch = pending[0] if len(pending) == 1 else pa.concat_batches(pending)
@@ -173,8 +182,6 @@ def _pack_task(splitter: _RowSplitter, part_keys: np.ndarray, flush_bytes: int) 
 def _balanced_parts(file_rows: Sequence[int], num_tasks: int) -> np.ndarray:
     """Write task of each file: largest files first, each to the least loaded task (LPT), so the
     few write tasks (one per core) finish together."""
-    import heapq
-
     part = np.zeros(len(file_rows), dtype=np.int64)
     heap = [(0, t) for t in range(num_tasks)]
     for f in sorted(range(len(file_rows)), key=lambda i: (-int(file_rows[i]), i)):
@@ -188,8 +195,6 @@ def _partition_keys(num_tasks: int) -> np.ndarray:
     """For each task t, an int whose Spark hash lands in partition t of `repartition(num_tasks, key)`
     (`pmod(hash(key), n)`, Spark's HashPartitioning), so the shuffle puts each file where
     `_balanced_parts` planned it."""
-    from use.qbeast.weight import spark_hash
-
     keys = np.full(num_tasks, -1, dtype=np.int64)
     k = 0
     while np.any(keys < 0):
@@ -216,9 +221,6 @@ def _blocks_json(partials: Sequence[pa.Table], cube_weights: Mapping[str, int]) 
     """Exact block statistics of one file from the partials of all its rows: per cube, row count
     and minimum row weight; the block maxWeight is the cube's (estimated or existing) maxWeight,
     `MAX_WEIGHT` for a cube without one."""
-    from use.qbeast.blocks import Block, blocks_json
-    from use.qbeast.cube import cube_sort_key
-
     table = pa.concat_tables(partials)
     grouped = table.group_by("cube").aggregate([("w_min", "min"), ("n", "sum")])
     rows = sorted(
@@ -258,10 +260,6 @@ class _FileGroups:
             self._spill()
 
     def _spill(self) -> None:
-        import tempfile
-
-        import pyarrow.ipc as ipc
-
         if self._spill_dir is None:
             self._spill_dir = tempfile.mkdtemp(prefix="qbeast-write-spill-")
         path = os.path.join(self._spill_dir, f"{len(self._spills)}.arrow")
@@ -291,8 +289,6 @@ class _FileGroups:
         self._spills.clear()
         self._pieces.clear()
         if self._spill_dir is not None:
-            import shutil
-
             shutil.rmtree(self._spill_dir, ignore_errors=True)
 
 
@@ -348,8 +344,6 @@ class _TaskFiles:
             self._flush(max(self._pending, key=self._pending_bytes.__getitem__))
 
     def _open(self, file_index: int) -> Any:
-        from use.delta.datafile import DataFileWriter
-
         name = self._file_name(file_index)
         # A retry of a task that failed after publishing its file finds the file there; the driver
         # never saw that attempt's metadata, so the file is replaced (speculative execution must
@@ -416,8 +410,6 @@ def _shuffled_write_task(names: Sequence[str], settings: _FileSettings) -> Any:
     `(part, file, rows)` blobs of `_pack_task` (`_TaskFiles`)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow.ipc as ipc
-
         groups = _TaskFiles(names.__getitem__, settings)
         try:
             for batch in batches:
@@ -443,8 +435,6 @@ def _local_write_task(splitter: _RowSplitter, write_id: uuid.UUID, settings: _Fi
     named by `_task_file_name`."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
         files = _TaskFiles(lambda f: _task_file_name(write_id, f, task), settings)
@@ -471,11 +461,6 @@ def _task_file_name(write_id: uuid.UUID, file_index: int, task: int) -> str:
 def _jvm_result(files: Sequence[JvmFile], settings: _FileSettings) -> pa.Table:
     """The JVM path's files as rows of `_RESULT_SCHEMA`: Delta stats from each footer (as
     `DataFileWriter.close` takes them), blocks as the Python path builds them."""
-    import pyarrow.parquet as pq
-
-    from use.delta.datafile import local_root
-    from use.delta.stats import file_stats_json
-
     root = local_root(settings.table_root)
     out: dict[str, list[Any]] = {f.name: [] for f in _RESULT_SCHEMA}
     for f in files:

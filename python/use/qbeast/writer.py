@@ -22,11 +22,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from use.delta.actions import AddFile, Metadata
+from use.delta.log import DeltaLog
 from use.delta.schema import check_append_schema, schema_to_json
+from use.delta.snapshot import first_switch
+from use.delta.storage import resolve_table_root
 from use.delta.transaction import check_app_transaction
-from use.errors import IndexColumnError, InvalidArgumentError
+from use.errors import ConfigError, IndexColumnError, InvalidArgumentError, NotAQbeastTableError
 from use.qbeast.index_plan import (
     DATA_BYTES_ALIAS,
     WEIGHT_COLUMN,
@@ -38,7 +42,16 @@ from use.qbeast.index_plan import (
     with_weight,
 )
 from use.qbeast.revision import DEFAULT_CUBE_SIZE, Revision, check_cube_size, configuration_with_revision, parse_column_specs
-from use.qbeast.revision_change import compute_revision_change, widening_origin
+from use.qbeast.revision_change import (
+    DEFAULT_REVISION_MARGIN,
+    REVISION_MARGIN_PROPERTY,
+    compute_revision_change,
+    parse_column_stats,
+    parse_revision_margin,
+    widening_origin,
+)
+from use.qbeast.snapshot import QbeastSnapshot
+from use.qbeast.weight import weight_from_fraction
 from use.qbeast.weight_records import record_weights
 from use.qbeast.write_commit import MODES, commit_write, metadata_with_configuration
 from use.qbeast.write_scope import write_scope
@@ -49,14 +62,13 @@ from use.qbeast.write_shuffle import (
     should_shuffle,
 )
 from use.qbeast.write_tasks import CUBE_COLUMN, FILE_COLUMN, write_files
-from use.spark_files import OPTIMIZE_WRITE_PROPERTY as _OPTIMIZE_WRITE_PROPERTY
-from use.spark_files import conform_to_table
+from use.runtime.conform import conform_to_table
+from use.runtime.files import OPTIMIZE_WRITE_PROPERTY as _OPTIMIZE_WRITE_PROPERTY
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from use.qbeast.index_status import InputBlocks
-    from use.qbeast.snapshot import QbeastSnapshot
 
 __all__ = [
     "WriteResult",
@@ -108,8 +120,6 @@ def _check_mode(mode: Any) -> str:
 
 
 def _arrow_schema(df: DataFrame) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     return to_arrow_schema(df.schema, prefers_large_types=False)
 
 
@@ -123,7 +133,6 @@ def _optimize_write(spark: SparkSession, requested: bool | None, configuration: 
         if not isinstance(requested, bool):
             raise InvalidArgumentError(f"optimize_write must be True, False or None (the settings decide), got {requested!r}")
         return requested
-    from use.session import first_switch
 
     return first_switch([(_OPTIMIZE_WRITE_CONF, spark.conf.get(_OPTIMIZE_WRITE_CONF, None)),
                          (_OPTIMIZE_WRITE_PROPERTY, (configuration or {}).get(_OPTIMIZE_WRITE_PROPERTY))])  # fmt: skip
@@ -139,8 +148,6 @@ def _max_read_slowdown(spark: SparkSession) -> float:
     except ValueError:
         value = float("nan")
     if not value >= 1.0:  # also NaN
-        from use.errors import ConfigError
-
         raise ConfigError(
             f"{MAX_READ_SLOWDOWN_CONF} must be a number >= 1 (how much slower the written files may read when a "
             f"write does not shuffle; 1 shuffles every write of more than one task), got {raw!r}"
@@ -163,8 +170,6 @@ def _revision_margin(spark: SparkSession, configuration: Mapping[str, str] | Non
     `spark.qbeast.index.revisionMargin`, else the table property `use.qbeast.revisionMargin`, else
     `DEFAULT_REVISION_MARGIN`. A fraction of the range's span, 0 (the exact union, as qbeast-spark)
     to 10."""
-    from use.qbeast.revision_change import DEFAULT_REVISION_MARGIN, REVISION_MARGIN_PROPERTY, parse_revision_margin
-
     for source, raw in (
         (_REVISION_MARGIN_CONF, spark.conf.get(_REVISION_MARGIN_CONF, None)),
         (REVISION_MARGIN_PROPERTY, (configuration or {}).get(REVISION_MARGIN_PROPERTY)),
@@ -224,15 +229,12 @@ def _index(
 
 
 def _qbeast_snapshot(snapshot: Any) -> QbeastSnapshot:
-    from use.qbeast.snapshot import QbeastSnapshot
-
     return QbeastSnapshot.from_delta(snapshot)
 
 
 def _table_root(path: Any) -> str:
     if not isinstance(path, (str, os.PathLike)) or not str(path):
         raise InvalidArgumentError(f"path must be a non-empty string naming the table directory, got {path!r}")
-    from use.delta.storage import resolve_table_root
 
     return resolve_table_root(path)
 
@@ -275,8 +277,6 @@ def write(
     `configuration` (checked table properties, SQL's CTAS/RTAS) is the properties of a table this
     write creates, and replaces an existing table's on overwrite; None keeps them.
     """
-    from use.delta.log import DeltaLog
-
     mode = _check_mode(mode)
     size = None if cube_size is None else check_cube_size(cube_size)
     check_app_transaction(txn_app_id, txn_version)
@@ -307,7 +307,6 @@ def write(
             f"{', '.join(existing_rev.columns)} of {root}; append with the same columns, or overwrite the table to "
             f"index other columns"
         )
-    from use.qbeast.revision_change import parse_column_stats
 
     parse_column_stats(column_stats, transformers)
     if size is None:
@@ -393,8 +392,6 @@ def index_into_revision(
     are respected. On failure the files written so far are deleted.
     """
     if not qsnap.revisions:
-        from use.errors import NotAQbeastTableError
-
         raise NotAQbeastTableError(
             f"{qsnap.table_root} has no Qbeast revisions; convert it or write it with the Qbeast writer first"
         )
@@ -477,8 +474,6 @@ def rewrite_with_existing_weights(
     data_schema = _arrow_schema(df)
     sample_weight = None
     if sampling_fraction is not None:
-        from use.qbeast.weight import weight_from_fraction
-
         sample_weight = int(weight_from_fraction(float(sampling_fraction)))
     weighted = with_weight(df, revision)
     index = plan_rewrite(weighted, revision, qsnap, sample_weight=sample_weight, input_blocks=input_blocks)

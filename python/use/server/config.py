@@ -6,7 +6,7 @@ half a minute later as a JVM stack trace: a malformed or ignored `--conf`, a key
 unknown `spark.qbeast.use.*` key or a bad value (through the one typed config parser), a port out of range or taken,
 a host that is not this machine's, a data directory that cannot be written or that another server
 holds. The layout of the data directory is decided in one place (`DataDir`) so the server, its
-tests and the README cannot drift apart.
+tests and its documentation (docs/server.md) cannot drift apart.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from use.errors import ConfigError, ServerError
+from use.optimize.keys import SPARK_CONF, SPARK_PREFIX
 
 __all__ = [
     "DEFAULT_DATA_DIR",
@@ -158,7 +159,8 @@ def parse_conf_pairs(pairs: Sequence[str]) -> dict[str, str]:
     Refused: a pair without `=`, an empty key, a key Spark would ignore (not `spark.*`), a key a
     flag owns, and an unknown `spark.qbeast.use.*` key or a bad value (checked by the optimization
     config parser)."""
-    from use.optimize.config import SPARK_PREFIX, ServiceConfig
+    # deferred: the config parser imports pyarrow; `use --help` imports this module for the defaults
+    from use.optimize.config import ServiceConfig
 
     conf: dict[str, str] = {}
     for pair in pairs:
@@ -178,14 +180,12 @@ def parse_conf_pairs(pairs: Sequence[str]) -> dict[str, str]:
 def spark_conf(options: ServerOptions) -> dict[str, str]:
     """The Spark conf the server's session is built with: the caller's `--conf` plus what the
     server decides (Hive metastore in Derby under the data dir, warehouse, Thrift port and host,
-    scratch space, Derby's log), on top of the service's needs (`use.service.runner.SPARK_CONF`:
+    scratch space, Derby's log), on top of the service's needs (`use.optimize.keys.SPARK_CONF`:
     the FAIR scheduler, so JDBC queries are not queued behind a merge; a `--conf` may override it).
     These are set at session build because Spark reads them only
     then: with Hive support a runtime `spark.conf.set` of the Thrift port was ignored.
 
     No `derby.system.home`: it made every JDBC session close retry for about 20 s."""
-    from use.service.runner import SPARK_CONF
-
     d = options.data_dir
     java_options = [
         f"-Dderby.stream.error.file={d.derby_log}",

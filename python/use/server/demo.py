@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from use.optimize.config import INTERVAL_KEY
+from use.optimize.keys import INTERVAL_KEY
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -83,7 +83,7 @@ DEMO_QUERIES = (
 
 def demo_services(options: ServerOptions) -> list[Service]:
     """The demo table first, then the default services (the optimization service finds it)."""
-    from use.server.process import default_services
+    from use.server.process import default_services  # deferred: imports pyspark; `use --help` reads DEMO_INTERVAL
 
     return [DemoTable(options), *default_services(options)]
 

@@ -35,8 +35,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
+from py4j.protocol import Py4JJavaError
+from pyspark import SparkContext
+
 from use.errors import ServerError, UseError
+from use.runtime.shim import shim_loaded
 from use.server.config import READY_PREFIX, ServerOptions, check_data_dir, check_port_free, spark_conf
+from use.service import LocationSource, OptimizationService
+from use.service.metastore import CombinedSource, MetastoreEvents, MetastoreSource
+from use.session import spark_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -184,8 +191,6 @@ class UseServer:
     def _session(self) -> SparkSession:
         """The server's SparkSession, built by `use.session.spark_session` so that everything USE
         sets up for its sessions applies here too, with the server's conf on top."""
-        from use.session import spark_session
-
         spark = spark_session("use-serve", master=self.options.master, conf=spark_conf(self.options))
         self.spark = spark  # stopped by stop() even if what follows fails or a stop interrupts it
         log.info("Spark session started; booting the metastore")
@@ -202,8 +207,6 @@ class UseServer:
         """Start Spark's Thrift server on the session, with the shim's `ThriftErrors` in front of
         it: a failed statement reaches clients as one message, where Spark's server sends the
         whole JVM stack trace (in the error message itself for beeline and the Hive JDBC driver)."""
-        from use.shim import shim_loaded
-
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
         server = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
             spark._jsparkSession.sqlContext()  # type: ignore[attr-defined]
@@ -240,8 +243,6 @@ class UseServer:
 
     @staticmethod
     def _jvm_process() -> Any:
-        from pyspark import SparkContext
-
         gateway = SparkContext._gateway  # type: ignore[attr-defined]
         return getattr(gateway, "proc", None)
 
@@ -298,8 +299,6 @@ class UseServer:
     def _shutdown_derby(self) -> None:
         """Shut the embedded metastore database down, so the next start boots a clean database
         (no recovery, no stale lock files). Derby reports success as an SQLException."""
-        from py4j.protocol import Py4JJavaError
-
         jvm = self.spark.sparkContext._jvm  # type: ignore[union-attr]
         url = f"jdbc:derby:;databaseName={self.options.data_dir.metastore};shutdown=true"
         try:
@@ -333,9 +332,6 @@ class _MetastoreService:
         self.events: Any = None
 
     def start(self, spark: SparkSession) -> None:
-        from use.service import LocationSource, OptimizationService
-        from use.service.metastore import CombinedSource, MetastoreEvents, MetastoreSource
-
         d = self.options.data_dir
         source = CombinedSource(MetastoreSource(spark), LocationSource(directories=[d.warehouse]))
         self.service = OptimizationService(source, d.service)

@@ -1,4 +1,4 @@
-"""The continuous optimization service (issue 13): tables keep themselves optimized from their properties.
+"""The continuous optimization service: tables keep themselves optimized from their properties.
 
 Modules, one job each; only `runner` runs Spark:
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from use.delta.listing import LOG_DIR_NAME
 from use.delta.storage import resolve_table_root
+from use.runtime.shim import shim_loaded
 from use.service.registry import ALTERED, CREATED, DROPPED, TableEvent, TableInfo, TableRegistry, TableSource
 from use.service.sources import read_table
 
@@ -166,8 +167,6 @@ class MetastoreEvents:
 
     def start(self) -> bool:
         """Install the listener and start draining; False (and a warning) without the shim."""
-        from use.shim import shim_loaded
-
         if not shim_loaded(self.spark, _EVENTS_CLASS):
             _log.warning("the JVM shim is not loaded: catalog changes are seen at the next listing, not at once")
             return False

@@ -21,9 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from use.optimize.config import OptimizationConfig
-from use.optimize.executor import num_records
-from use.optimize.loop import with_planning_time
+from use.optimize.loop_core import with_planning_time
 from use.optimize.planner import Planner
+from use.optimize.task_metrics import num_records
 from use.qbeast.snapshot import QbeastSnapshot
 from use.service.records import Estimate, LayoutFigures, Settings
 from use.service.sources import delta_log

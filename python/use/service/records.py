@@ -146,7 +146,7 @@ class Progress:
     strategy: str | None = None
 
     def add(self, metrics: Any) -> Progress:
-        """Fold in one iteration (`use.optimize.executor.IterationMetrics`); abandoned ones changed nothing."""
+        """Fold in one iteration (`use.optimize.task_metrics.IterationMetrics`); abandoned ones changed nothing."""
         if not metrics.committed:
             return replace(self, iterations=self.iterations + 1, strategy=metrics.strategy)
         return Progress(

@@ -5,8 +5,8 @@ re-plan, until the planner selects nothing or a stop is requested. What this mod
 run shows up in Spark:
 
 * its jobs go to the scheduler pool `POOL` (`spark.scheduler.pool`, a thread-local property set on
-  the run's thread), so with `spark.scheduler.mode=FAIR` (`SPARK_CONF`, which the server applies to
-  its session) JDBC users' queries share the executors with a merge instead of queueing behind it;
+  the run's thread), so with `spark.scheduler.mode=FAIR` (`use.optimize.keys.SPARK_CONF`, which the
+  server applies to its session) JDBC users' queries share the executors with a merge instead of queueing behind it;
 * they carry the job group `use-service-<run id>` and a description naming the table, the trigger
   and the run, so operators see in the Spark UI whose work it is (and the group is what a service
   stop cancels).
@@ -15,25 +15,20 @@ run shows up in Spark:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from use.optimize.config import SPARK_PREFIX
-from use.optimize.loop import StopToken, optimize_path, session_conf
+from use.optimize.keys import POOL, POOL_PROPERTY, SPARK_PREFIX
+from use.optimize.loop import optimize_path
+from use.optimize.loop_core import StopToken, session_conf
 from use.service.records import SCHEDULED_TRIGGER, RunStart
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
-__all__ = ["POOL", "POOL_PROPERTY", "SPARK_CONF", "SparkRunner", "job_group"]
+__all__ = ["SparkRunner", "job_group"]
 
 _log = logging.getLogger("use.service.runner")
-
-#: The FAIR scheduler pool of the service's optimization jobs.
-POOL = "use-optimizer"
-POOL_PROPERTY = "spark.scheduler.pool"
-#: Spark conf the server's session needs for the pool to matter (FIFO ignores pools).
-SPARK_CONF: Mapping[str, str] = {"spark.scheduler.mode": "FAIR"}
 
 
 def job_group(run_id: str) -> str:
@@ -50,7 +45,7 @@ class SparkRunner:
         if mode != "FAIR":
             _log.warning(
                 "spark.scheduler.mode is %s: optimization jobs share one FIFO queue with queries; "
-                "set spark.scheduler.mode=FAIR on the session (use.service.runner.SPARK_CONF)",
+                "set spark.scheduler.mode=FAIR on the session (use.optimize.keys.SPARK_CONF)",
                 mode,
             )
 

@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from use.errors import ServiceError, TableNotFoundError
 from use.optimize.config import SPARK_OPT_PREFIX, ServiceConfig
-from use.optimize.loop import CONFLICTS, StopToken
+from use.optimize.loop_core import CONFLICTS, StopToken
 from use.optimize.report import format_iteration
 from use.service import active
 from use.service import state as state_file
@@ -142,6 +142,7 @@ class OptimizationService:
             if self._runner is None:
                 if spark is None:
                     raise ServiceError("start(spark) needs the server's SparkSession (or construct the service with a runner)")
+                # deferred: the runner imports pyspark, and this module is pure (tests drive it with their own runner)
                 from use.service.runner import SparkRunner
 
                 self._runner = SparkRunner(spark)

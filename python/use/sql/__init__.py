@@ -23,7 +23,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from use.errors import InvalidArgumentError
+from use.errors import InvalidArgumentError, ShimBuildError
+from use.runtime.shim import shim_loaded
+from use.sql import insight_source
+from use.sql.bridge import register_bridge
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -72,8 +75,6 @@ def configured(spark: SparkSession) -> bool:
 
 def installed(spark: SparkSession) -> bool:
     """Whether the JVM has a Python side registered (SQL on USE tables works)."""
-    from use.shim import shim_loaded
-
     if not shim_loaded(spark):
         return False
     return bool(spark.sparkContext._jvm.use.sql.Bridge.isRegistered())  # type: ignore[attr-defined]
@@ -86,11 +87,6 @@ def install(spark: SparkSession) -> None:
     static: `python -m use.shim --conf` prints them). Idempotent; `use.session.spark_session` calls
     it.
     """
-    from use.errors import ShimBuildError
-    from use.shim import shim_loaded
-    from use.sql import insight_source
-    from use.sql.bridge import register_bridge
-
     if not shim_loaded(spark):
         raise ShimBuildError(
             "the session was started without USE's JVM shim jar; start it with the flags `python -m use.shim --conf` "

@@ -17,7 +17,15 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from pyspark.java_gateway import ensure_callback_server_started
+
+import use.errors as E
+from use.delta.actions import commit_user_metadata
 from use.errors import SQL, UseError
+from use.optimize.auto_compact import compacting_after
+from use.runtime.conf import statement_table_defaults
+from use.sql import dml, lake, procedures, save, scan, stream, tables, write
+from use.sql.sessions import calling_session, written_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -31,8 +39,6 @@ _registered: Bridge | None = None
 
 
 def _methods() -> dict[str, Method]:
-    from use.sql import dml, lake, procedures, save, scan, stream, tables, write
-
     return {
         "describe": tables.describe,
         "create": _with_table_defaults(tables.create, from_dataframe=False),
@@ -68,7 +74,6 @@ def _with_user_metadata(method: Method) -> Method:
     (`df.write.option(...)`, saveAsTable, writeTo), else the statement's session setting
     `spark.databricks.delta.commitInfo.userMetadata` (the session of the DataFrame written, e.g. a
     JDBC client's SET)."""
-    from use.delta.actions import commit_user_metadata
 
     def run(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
         given = next((str(v) for k, v in (req.get("options") or {}).items() if str(k).lower() == "usermetadata"), None)
@@ -84,9 +89,8 @@ def _with_user_metadata(method: Method) -> Method:
 
 def _with_table_defaults(method: Method, from_dataframe: bool = True) -> Method:
     """A call that may create a table, in the statement's session's defaults for new tables' properties
-    (Delta's `spark.databricks.delta.properties.defaults.*`, `use.session.statement_table_defaults`):
+    (Delta's `spark.databricks.delta.properties.defaults.*`, `use.runtime.conf.statement_table_defaults`):
     the session of the DataFrame written, or the one the shim passes first (CREATE TABLE, REPLACE)."""
-    from use.session import statement_table_defaults
 
     def run(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
         if from_dataframe:
@@ -103,7 +107,6 @@ def _with_auto_compaction(method: Method, until_statement_ends: bool = False) ->
     """A writing call followed by Delta's auto compaction of what it wrote, in the writing statement's
     session, before the statement returns (`use.optimize.auto_compact`; a row-level statement's
     step leaves it to `rowLevelEnd`); the session's settings are checked before anything is written."""
-    from use.optimize.auto_compact import compacting_after
 
     def run(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
         # each of these calls hands over the written DataFrame first, if any (a DELETE of whole files has none)
@@ -128,8 +131,6 @@ def error_kind(exc: BaseException) -> str:
 def sql_state(exc: BaseException) -> str:
     """The SQLSTATE a USE error reaches JDBC/ODBC clients with (BI tools branch on its class: 42
     the statement names something wrong, 22 a bad value, 0A not supported, 40 retry)."""
-    from use import errors as E
-
     for kinds, state in (
         ((E.TableNotFoundError,), "42P01"),
         ((E.TableAlreadyExistsError,), "42P07"),
@@ -213,7 +214,6 @@ def register_bridge(spark: SparkSession) -> Bridge:
 
     The bridge is kept referenced here: py4j holds only a weak proxy."""
     global _registered
-    from pyspark.java_gateway import ensure_callback_server_started
 
     with _lock:
         gateway = spark.sparkContext._gateway  # type: ignore[attr-defined]
@@ -227,40 +227,3 @@ def register_bridge(spark: SparkSession) -> Bridge:
             _registered = Bridge(spark)
             jvm.use.sql.Bridge.register(_registered)
         return _registered
-
-
-def session_for(spark: SparkSession, jsession: Any) -> SparkSession:
-    """The Python session for a JVM session: the installed one, or a wrapper of another session of
-    this driver (a JDBC connection's, a child session), whose own settings (`SET ...`) it reads."""
-    from pyspark.sql import SparkSession as PySparkSession
-
-    if jsession is None or jsession.equals(spark._jsparkSession):  # type: ignore[attr-defined]
-        return spark
-    return PySparkSession(spark.sparkContext, jsparkSession=jsession)
-
-
-def calling_session(spark: SparkSession, args: list[Any]) -> SparkSession:
-    """The session of the statement that made a call: the shim passes it as the call's first JVM
-    argument (CALL, the manual trigger, an insight table's read), so the statement runs with its
-    session's settings, e.g. the `spark.qbeast.use.optimization.*` defaults a JDBC client SET, read
-    by `use.optimize.loop.session_defaults` as the Python API reads them."""
-    return session_for(spark, args[0] if args else None)
-
-
-def written_session(spark: SparkSession, args: list[Any]) -> SparkSession:
-    """The session of a write call's DataFrame, which the shim hands over first (None, or no
-    argument, when the call writes no rows: a DELETE of whole files): else the installed one."""
-    return session_of(spark, args[0]) if args and args[0] is not None else spark
-
-
-def session_of(spark: SparkSession, jdf: Any) -> SparkSession:
-    """The Python session for a JVM DataFrame: the installed one, or a wrapper of the JDBC/child
-    session the DataFrame belongs to."""
-    return session_for(spark, jdf.sparkSession())
-
-
-def dataframe(spark: SparkSession, jdf: Any) -> Any:
-    """A pyspark DataFrame over a JVM Dataset handed over by the shim."""
-    from pyspark.sql import DataFrame
-
-    return DataFrame(jdf, session_of(spark, jdf))

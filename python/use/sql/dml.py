@@ -6,7 +6,7 @@ matching row; it sends them with the rows that replace them: for a DELETE the ro
 that stay (none when whole files go: a DELETE whose condition names partition columns only, or has
 none), for an UPDATE every row of those files, the matching ones with their new values, for a
 MERGE the rows its clauses leave or make (an insert-only MERGE removes nothing). Here the
-rows are written as new files (`use.spark_files.write_dataframe_files`, the write path of every
+rows are written as new files (`use.runtime.files.write_dataframe_files`, the write path of every
 Delta write; an UPDATE of a partition column moves a row to its new partition) and committed with
 the removes in one `DELETE` / `UPDATE` / `MERGE` commit on that snapshot. The commit declares the removed
 files read, so a concurrent commit that removed one of them (an optimization, another DELETE)
@@ -31,13 +31,21 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from use.delta.actions import remove_actions
 from use.delta.log_cache import shared_log
+from use.delta.snapshot import change_data_feed_active, check_write_support
+from use.delta.transaction import Transaction
 from use.errors import InvalidArgumentError, TableConstraintError
+from use.optimize import auto_compact, yielding
+from use.optimize.executor import delete_written
+from use.optimize.task_metrics import num_records
+from use.qbeast.reader import expression_to_predicate
 from use.qbeast.revision import adds_revisions_only, is_qbeast
 from use.qbeast.snapshot import QbeastSnapshot
 from use.qbeast.weight_records import record_weights
-from use.sql.bridge import dataframe
+from use.runtime.files import write_dataframe_files
 from use.sql.scan import file_uris
+from use.sql.sessions import dataframe
 from use.sql.tables import snapshot_of, table_root
 from use.sql.write import rows_written
 
@@ -51,13 +59,6 @@ DELETE, UPDATE, MERGE = "DELETE", "UPDATE", "MERGE"
 
 def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """`{"affectedRows": n}` after the statement's commit (none when nothing matched)."""
-    from use.delta.actions import remove_actions
-    from use.delta.snapshot import change_data_feed_active, check_write_support
-    from use.delta.transaction import Transaction
-    from use.optimize.executor import delete_written, num_records
-    from use.qbeast.reader import expression_to_predicate
-    from use.spark_files import write_dataframe_files
-
     started = time.time()
     # args: the rows that replace the removed files (none when whole files go), then the target's
     # read condition (None: the whole table)
@@ -154,8 +155,6 @@ def _row_metrics(operation: str, affected: int, written: int, req: dict[str, Any
 def writes_begin(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """A row-level statement on the table starts: this process's optimizations of it yield until it
     ends (`use.optimize.yielding`); the shim calls `writes_end` whatever the outcome."""
-    from use.optimize import yielding
-
     yielding.begin(table_root(req["table"]["location"]))
     return {}
 
@@ -163,8 +162,6 @@ def writes_begin(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
 def writes_end(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """The statement ended: optimizations stop yielding to it, and the auto compaction its commits
     asked for runs (`use.optimize.auto_compact`), before the statement returns."""
-    from use.optimize import auto_compact, yielding
-
     root = table_root(req["table"]["location"])
     yielding.end(root)
     auto_compact.statement_ended(root)

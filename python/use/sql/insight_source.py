@@ -22,7 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
+
+from use.sql.lake import compute
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -59,10 +62,6 @@ class InsightReader(DataSourceReader):
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        from use.sql.lake import compute
-
         part = (partition.start, partition.stop) if isinstance(partition, TableRange) else None
         table = compute(self.options, tables=part)
         # Spark's Arrow types for the declared schema (timestamps in microseconds, UTC): cast, never

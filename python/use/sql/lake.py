@@ -26,8 +26,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from use.delta import DeltaLog
+from use.delta.log_cache import shared_log
 from use.delta.storage import resolve_table_root
 from use.errors import InvalidArgumentError, TableNotFoundError
 from use.insights import (
@@ -40,7 +42,13 @@ from use.insights import (
     lake_optimizations,
     metastore_summary,
 )
+from use.insights.facts import TableFacts
 from use.insights.lake import DELTA_PROVIDERS, NOT_SERVED
+from use.optimize.loop_core import session_defaults
+from use.service import SERVICE_STATUS_SCHEMA
+from use.service.active import current
+from use.sql.sessions import calling_session
+from use.sql.tables import table_root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,8 +57,6 @@ __all__ = ["LAKE_TABLES", "compute", "names", "read_request", "lake_schema"]
 
 
 def _service_status_schema() -> pa.Schema:
-    from use.service import SERVICE_STATUS_SCHEMA
-
     return SERVICE_STATUS_SCHEMA
 
 
@@ -68,8 +74,6 @@ def names(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str
 
 
 def _spark_schema_json(schema: pa.Schema) -> str:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     return from_arrow_schema(schema).json()
 
 
@@ -107,18 +111,12 @@ def _check_settings(location: str, insight: str, spark_conf: Mapping[str, str]) 
     and the session's defaults (`use.insights.check`): raised in the reader's Python worker it
     would reach the client as a Python traceback inside a failed Spark job, not as this one clean
     error with its SQLSTATE."""
-    from use.delta.log_cache import shared_log
-    from use.insights.facts import TableFacts
-    from use.sql.tables import table_root
-
     log = shared_log(table_root(location))
     check(TableFacts(log, log.snapshot()), insight, spark_conf=dict(spark_conf))
 
 
 def _service_states() -> dict[str, dict[str, Any]]:
     """Per-table service columns of `metastore_summary` from this driver's service, by table root."""
-    from use.service.active import current
-
     service = current()
     if service is None:
         return {}
@@ -136,8 +134,6 @@ def _service_states() -> dict[str, dict[str, Any]]:
 
 
 def _service_status_ipc() -> str:
-    from use.service.active import current
-
     service = current()
     table = service.status() if service is not None else _service_status_schema().empty_table()
     sink = pa.BufferOutputStream()
@@ -154,9 +150,6 @@ def read_request(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
     session, whose `spark.qbeast.use.optimization.*` defaults the reader gets (`session_defaults`,
     as the Python API and the procedures read them).
     """
-    from use.optimize.loop import session_defaults
-    from use.sql.bridge import calling_session
-
     insight = req["insight"]
     defaults = session_defaults(calling_session(spark, args))
     conf = json.dumps(defaults)

@@ -37,14 +37,31 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyspark.sql.pandas.types import from_arrow_schema
 
+from use.delta.convert import convert_to_delta
+from use.delta.log_cache import shared_log
+from use.delta.manifest import generate_table
+from use.delta.restore import restore
+from use.delta.vacuum import vacuum
 from use.errors import ConfigError, InvalidArgumentError, TableNotFoundError
+from use.optimize.config import PREFIX as OPT_PREFIX
+from use.optimize.config import OptimizationConfig, is_continuous
 from use.optimize.config_values import BadValue, parse_bool, parse_float_text, parse_int_text
+from use.optimize.loop import optimize_path
+from use.optimize.loop_core import session_defaults
+from use.optimize.plan import Plan
+from use.optimize.task_metrics import ITERATION_METRICS_SCHEMA
+from use.qbeast.convert import convert_to_qbeast
+from use.service import active
+from use.service.registry import CREATED, TableEvent
+from use.sql.sessions import calling_session
+from use.sql.tables import spark_schema_to_arrow, table_root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from use.optimize.loop import OptimizeResult
+    from use.optimize.loop_core import OptimizeResult
 
 __all__ = ["PROCEDURES", "Parameter", "Procedure", "call_procedure", "describe_procedures", "manual_trigger"]
 
@@ -115,9 +132,6 @@ def resolve_table(ref: Mapping[str, Any] | None, *, allow_parquet: bool = False)
     Delta/Qbeast table of the catalog, TableNotFoundError for a location without a Delta log
     (`allow_parquet`: a parquet directory by path, or a parquet table of the session catalog, is
     accepted, for the converting procedures)."""
-    from use.delta.log_cache import shared_log
-    from use.sql.tables import table_root
-
     if not ref or not ref.get("location"):
         raise InvalidArgumentError("table must name a table (table, db.table or catalog.db.table) or give a table path")
     name = str(ref.get("name") or ref["location"])
@@ -142,8 +156,6 @@ def resolve_table(ref: Mapping[str, Any] | None, *, allow_parquet: bool = False)
 
 
 def _optimize(spark: SparkSession, table: TableRef, args: Mapping[str, Any]) -> pa.Table:
-    from use.optimize.loop import optimize_path
-
     dry_run = args.get("dry_run")
     result = optimize_path(
         spark, table.root, revision_id=args.get("revision_id"), files=args.get("files"), strategy=args.get("strategy"),
@@ -172,8 +184,6 @@ def _nothing_reason(result: OptimizeResult) -> str:
 def _nothing_planned(result: OptimizeResult) -> pa.Table:
     """A dry run that planned nothing: one row, no task, zero files and bytes, and why nothing was
     selected in `reason` (what the CLI and `print(result)` say), so a SQL client sees the reason."""
-    from use.optimize.plan import Plan
-
     plan = result.plan if result.plan is not None else Plan.empty("", 0)  # an empty Plan is falsy
     row = {"task": None, "strategy": plan.strategy, "kind": NOTHING, "revision_id": None, "num_files": 0, "bytes": 0,
            "score": 0.0, "partition_values": [], "reason": _nothing_reason(result)}  # fmt: skip
@@ -184,8 +194,6 @@ def _nothing_selected(result: OptimizeResult) -> pa.Table:
     """A run that selected nothing: one row of zero metrics, `status` nothing_selected, the
     strategies tried in `strategy`, the table version planned on in `read_version`, and why
     nothing was selected in `reason` (what the CLI and `print(result)` say)."""
-    from use.optimize.executor import ITERATION_METRICS_SCHEMA
-
     zero = {f.name: (0.0 if pa.types.is_floating(f.type) else 0) for f in ITERATION_METRICS_SCHEMA}
     row = {
         **zero, "strategy": result.plan.strategy if result.plan is not None else "", "kind": NOTHING,
@@ -204,9 +212,6 @@ VACUUM_SCHEMA = pa.schema([("path", pa.string()), ("bytes", pa.int64()), ("delet
 
 
 def _vacuum(spark: SparkSession, table: TableRef, args: Mapping[str, Any]) -> pa.Table:
-    from use.delta.log_cache import shared_log
-    from use.delta.vacuum import vacuum
-
     dry_run, force = args.get("dry_run"), args.get("force")
     for key, value in (("dry_run", dry_run), ("force", force)):
         if not isinstance(value, bool):
@@ -237,8 +242,6 @@ CONVERT_SCHEMA = pa.schema(
 
 
 def _convert(spark: SparkSession, table: TableRef, args: Mapping[str, Any]) -> pa.Table:
-    from use.qbeast.convert import convert_to_qbeast
-
     columns = args.get("columns_to_index")
     if not isinstance(columns, str) or not columns.strip():
         raise InvalidArgumentError(f"columns_to_index must name the columns to index, e.g. 'x,y', got {columns!r}")
@@ -263,9 +266,6 @@ CONVERT_DELTA_SCHEMA = pa.schema(
 
 
 def _convert_delta(spark: SparkSession, table: TableRef, args: Mapping[str, Any]) -> pa.Table:
-    from use.delta.convert import convert_to_delta
-    from use.sql.tables import spark_schema_to_arrow
-
     text = args.get("partitioned_by")
     if text is not None and str(text).strip():
         partition_schema = spark_schema_to_arrow(_ddl_schema_json(str(text)))
@@ -327,9 +327,6 @@ RESTORE_SCHEMA = pa.schema(
 
 
 def _restore(spark: SparkSession, table: TableRef, args: Mapping[str, Any]) -> pa.Table:
-    from use.delta.log_cache import shared_log
-    from use.delta.restore import restore
-
     r = restore(shared_log(table.root), args.get("version"), args.get("timestamp"))
     return pa.Table.from_pylist(
         [{"restored_version": r.restored_version, "version": r.version, "table_size_after_restore": r.size,
@@ -345,9 +342,6 @@ GENERATE_SCHEMA = pa.schema([("manifests_written", pa.int64()), ("manifests_dele
 
 
 def _generate(spark: SparkSession, table: TableRef, args: Mapping[str, Any]) -> pa.Table:
-    from use.delta.log_cache import shared_log
-    from use.delta.manifest import generate_table
-
     r = generate_table(shared_log(table.root), args.get("mode"))
     return pa.Table.from_pylist(
         [{"manifests_written": len(r.written), "manifests_deleted": len(r.deleted)}], schema=GENERATE_SCHEMA
@@ -456,8 +450,6 @@ def call_procedure(spark: SparkSession, req: dict[str, Any], args: list[Any]) ->
     parameters resolved by the shim, `args` the calling session (its settings are the procedure's
     session defaults, as for the Python API); the answer is the result as a Spark schema and JSON
     rows."""
-    from use.sql.bridge import calling_session
-
     proc = procedure(req["procedure"])
     values = typed_arguments(proc, dict(req.get("args") or {}))
     table = None
@@ -504,8 +496,6 @@ def typed_arguments(proc: Procedure, values: dict[str, Any]) -> dict[str, Any]:
 def result_json(table: pa.Table) -> dict[str, Any]:
     """An Arrow result as the shim reads it: Spark's JSON schema and one JSON array per row (maps
     as objects, non-finite doubles as null: JSON has no NaN)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     maps = [pa.types.is_map(f.type) for f in table.schema]
     columns = [c.to_pylist() for c in table.columns]
     rows = []
@@ -529,13 +519,6 @@ def manual_trigger(spark: SparkSession, req: dict[str, Any], args: list[Any]) ->
     The settings are checked first (only `use.optimization.*` keys, each through the config parser):
     a bad one is a ConfigError and nothing happens. The answer says what happened (`ran`, `queued`,
     `reason`); the reason is logged too, since ALTER TABLE returns no rows."""
-    from use.delta.log_cache import shared_log
-    from use.optimize.config import PREFIX as OPT_PREFIX
-    from use.optimize.config import OptimizationConfig, is_continuous
-    from use.optimize.loop import optimize_path, session_defaults
-    from use.service import active
-    from use.sql.bridge import calling_session
-
     spark = calling_session(spark, args)
     table = resolve_table(req.get("table"))
     settings = {str(k): str(v) for k, v in (req.get("settings") or {}).items()}
@@ -554,7 +537,6 @@ def manual_trigger(spark: SparkSession, req: dict[str, Any], args: list[Any]) ->
         if service.table(table.root) is None:
             # A table created since the service's last refresh: tell it now (as a catalog event
             # would), so the request is decided rather than refused as unknown.
-            from use.service.registry import CREATED, TableEvent
 
             service.on_event(TableEvent(CREATED, table.root, table.name))
         decision = service.trigger(table.root, settings)

@@ -11,10 +11,18 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
+
 from use.delta.log_cache import shared_log
-from use.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
+from use.delta.schema import check_append_schema, check_no_void, nullable_type, write_type_problem
+from use.delta.transaction import check_app_transaction
+from use.errors import IndexColumnError, InvalidArgumentError, NotAQbeastTableError, SchemaMismatchError, TableAlreadyExistsError
+from use.optimize.delta_table import DeltaTable
 from use.qbeast.revision import cube_size_option
-from use.sql.bridge import dataframe
+from use.qbeast.writer import write as otree_write
+from use.runtime.conform import conform_to_table
+from use.sql.sessions import dataframe
 from use.sql.tables import check_schema_change, is_qbeast, spark_schema_to_arrow, table_root
 from use.sql.write import cube_size_of, dynamic_overwrite, indexed_columns, write_delta, write_replacing_where
 
@@ -43,8 +51,6 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
     schema and the rows) and a write with `txnAppId`/`txnVersion` (`_write_idempotent`: the rows
     and the `txn` action; a version already committed for the app id writes nothing), which the
     streaming sink uses for every micro-batch."""
-    from use.optimize.delta_table import DeltaTable
-
     mode = _SAVE_MODES.get(str(req.get("mode")))
     if mode is None:
         raise InvalidArgumentError(f"unknown save mode {req.get('mode')!r}; use append, overwrite, errorifexists or ignore")
@@ -130,12 +136,8 @@ def _write_replacing_schema(
     DataFrame's, and its partitioning `partitionBy`'s columns (none without it, as Delta's writer
     does); its properties, id and history stay. A Qbeast table's rows are indexed again on the
     columns it indexes, which the new schema must have. One commit."""
-    from use.optimize.delta_table import DeltaTable
-
     root = snap.table_root
     if is_qbeast(snap.configuration):
-        from use.qbeast.writer import write as otree_write
-
         if parts:
             raise InvalidArgumentError(
                 f"partitionBy({', '.join(map(repr, parts))}) with overwriteSchema: the Qbeast table at {root} is not "
@@ -171,9 +173,6 @@ def _save_qbeast(
     the table's index (a different `cubeSize` starts a revision, as `QbeastTable.write`), an
     overwrite re-indexes the rows (on `columnsToIndex`, else the table's columns); the save modes
     mean what they mean for `format("delta")`. All through the OTree write, in one commit."""
-    from use.errors import IndexColumnError, NotAQbeastTableError
-    from use.qbeast.writer import write as otree_write
-
     lowered = {k.lower(): v for k, v in options.items()}
     columns, cube, stats = lowered.get("columnstoindex"), lowered.get("cubesize"), lowered.get("columnstats")
     if parts:
@@ -222,8 +221,6 @@ def _save_qbeast(
 def _txn_options(options: Mapping[str, str]) -> tuple[str | None, int | None]:
     """Delta's writer options for an idempotent write, `txnAppId` and `txnVersion` (a streaming
     `foreachBatch` passes its query id and batch id), checked as `DeltaTable.write` checks them."""
-    from use.delta.transaction import check_app_transaction
-
     lowered = {k.lower(): v for k, v in options.items()}
     app_id, text = lowered.get("txnappid"), lowered.get("txnversion")
     version: int | None = None
@@ -246,17 +243,9 @@ def _write_idempotent(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: 
     """An append or overwrite with `txnAppId`/`txnVersion` into an existing table: written here, so
     that its commit holds the `txn` action with the rows (the catalog's write has no place for it).
     The data's columns must be the table's (an overwrite keeps the table's schema, as Delta's does)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from use.delta.schema import check_append_schema
-    from use.optimize.delta_table import DeltaTable
-    from use.spark_files import conform_to_table
-
     check_append_schema(to_arrow_schema(df.schema, prefers_large_types=False), snap.schema, snap.table_root)
     df = conform_to_table(df, snap.metadata.schema_string)
     if is_qbeast(snap.configuration):
-        from use.qbeast.writer import write as otree_write
-
         otree_write(spark, df, snap.table_root, indexed_columns(snap), mode=mode, txn_app_id=app_id, txn_version=version)
     else:
         DeltaTable.write(df, snap.table_root, mode=mode, txn_app_id=app_id, txn_version=version)
@@ -272,8 +261,6 @@ def _columns_to_add(snap: Snapshot, df: DataFrame, merge_schema: bool) -> list[d
       cast, since a cast could change the values;
     - a column the table lacks needs `mergeSchema` (Delta's advice in its schema-mismatch error),
       must have a type (not all-NULL `void`, `check_no_void`), and a Qbeast table takes none yet."""
-    from use.delta.schema import check_no_void, write_type_problem
-
     table = {f["name"].lower(): f for f in json.loads(snap.metadata.schema_string)["fields"]}
     data = df.schema.jsonValue()["fields"]
     added = [f for f in data if f["name"].lower() not in table]
@@ -321,11 +308,6 @@ def _write_merged(
     end, nullable to the last nested field, as Delta adds them: `nullable_type`) and the rows (plus
     every old file removed, on overwrite). Columns the data lacks are NULL; the table's columns keep
     their types (`conform_to_table` casts the data to them)."""
-    from pyspark.sql import functions as F
-
-    from use.delta.schema import nullable_type
-    from use.spark_files import conform_to_table
-
     root = snap.table_root
     current = json.loads(snap.metadata.schema_string)
     new_fields = [{**f, "type": nullable_type(f["type"]), "nullable": True} for f in added]

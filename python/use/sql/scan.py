@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from use.delta.log_cache import shared_log
+from use.delta.vacuum import check_version_files
+from use.qbeast.reader import expression_to_predicate, plan_read
+from use.qbeast.snapshot import QbeastSnapshot
 from use.sql.tables import snapshot_of, table_root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-    from use.qbeast.snapshot import QbeastSnapshot
 
 
 def file_uris(root_uri: str, paths: list[str]) -> list[str]:
@@ -63,9 +64,6 @@ def plan_json(
 
 def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any, *, pinned: bool = False) -> dict[str, Any]:
     """One scan's files; of a `pinned` version (time travel), checked to be still on storage."""
-    from use.delta.vacuum import check_version_files
-    from use.qbeast.reader import plan_read
-
     plan = plan_read(None, qsnap, sample=sample, predicate=predicate)
     if pinned:
         check_version_files(shared_log(qsnap.table_root), qsnap.version, plan.files.column("path").to_pylist())
@@ -79,9 +77,6 @@ def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any, *, pinned
 
 def plan_scans(spark: SparkSession, req: dict[str, Any], filters: list[Any]) -> dict[str, Any]:
     """`{"scans": [...]}`, one entry per requested scan, in order."""
-    from use.qbeast.reader import expression_to_predicate
-    from use.qbeast.snapshot import QbeastSnapshot
-
     snapshots: dict[tuple[str, int | None], QbeastSnapshot] = {}
     out = []
     for scan, condition in zip(req["scans"], filters, strict=False):

@@ -22,6 +22,7 @@ options. A schema change stops the stream too: restart it to read the new schema
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -215,8 +216,6 @@ def stream_batch(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
 
 def _version_since(root: str, ms: int, starting_version: int | None) -> int:
     """`startingTimestamp`: the first version committed at or after it, as Delta's source starts."""
-    import datetime as dt
-
     if starting_version is not None:
         raise InvalidArgumentError("give the read option startingVersion or startingTimestamp, not both")
     version = shared_log(root).first_version_since(ms)

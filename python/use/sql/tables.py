@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -20,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.compute as pc
 
+from use.delta.actions import remove_actions
+from use.delta.columnmapping import column_mapping_mode
+from use.delta.log import DeltaLog
 from use.delta.log_cache import shared_log
+from use.delta.schema import schema_from_json
+from use.delta.storage import resolve_table_root
+from use.delta.transaction import Transaction
 from use.errors import (
     ConfigError,
     IndexColumnError,
@@ -31,13 +38,28 @@ from use.errors import (
     TableNotFoundError,
     UnsupportedFeatureError,
 )
-from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY, TABLE_FORMAT_KEY, is_qbeast
+from use.optimize.properties import alter_properties as alter
+from use.optimize.properties import check_configuration
+from use.qbeast.convert import DEFAULT_CUBE_SIZE, index_column_names
+from use.qbeast.reader import stored_schema
+from use.qbeast.revision import (
+    COLUMN_STATS_KEY,
+    COLUMNS_TO_INDEX_KEY,
+    CUBE_SIZE_KEY,
+    TABLE_FORMAT_KEY,
+    configuration_with_revision,
+    cube_size_option,
+    is_qbeast,
+    latest_revision_id,
+    revisions_from_configuration,
+    split_column_specs,
+    staging_revision,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-    from use.delta.log import DeltaLog
     from use.delta.snapshot import Snapshot
 
 # OPTIONS (...) each provider accepts, by lower-case name.
@@ -52,8 +74,6 @@ PROVIDER_OPTIONS: Mapping[str, Mapping[str, str]] = {
 
 def table_root(location: str) -> str:
     """A table location (path or file: URI) as the absolute local path the log lives under."""
-    from use.delta.storage import resolve_table_root
-
     return resolve_table_root(location)
 
 
@@ -89,8 +109,6 @@ def table_json(snapshot: Snapshot, provider: str) -> dict[str, Any]:
     mapping = snapshot.column_mapping
     stored: dict[str, Any] = {}
     if mapping.active:
-        from use.qbeast.reader import stored_schema
-
         stored = {"storedSchema": stored_schema(mapping).json(), "columnMapping": mapping.mode}
     return {
         **stored,
@@ -118,8 +136,6 @@ def describe(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[
 
 def check_properties(properties: Mapping[str, str]) -> dict[str, str]:
     """The TBLPROPERTIES of a new (or replaced) table, checked as every property change is."""
-    from use.optimize.properties import check_configuration
-
     conf = {str(k): str(v) for k, v in properties.items()}
     check_configuration(conf)
     return conf
@@ -177,15 +193,10 @@ def table_settings(
 
 def spark_schema_to_arrow(schema_json: str) -> pa.Schema:
     """A Spark schema (StructType JSON, the same format as Delta's schemaString) as Arrow."""
-    from use.delta.schema import schema_from_json
-
     return schema_from_json(schema_json)
 
 
 def _cube_size(value: str | None) -> int:
-    from use.qbeast.convert import DEFAULT_CUBE_SIZE
-    from use.qbeast.revision import cube_size_option
-
     return int(cube_size_option(value, DEFAULT_CUBE_SIZE))  # type: ignore[arg-type]
 
 
@@ -205,8 +216,6 @@ def new_configuration(
     conf = check_properties(properties)
     if provider != "qbeast":
         return conf
-    from use.qbeast.convert import index_column_names
-    from use.qbeast.revision import configuration_with_revision, staging_revision
 
     spec = options.get(COLUMNS_TO_INDEX_KEY)
     if not spec and not require_columns:
@@ -274,8 +283,6 @@ def _check_registration(spec: Mapping[str, Any], snap: Snapshot, options: Mappin
             f"(QbeastTable.convert(spark, path, columns_to_index))"
         )
     if qbeast and options:
-        from use.qbeast.revision import latest_revision_id, revisions_from_configuration, split_column_specs
-
         revision = revisions_from_configuration(snap.configuration)[latest_revision_id(snap.configuration)]
         if COLUMNS_TO_INDEX_KEY in options:
             given_cols = [c for c, _ in split_column_specs(options[COLUMNS_TO_INDEX_KEY])]
@@ -338,8 +345,6 @@ def create(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[s
 
 
 def _remove_created(root: str) -> None:
-    import shutil
-
     shutil.rmtree(root, ignore_errors=True)
 
 
@@ -423,8 +428,6 @@ def replace_metadata(current: Snapshot, spec: Mapping[str, Any], configuration: 
 
 def protocol_upgrade(current: Snapshot, schema: pa.Schema, configuration: Mapping[str, str]) -> Any:
     """The protocol a replaced table needs, when it is more than the one it has (None otherwise)."""
-    from use.delta.log import DeltaLog
-
     needed = DeltaLog._protocol_for(schema, configuration)
     have = current.protocol
     if (
@@ -461,9 +464,6 @@ def commit_staged(spark: SparkSession, spec: dict[str, Any], args: list[Any]) ->
 def replacement(log: DeltaLog, current: Snapshot, spec: Mapping[str, Any], schema: pa.Schema, conf: Mapping[str, str]) -> Any:
     """The transaction that replaces a table (REPLACE, RTAS): the protocol it needs, its new
     metadata, every live file removed; the caller adds the new files and commits."""
-    from use.delta.actions import remove_actions
-    from use.delta.transaction import Transaction
-
     txn = Transaction(log, current)
     protocol = protocol_upgrade(current, schema, conf)
     if protocol is not None:
@@ -484,8 +484,6 @@ def alter_properties(spark: SparkSession, req: dict[str, Any], args: list[Any]) 
     hands a v2 catalog `RemoveProperty` changes without the statement's IF EXISTS, and Spark itself
     does not refuse a missing key, so UNSET of a missing key is a no-op as in Spark's own v2 tables.
     The comment is the table's description."""
-    from use.optimize.properties import alter_properties as alter
-
     table = req["table"]
     snap = snapshot_of(table["location"])
     to_set = dict(req.get("set") or {})
@@ -502,8 +500,6 @@ def check_schema_change(snap: Snapshot, schema: pa.Schema, what: str) -> None:
     """A new schema USE can commit to the table (`what` names the statement and the table): refused
     on a table with Delta column mapping (a new column needs a physical name and id USE does not
     assign yet) and when the schema needs a table feature the table's protocol does not have."""
-    from use.delta.columnmapping import column_mapping_mode
-
     if column_mapping_mode(snap.protocol, snap.metadata) != "none":
         raise UnsupportedFeatureError(
             f"{what}: the table uses Delta column mapping (delta.columnMapping.mode), whose new columns need a physical "
@@ -528,8 +524,6 @@ def alter_schema(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
     Refused, nothing written: a table with Delta column mapping (a new column needs a physical name
     and id, which USE does not assign yet), a column type the table's protocol does not allow (e.g.
     TIMESTAMP_NTZ on a table without that feature), and a concurrent change of the table's metadata."""
-    from use.delta.transaction import Transaction
-
     table = req["table"]
     # the version Spark computed the schema from: a commit since is the transaction's to check (a
     # concurrent schema change is a conflict, an append is not)
@@ -550,8 +544,6 @@ def alter_schema(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
 
 def _set_description(snap: Snapshot, description: str | None) -> None:
     """COMMENT ON TABLE (or a `comment` property): the `metaData.description`, one commit."""
-    from use.delta.transaction import Transaction
-
     if description == snap.metadata.description:
         return
     txn = Transaction(shared_log(snap.table_root), snap)
@@ -561,9 +553,6 @@ def _set_description(snap: Snapshot, description: str | None) -> None:
 
 def truncate(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
     """TRUNCATE TABLE: one commit removing every live file (history and metadata stay)."""
-    from use.delta.actions import remove_actions
-    from use.delta.transaction import Transaction
-
     snap = snapshot_of(req["location"])
     if snap.num_files:
         txn = Transaction(shared_log(snap.table_root), snap)

@@ -6,7 +6,7 @@ through these functions.
 
 Into a Qbeast table the rows go through the OTree write (`use.qbeast.writer.write`, the code
 behind `QbeastTable.write`, JVM path included); into a Delta table through Spark's file write of
-`DeltaTable.write` (`use.spark_files.write_dataframe_files`), committed here with the removes the
+`DeltaTable.write` (`use.runtime.files.write_dataframe_files`), committed here with the removes the
 write mode asks for (whole table, static partitions, the partitions written). One commit per
 statement, under Delta's conflict rules; a write that fails leaves no commit and no file behind.
 """
@@ -17,16 +17,37 @@ import datetime as _dt
 import decimal as _decimal
 import json
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_schema
 
+from use.delta import predicates as P
+from use.delta.actions import add_files_table, remove_actions
+from use.delta.datafile import timestamp_partition_columns
 from use.delta.log_cache import shared_log
+from use.delta.schema import check_append_schema
+from use.delta.skipping import files_matching, partition_text_table
+from use.delta.transaction import Transaction
 from use.errors import InvalidArgumentError
-from use.qbeast.revision import COLUMN_STATS_KEY, COLUMNS_TO_INDEX_KEY, CUBE_SIZE_KEY
-from use.sql.bridge import dataframe
+from use.optimize.executor import delete_written
+from use.qbeast.reader import plan_read, scan
+from use.qbeast.revision import (
+    COLUMN_STATS_KEY,
+    COLUMNS_TO_INDEX_KEY,
+    CUBE_SIZE_KEY,
+    latest_revision_id,
+    revisions_from_configuration,
+)
+from use.qbeast.snapshot import QbeastSnapshot
+from use.qbeast.writer import write as otree_write
+from use.runtime.conform import conform_to_table
+from use.runtime.files import write_dataframe_files
+from use.sql.sessions import dataframe
 from use.sql.tables import (
     _cube_size,
     check_properties,
@@ -90,8 +111,6 @@ def dynamic_overwrite(spark: SparkSession | None, options: Mapping[str, str]) ->
 
 def indexed_columns(snap: Snapshot) -> str:
     """The column specs a write into the table indexes: the ones its properties declare."""
-    from use.qbeast.revision import latest_revision_id, revisions_from_configuration
-
     spec = snap.configuration.get(COLUMNS_TO_INDEX_KEY)
     if spec:
         return spec
@@ -100,14 +119,10 @@ def indexed_columns(snap: Snapshot) -> str:
 
 
 def cube_size_of(snap: Snapshot) -> int:
-    from use.qbeast.revision import latest_revision_id, revisions_from_configuration
-
     return revisions_from_configuration(snap.configuration)[latest_revision_id(snap.configuration)].desired_cube_size
 
 
 def write_qbeast(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str) -> None:
-    from use.qbeast.writer import write as otree_write
-
     if mode == "partitions" or snap.partition_columns:
         raise InvalidArgumentError(
             f"the Qbeast table at {snap.table_root} has no partitions to overwrite; INSERT OVERWRITE the whole table"
@@ -136,11 +151,6 @@ def write_delta(
     `schema_string`: a widened schema committed with them (mergeSchema); `app`: the `txn` action
     (txnAppId / txnVersion) the commit carries, when given; `replacing`: the files an overwrite
     replaces and the condition that chose them (replaceWhere), instead of the mode's."""
-    from use.delta.actions import remove_actions
-    from use.delta.transaction import Transaction
-    from use.optimize.executor import delete_written
-    from use.spark_files import write_dataframe_files
-
     root = snap.table_root
     schema = snap.schema if schema_string is None else spark_schema_to_arrow(schema_string)
     app_id, app_version = app
@@ -176,9 +186,6 @@ def _check_rows_in_replaced_partitions(snap: Snapshot, adds: Sequence[AddFile], 
     """An overwrite of the partitions a condition selects (`INSERT INTO t REPLACE WHERE p = ...`,
     `INSERT OVERWRITE ... PARTITION`) writes only rows of those partitions, as Delta checks: a row
     outside them would be added while the partition it belongs to keeps its old rows."""
-    from use.delta.actions import add_files_table
-    from use.delta.skipping import files_matching
-
     if not adds:
         return
     predicate = partition_predicate(filters, snap.schema)
@@ -217,8 +224,6 @@ def _write_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, Any]) -
     options = spec.get("options") or {}
     properties = spec.get("properties") or {}
     if provider == "qbeast":
-        from use.qbeast.writer import write as otree_write
-
         new_configuration(provider, properties, options, schema, root)  # checks the index options
         configuration = check_properties(properties)
         if spec.get("comment") is not None:
@@ -243,9 +248,6 @@ def _write_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, Any]) -
 def _write_delta_staged(
     spark: SparkSession, df: DataFrame, spec: Mapping[str, Any], schema: pa.Schema, conf: dict[str, str]
 ) -> None:
-    from use.optimize.executor import delete_written
-    from use.spark_files import write_dataframe_files
-
     root = spec["root"]
     parts = list(spec.get("partitionColumns") or [])
     created_dir = not os.path.exists(root)
@@ -267,8 +269,6 @@ def _write_delta_staged(
     except BaseException:
         delete_written(root, list(adds))
         if created_dir and not log.exists():
-            import shutil
-
             shutil.rmtree(root, ignore_errors=True)
         raise
 
@@ -281,14 +281,6 @@ def write_replacing_where(spark: SparkSession, df: DataFrame, snap: Snapshot, co
     the condition can match (partitions and statistics prune them) are removed and their rows that
     do not match it written again with the new ones. A Qbeast table's rewritten rows join its
     staging revision, as a DELETE's do."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from use.delta.schema import check_append_schema
-    from use.qbeast.reader import plan_read, scan
-    from use.qbeast.snapshot import QbeastSnapshot
-    from use.spark_files import conform_to_table
-
     root = snap.table_root
     qsnap = QbeastSnapshot.from_delta(snap)
     try:
@@ -341,7 +333,6 @@ def _typed(value: Any, type_: pa.DataType) -> Any:
 
 def partition_predicate(filters: Sequence[Mapping[str, Any]], schema: pa.Schema) -> Any:
     """The shim's partition filters (INSERT OVERWRITE ... PARTITION) as a typed predicate."""
-    from use.delta import predicates as P
 
     def one(f: Mapping[str, Any]) -> Any:
         op = f["op"]
@@ -377,10 +368,6 @@ def files_to_replace(snapshot: Snapshot, mode: str, adds: Sequence[AddFile], fil
     if mode == "overwrite" or (mode == "dynamic" and not parts):
         return files
     if mode == "dynamic":
-        from use.delta.actions import add_files_table
-        from use.delta.datafile import timestamp_partition_columns
-        from use.delta.skipping import partition_text_table
-
         # a partition is the same whichever way the log spells a timestamp in it (an older file's
         # `2024-03-10 09:30:00` is the new `2024-03-10T09:30:00.000000Z`): compared in one spelling
         instants = timestamp_partition_columns(snapshot.schema, parts)
@@ -393,7 +380,5 @@ def files_to_replace(snapshot: Snapshot, mode: str, adds: Sequence[AddFile], fil
         written = set(keys(add_files_table(list(adds)))) if adds else set()
         return files.filter(pa.array([k in written for k in keys(files)], pa.bool_()))
     if mode == "partitions":
-        from use.delta.skipping import files_matching
-
         return files.filter(files_matching(files, partition_predicate(filters, snapshot.schema), snapshot.schema))
     raise InvalidArgumentError(f"unknown write mode {mode!r}")

@@ -22,13 +22,14 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from use.optimize.config import OptimizationConfig
+from use.delta.datafile import timestamp_partition_columns
+from use.delta.skipping import utc_timestamp_texts
 from use.optimize.plan import (
     KIND_BINPACK,
     KIND_COMPACT,
@@ -38,7 +39,11 @@ from use.optimize.plan import (
     MergeTask,
     Plan,
 )
+from use.qbeast.cube import SYMBOLS, symbols_per_level
 from use.qbeast.weight import MAX_WEIGHT
+
+if TYPE_CHECKING:
+    from use.optimize.config import OptimizationConfig
 
 _POPCOUNT = np.array([bin(i).count("1") for i in range(64)], dtype=np.int64)
 
@@ -92,8 +97,6 @@ class RevisionBlocks:
 
     @classmethod
     def of(cls, snapshot: Any, revision_id: int) -> RevisionBlocks:
-        from use.qbeast.cube import symbols_per_level
-
         blocks: pa.Table = snapshot.blocks
         rid = np.asarray(blocks.column("revision_id").to_numpy(zero_copy_only=False), dtype=np.int64)
         mask = rid == revision_id
@@ -191,8 +194,6 @@ class RevisionBlocks:
         A cut through a parent along any one dimension leaves as many children of each parity on
         either side, so a range query crossing siblings crosses both parities: the staggered tiers
         (`use.optimize.strategies.consolidation`) give the two parities different ratios."""
-        from use.qbeast.cube import SYMBOLS
-
         out = np.zeros(self.num_cubes, dtype=np.int64)
         spl = self.symbols_per_level
         for k in range(spl if self.num_cubes else 0):
@@ -345,8 +346,6 @@ def sort_files(snapshot: Any, idx: np.ndarray, keys: Sequence[tuple[str, str]]) 
 def _instant_keys(snapshot: Any) -> frozenset[str]:
     """The `partitionValues` keys of the table's timestamp (with time zone) partition columns
     (`snapshot`: a `use.qbeast.snapshot.QbeastSnapshot`, what the strategies plan on)."""
-    from use.delta.datafile import timestamp_partition_columns
-
     columns = tuple(getattr(snapshot, "partition_columns", ()))
     if not columns:
         return frozenset()
@@ -381,8 +380,6 @@ def partition_groups(snapshot: Any, idx: np.ndarray) -> tuple[np.ndarray, list[d
     items = pv.items
     instant_keys = _instant_keys(snapshot)
     if instant_keys:
-        from use.delta.skipping import utc_timestamp_texts
-
         items = pc.if_else(
             pc.is_in(keys, value_set=pa.array(sorted(instant_keys), pa.string())), utc_timestamp_texts(items), items
         )

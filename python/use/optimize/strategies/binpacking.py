@@ -19,12 +19,11 @@ iterations (small steps). Score: `open_file_cost * (files_in - files_out) / byte
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from use.display import format_bytes
-from use.optimize.config import OptimizationConfig
 from use.optimize.plan import Plan
 from use.optimize.strategies._common import (
     budget,
@@ -35,6 +34,9 @@ from use.optimize.strategies._common import (
     sizes_of,
 )
 from use.optimize.strategies.registry import register
+
+if TYPE_CHECKING:
+    from use.optimize.config import OptimizationConfig
 
 
 def plain_files(snapshot: Any) -> np.ndarray:

@@ -50,12 +50,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from use.display import format_bytes
-from use.optimize.config import OptimizationConfig
 from use.optimize.plan import KIND_COMPACT, MergeTask, Plan
 from use.optimize.strategies._common import (
     RevisionBlocks,
@@ -67,6 +66,10 @@ from use.optimize.strategies._common import (
     sort_files,
     two_smallest_fit,
 )
+from use.qbeast.rollup import rollup
+
+if TYPE_CHECKING:
+    from use.optimize.config import OptimizationConfig
 
 __all__ = ["consolidation_plan", "consolidation_task", "cube_ratios", "tier_tail"]
 
@@ -101,7 +104,7 @@ def tier_tail(sizes_desc: np.ndarray, ratio: float, max_fragments: int, waited: 
     only once they add up to 1/`ratio` of it, so a large consolidated file is not rewritten each
     time a few small appends arrive: a merge that takes a larger file in reads at most 1 + `ratio`
     bytes per byte of the smaller ones, so a smaller ratio rewrites less, and leaves more rows
-    waiting in smaller files (measured in the README, optimized every 10 appends, one ratio for
+    waiting in smaller files (docs/benchmarks.md, optimized every 10 appends, one ratio for
     every cube: ratio 1.5, 2, 3, 5 rewrote 2.89, 3.39, 3.71, 4.46x with the worst round's range
     reads 1.67, 1.67, 1.50, 1.50x the one-go files; the caller staggers it: `cube_ratios`). Then, whatever the tiers, the cube keeps at most `max_fragments`
     files (reads: a query through the cube opens all of them), and a file that has `waited` (the
@@ -136,7 +139,7 @@ def cube_ratios(rb: RevisionBlocks, config: OptimizationConfig) -> np.ndarray:
     opens one more file per sibling at once: at ratio 1.5, optimized every 10 appends, 5 files where
     the same rows written at once read 3 (round 3), 11 where they read 7. With two ratios the
     siblings merge at different rounds and such a query finds about half of them waiting at most
-    (README: size tiers); the cubes with the smaller ratio still rewrite less."""
+    (docs/optimization.md: size tiers); the cubes with the smaller ratio still rewrite less."""
     ratio = float(config.tiering_ratio)
     if config.tiering_stagger == 1.0:
         return np.full(rb.num_cubes, ratio)
@@ -273,8 +276,6 @@ def _folded_files(view: _Cubes, top: int, files: np.ndarray, own_cube: np.ndarra
     rollup is then asked again with them, shallowest groups first, until nothing more folds or the
     task reaches `task-max-bytes`. The rewrite then writes each such cube's file once, as the two
     tasks would have left it."""
-    from use.qbeast.rollup import rollup
-
     config, rb, sizes_all, totals, inner, ratios = view.config, view.rb, view.sizes, view.total, view.inner, view.ratios
     nfiles = int(sizes_all.size)
     none = np.zeros(0, dtype=np.int64)

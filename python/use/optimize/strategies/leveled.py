@@ -31,13 +31,12 @@ When no level group qualifies, both fall back to inner-cube consolidation, which
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 
 from use.display import format_bytes
-from use.optimize.config import OptimizationConfig
 from use.optimize.plan import KIND_COMPACT, MergeTask, Plan
 from use.optimize.strategies._common import (
     RevisionBlocks,
@@ -54,6 +53,9 @@ from use.optimize.strategies._common import (
 )
 from use.optimize.strategies.consolidation import consolidation_plan
 from use.optimize.strategies.registry import register
+
+if TYPE_CHECKING:
+    from use.optimize.config import OptimizationConfig
 
 
 @dataclass(frozen=True)

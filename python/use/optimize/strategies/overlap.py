@@ -23,18 +23,23 @@ Score: `(depth - 1) * (open_file_cost + bytes / files) / bytes` (a lookup in the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from use.delta.stats import resolve_path
+from use.delta.stats_parse import parse_stats, stat_column
 from use.errors import ConfigError
-from use.optimize.config import PREFIX, OptimizationConfig
+from use.optimize.keys import PREFIX
 from use.optimize.plan import KIND_BINPACK, MergeTask, Plan
 from use.optimize.strategies._common import merge_prefix, partition_groups, paths_of, plain_revision, sizes_of, sort_files
 from use.optimize.strategies.binpacking import plain_files
 from use.optimize.strategies.registry import register
+
+if TYPE_CHECKING:
+    from use.optimize.config import OptimizationConfig
 
 _MAX_TASKS_PER_PLAN = 256
 
@@ -68,8 +73,6 @@ class OverlapSweep:
 def resolve_cluster_key(schema: pa.Schema | None, key: str) -> tuple[str, ...]:
     """The column path of `overlap.cluster-key` in the table's schema; ConfigError naming the
     columns when it is none of them (the strategy when it runs, ALTER TABLE when it is set)."""
-    from use.delta.stats import resolve_path
-
     path = resolve_path(schema, key) if schema is not None and len(schema) else None
     if path is None:
         names = ", ".join(schema.names) if schema is not None else "(no schema)"
@@ -79,8 +82,6 @@ def resolve_cluster_key(schema: pa.Schema | None, key: str) -> tuple[str, ...]:
 
 def key_intervals(snapshot: Any, key: str, idx: np.ndarray) -> tuple[np.ndarray, pa.Array, pa.Array]:
     """(files with both bounds known, their mins, their maxs) on `key` from the Delta stats."""
-    from use.delta.stats_parse import parse_stats, stat_column
-
     schema = getattr(snapshot, "schema", None)
     path = resolve_cluster_key(schema, key)
     files = snapshot.files.select(["stats"])

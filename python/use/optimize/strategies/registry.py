@@ -74,19 +74,13 @@ def unregister(name: str) -> None:
         del _LOOKUP[alias]
 
 
-def _ensure_builtins() -> None:
-    import use.optimize.strategies  # noqa: F401  (importing the package registers the built-ins)
-
-
 def names() -> tuple[str, ...]:
     """Canonical names of every registered strategy, sorted."""
-    _ensure_builtins()
     return tuple(sorted(_CLASSES))
 
 
 def canonical_name(name: str) -> str:
     """The canonical name for `name` or an alias (any case); UnknownStrategyError otherwise."""
-    _ensure_builtins()
     canon = _LOOKUP.get(str(name).lower())
     if canon is None:
         raise UnknownStrategyError(f"unknown optimization strategy {name!r}; known strategies: {', '.join(names())}")

@@ -34,13 +34,13 @@ bytes removed per byte rewritten = overhead / bytes.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from use.display import format_bytes
 from use.errors import ConfigError
-from use.optimize.config import PREFIX, OptimizationConfig
+from use.optimize.keys import PREFIX
 from use.optimize.plan import KIND_COMPACT, MergeTask, Plan
 from use.optimize.strategies._common import (
     RevisionBlocks,
@@ -53,6 +53,9 @@ from use.optimize.strategies._common import (
 )
 from use.optimize.strategies.registry import register
 from use.qbeast.weight import MIN_WEIGHT, weight_from_fraction
+
+if TYPE_CHECKING:
+    from use.optimize.config import OptimizationConfig
 
 
 def overhead_per_file(snapshot: Any, revision_id: int, f: float) -> tuple[np.ndarray, np.ndarray]:

@@ -39,16 +39,20 @@ asks for a revision rewrite: the user asked for that revision's work only.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 
+from use.delta.skipping import snapshot_files_matching
 from use.display import format_bytes
-from use.optimize.config import OptimizationConfig
 from use.optimize.plan import KIND_INDEX, KIND_RELABEL, MergeTask, Plan
 from use.optimize.strategies._common import chunks, io_limit, paths_of, revision_ids_of, sizes_of, sort_files
 from use.optimize.strategies.registry import register
+from use.qbeast.relabel import alignment
+
+if TYPE_CHECKING:
+    from use.optimize.config import OptimizationConfig
 
 
 def contained_revisions(snapshot: Any) -> list[int]:
@@ -119,9 +123,6 @@ def relabelable(snapshot: Any, idx: np.ndarray) -> np.ndarray:
     """Which of the files at `idx` (of contained older revisions) can move into the latest
     revision by their tags (`use.qbeast.relabel`): their revision aligns with the latest and their
     stats rule out a row at the old maximum of a grown column."""
-    from use.delta.skipping import snapshot_files_matching
-    from use.qbeast.relabel import alignment
-
     latest = snapshot.revisions[int(snapshot.latest_revision_id)]
     rids = revision_ids_of(snapshot)[idx]
     out = np.zeros(idx.size, dtype=bool)

@@ -13,12 +13,11 @@ always gains: it leaves the staging revision, which every query reads in full).
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from use.display import format_bytes
-from use.optimize.config import OptimizationConfig
 from use.optimize.plan import KIND_INDEX, MergeTask, Plan
 from use.optimize.strategies._common import (
     index_score,
@@ -31,6 +30,9 @@ from use.optimize.strategies._common import (
     take_prefix,
 )
 from use.optimize.strategies.registry import register
+
+if TYPE_CHECKING:
+    from use.optimize.config import OptimizationConfig
 
 
 @register("UnindexedFilesSelection", "UnindexedFiles")

@@ -38,18 +38,22 @@ as for indexing staging files) plus the usual merge term.
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from use.delta.stats import StatsConfig, is_skipping_eligible, leaf_columns, resolve_path, stats_leaves
 from use.errors import ConfigError
-from use.optimize.config import PREFIX, OptimizationConfig
 from use.optimize.curves import HILBERT, ZORDER
+from use.optimize.keys import PREFIX
 from use.optimize.plan import KIND_CLUSTER, PLAIN_DELTA_REVISION, MergeTask, Plan
 from use.optimize.strategies._common import output_files, partition_groups, paths_of, sizes_of, sort_files
 from use.optimize.strategies.registry import register
+
+if TYPE_CHECKING:
+    from use.optimize.config import OptimizationConfig
 
 #: AddFile tags of a ZCube, as Delta names them (AddFile.Tags.ZCUBE_*).
 ZCUBE_ID_TAG = "ZCUBE_ID"
@@ -76,8 +80,6 @@ def _quote(part: str) -> str:
 def resolve_key_columns(snapshot: Any, names: tuple[str, ...]) -> tuple[str, ...]:
     """The key columns as Spark parses them (backticks around names with dots), checked against the
     table's schema, partition columns and stats columns; ConfigError naming the first bad one."""
-    from use.delta.stats import StatsConfig, is_skipping_eligible, leaf_columns, resolve_path, stats_leaves
-
     schema: pa.Schema = snapshot.schema
     parts = tuple(getattr(snapshot, "partition_columns", ()) or ())
     stats = StatsConfig.from_configuration(snapshot.configuration)

@@ -1,3 +1,5 @@
+/** The data source providers `delta` and `qbeast`: `USING delta|qbeast` and `format("delta"|"qbeast")`
+  * on a path resolve here to USE's tables, saves, stream sinks and stream sources. */
 package use.sql {
 
   import java.util

@@ -1,3 +1,5 @@
+/** `MERGE INTO` a USE table (`UseMergeCommand`): the target files the MERGE touches, their rows joined
+  * with the source, and the rewritten rows handed to the Python side, which commits them. */
 package use.sql
 
 import com.fasterxml.jackson.databind.node.{ArrayNode, ObjectNode}

@@ -1,3 +1,5 @@
+/** `DELETE` and `UPDATE` of a USE table (`UseRowLevelCommand`), and what they share with MERGE
+  * (`RowLevel`): the target's file scan, the retries after a lost conflict, the checks. */
 package use.sql
 
 import java.net.URI

@@ -1,3 +1,6 @@
+/** Reading a USE table with Spark's parquet reader: the files of every scan, planned once per query
+  * by the Python side (`UsePrepareScans`, `UseFileIndex`), and the parquet format that keeps
+  * floating-point filters out of the reader (`UseParquetFormat`). */
 package use.sql
 
 import java.net.URI

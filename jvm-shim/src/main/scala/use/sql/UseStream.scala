@@ -1,3 +1,5 @@
+/** `readStream` of a Delta or Qbeast table (`UseStreamSource`): offsets are table versions, and each
+  * micro-batch reads the files that later commits add. */
 package use.sql
 
 import scala.jdk.CollectionConverters._

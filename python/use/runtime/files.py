@@ -20,11 +20,10 @@ the files; in any order, a file of an abandoned write is removed by one of the t
 
 from __future__ import annotations
 
-import datetime as _dt
-import decimal
 import glob
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -32,49 +31,27 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import TaskContext
+from pyspark.sql import functions as F
 
 from use.delta.actions import AddFile
+from use.delta.datafile import (
+    DataFileWriter,
+    parquet_compression,
+    partition_directory,
+    partition_value_text,
+    timestamp_partition_columns,
+)
+from use.delta.snapshot import first_switch
+from use.delta.stats import StatsConfig
+from use.delta.storage import absolute_path
 from use.errors import InvalidArgumentError
+from use.runtime.conf import parquet_codec
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["write_dataframe_files", "optimized_write", "partition_value_text", "check_partition_types", "delete_with_prefix"]
-
-
-def partition_value_text(value: Any) -> str | None:
-    """A partition value as the Delta protocol serializes it in `partitionValues` (None stays null):
-    booleans `true`/`false`, dates `2024-05-01`, timestamps in Delta's UTC ISO form
-    `2024-05-01T12:00:00.000000Z` (as newer Delta writes them: the zone-less form is read in the
-    reader's session time zone by Delta on Spark and as UTC by delta-rs, so only this one means the
-    same instant to every reader), timestamp_ntz as the wall clock `2024-05-01 12:00:00[.ffffff]`."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is not None:
-            utc = value.astimezone(_dt.UTC).replace(tzinfo=None)
-            return utc.isoformat(timespec="microseconds") + "Z"
-        return value.isoformat(sep=" ", timespec="microseconds" if value.microsecond else "seconds")
-    if isinstance(value, _dt.date):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return format(value, "f")
-    return str(value)
-
-
-def check_partition_types(schema: pa.Schema, partition_columns: Sequence[str], where: str) -> None:
-    """Partition columns must be primitive, non-binary columns of the data (Delta's rule)."""
-    for c in partition_columns:
-        if c not in schema.names:
-            raise InvalidArgumentError(f"partition column {c!r} is not a column of {where} (columns: {schema.names})")
-        t = schema.field(c).type
-        if pa.types.is_nested(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
-            raise InvalidArgumentError(
-                f"partition column {c!r} has type {t}, which cannot be a partition value; partition by a string, "
-                "number, boolean, date or timestamp column"
-            )
+__all__ = ["write_dataframe_files", "optimized_write", "delete_with_prefix"]
 
 
 def _runs(batch: pa.RecordBatch, columns: Sequence[str]) -> list[tuple[int, int]]:
@@ -116,48 +93,6 @@ def delete_with_prefix(table_root: str, prefix: str, keep: set[str]) -> None:
                 pass
 
 
-def conform_to_table(df: DataFrame, schema_string: str) -> DataFrame:
-    """The DataFrame's columns as the table's: in its order and under its names, each value cast to
-    the table's type where the data's differs, nested fields matched by name (a struct cast would
-    match them by position). For data `use.delta.schema.write_type_problem` let through (the same
-    types, or widened without loss), so no value changes; the files then hold the table's types."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType, DataType, MapType, StructType, _parse_datatype_json_value
-
-    from use.delta.schema import nullable_type, type_sql
-
-    def same(a: DataType, b: DataType) -> bool:
-        return type_sql(a.jsonValue()) == type_sql(b.jsonValue())
-
-    def conformed(c: Any, have: DataType, want: DataType) -> Any:
-        if same(have, want):
-            return c
-        if isinstance(have, StructType) and isinstance(want, StructType):
-            by_name = {f.name.lower(): f for f in have.fields}
-            fields = [conformed(c.getField(by_name[w.name.lower()].name), by_name[w.name.lower()].dataType, w.dataType).alias(w.name)
-                      for w in want.fields]  # fmt: skip
-            return F.when(c.isNull(), F.lit(None).cast(_parse_datatype_json_value(nullable_type(want.jsonValue())))).otherwise(
-                F.struct(*fields)
-            )
-        if isinstance(have, ArrayType) and isinstance(want, ArrayType):
-            return F.transform(c, lambda e: conformed(e, have.elementType, want.elementType))
-        if isinstance(have, MapType) and isinstance(want, MapType):
-            keyed = F.transform_keys(c, lambda k, _v: conformed(k, have.keyType, want.keyType))
-            return F.transform_values(keyed, lambda _k, v: conformed(v, have.valueType, want.valueType))
-        return c.cast(want)
-
-    table = StructType.fromJson(json.loads(schema_string))
-    given = {f.name.lower(): f for f in df.schema.fields}
-    columns = []
-    for f in table.fields:
-        have = given.get(f.name.lower())
-        if have is None:
-            columns.append(F.lit(None).cast(f.dataType).alias(f.name))
-        else:
-            columns.append(conformed(F.col(f"`{have.name}`"), have.dataType, f.dataType).alias(f.name))
-    return df.select(*columns)
-
-
 #: Delta's session switch for optimized writes; it wins over the table property.
 OPTIMIZE_WRITE_CONF = "spark.databricks.delta.optimizeWrite.enabled"
 OPTIMIZE_WRITE_PROPERTY = "delta.autoOptimize.optimizeWrite"
@@ -167,8 +102,6 @@ def optimized_write(spark: SparkSession, configuration: Mapping[str, str] | None
     """Delta's optimized write for a plain Delta table: `spark.databricks.delta.optimizeWrite.enabled`
     when set, else the table property `delta.autoOptimize.optimizeWrite`, else off (Qbeast writes
     have their own rule, `use.qbeast.writer`). A value other than true/false is refused naming it."""
-    from use.session import first_switch
-
     return bool(first_switch([(OPTIMIZE_WRITE_CONF, spark.conf.get(OPTIMIZE_WRITE_CONF, None)),
                               (OPTIMIZE_WRITE_PROPERTY, (configuration or {}).get(OPTIMIZE_WRITE_PROPERTY))]))  # fmt: skip
 
@@ -193,11 +126,6 @@ def write_dataframe_files(
     table's (stats settings). Nothing is committed here: the caller commits the returned actions,
     and deletes their files if it does not.
     """
-    from use.delta.datafile import DataFileWriter, parquet_compression, partition_directory, timestamp_partition_columns
-    from use.delta.stats import StatsConfig
-    from use.delta.storage import absolute_path
-    from use.session import parquet_codec
-
     fixed = dict(fixed_partition_values or {})
     parts = tuple(partition_columns)
     if fixed and parts:
@@ -222,8 +150,6 @@ def write_dataframe_files(
     open(alive, "w").close()
 
     def write_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
         ctx = TaskContext.get()
         task = f"{ctx.partitionId() if ctx else 0:05d}-{ctx.attemptNumber() if ctx else 0}"
         writer: Any = None
@@ -275,8 +201,6 @@ def write_dataframe_files(
         if adds:
             yield pa.RecordBatch.from_pydict({"add": adds})
 
-    from pyspark.sql import functions as F
-
     ordered = df.select(*[F.col(f"`{f.name}`") for f in schema if f.name not in fixed])
     sc = df.sparkSession.sparkContext
     tag = f"use-write-{write_prefix.rstrip('-')}"
@@ -301,8 +225,6 @@ def write_dataframe_files(
 def _await_tasks(sc: Any, tag: str, timeout_s: float = 120.0) -> None:
     """Wait until no task of the jobs tagged `tag` runs any more (a failed job's other tasks are
     being killed when Spark reports the failure)."""
-    import time
-
     tracker = sc._jsc.sc().statusTracker()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

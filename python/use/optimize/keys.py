@@ -1,0 +1,36 @@
+"""The names optimization settings go by: the table-property prefix `use.optimization.`, the Spark
+conf spellings under `spark.qbeast.use.`, and the service's own keys and Spark settings. Apart from
+`use.optimize.config` (which reads the values) so that the strategies, which the config names, can
+name their keys too, and so that reading a key's name imports nothing (`use --help` shows some)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = [
+    "GC_ENABLED_KEY",
+    "GC_INTERVAL_KEY",
+    "INTERVAL_KEY",
+    "MAX_CONCURRENT_KEY",
+    "POOL",
+    "POOL_PROPERTY",
+    "PREFIX",
+    "SPARK_CONF",
+    "SPARK_OPT_PREFIX",
+    "SPARK_PREFIX",
+]
+
+PREFIX = "use.optimization."
+SPARK_PREFIX = "spark.qbeast.use."
+SPARK_OPT_PREFIX = SPARK_PREFIX + "optimization."
+INTERVAL_KEY = SPARK_PREFIX + "optimization-interval"
+MAX_CONCURRENT_KEY = SPARK_PREFIX + "max-concurrent-optimizations"
+GC_INTERVAL_KEY = SPARK_PREFIX + "gc-interval"
+#: Table property: the service garbage-collects the table (vacuum + expired log cleanup).
+GC_ENABLED_KEY = "use.gc.enabled"
+
+#: The FAIR scheduler pool of the service's optimization jobs (`use.service.runner` puts its runs there).
+POOL = "use-optimizer"
+POOL_PROPERTY = "spark.scheduler.pool"
+#: Spark conf the server's session needs for the pool to matter (FIFO ignores pools).
+SPARK_CONF: Mapping[str, str] = {"spark.scheduler.mode": "FAIR"}
