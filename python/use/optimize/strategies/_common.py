@@ -181,6 +181,14 @@ class RevisionBlocks:
         np.minimum.at(out, self.code, self.max_weight)
         return out if self.recorded_weight is None else np.minimum(out, self.recorded_weight)
 
+    def keeps(self) -> np.ndarray:
+        """Per block: does it hold a row its cube keeps (its lightest row at most the cube's status
+        maxWeight)? A block that does not holds only offsets: rows written when the cube's weight
+        was higher, every one of which a rewrite moves down to the children (`placed_rows` of
+        `use.optimize.strategies.consolidation`). It is no fragment of its cube: merging it with
+        the cube's other blocks merges nothing, and rewrites the file holding them as it was."""
+        return self.min_weight <= self.cube_max_weight()[self.code]
+
     def inner_cubes(self, desired_cube_size: int) -> np.ndarray:
         """Per cube: is it an inner cube (status maxWeight below MaxValue, or blocks totalling at least
         `desired_cube_size`: the estimate leaves some inner cubes a little short of it)? Leaves are the
@@ -218,6 +226,29 @@ class RevisionBlocks:
             found = pc.index_in(parents, value_set=self.cubes).fill_null(-1).to_numpy(zero_copy_only=False)
             out[rows] = np.asarray(found, dtype=np.int64)
         return out
+
+
+def keeping_blocks(snapshot: Any) -> np.ndarray:
+    """`RevisionBlocks.keeps` over every block of `snapshot.blocks` (all revisions at once): the
+    block's lightest row is at most its cube's status maxWeight (the smallest maxWeight of the cube's
+    blocks, empty ones included). A staging file's root block always keeps."""
+    blocks: pa.Table = snapshot.blocks
+    if blocks.num_rows == 0:
+        return np.zeros(0, dtype=bool)
+    empty: pa.Table | None = getattr(snapshot, "empty_blocks", None)
+    both = pa.concat_tables([blocks, empty]) if empty is not None and empty.num_rows else blocks
+    status = both.group_by(["revision_id", "cube_id"]).aggregate([("max_weight", "min")])
+    joined = (
+        blocks.select(["revision_id", "cube_id", "min_weight"])
+        .append_column("_row", pa.array(np.arange(blocks.num_rows, dtype=np.int64)))
+        .join(status, ["revision_id", "cube_id"])
+    )
+    out = np.zeros(blocks.num_rows, dtype=bool)
+    rows = np.asarray(joined.column("_row").to_numpy(zero_copy_only=False), dtype=np.int64)
+    lo = np.asarray(joined.column("min_weight").to_numpy(zero_copy_only=False), dtype=np.int64)
+    cut = np.asarray(joined.column("max_weight_min").to_numpy(zero_copy_only=False), dtype=np.int64)
+    out[rows] = lo <= cut
+    return out
 
 
 def take_prefix(sizes: np.ndarray, budget: int) -> int:
