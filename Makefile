@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # The exact versions we develop and test with (pyproject.toml carries the supported ranges).
 PINS := "pyspark==4.1.1" "pyarrow==22.0.0" "deltalake==1.6.6" "numpy==2.4.6" "pyhive==0.7.0" "thrift==0.25.0" "matplotlib==3.11.2" "ruff==0.17.6" "mypy==2.4.1"
 
-.PHONY: run test test-fast lint bench setup clean
+.PHONY: run test test-fast lint bench setup oracles clean
 
 $(VENV)/.installed: pyproject.toml Makefile
 	@java -version >/dev/null 2>&1 || { echo "Java 17 is required (apt-get install -y openjdk-17-jre-headless)"; exit 1; }
@@ -14,14 +14,25 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PY) -m pip install -q $(PINS) -e '.[test]'
 	touch $@
 
-setup: $(VENV)/.installed
+# The real engines the spark tier holds USE against (docs/oracles.md): delta-spark's jars, fetched once
+# with Maven (pinned in tests/oracles/pom.xml and jars.sha256) into build/oracles/; qbeast-spark's, with
+# a pyspark 3.5 virtualenv for it, only where its jar can be had. Later runs need no network.
+ORACLES := build/oracles/.fetched
+$(ORACLES): tests/oracles/pom.xml tests/oracles/jars.sha256 tests/oracles/fetch.py $(VENV)/.installed
+	@command -v mvn >/dev/null 2>&1 || { echo "Maven is required to fetch the oracle engines' jars (apt-get install -y maven)"; exit 1; }
+	$(PY) tests/oracles/fetch.py delta-spark qbeast-spark
+	touch $@
+
+oracles: $(ORACLES)
+
+setup: $(VENV)/.installed $(ORACLES)
 
 run: $(VENV)/.installed
 	$(VENV)/bin/use serve --demo
 
 # The checks first (seconds), then the tiers from fastest to slowest: tests/unit (pure, no JVM),
 # tests/spark (a local Spark), tests/server (`use serve` subprocesses over JDBC).
-test: lint
+test: lint $(ORACLES)
 	$(VENV)/bin/pytest -q tests/unit
 	$(VENV)/bin/pytest -q tests/spark
 	$(VENV)/bin/pytest -q tests/server
@@ -32,8 +43,9 @@ test-fast: $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check python tests benchmarks docs/generate.py
 	$(VENV)/bin/ruff format --check python tests benchmarks docs/generate.py
+	$(VENV)/bin/mypy
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed $(ORACLES)
 	$(PY) benchmarks/run.py
 
 clean:

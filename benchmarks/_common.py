@@ -109,3 +109,16 @@ def event_log(root: str, events: int) -> str:
         )  # fmt: skip
         log.start_transaction().commit("OPTIMIZE", tags={EVENT_TAG: event.to_json()})
     return root
+
+
+def median_seconds(fn: Callable[[], object], runs: int) -> float:
+    """Median wall time of `runs` calls of `fn`, after one warm-up call."""
+    import statistics
+
+    fn()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)

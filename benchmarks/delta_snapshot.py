@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from use.delta import DeltaLog  # noqa: E402
+from use.delta import DeltaLog
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("ts", pa.timestamp("us", "UTC")), ("score", pa.float64())])
 CHECKPOINT_EVERY = 10

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import socket
-import statistics
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import event_log, fmt_table  # noqa: E402  (puts python/ on the path)
+from _common import event_log, fmt_table, median_seconds  # importing _common puts python/ on the path
 
 QUERIES = [
     ("optimizations, {events} events", "SELECT * FROM use_catalog.spark_catalog.bench.ev.optimizations", 1.0),
@@ -45,19 +44,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _median(fn: Callable[[], object], runs: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def _measure(fn: Callable[[], object], runs: int) -> tuple[float | None, str]:
     try:
-        return _median(fn, runs), ""
+        return median_seconds(fn, runs), ""
     except Exception as exc:  # noqa: BLE001 - a statement that cannot run yet is reported, not fatal
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return None, first[:120]

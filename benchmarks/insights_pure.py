@@ -28,14 +28,14 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import use.insights as insights  # noqa: E402
-from _common import event_log  # noqa: E402  (OPTIMIZE commits with events, shared with insights.py)
-from planner_scale import _files, _time  # noqa: E402  (the same synthetic files and timing)
-from use.insights.facts import TableFacts  # noqa: E402
-from use.qbeast.revision import Revision, configuration_with_revision, staging_revision  # noqa: E402
-from use.qbeast.snapshot import QbeastSnapshot  # noqa: E402
-from use.qbeast.transform import LinearTransformation  # noqa: E402
-from use.qbeast.transformers import LinearTransformer  # noqa: E402
+import use.insights as insights
+from _common import event_log  # OPTIMIZE commits with events, shared with insights.py
+from planner_scale import _files, _time  # the same synthetic files and timing
+from use.insights.facts import TableFacts
+from use.qbeast.revision import Revision, configuration_with_revision, staging_revision
+from use.qbeast.snapshot import QbeastSnapshot
+from use.qbeast.transform import LinearTransformation
+from use.qbeast.transformers import LinearTransformer
 
 MIN_W, MAX_W = -(2**31), 2**31 - 1
 CHILD_SYMBOLS = "AQgw"  # the four children of a cube of a 2-dimensional revision

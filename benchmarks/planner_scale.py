@@ -25,12 +25,12 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from use.optimize.config import OptimizationConfig  # noqa: E402
-from use.optimize.planner import Planner  # noqa: E402
-from use.qbeast.revision import Revision, configuration_with_revision, staging_revision  # noqa: E402
-from use.qbeast.snapshot import QbeastSnapshot  # noqa: E402
-from use.qbeast.transform import LinearTransformation  # noqa: E402
-from use.qbeast.transformers import LinearTransformer  # noqa: E402
+from use.optimize.config import OptimizationConfig
+from use.optimize.planner import Planner
+from use.qbeast.revision import Revision, configuration_with_revision, staging_revision
+from use.qbeast.snapshot import QbeastSnapshot
+from use.qbeast.transform import LinearTransformation
+from use.qbeast.transformers import LinearTransformer
 
 GOAL_S = 5.0
 MIN_W, MAX_W = -(2**31), 2**31 - 1

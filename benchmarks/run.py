@@ -13,6 +13,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCRIPTS = (
     "delta_snapshot.py",
+    "delta_backends.py",
     "planner_scale.py",
     "insights_pure.py",
     "insights.py",

@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "benchmarks"))
 
-import tradeoff  # noqa: E402
+import tradeoff
 
 TINY = tradeoff.Settings(appends=3, rows_per_append=200, cube_size=1000, every=(1, 2), shapes=("drift",),
                          autocompact_min_files=2, ref_every=1, jobs=2)  # fmt: skip

@@ -121,7 +121,7 @@ def _insight_source(name: str, schema: pa.Schema):
         def __init__(self, path: str) -> None:
             self.path = path
 
-        def read(self, partition):  # noqa: ANN001 - Spark's signature
+        def read(self, partition):  # Spark's signature
             import use.insights as ins
 
             yield from ins.for_path(self.path, name).to_batches()
@@ -131,10 +131,10 @@ def _insight_source(name: str, schema: pa.Schema):
         def name(cls) -> str:
             return f"use_insight_test_{name}"
 
-        def schema(self):  # noqa: ANN201
+        def schema(self):
             return from_arrow_schema(schema)
 
-        def reader(self, schema):  # noqa: ANN001, ANN201
+        def reader(self, schema):
             return Reader(self.options["path"])
 
     return Source

@@ -63,6 +63,20 @@ def test_default_interval_and_last_checkpoint(table_path):
     assert replayed.metadata == fresh.metadata and replayed.protocol == fresh.protocol
 
 
+@pytest.mark.parametrize("hint", ["[10]", '"00000000000000000010"', "null", "{not json"])
+def test_unreadable_last_checkpoint_is_only_a_hint(table_path, hint):
+    """A `_last_checkpoint` that is not a JSON object is ignored and rewritten, never a failed checkpoint."""
+    log = DeltaLog.for_path(table_path)
+    log.create(SCHEMA, ["p"], {"delta.checkpointInterval": "100"})
+    add(log, 1)
+    with open(os.path.join(log.log_dir, "_last_checkpoint"), "w") as f:
+        f.write(hint)
+    log.checkpoint()
+    last = json.load(open(os.path.join(log.log_dir, "_last_checkpoint")))
+    assert last["version"] == 1 and last["numOfAddFiles"] == 1
+    assert DeltaLog.for_path(table_path).snapshot().state.checkpoint_version == 1
+
+
 def test_checkpoint_keeps_tombstones_txns_and_domains(table_path):
     log = DeltaLog.for_path(table_path)
     log.create(SCHEMA, ["p"], {"delta.checkpointInterval": "100"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import time
 import uuid
@@ -16,6 +17,7 @@ from sql_support import add_void_column
 from use.delta import AddFile, DeltaLog, Metadata, Protocol, RemoveFile, SetTransaction, Snapshot
 from use.delta.actions import FILES_SCHEMA, remove_actions
 from use.delta.listing import list_log
+from use.delta.snapshot import check_write_support
 from use.delta.storage import LocalLogStore
 from use.errors import (
     ConfigError,
@@ -751,3 +753,27 @@ def test_void_columns_are_read_as_nulls_and_never_written(table_path):
     txn = log.start_transaction()
     txn.add(dataclasses.replace(snap.metadata, configuration={"delta.appendOnly": "true"}))
     assert txn.commit("SET TBLPROPERTIES", {}) == 1
+
+
+def _field(metadata: dict[str, object]) -> dict[str, object]:
+    return {"name": "id", "type": "long", "nullable": True, "metadata": metadata}
+
+
+@pytest.mark.parametrize(
+    "protocol, field_metadata, configuration, feature",
+    [
+        (Protocol(1, 2), {"delta.invariants": '{"expression": {"expression": "id > 0"}}'}, {}, "invariants"),
+        (Protocol(1, 3), {}, {"delta.constraints.positive": "id > 0"}, "checkConstraints"),
+        (Protocol(1, 4), {"delta.generationExpression": "1"}, {}, "generatedColumns"),
+        (Protocol(1, 6), {"delta.identity.start": 1, "delta.identity.step": 1}, {}, "identityColumns"),
+        (Protocol(3, 7, (), ("allowColumnDefaults",)), {"CURRENT_DEFAULT": "1"}, {}, "allowColumnDefaults"),
+    ],
+)
+def test_write_refusals_name_the_feature(protocol, field_metadata, configuration, feature):
+    """A caller tells a refusal's feature from `.feature`, as for every other refused feature,
+    without parsing the message (the oracle tests assert it for tables delta-spark writes)."""
+    schema = json.dumps({"type": "struct", "fields": [_field(field_metadata)]})
+    metadata = Metadata(id="t", schema_string=schema, configuration=configuration)
+    with pytest.raises(UnsupportedFeatureError, match=feature) as caught:
+        check_write_support(protocol, metadata, "t")
+    assert caught.value.feature == feature

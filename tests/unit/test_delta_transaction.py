@@ -638,3 +638,33 @@ def test_threads_compacting_while_deleting(table_path):
     expected = sorted([i for ids in ids_of.values() for i in ids if i not in deleted_ids] + [5000 + k for k in range(6)])
     assert live_ids(DeltaLog.for_path(table_path)) == expected
     assert sorted(DeltaTable(table_path).to_pyarrow_table().column("id").to_pylist()) == expected
+
+
+def test_a_serializable_table_conflicts_with_blind_appends_of_what_was_read(log):
+    """`delta.isolationLevel=Serializable` (delta-spark's default) is honoured: an overwrite or a
+    DELETE that read the whole table conflicts with a concurrent blind append, as delta-spark's
+    ConflictChecker decides (the delta-spark oracle tests check the pair with both engines); a
+    compaction is still rebased over it (SnapshotIsolation)."""
+    import dataclasses
+
+    snap = log.snapshot()
+    serializable = {**snap.metadata.configuration, "delta.isolationLevel": "Serializable"}
+    log.start_transaction().add(dataclasses.replace(snap.metadata, configuration=serializable)).commit("SET TBLPROPERTIES")
+    snap = log.snapshot()
+    overwrite = log.start_transaction()
+    overwrite.read_whole_table()
+    overwrite.add(*remove_actions(snap.files, data_change=True), new_file(log.table_root, [0]))
+    assert overwrite.isolation_level == "Serializable"
+    delete = log.start_transaction().read_rows_matching(None)
+    delete.add(*remove_actions(snap.files.slice(0, 1), data_change=True))
+    compaction = log.start_transaction()
+    rewrite(compaction, file_rows(log, 0, 1))
+    blind_append(log, [8])
+    before = listing(log)
+    with pytest.raises(ConcurrentAppendError, match="should have read"):
+        overwrite.commit("WRITE", {"mode": "Overwrite"})
+    with pytest.raises(ConcurrentAppendError, match="condition matches"):
+        delete.commit("DELETE")
+    assert listing(log) == before
+    assert compaction.commit("OPTIMIZE") == snap.version + 2
+    assert log.history(1)[0].commit_info["isolationLevel"] == "SnapshotIsolation"

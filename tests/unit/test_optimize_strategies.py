@@ -184,7 +184,7 @@ def _consolidation_snapshot(sizes=(50, 10, 12, 40, 5)):
 
 def test_consolidation_takes_full_fragmented_cubes_by_depth_within_the_io_limit() -> None:
     """Without size tiers (tiering.ratio 0): every fragmented inner cube into one file."""
-    CFG = OptimizationConfig(tiering_ratio=0)  # noqa: N806
+    CFG = OptimizationConfig(tiering_ratio=0)
 
     def cfg(**kw: object) -> OptimizationConfig:
         return dataclasses.replace(CFG, **kw)  # type: ignore[arg-type]

@@ -113,6 +113,25 @@ def test_missing_null_value_is_regenerated_deterministically():
         ({"minNumber": 1}, "className"),
         ({"className": P + "Nope"}, "unknown className"),
         ({"className": P + "LinearTransformation", "maxNumber": 1, "orderedDataType": "IntegerDataType"}, "minNumber"),
+        # a null bound, with no nullValue to keep (one is drawn between the bounds) or with one
+        (
+            {"className": P + "LinearTransformation", "minNumber": None, "maxNumber": 1, "orderedDataType": "IntegerDataType"},
+            "minNumber=null",
+        ),
+        (
+            {"className": P + "LinearTransformation", "minNumber": 1, "maxNumber": None, "orderedDataType": "LongDataType"},
+            "maxNumber=null",
+        ),
+        (
+            {
+                "className": P + "LinearTransformation",
+                "minNumber": None,
+                "maxNumber": 1.0,
+                "nullValue": 0.5,
+                "orderedDataType": "DoubleDataType",
+            },
+            "minNumber=null",
+        ),
         (
             {"className": P + "LinearTransformation", "minNumber": 5, "maxNumber": 1, "orderedDataType": "IntegerDataType"},
             "max > min",
@@ -137,6 +156,12 @@ def test_missing_null_value_is_regenerated_deterministically():
 def test_bad_transformation_json(obj, fragment):
     with pytest.raises(CorruptIndexMetadataError, match=fragment):
         transformation_from_json_obj(obj)
+
+
+@pytest.mark.parametrize("bounds", [(None, 5), (1, None), (None, None)])
+def test_linear_transformation_needs_both_bounds(bounds):
+    with pytest.raises(InvalidArgumentError, match="needs finite bounds"):
+        LinearTransformation.create(*bounds, "IntegerDataType")
 
 
 def test_transformer_json():

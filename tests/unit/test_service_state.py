@@ -47,7 +47,7 @@ def busy_scheduler() -> Scheduler:
 def test_state_round_trips_through_the_file(tmp_path) -> None:
     s = busy_scheduler()
     later = s.get("/later")
-    s._tables["/later"] = later.__class__(**{**later.__dict__, "layout": LayoutFigures(3, 4, 5, 6, 1, 7, 8, 0, 0, 9.5, 88.0)})  # noqa: SLF001
+    s._tables["/later"] = later.__class__(**{**later.__dict__, "layout": LayoutFigures(3, 4, 5, 6, 1, 7, 8, 0, 0, 9.5, 88.0)})
     path = tmp_path / "state" / STATE_FILE
     save_states(path, encode(s.states()))
     assert os.listdir(path.parent) == [STATE_FILE]  # no temporary file left behind

@@ -26,7 +26,7 @@ APPENDS = 4
 TABLES = ("events_delta", "events_qbeast")
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("demo", help="run a short end-to-end demo on embedded defaults")
     parser.add_argument("--path", help="a new or empty directory for the demo tables (default: a new temp dir)")
     parser.add_argument("--rows", type=int, default=200_000, help=f"rows in the Qbeast part, at least {APPENDS} (default 200000)")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 CELL_WIDTH = 60
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("history", help="show the table's commits, newest first")
     parser.add_argument("--table-location", required=True, help="path of the Delta table")
     parser.add_argument("--limit", type=int, default=20, help="how many commits to show (default 20)")

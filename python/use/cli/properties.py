@@ -16,7 +16,7 @@ from use.errors import InvalidArgumentError
 VALUE_WIDTH = 100
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "properties",
         help="list, set or unset table properties",

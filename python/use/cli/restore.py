@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("restore", help="bring the table back to an earlier version (one new commit)")
     parser.add_argument("--table-location", required=True, help="path of the Delta table")
     target = parser.add_mutually_exclusive_group(required=True)

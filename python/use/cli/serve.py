@@ -9,7 +9,7 @@ from use.server.config import DEFAULT_DATA_DIR, DEFAULT_HOST, DEFAULT_MASTER, DE
 from use.server.demo import DEMO_INTERVAL, demo_conf, demo_services, print_demo
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "serve",
         help="run the SQL server for JDBC/ODBC clients (beeline, PyHive, BI tools) until Ctrl-C",

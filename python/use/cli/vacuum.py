@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("vacuum", help="delete unreferenced data files older than the retention")
     parser.add_argument("--table-location", required=True, help="path of the Delta table")
     parser.add_argument(

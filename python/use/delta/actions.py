@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -416,6 +416,14 @@ def _map_column_to_dicts(col: pa.ChunkedArray | pa.Array) -> list[dict[str, str 
     ]
 
 
+def _tags_column(files: pa.Table) -> Sequence[Mapping[str, str] | None]:
+    """The `tags` of rows of `Snapshot.files`, one per row (None where a file has none)."""
+    if "tags" not in files.column_names:
+        return [None] * files.num_rows
+    # the protocol maps tags string to string (AddFile refuses a null value): no value is None
+    return cast(list[Mapping[str, str] | None], _map_column_to_dicts(files.column("tags")))
+
+
 def add_actions(files: pa.Table, data_change: bool, tags: Sequence[Mapping[str, str] | None] | None = None) -> list[AddFile]:
     """`AddFile`s re-adding rows of `Snapshot.files` as they are (RESTORE brings files back, a
     relabel re-tags them), column-wise as `remove_actions`; `tags`, one per row, replace theirs."""
@@ -425,7 +433,7 @@ def add_actions(files: pa.Table, data_change: bool, tags: Sequence[Mapping[str, 
     stats = files.column("stats").to_pylist()
     pvs = _map_column_to_dicts(files.column("partition_values"))
     if tags is None:
-        tags = _map_column_to_dicts(files.column("tags")) if "tags" in files.column_names else [None] * len(paths)
+        tags = _tags_column(files)
     return [
         AddFile(
             path=p,
@@ -435,7 +443,7 @@ def add_actions(files: pa.Table, data_change: bool, tags: Sequence[Mapping[str, 
             partition_values=pv or {},
             stats=st,
             tags=None if t is None else dict(t),
-        )  # fmt: skip
+        )
         for p, n, m, st, pv, t in zip(paths, sizes, mtimes, stats, pvs, tags, strict=False)
     ]
 
@@ -453,7 +461,7 @@ def remove_actions(files: pa.Table, data_change: bool, deletion_timestamp: int |
     paths = files.column("path").to_pylist()
     sizes = files.column("size").to_pylist()
     pvs = _map_column_to_dicts(files.column("partition_values"))
-    tags = _map_column_to_dicts(files.column("tags")) if "tags" in files.column_names else [None] * len(paths)
+    tags = _tags_column(files)
     return [
         RemoveFile(
             path=p,

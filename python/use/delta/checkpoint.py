@@ -265,9 +265,10 @@ def _sidecar_path(log_dir: str, sidecar: dict[str, Any], checkpoint: str) -> str
 def read_last_checkpoint(store: LocalLogStore, log_dir: str) -> dict[str, Any] | None:
     """The `_last_checkpoint` hint, or None if absent or unreadable (it is only a hint)."""
     try:
-        return json.loads(store.read(os.path.join(log_dir, LAST_CHECKPOINT)))
+        hint = json.loads(store.read(os.path.join(log_dir, LAST_CHECKPOINT)))
     except (FileNotFoundError, ValueError):
         return None
+    return hint if isinstance(hint, dict) else None
 
 
 # --- writing ------------------------------------------------------------------------------------------

@@ -203,7 +203,7 @@ class _FastPathUnavailable(Exception):
 
 
 def _is_stringish(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_null(t) or pa.types.is_large_string(t)
+    return bool(pa.types.is_string(t) or pa.types.is_null(t) or pa.types.is_large_string(t))
 
 
 def _struct_to_map(arr: pa.Array, *, keep_nulls: bool, null_as_empty: bool) -> pa.Array:

@@ -162,7 +162,7 @@ def parquet_adds(
         full = os.path.join(root, f.path)
         try:
             metas.append((f, pq.read_metadata(full), os.stat(full)))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - pyarrow's or the OS's error, whichever: the file is named
             raise SchemaMismatchError(f"{full!r} is not a readable parquet file ({exc}); move it out of the directory") from None
     try:
         data = pa.unify_schemas([m.schema.to_arrow_schema() for _, m, _ in metas])

@@ -16,7 +16,7 @@ import os
 import urllib.parse
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -129,7 +129,7 @@ def parquet_compression(codec: Any, source: str = "compression") -> str:
     """The pyarrow codec for a Spark parquet codec name (case-insensitive); `source` names where
     the value came from, for the error."""
     name = codec.strip().lower() if isinstance(codec, str) else None
-    if name not in _CODECS:
+    if name is None or name not in _CODECS:
         hint = " (LZO has no writer here)" if name == "lzo" else ""
         raise ConfigError(
             f"{source} = {codec!r} is not a parquet codec USE can write{hint}; use one of {', '.join(sorted(_CODECS))}"
@@ -212,7 +212,7 @@ DICTIONARY_SAMPLE_ROWS = 2_000
 _DICTIONARY_MAX_DISTINCT_RATIO = 0.9
 
 
-def dictionary_columns(batch: pa.RecordBatch | pa.Table) -> list[str] | bool:
+def dictionary_columns(batch: pa.RecordBatch | pa.Table) -> list[str] | Literal[True]:
     """The columns worth dictionary-encoding in a file that starts with `batch`.
 
     Parquet writers start every column in dictionary encoding and fall back to plain encoding only

@@ -647,9 +647,8 @@ def _commit_info_line(raw: bytes, path: str, lineno: int) -> dict[str, Any]:
         obj = json.loads(raw)
     except ValueError as exc:
         raise CorruptLogError(f"{path} line {lineno} is not valid JSON ({exc}); the commit file is corrupted") from exc
-    if isinstance(obj, dict) and isinstance(obj.get("commitInfo"), dict):
-        return obj["commitInfo"]
-    return {}
+    info = obj.get("commitInfo") if isinstance(obj, dict) else None
+    return info if isinstance(info, dict) else {}
 
 
 def _empty_files() -> pa.Table:

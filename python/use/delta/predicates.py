@@ -20,7 +20,8 @@ from typing import Literal
 Value = bool | int | float | str | bytes | _dt.date | _dt.datetime | _decimal.Decimal
 ComparisonOp = Literal["=", "!=", "<", "<=", ">", ">="]
 
-_FLIPPED: dict[str, str] = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_FLIPPED: dict[ComparisonOp, ComparisonOp] = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_NEGATED: dict[ComparisonOp, ComparisonOp] = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,11 @@ class Comparison:
     @staticmethod
     def flipped(value: Value, op: ComparisonOp, column: str) -> Comparison:
         """`value <op> column` written with the column on the left."""
-        return Comparison(column, _FLIPPED[op], value)  # type: ignore[arg-type]
+        return Comparison(column, _FLIPPED[op], value)
+
+    def negated(self) -> Comparison:
+        """`NOT (column <op> value)` as one comparison: under SQL's WHERE a NULL matches neither."""
+        return Comparison(self.column, _NEGATED[self.op], self.value)
 
 
 @dataclass(frozen=True)

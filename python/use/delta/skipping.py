@@ -69,7 +69,6 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _TIMESTAMP_MAX_SLACK_US = 1000  # Delta writes timestamp stats truncated to milliseconds
 _MAX_INLIST_ITEMS = 256  # beyond this an IN list is pruned by its [min, max] range
 _MAX_PREFIX_CHECK = 256  # longest string max for which "literal starts with max" is checked
-_NEGATED = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
 
 @dataclass(frozen=True)
@@ -270,7 +269,7 @@ class _Evaluator:
             return _all(self.n, False)
         if len(values) > _MAX_INLIST_ITEMS:
             try:
-                lo, hi = min(values), max(values)  # type: ignore[type-var]
+                lo, hi = min(values), max(values)
             except TypeError:
                 return _all(self.n, True)
             return pc.and_(self.compare(p.column, ">=", lo), self.compare(p.column, "<=", hi))
@@ -301,7 +300,7 @@ def _keep(cond: Any, n: int) -> pa.BooleanArray:
 def _negate(p: Predicate) -> Predicate:
     """NOT pushed down (SQL WHERE semantics: a NULL result selects nothing either way)."""
     if isinstance(p, Comparison):
-        return Comparison(p.column, _NEGATED[p.op], p.value)  # type: ignore[arg-type]
+        return p.negated()
     if isinstance(p, IsNull):
         return IsNotNull(p.column)
     if isinstance(p, IsNotNull):
@@ -331,10 +330,9 @@ def _negate(p: Predicate) -> Predicate:
 class _Prepared:
     lo: Any
     hi: Any
-    lit: pa.Scalar | None
+    lit: pa.Scalar
     op: str
-    kind: str  # "ord" (exact order), "float", "string", "const"
-    const: bool = True  # for kind == "const": keep every (not all-null) file, or none
+    kind: str  # "ord" (exact order), "float", "string"
     ne_prunes: bool = True
 
 
@@ -359,8 +357,9 @@ def _grid(op: str, value: _decimal.Decimal, step: _decimal.Decimal) -> tuple[str
     """Rewrite `x op value` for x on a grid of `step`: (op, grid value), or a constant outcome.
     Exact whatever the digits: under a context as precise as the value on that grid needs (Python's
     default of 28 digits cannot hold a DECIMAL(38,18) value such as 12345678901.5 at scale 18, and
-    `quantize` then fails instead of rounding)."""
-    digits = max(value.adjusted(), 0) + 1 - min(step.as_tuple().exponent, 0) + 1  # type: ignore[operator]
+    `quantize` then fails instead of rounding). `step` is a power of ten (1 or 1E-scale), whose
+    `adjusted()` is its exponent."""
+    digits = max(value.adjusted(), 0) + 1 - min(step.adjusted(), 0) + 1
     ctx = _decimal.Context(prec=max(digits, 1), Emax=_decimal.MAX_EMAX, Emin=_decimal.MIN_EMIN)
     floor = value.quantize(step, rounding=_decimal.ROUND_FLOOR, context=ctx)
     if floor == value:
@@ -375,7 +374,9 @@ def _grid(op: str, value: _decimal.Decimal, step: _decimal.Decimal) -> tuple[str
     return ">=", ceil
 
 
-def _prepare(b: _Bounds, op: str, value: Any) -> _Prepared | None:
+def _prepare(b: _Bounds, op: str, value: Any) -> _Prepared | bool | None:
+    """The comparison in the column's domain; a bool where its outcome is the same for every file
+    (keep every file that is not all null, or none); None where stats cannot prune it."""
     t = b.type
     if pa.types.is_integer(t):
         if isinstance(value, float):
@@ -389,14 +390,13 @@ def _prepare(b: _Bounds, op: str, value: Any) -> _Prepared | None:
                 return None
             g = _grid(op, value, _decimal.Decimal(1))
             if isinstance(g, bool):
-                return _Prepared(None, None, None, op, "const", const=g)
+                return g
             op, value = g[0], int(g[1])
         if not _is_int(value):
             return None
         if value > _INT64_MAX or value < _INT64_MIN:
-            above = value > _INT64_MAX
-            keep_all = {"<": above, "<=": above, ">": not above, ">=": not above, "=": False, "!=": True}[op]
-            return _Prepared(None, None, None, op, "const", const=keep_all)
+            above: bool = value > _INT64_MAX
+            return {"<": above, "<=": above, ">": not above, ">=": not above, "=": False, "!=": True}[op]
         return _Prepared(_cast(b.lo, pa.int64()), _cast(b.hi, pa.int64()), pa.scalar(value, pa.int64()), op, "ord")
     if pa.types.is_floating(t):
         if not _is_number(value):
@@ -421,7 +421,7 @@ def _prepare(b: _Bounds, op: str, value: Any) -> _Prepared | None:
             return None
         g = _grid(op, d, _decimal.Decimal(1).scaleb(-t.scale))
         if isinstance(g, bool):
-            return _Prepared(None, None, None, op, "const", const=g)
+            return g
         op, d = g
         wide = pa.decimal128(38, t.scale)
         try:
@@ -492,8 +492,8 @@ def _compare(b: _Bounds, op: str, value: Any, n: int) -> pa.BooleanArray:
     prep = _prepare(b, op, value)
     if prep is None:
         return _all(n, True)
-    if prep.kind == "const":
-        return _all(n, prep.const)
+    if isinstance(prep, bool):
+        return _all(n, prep)
     lo, hi, lit, op = prep.lo, prep.hi, prep.lit, prep.op
 
     def lower_ok(strict: bool) -> pa.BooleanArray:  # some value <(=) lit is possible

@@ -169,21 +169,29 @@ def check_write_support(protocol: Protocol, metadata: Metadata, table: str) -> N
     keys = _schema_metadata_keys(metadata.schema_string)
     if supported("invariants", 2) and "delta.invariants" in keys:
         raise UnsupportedFeatureError(
-            f"table {table} declares column invariants (feature 'invariants'), which USE cannot enforce"
+            f"table {table} declares column invariants (feature 'invariants'), which USE cannot enforce",
+            feature="invariants",
         )
     constraints = sorted(k for k in metadata.configuration if k.startswith("delta.constraints."))
     if supported("checkConstraints", 3) and constraints:
         raise UnsupportedFeatureError(
             f"table {table} declares CHECK constraints ({', '.join(constraints)}; feature 'checkConstraints'), which USE "
-            "can read but not enforce on write"
+            "can read but not enforce on write",
+            feature="checkConstraints",
         )
     if supported("generatedColumns", 4) and "delta.generationExpression" in keys:
-        raise UnsupportedFeatureError(f"table {table} has generated columns (feature 'generatedColumns'), which USE cannot write")
+        raise UnsupportedFeatureError(
+            f"table {table} has generated columns (feature 'generatedColumns'), which USE cannot write",
+            feature="generatedColumns",
+        )
     if supported("identityColumns", 6) and any(k.startswith("delta.identity.") for k in keys):
-        raise UnsupportedFeatureError(f"table {table} has identity columns (feature 'identityColumns'), which USE cannot write")
+        raise UnsupportedFeatureError(
+            f"table {table} has identity columns (feature 'identityColumns'), which USE cannot write", feature="identityColumns"
+        )
     if wf is not None and "allowColumnDefaults" in wf and "CURRENT_DEFAULT" in keys:
         raise UnsupportedFeatureError(
-            f"table {table} has column defaults (feature 'allowColumnDefaults'), which USE cannot write"
+            f"table {table} has column defaults (feature 'allowColumnDefaults'), which USE cannot write",
+            feature="allowColumnDefaults",
         )
     if metadata.configuration.get("delta.checkpoint.writeStatsAsStruct", "false").lower() == "true":
         raise UnsupportedFeatureError(
@@ -440,8 +448,8 @@ _UNSUPPORTED_WHEN_TRUE = {
     "delta.checkpoint.writeStatsAsStruct": "checkpoint stats as struct",
 }
 
-#: Delta's isolation levels a table may name (`delta.isolationLevel`); USE checks conflicts as
-#: Delta's WriteSerializable level whatever the table says (docs/delta.md, "Table properties").
+#: Delta's isolation levels a table may name (`delta.isolationLevel`); USE checks conflicts at the
+#: level named, WriteSerializable when none is (docs/delta.md, "Table properties").
 _ISOLATION_LEVELS = ("serializable", "writeserializable")
 
 #: Delta's boolean properties that nothing else parses: a value other than true/false is refused.
@@ -620,7 +628,7 @@ class Snapshot:
 
     @property
     def num_files(self) -> int:
-        return self._state.files.num_rows
+        return int(self._state.files.num_rows)
 
     @property
     def all_tombstones(self) -> pa.Table:

@@ -274,11 +274,14 @@ class Transaction:
         # As Delta (`canDowngradeToSnapshotIsolation`): only a commit of file actions alone, none of
         # them changing data, may be rebased freely; any other action (metaData, protocol, an
         # application transaction) keeps the table's default level.
-        file_actions = [*self._adds, *self._removes]
+        file_actions: list[AddFile | RemoveFile] = [*self._adds, *self._removes]
         only_file_actions = self._metadata is None and self._protocol is None and not self._txns
         if file_actions and only_file_actions and not any(a.data_change for a in file_actions):
             return "SnapshotIsolation"
-        return "WriteSerializable"
+        # A table that names Serializable (`delta.isolationLevel`) gets it, as in delta-spark: blind
+        # appends then conflict with what this transaction read too. Otherwise WriteSerializable.
+        named = self.snapshot.metadata.configuration.get("delta.isolationLevel", "").strip().lower()
+        return "Serializable" if named == "serializable" else "WriteSerializable"
 
     # --- validation ---------------------------------------------------------------------------------
 
@@ -505,10 +508,11 @@ class Transaction:
         )  # fmt: skip
         if winner.changes_metadata and not tolerated:
             raise MetadataChangedError(f"the metadata (schema or properties) of {table} changed concurrently in {who}{advice}")
-        snapshot_isolation = self.isolation_level == "SnapshotIsolation"
+        level = self.isolation_level
+        snapshot_isolation = level == "SnapshotIsolation"
         if not snapshot_isolation and self._read_whole_table and winner.adds.num_rows:
             blind = bool((winner.commit_info or {}).get("isBlindAppend", False))
-            if not blind or self._metadata is not None:
+            if not blind or self._metadata is not None or level == "Serializable":
                 changed = winner.adds.filter(pc.fill_null(winner.adds.column("data_change"), True))
                 if changed.num_rows:
                     raise ConcurrentAppendError(
@@ -516,7 +520,7 @@ class Transaction:
                         f"that this transaction should have read{advice}"
                     )
         if not snapshot_isolation and self._read_rows is not None and winner.adds.num_rows:
-            self._check_read_rows(winner, who, advice)
+            self._check_read_rows(winner, self._read_rows, who, advice)
         if winner.removes.num_rows:
             removed = winner.removes.column("path")
             if self._read_whole_table:
@@ -546,14 +550,15 @@ class Transaction:
                 f"Snapshot.app_transaction_version({app!r}) before retrying"
             )
 
-    def _check_read_rows(self, winner: CommitActions, who: str, advice: str) -> None:
-        """A winner (not a blind append) added data files that may hold rows this transaction's
-        `read_rows_matching` condition matches: ConcurrentAppendError."""
-        if bool((winner.commit_info or {}).get("isBlindAppend", False)):
+    def _check_read_rows(self, winner: CommitActions, read_rows: Predicate | bool, who: str, advice: str) -> None:
+        """A winner (not a blind append, unless the table is Serializable) added data files that may
+        hold rows this transaction's `read_rows_matching` condition matches: ConcurrentAppendError."""
+        blind = bool((winner.commit_info or {}).get("isBlindAppend", False))
+        if blind and self.isolation_level != "Serializable":
             return
         changed = winner.adds.filter(pc.fill_null(winner.adds.column("data_change"), True))
-        if changed.num_rows and not isinstance(self._read_rows, bool):
-            changed = changed.filter(snapshot_files_matching(self.snapshot, changed, self._read_rows))
+        if changed.num_rows and not isinstance(read_rows, bool):
+            changed = changed.filter(snapshot_files_matching(self.snapshot, changed, read_rows))
         if changed.num_rows:
             raise ConcurrentAppendError(
                 f"files were added to {self._log.table_root} concurrently by {who} (e.g. "

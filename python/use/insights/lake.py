@@ -27,8 +27,9 @@ from use.insights.facts import TableFacts
 from use.insights.health import health_score
 from use.insights.planning import next_plan
 from use.insights.tables import STRING_MAP, TIMESTAMP, file_records, optimizations, timestamps
-from use.optimize.config import PREFIX, is_continuous
+from use.optimize.config import is_continuous
 from use.optimize.events import EVENT_TAG, OPTIMIZATIONS_SCHEMA
+from use.optimize.keys import PREFIX
 
 __all__ = [
     "DELTA_PROVIDERS",

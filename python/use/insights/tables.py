@@ -31,8 +31,8 @@ from use.optimize.events import EVENT_TAG, OPTIMIZATIONS_SCHEMA, events_from_his
 from use.optimize.plan import PLAIN_DELTA_REVISION
 from use.optimize.strategies._common import RevisionBlocks, levels_of
 from use.qbeast.cube import cube_sort_keys
+from use.qbeast.java_values import jackson_dumps
 from use.qbeast.revision import is_qbeast
-from use.qbeast.transform import jackson_dumps
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 STRING_MAP = pa.map_(pa.string(), pa.string())
@@ -188,7 +188,8 @@ def file_records(qsnap: Any) -> pa.Array:
 def file_levels(max_counts: np.ndarray) -> np.ndarray:
     """Leveled compaction's file level of each largest elementCount (0 for empty files), as
     `FileStats.file_levels` defines it."""
-    return np.maximum(levels_of(max_counts), 0)
+    levels: np.ndarray = np.maximum(levels_of(max_counts), 0)
+    return levels
 
 
 class BlockFacts:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import functions as F
-from pyspark.sql.functions import arrow_udf
+from pyspark.sql.pandas.functions import arrow_udf
 from pyspark.sql.types import ArrayType, MapType, StructType
 
 from use.delta.actions import AddFile
@@ -84,7 +84,9 @@ def clustered(df: DataFrame, task: MergeTask, num_files: int, rows: int | None) 
         return curves.key_of_columns(values, bounds, curve)
 
     key_type = "bigint" if curves.key_is_long(len(columns)) else "binary"
-    key_udf = arrow_udf(key, key_type)  # scalar: the type hints say arrays in, array out
+    # scalar: the type hints say arrays in, array out. pyspark's stubs know only the form with an
+    # explicit functionType, which makes pyspark warn that type hints are preferred.
+    key_udf = arrow_udf(key, key_type)  # type: ignore[call-overload]
     hashable = _hashable(df)
     keyed = df.withColumn(KEY_COLUMN, key_udf(*[F.col(c) for c in columns])).withColumn(
         TIE_COLUMN, F.xxhash64(*hashable) if hashable else F.lit(0)

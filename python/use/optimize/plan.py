@@ -71,9 +71,11 @@ def revision_label(revision_id: int) -> str:
     return f"revision {revision_id}"
 
 
-def _freeze_partition(
-    values: Mapping[str, str | None] | Iterable[tuple[str, str | None]] | None,
-) -> tuple[tuple[str, str | None], ...]:
+#: A partition's values as (column, value) pairs sorted by column: hashable, as a frozen task needs.
+PartitionValues = tuple[tuple[str, str | None], ...]
+
+
+def _freeze_partition(values: Mapping[str, str | None] | Iterable[tuple[str, str | None]] | None) -> PartitionValues:
     if values is None:
         return ()
     items = values.items() if isinstance(values, Mapping) else values
@@ -104,7 +106,7 @@ class MergeTask:
     score: float
     reason: str
     kind: str
-    partition_values: tuple[tuple[str, str | None], ...] = ()
+    partition_values: PartitionValues = ()
     sort_columns: tuple[str, ...] = ()
     cluster_by: tuple[str, ...] = ()
     curve: str = ""
@@ -115,7 +117,7 @@ class MergeTask:
         if self.kind not in KINDS:
             raise InvalidArgumentError(f"MergeTask.kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         object.__setattr__(self, "paths", tuple(self.paths))
-        object.__setattr__(self, "partition_values", _freeze_partition(self.partition_values))  # type: ignore[arg-type]
+        object.__setattr__(self, "partition_values", _freeze_partition(self.partition_values))
         object.__setattr__(self, "sort_columns", tuple(self.sort_columns))
         object.__setattr__(self, "cluster_by", tuple(self.cluster_by))
         if self.kind == KIND_CLUSTER and (not self.cluster_by or self.curve not in CURVES):

@@ -40,8 +40,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from use.errors import ConfigError, InvalidArgumentError
-from use.optimize.config import PREFIX, OptimizationConfig
+from use.optimize.config import OptimizationConfig
 from use.optimize.gain import guard
+from use.optimize.keys import PREFIX
 from use.optimize.plan import KIND_COMPACT, KIND_INDEX, MergeTask, Plan
 from use.optimize.strategies import registry
 from use.optimize.strategies._common import (
@@ -213,8 +214,8 @@ def explicit_files_plan(
     one-shot plan."""
     rows = resolve_paths(snapshot, paths)
     if not snapshot.is_qbeast:
-        tasks = pack_bins_all(snapshot, rows, config, strategy=EXPLICIT_FILES)
-        return Plan(tuple(tasks), EXPLICIT_FILES, snapshot.version, one_shot=True)
+        packed = pack_bins_all(snapshot, rows, config, strategy=EXPLICIT_FILES)
+        return Plan(tuple(packed), EXPLICIT_FILES, snapshot.version, one_shot=True)
     rids = revision_ids_of(snapshot)[rows]
     if revision_id is not None and np.any(rids != revision_id):
         bad = paths_of(snapshot, rows[rids != revision_id])[:10]

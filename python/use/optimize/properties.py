@@ -25,7 +25,8 @@ from typing import Any
 from use.delta import DeltaLog
 from use.delta.snapshot import protocol_with_change_data_feed, validate_configuration
 from use.errors import CLI, PYTHON, ConfigError, InvalidArgumentError
-from use.optimize.config import GC_ENABLED_KEY, PREFIX, OptimizationConfig, did_you_mean, gc_enabled
+from use.optimize.config import OptimizationConfig, did_you_mean, gc_enabled
+from use.optimize.keys import GC_ENABLED_KEY, PREFIX
 from use.optimize.planner import check_revision_id
 from use.optimize.strategies.overlap import resolve_cluster_key
 from use.optimize.strategies.zorder import resolve_key_columns

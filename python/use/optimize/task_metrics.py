@@ -157,7 +157,8 @@ def size_stats(sizes: np.ndarray) -> tuple[int, int, float]:
 def file_sizes(files: pa.Table) -> np.ndarray:
     if files.num_rows == 0:
         return np.zeros(0, np.int64)
-    return files.column("size").to_numpy(zero_copy_only=False).astype(np.int64)
+    sizes: np.ndarray = files.column("size").to_numpy(zero_copy_only=False).astype(np.int64)
+    return sizes
 
 
 def cubes_and_blocks(blocks: pa.Table) -> tuple[int, int]:

@@ -150,7 +150,8 @@ def _num_records(files: pa.Table) -> np.ndarray:
     stats = files.column("stats").combine_chunks()
     extracted = pc.extract_regex(pc.fill_null(stats, ""), r'"numRecords"\s*:\s*(?P<n>[0-9]+)')
     field = pc.struct_field(extracted, [0])
-    return pc.fill_null(pc.cast(field, pa.int64()), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    counts: np.ndarray = pc.fill_null(pc.cast(field, pa.int64()), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+    return counts
 
 
 def _find_bad_blocks(files: pa.Table, rows: np.ndarray, blocks: pa.Array) -> CorruptIndexMetadataError:

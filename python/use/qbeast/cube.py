@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from use.errors import CorruptIndexMetadataError, InvalidArgumentError
 
@@ -203,9 +204,10 @@ class CubeId:
     def sort_key(self) -> bytes:
         return cube_sort_key(self.to_string())
 
-    def _check_comparable(self, other: object) -> CubeId:
+    def _check_comparable(self, other: object) -> CubeId | None:
+        """`other` if it is a cube of as many dimensions; None if it is no cube (not comparable)."""
         if not isinstance(other, CubeId):
-            return NotImplemented  # type: ignore[return-value]
+            return None
         if other.dimensions != self.dimensions:
             raise InvalidArgumentError(
                 f"cannot order cubes of {self.dimensions} and {other.dimensions} dimensions "
@@ -215,25 +217,25 @@ class CubeId:
 
     def __lt__(self, other: object) -> bool:
         o = self._check_comparable(other)
-        if o is NotImplemented:
+        if o is None:
             return NotImplemented
         return self.sort_key() < o.sort_key()
 
     def __le__(self, other: object) -> bool:
         o = self._check_comparable(other)
-        if o is NotImplemented:
+        if o is None:
             return NotImplemented
         return self.sort_key() <= o.sort_key()
 
     def __gt__(self, other: object) -> bool:
         o = self._check_comparable(other)
-        if o is NotImplemented:
+        if o is None:
             return NotImplemented
         return self.sort_key() > o.sort_key()
 
     def __ge__(self, other: object) -> bool:
         o = self._check_comparable(other)
-        if o is NotImplemented:
+        if o is None:
             return NotImplemented
         return self.sort_key() >= o.sort_key()
 
@@ -413,7 +415,7 @@ def string_bounds(cube_strings: np.ndarray | Iterable[str], dimensions: int) -> 
     return lo, hi
 
 
-def intersects(cube_from: np.ndarray, cube_to: np.ndarray, query_from: Sequence[float], query_to: Sequence[float]) -> np.ndarray:
+def intersects(cube_from: np.ndarray, cube_to: np.ndarray, query_from: npt.ArrayLike, query_to: npt.ArrayLike) -> np.ndarray:
     """Which cubes intersect a query box (§1.7), vectorized: bool array of shape `(m,)`.
 
     `query_from`/`query_to` are already-transformed bounds in [0,1]; a caller turning `x <= t` into
@@ -425,4 +427,5 @@ def intersects(cube_from: np.ndarray, cube_to: np.ndarray, query_from: Sequence[
     f = np.asarray(query_from, dtype=np.float64)[None, :]
     t = np.asarray(query_to, dtype=np.float64)[None, :]
     per_dim = ((f <= cf) & (cf < t)) | ((cf <= f) & (f < ct)) | ((f == 1.0) & (ct == 1.0))
-    return np.all(per_dim, axis=1)
+    hit: np.ndarray = np.all(per_dim, axis=1)
+    return hit

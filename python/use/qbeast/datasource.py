@@ -263,8 +263,8 @@ def plan_write(options: Any, schema: pa.Schema, overwrite: bool) -> WritePlan:
                 f'format("qbeast") creates the table at {path!r} and needs its index columns: add '
                 '.option("columnsToIndex", "x,y") (and optionally .option("cubeSize", "5000000"))'
             )
-        names = index_column_names(columns_opt, schema, f"the data written to {path!r}")
-        return WritePlan(path, schema, overwrite, tuple(names), cube_size_option(cube_opt, DEFAULT_CUBE_SIZE), None)
+        new_columns = tuple(index_column_names(columns_opt, schema, f"the data written to {path!r}"))
+        return WritePlan(path, schema, overwrite, new_columns, cube_size_option(cube_opt, DEFAULT_CUBE_SIZE), None)
     snap = log.snapshot()
     check_write_support(snap.protocol, snap.metadata, path)  # before any task writes a file
     qsnap = QbeastSnapshot.from_delta(snap)

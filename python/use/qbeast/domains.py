@@ -282,7 +282,7 @@ def _local_tree(points: np.ndarray, weights: np.ndarray, existing: ExistingInner
     by_weight = np.argsort(weights, kind="stable")
     rows_pts = points[by_weight]
     rows_w = weights[by_weight].astype(np.int64)
-    symbols = container_symbols(rows_pts, max_depth)
+    symbols: np.ndarray = container_symbols(rows_pts, max_depth)  # a CubeSymbols, and so is each slice of it
     gid = np.zeros(n, dtype=np.int64)
     level_cubes = np.zeros(1, dtype="S1")
     level_parent = np.full(1, -1, dtype=np.int64)
@@ -299,7 +299,7 @@ def _local_tree(points: np.ndarray, weights: np.ndarray, existing: ExistingInner
         starts[1:] = s_gid[1:] != s_gid[:-1]
         start_pos = np.maximum.accumulate(np.where(starts, np.arange(s_gid.shape[0]), 0))
         cum = np.cumsum(s_elig)
-        before = cum[start_pos] - s_elig[start_pos]
+        before: np.ndarray = cum[start_pos] - s_elig[start_pos]
         rank = cum - before - 1  # rank among the eligible rows of the group, weights ascending
         s_taken = s_elig & (rank < limit)
         taken = np.empty_like(s_taken)

@@ -14,7 +14,7 @@ metadata (statistics, domains per cube, row counts per cube) is ever collected t
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,7 @@ from use.qbeast.revision import Revision, stats_aggregations
 from use.qbeast.rollup import RollupPlan, rollup
 from use.qbeast.weight import MAX_WEIGHT
 from use.runtime.conf import int_conf, session_conf
+from use.runtime.jvm import driver_jvm
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -108,7 +109,7 @@ def positive_int_conf(spark: SparkSession, key: str, default: int, unit: str) ->
 def _domains_task(revision: Revision, gcs: int, existing_weights: Mapping[str, int], buffer_capacity: int) -> Any:
     """The per-partition domain estimation, as a `mapInArrow` function (runs on executors)."""
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         existing = ExistingInnerCubes(existing_weights)
         results: list[CubeDomains] = []
         pending_points: list[np.ndarray] = []
@@ -272,7 +273,7 @@ def _data_bytes(df: DataFrame) -> Column:
     nested types) plus the actual bytes of its strings and binaries. It sizes the parts an
     unshuffled write would leave (`use.qbeast.write_shuffle`) for the price of one more sum in
     the stats pass every write makes anyway."""
-    jvm_types = df.sparkSession.sparkContext._jvm.org.apache.spark.sql.types  # type: ignore[attr-defined]
+    jvm_types = driver_jvm(df.sparkSession).org.apache.spark.sql.types
     fixed = 0
     variable = []
     for field in df.schema.fields:
@@ -295,7 +296,7 @@ def _cube_counts(weighted: DataFrame, revision: Revision, cube_weights: Mapping[
     if counted is not None:
         return counted
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = JointLookup(CubeLookup(cube_weights), CubeLookup({"": 0}))
         parts = []
         for batch in batches:

@@ -109,7 +109,8 @@ class IndexStatus:
 
     @property
     def cubes(self) -> list[str]:
-        return self.cube_ids.tolist()
+        cubes: list[str] = self.cube_ids.tolist()
+        return cubes
 
     def cube_weights(self) -> dict[str, int]:
         """Cube -> maxWeight (what the writer seeds its domain estimation with)."""
@@ -135,7 +136,8 @@ class IndexStatus:
         return int(self.max_weights[self._index(cube)]) == MAX_WEIGHT
 
     def leaf_mask(self) -> np.ndarray:
-        return self.max_weights == MAX_WEIGHT
+        leaves: np.ndarray = self.max_weights == MAX_WEIGHT
+        return leaves
 
     def tree_leaf_mask(self) -> np.ndarray:
         """Cubes with no descendant in the index (qbeast-spark's `DenormalizedBlock.isLeaf`): in
@@ -174,8 +176,7 @@ class IndexStatus:
         min_level, max_level = min(by_level), max(by_level)
         for level in range(max_level, min_level, -1):
             for c in by_level.get(level, []):
-                parent = c[:-spl]
-                tree[parent] = tree.get(parent, 0.0) + tree.get(c, 0.0)
+                tree[c[:-spl]] = tree.get(c[:-spl], 0.0) + tree.get(c, 0.0)
         domains: dict[str, float] = {}
         for level in range(min_level, max_level + 1):
             groups: dict[str | None, list[str]] = {}

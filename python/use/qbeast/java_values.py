@@ -160,8 +160,8 @@ def jvm_double_to_int(x: float, bits: int = 32) -> int:
     """Java's `(int) x` / `(long) x` (`bits` 32 or 64): NaN -> 0, truncate toward zero, saturate."""
     if math.isnan(x):
         return 0
-    hi = 2 ** (bits - 1) - 1
-    lo = -(2 ** (bits - 1))
+    hi = (1 << (bits - 1)) - 1
+    lo = -(1 << (bits - 1))
     if x >= hi:
         return hi
     if x <= lo:

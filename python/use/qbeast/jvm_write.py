@@ -37,6 +37,7 @@ from use.delta.snapshot import first_switch
 from use.delta.stats import leaf_columns
 from use.qbeast.cube import CubeId, symbols_per_level
 from use.qbeast.transform import IdentityTransformation, LinearTransformation
+from use.runtime.jvm import driver_jvm
 from use.runtime.shim import shim_loaded
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ def count_in_jvm(
         return None
     points, records, max_depth = walk
     rows = weighted.select(weighted[weight_column], *points)
-    shim = spark.sparkContext._jvm.use.shim.OTreeFileWriter  # type: ignore[attr-defined]
+    shim = driver_jvm(spark).use.shim.OTreeFileWriter
     d = revision.dimension_count
     out: dict[str, int] = {}
     for line in shim.countCubes(rows._jdf, d, records, max_depth):
@@ -258,7 +259,7 @@ def write_in_jvm(
     weight_column: str,
     write_id: uuid.UUID,
     codec: str,
-    task_of_file: Sequence[int] | None = None,
+    task_of_file: Sequence[int] | np.ndarray | None = None,
     sample_files: Sequence[str] = (),
 ) -> list[JvmFile] | None:
     """Write `source`'s rows (the data columns and `weight_column`) into the plan's files in the
@@ -275,7 +276,7 @@ def write_in_jvm(
     points, records, max_depth = walk
     names = list(data_schema.names)
     rows = source.select(*[source[c] for c in names], source[weight_column], *points)
-    shim = spark.sparkContext._jvm.use.shim.OTreeFileWriter  # type: ignore[attr-defined]
+    shim = driver_jvm(spark).use.shim.OTreeFileWriter
     root_uri = Path(os.path.abspath(local_root(table_root))).as_uri()
     plain = _plain_columns(source, names, sample_files)
     if task_of_file is None:

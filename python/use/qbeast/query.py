@@ -173,8 +173,7 @@ def _push_not(p: Predicate, negate: bool) -> Predicate:
     if not negate:
         return p
     if isinstance(p, Comparison):
-        negated = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}[p.op]
-        return Comparison(p.column, negated, p.value)  # type: ignore[arg-type]
+        return p.negated()
     if isinstance(p, IsNull):
         return IsNotNull(p.column)
     if isinstance(p, IsNotNull):
@@ -217,7 +216,7 @@ class _SpaceBuilder:
                     return None
                 lo = float(transformation.transform_value(int(ms) - _ZONE_SLACK_MS, clamp=False))
                 hi = float(transformation.transform_value(int(ms) + _ZONE_SLACK_MS, clamp=False))
-        except Exception:  # a literal of another type than the column: no pruning on it
+        except Exception:  # noqa: BLE001 - a literal of another type than the column: no pruning on it
             return None
         if not (math.isfinite(lo) and math.isfinite(hi)):
             return None
@@ -270,9 +269,10 @@ class _SpaceBuilder:
             if _is_hash(self.transformations[dim]):
                 return None
             xs = [self._transform(dim, v) for v in values]
-            if any(x is None for x in xs):
+            spans = [x for x in xs if x is not None]
+            if len(spans) < len(xs):
                 return None
-            return self._interval(dim, min(x[0] for x in xs), max(x[1] for x in xs))  # type: ignore[index]
+            return self._interval(dim, min(x[0] for x in spans), max(x[1] for x in spans))
         # IsNull/IsNotNull/Unknown (and anything else): nulls sit at the column's nullValue, which
         # pruning does not track; keep the whole space.
         return None

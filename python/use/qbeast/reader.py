@@ -38,6 +38,7 @@ from use.delta.datafile import timestamp_partition_columns
 from use.delta.predicates import (
     And,
     Comparison,
+    ComparisonOp,
     InList,
     IsNotNull,
     IsNull,
@@ -76,7 +77,7 @@ _WIDENING: dict[str, frozenset[str]] = {
     "date": frozenset({"date"}),
     "string": frozenset({"string"}),
 }
-_COMPARISONS: dict[str, str] = {
+_COMPARISONS: dict[str, ComparisonOp] = {
     "EqualTo": "=",
     "LessThan": "<",
     "LessThanOrEqual": "<=",
@@ -227,7 +228,7 @@ def expression_to_predicate(expr: Any, refs: Mapping[int, Any] | None = None) ->
             if col is not None:
                 return IsNull(col) if name == "IsNull" else IsNotNull(col)
         if name in _COMPARISONS or name == "EqualNullSafe":
-            op = _COMPARISONS.get(name, "=")
+            op: ComparisonOp = _COMPARISONS.get(name, "=")
             left, right = expr.left(), expr.right()
             col, other, flipped = _column(left, refs), right, False
             if col is None:
@@ -236,7 +237,7 @@ def expression_to_predicate(expr: Any, refs: Mapping[int, Any] | None = None) ->
                 value = _constant(other)
                 if value is None:
                     return IsNull(col) if name == "EqualNullSafe" else Unknown(str(expr.toString()))
-                return Comparison.flipped(value, op, col) if flipped else Comparison(col, op, value)  # type: ignore[arg-type]
+                return Comparison.flipped(value, op, col) if flipped else Comparison(col, op, value)
         if name == "In":
             col = _column(expr.value(), refs)
             if col is not None:
@@ -258,7 +259,7 @@ def filter_column(filter: FilterArg) -> Column | None:
         try:
             with quiet_query_errors():
                 return F.expr(filter)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - Spark's parse error, of whichever class: the typed error below
             raise InvalidArgumentError(f"filter {filter!r} is not a valid SQL expression: {_first_line(exc)}") from None
     if isinstance(filter, Column):
         return filter
@@ -280,7 +281,7 @@ def translate_filter(spark: SparkSession, schema: StructType, filter: FilterArg)
     try:
         with quiet_query_errors():  # the typed error below is the whole report
             analyzed = empty.filter(col)._jdf.queryExecution().analyzed()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - Spark's analysis error, of whichever class: the typed error below
         raise InvalidArgumentError(
             f"filter {filter!r} cannot be applied to the table (columns: {', '.join(schema.fieldNames())}): {_first_line(exc)}"
         ) from None
@@ -306,7 +307,7 @@ class ReadPlan:
 
     @property
     def num_files(self) -> int:
-        return self.files.num_rows
+        return int(self.files.num_rows)
 
     @property
     def bytes(self) -> int:

@@ -45,7 +45,7 @@ from use.errors import InvalidArgumentError
 from use.qbeast.blocks import BLOCKS_TAG, REVISION_TAG, Block, blocks_json, revision_ids
 from use.qbeast.cube import CubeId
 from use.qbeast.revision import Revision
-from use.qbeast.transform import INTEGRAL_BOUNDS, LinearTransformation
+from use.qbeast.transform import INTEGRAL_BOUNDS, LinearTransformation, Transformation
 
 #: Column types whose linear coordinates stay exact under an aligned growth (float64 arithmetic):
 #: timestamps and dates are integral epoch millis in the transformation, the commonest drift.
@@ -161,7 +161,7 @@ def alignment(old: Revision, new: Revision) -> Alignment | None:
     return Alignment(old, new, tuple(shifts))
 
 
-def aligned_growth(old: Any, needed_max: float) -> Any | None:
+def aligned_growth(old: Transformation, needed_max: float) -> LinearTransformation | None:
     """`old` (a linear transformation) grown upward 2^k times from its minimum, for the smallest
     k >= 1 reaching `needed_max`, keeping its null value; None when its type or bounds cannot grow
     exactly (`growth_shift` must recognise the result) or k would pass `MAX_SHIFT`."""

@@ -136,11 +136,11 @@ def compute_revision_change(
     cube_changed = size != base.desired_cube_size
     if not (cube_changed or any(transformer_changed) or any(c is not None for c in changes)):
         return base, False
-    final = tuple(
-        c if c is not None else old
-        for c, old in zip(changes, base.transformations or [None] * len(changes), strict=False)  # type: ignore[misc]
-    )
-    new = replace(
+    if base.transformations:
+        final = tuple(c if c is not None else old for c, old in zip(changes, base.transformations, strict=False))
+    else:  # the first transformations: every one is new
+        final = tuple(new_transformations)
+    revised = replace(
         base,
         revision_id=base.revision_id + 1,
         timestamp=int(now_ms),
@@ -148,7 +148,7 @@ def compute_revision_change(
         column_transformers=transformers,
         transformations=final,
     )
-    return new, True
+    return revised, True
 
 
 #: Default `revisionMargin`: a widened range grows by 10% of its span on the side the data passed.

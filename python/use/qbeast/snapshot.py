@@ -153,13 +153,15 @@ class QbeastSnapshot:
 
     @cached_property
     def _file_revisions(self) -> np.ndarray:
-        return self.files.column("revision_id").to_numpy(zero_copy_only=False).astype(np.int64)
+        ids: np.ndarray = self.files.column("revision_id").to_numpy(zero_copy_only=False).astype(np.int64)
+        return ids
 
     @cached_property
     def _block_revisions(self) -> np.ndarray:
         if self.blocks.num_rows == 0:
             return np.zeros(0, dtype=np.int64)
-        return self.blocks.column("revision_id").to_numpy(zero_copy_only=False).astype(np.int64)
+        ids: np.ndarray = self.blocks.column("revision_id").to_numpy(zero_copy_only=False).astype(np.int64)
+        return ids
 
     def file_indices_of_revision(self, revision_id: int) -> np.ndarray:
         """Row indices into `files` of the files of one revision (0 = staging)."""

@@ -125,14 +125,17 @@ _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 def to_number(value: Any, data_type: str) -> int | float | None:
+    """`number_of(value, data_type)`, or None for a null."""
+    return None if value is None else number_of(value, data_type)
+
+
+def number_of(value: Any, data_type: str) -> int | float:
     """A Python value (from Spark `collect`, a literal or JSON) in the transformation's number space.
 
     Dates become UTC-midnight epoch millis; datetimes epoch millis (a naive datetime is read as the
     process's local time, which is what PySpark hands back from `collect`); decimals floats; float
     values the float32 they are in Scala (a `Float` column's statistics, its `columnStats`).
     """
-    if value is None:
-        return None
     if data_type in (TIMESTAMP, DATE):
         if isinstance(value, _dt.datetime):
             if value.tzinfo is None:
@@ -156,7 +159,7 @@ def to_number(value: Any, data_type: str) -> int | float | None:
         return int(value)
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating, decimal.Decimal)):
         raise InvalidArgumentError(f"{value!r} is not a {data_type} value")
-    return float32(value) if data_type == FLOAT else float(value)
+    return float32(float(value)) if data_type == FLOAT else float(value)
 
 
 def array_to_float64(arr: pa.Array | pa.ChunkedArray, data_type: str) -> tuple[np.ndarray, np.ndarray]:
@@ -219,7 +222,8 @@ class Transformation:
 
 
 def clamped(x: np.ndarray) -> np.ndarray:
-    return np.clip(np.nan_to_num(x, nan=0.0), 0.0, 1.0)
+    out: np.ndarray = np.clip(np.nan_to_num(x, nan=0.0), 0.0, 1.0)
+    return out
 
 
 def clamp_value(x: float, clamp: bool) -> float:
@@ -269,8 +273,10 @@ class LinearTransformation(Transformation):
         """A new transformation over [min, max] with a fresh random null value."""
         lo = to_number(min_number, ordered_data_type)
         hi = to_number(max_number, ordered_data_type)
+        if lo is None or hi is None:
+            raise InvalidArgumentError(f"a linear transformation needs finite bounds, got min={min_number!r} max={max_number!r}")
         r = (rng or _random).random()
-        return cls(lo, hi, random_between(lo, hi, ordered_data_type, r), ordered_data_type)  # type: ignore[arg-type]
+        return cls(lo, hi, random_between(lo, hi, ordered_data_type, r), ordered_data_type)
 
     @property
     def _scale(self) -> float:
@@ -283,8 +289,8 @@ class LinearTransformation(Transformation):
         return clamped((values - float(self.min_number)) * self._scale)
 
     def transform_value(self, value: Any, *, clamp: bool = True) -> float:
-        v = self.null_value if value is None else to_number(value, self.ordered_data_type)
-        return clamp_value((float(v) - float(self.min_number)) * self._scale, clamp)  # type: ignore[arg-type]
+        v = self.null_value if value is None else number_of(value, self.ordered_data_type)
+        return clamp_value((float(v) - float(self.min_number)) * self._scale, clamp)
 
     def is_superseded_by(self, other: Transformation) -> bool:
         if isinstance(other, LinearTransformation) and other.ordered_data_type == self.ordered_data_type:
@@ -517,7 +523,7 @@ class IdentityToZeroTransformation(_ZeroTransformation):
 
     def is_superseded_by(self, other: Transformation) -> bool:
         if isinstance(other, IdentityToZeroTransformation):
-            return other.identity_value != self.identity_value
+            return bool(other.identity_value != self.identity_value)
         return not isinstance(other, EmptyTransformation)
 
     def merge(self, other: Transformation) -> Transformation:

@@ -24,7 +24,7 @@ from use.qbeast.transform import (
     array_to_float64,
     clamp_value,
     clamped,
-    to_number,
+    number_of,
 )
 
 
@@ -106,8 +106,8 @@ class CDFNumericQuantilesTransformation(Transformation):
     def transform_value(self, value: Any, *, clamp: bool = True) -> float:
         if value is None:
             return 0.0
-        v = to_number(value, self.data_type)
-        return clamp_value(float(self._positions(np.array([float(v)]))[0]), clamp)  # type: ignore[arg-type]
+        v = number_of(value, self.data_type)
+        return clamp_value(float(self._positions(np.array([float(v)]))[0]), clamp)
 
     def is_superseded_by(self, other: Transformation) -> bool:
         if isinstance(other, CDFNumericQuantilesTransformation):

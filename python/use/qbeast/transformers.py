@@ -320,6 +320,13 @@ def _typed_number(v: Any, data_type: str, key: str, where: str) -> int | float |
     return float(v)
 
 
+def _bound(obj: Mapping[str, Any], key: str, data_type: str, where: str) -> int | float:
+    v = _typed_number(_require(obj, key, where), data_type, key, where)
+    if v is None:
+        raise CorruptIndexMetadataError(f"{where} has {key}=null; a linear transformation needs both bounds")
+    return v
+
+
 def transformer_from_json_obj(obj: Any, where: str = "columnTransformer") -> Transformer:
     name = _strip_class(obj, where)
     try:
@@ -350,8 +357,8 @@ def transformation_from_json_obj(obj: Any, where: str = "transformation") -> Tra
     try:
         if name == LinearTransformation.class_name:
             dt = _datatype(obj, "orderedDataType", where, ORDERED_TYPES)
-            lo = _typed_number(_require(obj, "minNumber", where), dt, "minNumber", where)
-            hi = _typed_number(_require(obj, "maxNumber", where), dt, "maxNumber", where)
+            lo = _bound(obj, "minNumber", dt, where)
+            hi = _bound(obj, "maxNumber", dt, where)
             nv = _typed_number(obj.get("nullValue"), dt, "nullValue", where)
             if nv is None:
                 # A pre-0.2 table: Scala regenerates the null value from a Random seeded with the
@@ -359,7 +366,7 @@ def transformation_from_json_obj(obj: Any, where: str = "transformation") -> Tra
                 # `className` type id out of that tree, so the text hashed has every field but it.
                 seed = scala_string_hash(jackson_dumps({k: v for k, v in obj.items() if k != "className"}))
                 nv = random_between(lo, hi, dt, JavaRandom(seed).next_double())
-            return LinearTransformation(lo, hi, nv, dt)  # type: ignore[arg-type]
+            return LinearTransformation(lo, hi, nv, dt)
         if name == IdentityTransformation.class_name:
             dt = _datatype(obj, "orderedDataType", where, ORDERED_TYPES)
             return IdentityTransformation(_typed_number(obj.get("identityValue"), dt, "identityValue", where), dt)

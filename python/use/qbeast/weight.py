@@ -309,7 +309,8 @@ def _np_fmix(h: np.ndarray, length: np.ndarray) -> np.ndarray:
     h = h * _U(0x85EBCA6B)
     h = h ^ (h >> _U(13))
     h = h * _U(0xC2B2AE35)
-    return h ^ (h >> _U(16))
+    h = h ^ (h >> _U(16))
+    return h
 
 
 def _offsets_and_data(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:

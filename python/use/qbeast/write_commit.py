@@ -100,8 +100,8 @@ def commit_write(
             columns_to_index=columns_to_index,
         )  # fmt: skip
         txns = []
-        if txn_app_id is not None:
-            txns.append(SetTransaction(txn_app_id, int(txn_version), int(time.time() * 1000)))  # type: ignore[arg-type]
+        if txn_app_id is not None and txn_version is not None:
+            txns.append(SetTransaction(txn_app_id, txn_version, int(time.time() * 1000)))
         created = log.create(
             as_nullable(data_schema),
             configuration=conf,
@@ -147,8 +147,8 @@ def commit_write(
             txn.add(*removes)
         if files:
             txn.add(*files)
-        if txn_app_id is not None:
-            txn.set_app_transaction(txn_app_id, int(txn_version))  # type: ignore[arg-type]
+        if txn_app_id is not None and txn_version is not None:
+            txn.set_app_transaction(txn_app_id, txn_version)
         metrics = {"numFiles": str(len(files)), "numOutputRows": str(num_rows), "numRemovedFiles": str(len(removes))}
         return txn.commit("WRITE", parameters, metrics)
 

@@ -162,7 +162,7 @@ def _pack_task(splitter: _RowSplitter, part_keys: np.ndarray, flush_bytes: int) 
             names=["part", "file", "rows"],
         )
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         pending: list[pa.RecordBatch] = []
         size = 0
         for batch in batches:
@@ -409,7 +409,7 @@ def _shuffled_write_task(names: Sequence[str], settings: _FileSettings) -> Any:
     """One parquet file per file index of the partition, as a `mapInArrow` function over the
     `(part, file, rows)` blobs of `_pack_task` (`_TaskFiles`)."""
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         groups = _TaskFiles(names.__getitem__, settings)
         try:
             for batch in batches:
@@ -434,7 +434,7 @@ def _local_write_task(splitter: _RowSplitter, write_id: uuid.UUID, settings: _Fi
     function): each task writes its own part of every file its rows fall into (`_TaskFiles`),
     named by `_task_file_name`."""
 
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
         files = _TaskFiles(lambda f: _task_file_name(write_id, f, task), settings)

@@ -161,7 +161,7 @@ def _decide_shuffle(
     """The default of `optimize_write` for a planned write (`use.qbeast.write_shuffle`): shuffle
     when the unshuffled write's tasks would split the planned files enough to slow reads down."""
     _, tasks = one_task_per_core(weighted)
-    open_cost = int(spark._jsparkSession.sessionState().conf().filesOpenCostInBytes())  # type: ignore[attr-defined]
+    open_cost = int(spark._jsparkSession.sessionState().conf().filesOpenCostInBytes())
     return should_shuffle(WriteShape(tasks, index.rollup.num_files, data_bytes, open_cost), max_read_slowdown)
 
 

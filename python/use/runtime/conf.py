@@ -57,8 +57,8 @@ def session_conf(spark: SparkSession, changes: Mapping[str, str]) -> Iterator[No
     try:
         yield
     finally:
-        for key, value in previous.items():
-            if value is None:
+        for key, old in previous.items():
+            if old is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, old)

@@ -25,7 +25,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -149,7 +149,7 @@ def write_dataframe_files(
     alive = os.path.join(root, f".{write_prefix}alive")
     open(alive, "w").close()
 
-    def write_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def write_task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ctx = TaskContext.get()
         task = f"{ctx.partitionId() if ctx else 0:05d}-{ctx.attemptNumber() if ctx else 0}"
         writer: Any = None

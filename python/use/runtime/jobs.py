@@ -68,4 +68,10 @@ def job_group(spark: SparkSession, group: str, description: str, *, keep_existin
         yield group
     finally:
         for key, value in previous.items():
-            sc.setLocalProperty(key, value)  # type: ignore[arg-type]
+            set_local_property(spark, key, value)
+
+
+def set_local_property(spark: SparkSession, key: str, value: str | None) -> None:
+    """Set this thread's Spark local property `key`; None removes it (Spark's contract)."""
+    # pyspark's stub types the value as str, but Spark takes null as "remove the property"
+    spark.sparkContext.setLocalProperty(key, value)  # type: ignore[arg-type]

@@ -24,6 +24,7 @@ import pyspark
 from py4j.protocol import Py4JJavaError
 
 from use.errors import ShimBuildError
+from use.runtime.jvm import driver_jvm
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -121,7 +122,7 @@ def shim_loaded(spark: SparkSession, probe: str = _PROBE_CLASS) -> bool:
     """Whether this session's driver can see the shim's classes (a session started by
     `use.session.spark_session` can; one built elsewhere may not); `probe` names the class to look
     for."""
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    jvm = driver_jvm(spark)
     try:
         jvm.java.lang.Class.forName(probe, False, jvm.java.lang.Thread.currentThread().getContextClassLoader())
     except Py4JJavaError:  # ClassNotFoundException: a session started without the jar

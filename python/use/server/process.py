@@ -39,6 +39,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark import SparkContext
 
 from use.errors import ServerError, UseError
+from use.runtime.jvm import driver_jvm
 from use.runtime.shim import shim_loaded
 from use.server.config import READY_PREFIX, ServerOptions, check_data_dir, check_port_free, spark_conf
 from use.service import LocationSource, OptimizationService
@@ -207,10 +208,8 @@ class UseServer:
         """Start Spark's Thrift server on the session, with the shim's `ThriftErrors` in front of
         it: a failed statement reaches clients as one message, where Spark's server sends the
         whole JVM stack trace (in the error message itself for beeline and the Hive JDBC driver)."""
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-        server = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
-            spark._jsparkSession.sqlContext()  # type: ignore[attr-defined]
-        )
+        jvm = driver_jvm(spark)
+        server = jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(spark._jsparkSession.sqlContext())
         if shim_loaded(spark):
             jvm.use.shim.ThriftErrors.install(server)
         else:
@@ -243,7 +242,7 @@ class UseServer:
 
     @staticmethod
     def _jvm_process() -> Any:
-        gateway = SparkContext._gateway  # type: ignore[attr-defined]
+        gateway = SparkContext._gateway
         return getattr(gateway, "proc", None)
 
     def _jvm_alive(self) -> bool:
@@ -299,7 +298,9 @@ class UseServer:
     def _shutdown_derby(self) -> None:
         """Shut the embedded metastore database down, so the next start boots a clean database
         (no recovery, no stale lock files). Derby reports success as an SQLException."""
-        jvm = self.spark.sparkContext._jvm  # type: ignore[union-attr]
+        if self.spark is None:  # Spark never started: no metastore was booted
+            return
+        jvm = driver_jvm(self.spark)
         url = f"jdbc:derby:;databaseName={self.options.data_dir.metastore};shutdown=true"
         try:
             jvm.java.sql.DriverManager.getConnection(url)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from use.delta.listing import LOG_DIR_NAME
 from use.delta.storage import resolve_table_root
+from use.runtime.jvm import driver_jvm
 from use.runtime.shim import shim_loaded
 from use.service.registry import ALTERED, CREATED, DROPPED, TableEvent, TableInfo, TableRegistry, TableSource
 from use.service.sources import read_table
@@ -76,8 +77,8 @@ class MetastoreSource:
 
     def locations(self) -> list[tuple[str, str]]:
         """(location, `spark_catalog.db.t`) of every served table now; raises if the listing fails."""
-        jvm = self.spark.sparkContext._jvm  # type: ignore[attr-defined]
-        external = self.spark._jsparkSession.sharedState().externalCatalog()  # type: ignore[attr-defined]
+        jvm = driver_jvm(self.spark)
+        external = self.spark._jsparkSession.sharedState().externalCatalog()
         out: list[tuple[str, str]] = []
         for db in _seq(jvm, external.listDatabases()):
             names = external.listTables(db)
@@ -170,7 +171,7 @@ class MetastoreEvents:
         if not shim_loaded(self.spark, _EVENTS_CLASS):
             _log.warning("the JVM shim is not loaded: catalog changes are seen at the next listing, not at once")
             return False
-        external = self.spark._jsparkSession.sharedState().externalCatalog()  # type: ignore[attr-defined]
+        external = self.spark._jsparkSession.sharedState().externalCatalog()
         self._events().install(external)
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, name="use-service-catalog-events", daemon=True)
@@ -201,7 +202,7 @@ class MetastoreEvents:
             return self._lock.wait_for(lambda: self._handled >= count, timeout)
 
     def _events(self) -> Any:
-        jvm = self.spark.sparkContext._jvm  # type: ignore[attr-defined]
+        jvm = driver_jvm(self.spark)
         return jvm.use.sql.CatalogEvents
 
     def _loop(self) -> None:
@@ -240,8 +241,8 @@ class MetastoreEvents:
             return
         name = table_name(database, table)
         if kind == DROPPED:
-            info = self.target.registry.find(name)
-            if info is not None and self.target.on_event(TableEvent(DROPPED, info.location, name)) is not None:
+            known = self.target.registry.find(name)
+            if known is not None and self.target.on_event(TableEvent(DROPPED, known.location, name)) is not None:
                 _log.info("catalog event: %s dropped", name)
             return
         entry = self._table(database, table)
@@ -252,7 +253,7 @@ class MetastoreEvents:
             _log.info("catalog event: %s %s", name, kind)
 
     def _table(self, database: str, table: str) -> tuple[str, str] | None:
-        external = self.spark._jsparkSession.sharedState().externalCatalog()  # type: ignore[attr-defined]
+        external = self.spark._jsparkSession.sharedState().externalCatalog()
         if not external.tableExists(database, table):
             return None
         return _served(external.getTable(database, table))

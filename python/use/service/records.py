@@ -9,7 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from use.optimize.config import GC_ENABLED_KEY, PREFIX, ServiceConfig
+from use.optimize.config import ServiceConfig
+from use.optimize.keys import GC_ENABLED_KEY, PREFIX
 
 __all__ = [
     "Candidate",

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from use.optimize.keys import POOL, POOL_PROPERTY, SPARK_PREFIX
 from use.optimize.loop import optimize_path
 from use.optimize.loop_core import StopToken, session_conf
+from use.runtime.jobs import set_local_property
 from use.service.records import SCHEDULED_TRIGGER, RunStart
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,8 +56,7 @@ class SparkRunner:
 
     def optimize(self, start: RunStart, *, stop: StopToken, cancel: StopToken, on_iteration: Callable[[Any], None]) -> str:
         """Run the optimizer loop on the table; returns the loop's outcome (converged, stopped, ...)."""
-        sc = self.spark.sparkContext
-        sc.setLocalProperty(POOL_PROPERTY, self.pool)
+        set_local_property(self.spark, POOL_PROPERTY, self.pool)
         try:
             result = optimize_path(
                 self.spark,
@@ -70,5 +70,5 @@ class SparkRunner:
                 auto=start.trigger == SCHEDULED_TRIGGER,
             )
         finally:
-            sc.setLocalProperty(POOL_PROPERTY, None)  # type: ignore[arg-type]
+            set_local_property(self.spark, POOL_PROPERTY, None)
         return result.outcome

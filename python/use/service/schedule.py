@@ -85,7 +85,7 @@ def weight(score: float, waited_s: float, interval_s: float) -> float:
     """Relyt's scheduling weight (benefit per byte) raised by waiting time: doubled for every
     interval waited; see the module docstring."""
     waited = min(max(0.0, waited_s) / interval_s, _MAX_DOUBLINGS)
-    return (1.0 + math.log1p(max(0.0, float(score)))) * 2.0**waited
+    return (1.0 + math.log1p(max(0.0, float(score)))) * math.pow(2.0, waited)
 
 
 def backoff_s(failures: int, base_s: float, max_s: float) -> float:

@@ -40,7 +40,8 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from use.errors import ServiceError, TableNotFoundError
-from use.optimize.config import SPARK_OPT_PREFIX, ServiceConfig
+from use.optimize.config import ServiceConfig
+from use.optimize.keys import SPARK_OPT_PREFIX
 from use.optimize.loop_core import CONFLICTS, StopToken
 from use.optimize.report import format_iteration
 from use.service import active
@@ -286,7 +287,7 @@ class OptimizationService:
                 if refresh:
                     self._refresh()
                 self._cycle()
-            except Exception:  # noqa: BLE001 - the service must outlive any bug in one cycle
+            except Exception:  # the service must outlive any bug in one cycle
                 log.exception("optimization service cycle failed; continuing")
                 failed = True
             with self._cond:
@@ -427,7 +428,7 @@ class OptimizationService:
             if outcome == CONFLICTS:  # a conflict the loop could not resolve: a failure, retried later
                 error = "ConcurrentModificationError: every merge task lost to concurrent writers; retrying later"
                 log.warning("run %s of %s failed: %s", start.run_id, start.name, error)
-        except Exception as exc:  # noqa: BLE001 - recorded on the table, retried with backoff
+        except Exception as exc:  # recorded on the table, retried with backoff
             error = _describe(exc)
             log.warning("run %s of %s failed: %s", start.run_id, start.name, error, exc_info=True)
         figures = None

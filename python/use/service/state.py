@@ -22,9 +22,12 @@ import tempfile
 import time
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from use.service.records import Estimate, GcRecord, LayoutFigures, Progress, Run, RunRecord, TableState
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = ["STATE_FILE", "FORMAT", "save_states", "load_states", "state_to_dict", "state_from_dict"]
 
@@ -33,7 +36,12 @@ _log = logging.getLogger("use.service.state")
 STATE_FILE = "optimization-service.json"
 FORMAT = 1
 
-_NESTED: dict[str, type] = {"last_run": RunRecord, "last_gc": GcRecord, "layout": LayoutFigures, "estimate": Estimate}
+_NESTED: dict[str, type[DataclassInstance]] = {
+    "last_run": RunRecord,
+    "last_gc": GcRecord,
+    "layout": LayoutFigures,
+    "estimate": Estimate,
+}
 _SETTINGS = ("properties", "manual")
 
 
@@ -49,7 +57,10 @@ def state_to_dict(state: TableState) -> dict[str, Any]:
     return d
 
 
-def _build(cls: type, d: dict[str, Any]) -> Any:
+_Record = TypeVar("_Record", bound="DataclassInstance")
+
+
+def _build(cls: type[_Record], d: dict[str, Any]) -> _Record:
     names = {f.name for f in fields(cls)}
     values = {k: v for k, v in d.items() if k in names}
     if "progress" in values and isinstance(values["progress"], dict):

@@ -37,6 +37,7 @@ from use.optimize.plan import (
     PLAIN_DELTA_REVISION,
     REVISION_REWRITE_TAG,
     MergeTask,
+    PartitionValues,
     Plan,
 )
 from use.qbeast.cube import SYMBOLS, symbols_per_level
@@ -102,7 +103,8 @@ class RevisionBlocks:
         mask = rid == revision_id
 
         def col(name: str) -> np.ndarray:
-            return np.asarray(blocks.column(name).to_numpy(zero_copy_only=False), dtype=np.int64)[mask]
+            values: np.ndarray = np.asarray(blocks.column(name).to_numpy(zero_copy_only=False), dtype=np.int64)[mask]
+            return values
 
         cube_col = blocks.column("cube_id")
         cube_col = cube_col.filter(pa.array(mask)) if not mask.all() else cube_col
@@ -371,7 +373,8 @@ def sort_files(snapshot: Any, idx: np.ndarray, keys: Sequence[tuple[str, str]]) 
     t = pa.table({**{f"k{i}": cols[name] for i, (name, _) in enumerate(keys)}, "p": cols["path"]})
     sort_keys = [(f"k{i}", order) for i, (_, order) in enumerate(keys)] + [("p", "ascending")]
     order = pc.sort_indices(t, sort_keys=sort_keys).to_numpy()
-    return idx[order]
+    ordered: np.ndarray = idx[order]
+    return ordered
 
 
 def _instant_keys(snapshot: Any) -> frozenset[str]:
@@ -386,7 +389,7 @@ def _instant_keys(snapshot: Any) -> frozenset[str]:
     )
 
 
-def partition_groups(snapshot: Any, idx: np.ndarray) -> tuple[np.ndarray, list[dict[str, str | None]]]:
+def partition_groups(snapshot: Any, idx: np.ndarray) -> tuple[np.ndarray, list[PartitionValues]]:
     """Group files `idx` by partition values: (group id per file, partition values per group).
 
     The map column is turned into one canonical string per file (entries sorted by key, nulls kept
@@ -398,7 +401,7 @@ def partition_groups(snapshot: Any, idx: np.ndarray) -> tuple[np.ndarray, list[d
     files: pa.Table = snapshot.files
     n = idx.size
     if n == 0 or "partition_values" not in files.column_names:
-        return np.zeros(n, dtype=np.int64), [{}]
+        return np.zeros(n, dtype=np.int64), [()]
     pv = files.column("partition_values").take(pa.array(idx, pa.int64())).combine_chunks()
     if isinstance(pv, pa.ChunkedArray):  # pragma: no cover - combine_chunks of a ChunkedArray
         pv = pv.combine_chunks()
@@ -406,7 +409,7 @@ def partition_groups(snapshot: Any, idx: np.ndarray) -> tuple[np.ndarray, list[d
     offsets = np.asarray(pv.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
     offsets = offsets - offsets[0]
     if offsets[-1] == 0:
-        return np.zeros(n, dtype=np.int64), [{}]
+        return np.zeros(n, dtype=np.int64), [()]
     keys = pv.keys
     items = pv.items
     instant_keys = _instant_keys(snapshot)
@@ -422,13 +425,13 @@ def partition_groups(snapshot: Any, idx: np.ndarray) -> tuple[np.ndarray, list[d
     joined = pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), entries), "\x1e")
     enc = pc.dictionary_encode(joined)
     gids = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    groups: list[dict[str, str | None]] = []
+    groups: list[PartitionValues] = []
     for text in enc.dictionary.to_pylist():
         d: dict[str, str | None] = {}
         for entry in text.split("\x1e") if text else []:
             k, _, v = entry.partition("\x1f")
             d[k] = None if v == "\x00<null>" else v
-        groups.append(d)
+        groups.append(tuple(sorted(d.items())))
     return gids, groups
 
 

@@ -219,10 +219,12 @@ def _tiered_task(view: _Cubes, cand: np.ndarray, spread: np.ndarray) -> MergeTas
     depth = rb.cube_depth()
     mtime = np.asarray(view.snapshot.files.column("modification_time").to_numpy(zero_copy_only=False), dtype=np.int64)
     wait_ms = config.tiering_wait_ms
+    # a file written at or before this instant has waited (the wait is only set with `now_ms`)
+    waited_by_ms = None if wait_ms is None or config.now_ms is None else config.now_ms - wait_ms
     # fragments in a file that also holds an ancestor of the cube cost no file open (see the helper)
     buffered = _under_an_ancestor(rb, view.p_cube, view.p_file, view.snapshot.files.num_rows)
-    if wait_ms is not None:
-        flush = _stale_buffer_task(view, buffered, mtime, wait_ms)
+    if waited_by_ms is not None:
+        flush = _stale_buffer_task(view, buffered, mtime, waited_by_ms)
         if flush is not None:
             return flush
     keep = ~buffered
@@ -236,8 +238,8 @@ def _tiered_task(view: _Cubes, cand: np.ndarray, spread: np.ndarray) -> MergeTas
             continue
         files = files[np.lexsort((files, -sizes_all[files]))]  # largest first, ties by row
         waited = None
-        if wait_ms is not None:
-            waited = (int(config.now_ms) - mtime[files]) >= wait_ms  # type: ignore[arg-type]
+        if waited_by_ms is not None:
+            waited = mtime[files] <= waited_by_ms
             waited[0] = False  # the largest file waiting alone merges nothing
         limit_fragments = config.tiering_root_max_fragments if int(depth[cube]) == 0 else config.tiering_max_fragments
         start = tier_tail(sizes_all[files], float(ratios[cube]), limit_fragments, waited)
@@ -245,15 +247,16 @@ def _tiered_task(view: _Cubes, cand: np.ndarray, spread: np.ndarray) -> MergeTas
             continue
         tail = files[start:][::-1]  # smallest first
         folded = _folded_files(view, int(cube), tail, pc_sorted, pf_sorted)
-        task = _merge_within_limit(
-            view, np.concatenate((tail, folded)),
-            lambda n, cube=cube, outside=files.size, k=tail.size: (
-                f"consolidation: inner cube {rb.cube_name(int(cube))!r} (depth {int(depth[cube])}, {int(total[cube])} elements) "
+
+        def reason(n: int, cube: int = int(cube), outside: int = int(files.size), k: int = int(tail.size)) -> str:
+            return (
+                f"consolidation: inner cube {rb.cube_name(cube)!r} (depth {int(depth[cube])}, {int(total[cube])} elements) "
                 f"spread over {int(spread[cube])} files ({outside} outside its ancestors' files); merging its {min(n, k)} smallest "
                 f"(size tiers, ratio {float(ratios[cube]):g})"
                 + (f", with {n - k} file(s) of deeper cubes its rows would join at once" if n > k else "")
-            ),
-        )  # fmt: skip
+            )
+
+        task = _merge_within_limit(view, np.concatenate((tail, folded)), reason)
         if task is not None:
             return task
     return None
@@ -427,7 +430,7 @@ def _merge_within_limit(view: _Cubes, files: np.ndarray, reason: Callable[[int],
     )  # fmt: skip
 
 
-def _stale_buffer_task(view: _Cubes, buffered: np.ndarray, mtime: np.ndarray, wait_ms: int) -> MergeTask | None:
+def _stale_buffer_task(view: _Cubes, buffered: np.ndarray, mtime: np.ndarray, waited_by_ms: int) -> MergeTask | None:
     """The time factor for buffered rows: a file that has waited `tiering.max-wait` while holding rows
     of full inner cubes that have files of their own (rows waiting in an ancestor's file, see
     `_under_an_ancestor`) is merged with those cubes' files, so the rows move down to their cubes.
@@ -441,10 +444,11 @@ def _stale_buffer_task(view: _Cubes, buffered: np.ndarray, mtime: np.ndarray, wa
     first within `task-max-bytes`; the rewrite's rollup gives each full cube its own file again, and
     rows of deeper cubes without a file of their own move into the deepest of their ancestors' files
     in the task (the next file, after the next wait, moves them further). `buffered` is
-    `_under_an_ancestor` of the view's pairs, `mtime` the files' modification times."""
+    `_under_an_ancestor` of the view's pairs, `mtime` the files' modification times, and a file
+    modified at or before `waited_by_ms` has waited."""
     config, rb, p_cube, p_file = view.config, view.rb, view.p_cube, view.p_file
     depth = rb.cube_depth()
-    stale_file = (int(config.now_ms) - mtime) >= wait_ms  # type: ignore[arg-type]
+    stale_file = mtime <= waited_by_ms
     has_own = np.zeros(rb.num_cubes, dtype=bool)
     has_own[p_cube[~buffered]] = True
     waiting = buffered & view.inner[p_cube] & stale_file[p_file] & has_own[p_cube]

@@ -33,7 +33,7 @@ from use.delta.stats import resolve_path
 from use.delta.stats_parse import parse_stats, stat_column
 from use.errors import ConfigError
 from use.optimize.keys import PREFIX
-from use.optimize.plan import KIND_BINPACK, MergeTask, Plan
+from use.optimize.plan import KIND_BINPACK, MergeTask, PartitionValues, Plan
 from use.optimize.strategies._common import merge_prefix, partition_groups, paths_of, plain_revision, sizes_of, sort_files
 from use.optimize.strategies.binpacking import plain_files
 from use.optimize.strategies.registry import register
@@ -54,7 +54,7 @@ class OverlapSweep:
 
     files: np.ndarray
     groups: np.ndarray
-    partitions: list[dict[str, str | None]]
+    partitions: list[PartitionValues]
     event_file: np.ndarray
     is_start: np.ndarray
     start_pos: np.ndarray

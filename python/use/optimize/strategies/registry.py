@@ -36,8 +36,10 @@ class Strategy(Protocol):
     def select(self, snapshot: Any, config: OptimizationConfig) -> Plan | None: ...
 
 
-_T = TypeVar("_T", bound=type)
-_CLASSES: dict[str, type] = {}  # canonical name -> class
+# Any class with a `select` method registers; registering makes it a Strategy (it gains `name` and
+# the `applies_to_*` defaults), so the decorator takes classes of any type.
+_T = TypeVar("_T", bound=type[Any])
+_CLASSES: dict[str, type[Strategy]] = {}  # canonical name -> class
 _LOOKUP: dict[str, str] = {}  # lower-cased name or alias -> canonical name
 
 
@@ -51,11 +53,11 @@ def register(name: str, *aliases: str) -> Callable[[_T], _T]:
             owner = _LOOKUP.get(n.lower())
             if owner is not None and _CLASSES.get(owner) is not cls:
                 raise InvalidArgumentError(f"strategy name {n!r} is already registered by {owner}")
-        cls.name = name  # type: ignore[attr-defined]
+        cls.name = name
         if not hasattr(cls, "applies_to_qbeast"):
-            cls.applies_to_qbeast = True  # type: ignore[attr-defined]
+            cls.applies_to_qbeast = True
         if not hasattr(cls, "applies_to_delta"):
-            cls.applies_to_delta = True  # type: ignore[attr-defined]
+            cls.applies_to_delta = True
         _CLASSES[name] = cls
         for n in (name, *aliases):
             _LOOKUP[n.lower()] = name
@@ -87,10 +89,10 @@ def canonical_name(name: str) -> str:
     return canon
 
 
-def get_class(name: str) -> type:
+def get_class(name: str) -> type[Strategy]:
     return _CLASSES[canonical_name(name)]
 
 
 def get(name: str) -> Strategy:
     """A ready instance of the strategy called `name` (strategies are stateless)."""
-    return get_class(name)()  # type: ignore[no-any-return]
+    return get_class(name)()

@@ -92,7 +92,7 @@ class SupersededRevisionsSelection:
                 f"by their tags (its ranges grew from theirs by powers of two: the rows already sit in its cubes)"
             )
             # nothing is read or written: the task is worth its files' open cost whatever their size
-            score = config.open_file_cost * n
+            score: float = config.open_file_cost * n
             tasks.append(MergeTask(self.name, revs[0], paths_of(snapshot, moved), 0, n, score, reason, KIND_RELABEL))
             idx = idx[~movable]
         if idx.size == 0:

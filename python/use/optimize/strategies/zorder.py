@@ -135,7 +135,8 @@ def _same_columns(values: pa.Array, columns: tuple[str, ...]) -> np.ndarray:
             matches.append(False)
     codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
     table = np.asarray(matches + [False], dtype=bool)  # code -1 (no tag) -> the trailing False
-    return table[codes]
+    clustered: np.ndarray = table[codes]
+    return clustered
 
 
 class _CurveClustering:
