@@ -83,7 +83,8 @@ def empty_block_mask(blocks: pa.Table) -> np.ndarray:
     count = np.asarray(blocks.column("element_count").to_numpy(zero_copy_only=False), dtype=np.int64)
     lo = np.asarray(blocks.column("min_weight").to_numpy(zero_copy_only=False), dtype=np.int64)
     hi = np.asarray(blocks.column("max_weight").to_numpy(zero_copy_only=False), dtype=np.int64)
-    return (count == 0) & (lo > hi)
+    empty: np.ndarray = (count == 0) & (lo > hi)
+    return empty
 
 
 def split_empty(blocks: pa.Table) -> tuple[pa.Table, pa.Table]:

@@ -189,7 +189,8 @@ class RevisionBlocks:
         was higher, every one of which a rewrite moves down to the children (`placed_rows` of
         `use.optimize.strategies.consolidation`). It is no fragment of its cube: merging it with
         the cube's other blocks merges nothing, and rewrites the file holding them as it was."""
-        return self.min_weight <= self.cube_max_weight()[self.code]
+        keeps: np.ndarray = self.min_weight <= self.cube_max_weight()[self.code]
+        return keeps
 
     def inner_cubes(self, desired_cube_size: int) -> np.ndarray:
         """Per cube: is it an inner cube (status maxWeight below MaxValue, or blocks totalling at least
