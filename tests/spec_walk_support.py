@@ -13,6 +13,7 @@ selects blocks by their own weight range), in plain Python over the block table 
 from __future__ import annotations
 
 import bisect
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -72,8 +73,6 @@ def walk_files(qsnap: QbeastSnapshot, weight_to: int, weight_from: int = MIN_WEI
 def file_weights(spark: Any, path: str) -> dict[str, list[int]]:
     """Every live file's row weights (Spark's `hash` of the latest revision's indexed columns, as
     qbeast-spark's sample filter computes them), keyed by the file's path relative to the table."""
-    import os
-
     from pyspark.sql import functions as F
 
     from use.qbeast.reader import load_snapshot
@@ -118,3 +117,23 @@ def spec_walk_misses(spark: Any, path: str, fractions: Sequence[float] = FRACTIO
     from use.qbeast.reader import load_snapshot
 
     return missed_by_the_walk(load_snapshot(path), file_weights(spark, path), fractions)
+
+
+def ids_of_a_file_holding_a_lowest_weight(spark: Any, root: str) -> str | None:
+    """`id IN (...)` of the rows of a file whose block holds some cube's lowest maxWeight while other
+    files hold rows below that cube lighter than its next lowest: moving these rows out of the index
+    (DELETE, UPDATE) raises the cube's status above those rows. None when no file does."""
+    from use.qbeast.reader import load_snapshot
+
+    qsnap = load_snapshot(root)
+    blocks = [b for b in block_table(qsnap.files, qsnap.revisions).to_pylist() if b["revision_id"] > 0]
+    paths = qsnap.files.column("path").to_pylist()
+    for cube in sorted({b["cube_id"] for b in blocks}):
+        own = sorted((b["max_weight"], b["file_index"]) for b in blocks if b["cube_id"] == cube)
+        lowest, host = own[0]
+        after = min([w for w, f in own if f != host], default=None)
+        below = [b for b in blocks if b["cube_id"].startswith(cube) and len(b["cube_id"]) > len(cube) and b["element_count"]]
+        if after is not None and any(lowest < b["min_weight"] < after and b["file_index"] != host for b in below):
+            ids = [r[0] for r in spark.read.parquet(os.path.join(root, paths[host])).select("id").collect()]
+            return f"id IN ({', '.join(map(str, ids))})"
+    return None

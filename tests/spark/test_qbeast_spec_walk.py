@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from spec_walk_support import FRACTIONS, LIGHTEST, spec_walk_misses
+from spec_walk_support import FRACTIONS, LIGHTEST, ids_of_a_file_holding_a_lowest_weight, spec_walk_misses
 from sql_support import location
 
 _ROOT = tempfile.mkdtemp(prefix="use-spec-walk-")
@@ -130,27 +130,6 @@ def test_optimizations(spark, tmp_path, shape, strategy, settings) -> None:
     _exact(spark, path)
 
 
-def _ids_of_a_file_holding_a_lowest_weight(spark: Any, root: str) -> str | None:
-    """`id IN (...)` of the rows of a file whose block holds some cube's lowest maxWeight while other
-    files hold rows below that cube lighter than its next lowest: moving these rows out of the index
-    (DELETE, UPDATE) raises the cube's status above those rows. None when no file does."""
-    from use.qbeast.blocks import block_table
-    from use.qbeast.reader import load_snapshot
-
-    qsnap = load_snapshot(root)
-    blocks = [b for b in block_table(qsnap.files, qsnap.revisions).to_pylist() if b["revision_id"] > 0]
-    paths = qsnap.files.column("path").to_pylist()
-    for cube in sorted({b["cube_id"] for b in blocks}):
-        own = sorted((b["max_weight"], b["file_index"]) for b in blocks if b["cube_id"] == cube)
-        lowest, host = own[0]
-        after = min([w for w, f in own if f != host], default=None)
-        below = [b for b in blocks if b["cube_id"].startswith(cube) and len(b["cube_id"]) > len(cube) and b["element_count"]]
-        if after is not None and any(lowest < b["min_weight"] < after and b["file_index"] != host for b in below):
-            ids = [r[0] for r in spark.read.parquet(os.path.join(root, paths[host])).select("id").collect()]
-            return f"id IN ({', '.join(map(str, ids))})"
-    return None
-
-
 @pytest.mark.parametrize("shape", SHAPES)
 def test_deletes_updates_and_merges_into_staging(spark, tmp_path, db, shape) -> None:
     """DELETE/UPDATE/MERGE rewrite the files holding matched rows as staging files: a removed file
@@ -163,11 +142,11 @@ def test_deletes_updates_and_merges_into_staging(spark, tmp_path, db, shape) -> 
     spark.sql(f"CREATE TABLE w USING qbeast LOCATION '{path}'")
     root = location(spark, "w")
     col = SHAPES[shape][1][0]
-    first = _ids_of_a_file_holding_a_lowest_weight(spark, root)
+    first = ids_of_a_file_holding_a_lowest_weight(spark, root)
     assert first is not None
     for statement in (
         lambda: f"DELETE FROM w WHERE {first}",
-        lambda: f"UPDATE w SET v = v + 1 WHERE {_ids_of_a_file_holding_a_lowest_weight(spark, root) or 'id % 5 = 1'}",
+        lambda: f"UPDATE w SET v = v + 1 WHERE {ids_of_a_file_holding_a_lowest_weight(spark, root) or 'id % 5 = 1'}",
         lambda: "DELETE FROM w WHERE id % 7 = 3",
         lambda: f"UPDATE w SET {col} = {col} + 1 WHERE id % 13 = 2",  # an indexed column
         lambda: (
