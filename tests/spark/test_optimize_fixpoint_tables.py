@@ -254,7 +254,7 @@ def test_no_compaction_writes_a_file_it_read_as_it_was(spark, tmp_path, strategy
         if i % 2 == 0:
             continue
         for _ in range(60):
-            result = optimize_path(spark, path, strategy=strategy, max_iterations=1)
+            result = optimize_path(spark, OptimizeRequest(path, strategy=strategy, max_iterations=1))
             if not result.committed:
                 break
             m = result.committed[0]

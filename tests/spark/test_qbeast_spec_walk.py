@@ -118,10 +118,11 @@ _OPTIMIZATIONS: list[tuple[str, str | None, dict[str, str]]] = [
 def test_optimizations(spark, tmp_path, shape, strategy, settings) -> None:
     """The run is exact every few tasks and at its end, and so is an append after it."""
     from use.optimize.loop import CONVERGED, optimize_path
+    from use.optimize.request import OptimizeRequest
 
     path = _appended(spark, str(tmp_path / "t"), shape, appends=4)
     for _ in range(30):
-        result = optimize_path(spark, path, strategy=strategy, overrides=settings, max_iterations=6)
+        result = optimize_path(spark, OptimizeRequest(path, strategy=strategy, overrides=settings, max_iterations=6))
         _exact(spark, path)
         if result.outcome == CONVERGED:
             break
@@ -136,6 +137,7 @@ def test_deletes_updates_and_merges_into_staging(spark, tmp_path, db, shape) -> 
     held a cube's lowest maxWeight while rows stay below the cube; then the optimizer indexes the
     staging rows again."""
     from use.optimize.loop import optimize_path
+    from use.optimize.request import OptimizeRequest
 
     # appends large enough that some cube's rows and those its append sent below it land in different files
     path = _appended(spark, str(tmp_path / "t"), shape, appends=3, rows={"low-cardinality": 600, "skewed": 1500}[shape])
@@ -156,9 +158,9 @@ def test_deletes_updates_and_merges_into_staging(spark, tmp_path, db, shape) -> 
     ):
         spark.sql(statement())
         _exact(spark, root)
-    optimize_path(spark, root, strategy="UnindexedFilesSelection")
+    optimize_path(spark, OptimizeRequest(root, strategy="UnindexedFilesSelection"))
     _exact(spark, root)
-    optimize_path(spark, root)
+    optimize_path(spark, OptimizeRequest(root))
     _exact(spark, root)
 
 
@@ -167,6 +169,7 @@ def test_reindexing_and_relabelling_superseded_revisions(spark, tmp_path) -> Non
     files into the latest, a few files per task."""
     from use import QbeastTable
     from use.optimize.loop import optimize_path
+    from use.optimize.request import OptimizeRequest
     from use.qbeast.reader import load_snapshot
 
     path = str(tmp_path / "t")
@@ -178,10 +181,13 @@ def test_reindexing_and_relabelling_superseded_revisions(spark, tmp_path) -> Non
     assert len([r for r in load_snapshot(path).revisions if r > 0]) > 1
     for _ in range(40):
         result = optimize_path(
-            spark, path, strategy="SupersededRevisionsSelection", overrides={"bytes-per-iter": "5000"}, max_iterations=1
+            spark,
+            OptimizeRequest(
+                path, strategy="SupersededRevisionsSelection", overrides={"bytes-per-iter": "5000"}, max_iterations=1
+            ),
         )
         if not result.committed:
             break
         _exact(spark, path)
-    optimize_path(spark, path)
+    optimize_path(spark, OptimizeRequest(path))
     _exact(spark, path)
