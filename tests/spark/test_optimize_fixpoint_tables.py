@@ -220,3 +220,46 @@ def test_a_quiet_table_converges_to_the_layout_of_one_write_with_max_wait(spark,
     assert after[0] <= 1.05 * reference[0] and after[1] <= reference[1] and after[2] <= reference[2]
     assert optimize_path(spark, OptimizeRequest(ours, overrides={"tiering.max-wait": "1ms"})).outcome == CONVERGED
     assert table_rows(spark, ours) == table_rows(spark, once) == deltars_rows(ours)
+
+
+def _file_blocks(path: str, version: int) -> dict[str, list[tuple[str, int, int, int]]]:
+    """Each live file's blocks (cube, rows, lightest row, maxWeight) at `version`."""
+    from use.qbeast.snapshot import QbeastSnapshot
+
+    qsnap = QbeastSnapshot.from_delta(DeltaLog.for_path(path).snapshot(version=version))
+    paths = qsnap.files.column("path").to_pylist()
+    out: dict[str, list[tuple[str, int, int, int]]] = {p: [] for p in paths}
+    for b in qsnap.blocks.to_pylist():
+        out[paths[b["file_index"]]].append((b["cube_id"], b["element_count"], b["min_weight"], b["max_weight"]))
+    return {p: sorted(v) for p, v in out.items()}
+
+
+@pytest.mark.parametrize("strategy", [None, "CubeDefragmentation"])
+def test_no_compaction_writes_a_file_it_read_as_it_was(spark, tmp_path, strategy) -> None:
+    """A low-cardinality column (cube size 10) optimized every other append, as the service would:
+    a compaction of 2 files of 7 blocks wrote 2 files of 7 blocks, one as it was, because the
+    cube it 'merged' had a second block of offsets only (rows above its status maxWeight, which all
+    moved to a deeper cube). Every committed compaction now changes every file it writes, and the
+    run ends at its fixed point."""
+    import random
+
+    from use import QbeastTable
+
+    path = str(tmp_path / "t")
+    r = random.Random(2)
+    for i in range(8):
+        n = r.choice([150, 300, 600])
+        rows = [(i * 1000 + k, float(r.randint(950, 1050))) for k in range(n)]
+        QbeastTable.write(spark.createDataFrame(rows, "id long, x double"), path, ["x"], cube_size=10)
+        if i % 2 == 0:
+            continue
+        for _ in range(60):
+            result = optimize_path(spark, OptimizeRequest(path, strategy=strategy, max_iterations=1))
+            if not result.committed:
+                break
+            m = result.committed[0]
+            before, after = _file_blocks(path, m.read_version), _file_blocks(path, m.version)
+            read = [v for p, v in before.items() if p not in after]
+            written = [v for p, v in after.items() if p not in before]
+            assert not [w for w in written if w in read], f"{m.kind} of {m.files_in} files wrote one as it was ({m.reason})"
+        assert result.outcome == CONVERGED and not result.committed

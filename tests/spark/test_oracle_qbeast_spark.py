@@ -21,15 +21,10 @@ from typing import Any
 import pytest
 
 from oracles.engine import EngineProcess
+from spec_walk_support import ids_of_a_file_holding_a_lowest_weight
 
 FRACTIONS = (0.01, 0.05, 0.1, 0.2, 0.37, 0.5, 0.75, 0.9, 1.0)
 FILTERS = ("x >= 2 AND x < 5", "y > 1000", "id % 3 = 0 AND x < 1")
-
-ISSUE_36 = (
-    "an append that lowers a cube's maxWeight without writing a row into the cube leaves no block recording the "
-    "lower weight, so qbeast-spark's reader, walking the tree as the format's spec says, stops at that cube and "
-    "misses the rows sent below it (the writer must record it: open issue 36)"
-)
 
 
 _SAMPLES = """
@@ -109,6 +104,28 @@ def _qbeast_spark_writes_on(spark, engine: EngineProcess, path: str, start: int)
     _exact(_check(spark, engine, path, ours=True))
 
 
+def _qbeast_spark_optimizes(spark, engine: EngineProcess, path: str) -> None:
+    """qbeast-spark optimizes the table; then both engines read the same rows and sample exactly."""
+    before = sorted(r["id"] for r in _rows(spark, path))
+    engine.py("jvm.io.qbeast.spark.QbeastTable.forPath(spark._jsparkSession, args['path']).optimize()", path=path)
+    assert sorted(r["id"] for r in _rows(spark, path)) == before
+    _exact(_check(spark, engine, path, ours=True))
+
+
+def _empty_blocks(path: str) -> int:
+    """How many blocks of the table hold no row and record a cube's weight (`use.qbeast.weight_records`)."""
+    return len(_weight_records(path))
+
+
+def _weight_records(path: str) -> set[tuple[str, str, int]]:
+    """The table's blocks that hold no row, as (file path, cube, recorded maxWeight)."""
+    from use.qbeast.reader import load_snapshot
+
+    qsnap = load_snapshot(path)
+    paths = qsnap.files.column("path").to_pylist()
+    return {(paths[b["file_index"]], b["cube_id"], b["max_weight"]) for b in qsnap.empty_blocks.to_pylist()}
+
+
 def _indexed(spark, path: str) -> list[str]:
     from use import QbeastTable
 
@@ -131,7 +148,6 @@ def _skewed(spark, start: int, n: int, seed: int):
 # --- tables USE writes, read by qbeast-spark ----------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=ISSUE_36)
 def test_appends_of_low_cardinality_data(spark, qbeast_spark, tmp_path) -> None:
     """Two appends of one indexed column with many equal values, cube size 10 (the shape a randomized
     trial found): the second append lowers cube weights it writes no row under."""
@@ -142,7 +158,10 @@ def test_appends_of_low_cardinality_data(spark, qbeast_spark, tmp_path) -> None:
         QbeastTable.write(
             _batch(spark, start, n, seed).select("id", "y", "x"), path, columns_to_index=["y"], cube_size=10, mode="append"
         )
+    assert _empty_blocks(path) > 0, "the second append records no lowered weight: the case is gone"
     _exact(_check(spark, qbeast_spark, path))
+    # qbeast-spark's optimize accepts the blocks that record weights and keeps the table exact
+    _qbeast_spark_optimizes(spark, qbeast_spark, path)
 
 
 def test_one_write_of_low_cardinality_data(spark, qbeast_spark, tmp_path) -> None:
@@ -157,7 +176,7 @@ def test_one_write_of_low_cardinality_data(spark, qbeast_spark, tmp_path) -> Non
     # fails an append to a table it wrote itself from these rows ("Cube size is zero").
 
 
-@pytest.mark.parametrize("how", [pytest.param("appends", marks=pytest.mark.xfail(strict=True, reason=ISSUE_36)), "one write"])
+@pytest.mark.parametrize("how", ["appends", "one write"])
 def test_skewed_data(spark, qbeast_spark, tmp_path, how) -> None:
     """Three batches of skewed (exponential, Pareto) values, cube size 50, as three appends (where
     appends lower cube weights they write no row under, as in the low-cardinality case) or at once."""
@@ -168,6 +187,7 @@ def test_skewed_data(spark, qbeast_spark, tmp_path, how) -> None:
     if how == "appends":
         for df in batches:
             QbeastTable.write(df, path, columns_to_index=["x", "y"], cube_size=50, mode="append")
+        assert _empty_blocks(path) > 0, "the appends record no lowered weight: the case is gone"
     else:
         QbeastTable.write(batches[0].union(batches[1]).union(batches[2]), path, columns_to_index=["x", "y"], cube_size=50)
     _exact(_check(spark, qbeast_spark, path))
@@ -207,6 +227,32 @@ def test_dml_into_staging_and_reindexing(spark, qbeast_spark, tmp_path) -> None:
     _exact(_check(spark, qbeast_spark, path))
     table.optimize(strategy="UnindexedFilesSelection", progress=False)
     _exact(_check(spark, qbeast_spark, path))
+
+
+def test_dml_that_removes_a_cube_s_lowest_weight(spark, qbeast_spark, tmp_path) -> None:
+    """A DELETE (and an UPDATE, where the table still has such a file) of the rows of a file holding a
+    cube's lowest maxWeight while rows below the cube stay in other files: the statement re-adds a file
+    that stays with a block recording the weight; qbeast-spark samples exactly, optimizes the table,
+    and samples exactly again."""
+    from use import QbeastTable
+
+    path = str(tmp_path / "t")
+    for i in range(3):
+        QbeastTable.write(
+            _batch(spark, i * 600, 600, 30 + i).select("id", "y", "x"), path, columns_to_index=["y"], cube_size=10, mode="append"
+        )
+    table = QbeastTable.for_path(spark, path)
+    first = ids_of_a_file_holding_a_lowest_weight(spark, path)
+    assert first is not None, "no file holds a cube's lowest weight above rows of other files: the case is gone"
+    before = _weight_records(path)
+    table.delete(first)
+    assert _weight_records(path) - before, "the DELETE recorded no weight: the case is gone"
+    _exact(_check(spark, qbeast_spark, path))
+    second = ids_of_a_file_holding_a_lowest_weight(spark, path)
+    if second is not None:
+        table.update({"x": "x + 0.5"}, second)
+    _exact(_check(spark, qbeast_spark, path))
+    _qbeast_spark_optimizes(spark, qbeast_spark, path)
 
 
 def test_revisions_that_widen(spark, qbeast_spark, tmp_path) -> None:

@@ -33,7 +33,7 @@ from use.optimize.gain import estimate, guard, redundant_blocks, task_rows
 from use.optimize.plan import KIND_BINPACK, KIND_COMPACT, KIND_INDEX, REVISION_REWRITE_TAG, Gain, MergeTask, Plan
 from use.optimize.planner import Planner
 from use.optimize.strategies import registry
-from use.optimize.strategies._common import io_limit
+from use.optimize.strategies._common import RevisionBlocks, io_limit, keeping_blocks
 
 CFG = OptimizationConfig()
 
@@ -328,3 +328,48 @@ def test_revision_rewrite_of_a_plain_table_is_one_shot_too() -> None:
     paths = set(snap.files.column("path").to_pylist())
     assert set(Planner(None, config).plan(snap).paths) == paths
     assert Planner(None, config).plan(_tagged(snap, paths)).is_empty
+
+
+# --- a block of offsets only is no fragment ------------------------------------------------------------------
+
+
+def _offsets_snapshot(second_lightest: int) -> Any:
+    """Cube A (status maxWeight -100, from c1) has a second block in c2, written while A was a leaf:
+    its lightest row weighs `second_lightest`. Above -100 every row of it is an offset a rewrite
+    moves down to A's children, so a compaction of c1 and c2 wrote c1 again as it was."""
+    files = files_table(["r", "c1", "c2", "c3"], [500, 500, 400, 300], revisions=[1] * 4)
+    blocks = [(0, 1, "", 0, MIN_W, -1000, 25), (1, 1, "A", 1, -900, -100, 25),
+              (2, 1, "A", 1, second_lightest, MAX_W, 20), (3, 1, "AA", 2, -90, MAX_W, 10)]  # fmt: skip
+    return qbeast_snapshot(files, blocks)
+
+
+@pytest.mark.parametrize("chain", [None, ["CubeDefragmentation"], ["LeveledCompactionSelection"]], ids=str)
+@pytest.mark.parametrize("tiering", [1.5, 0.0])
+def test_a_cube_whose_second_block_holds_offsets_only_is_not_fragmented(chain, tiering) -> None:
+    """Found as `CubeDefragmentation/compact: 2 files (7 blocks) -> 2 files (7 blocks)` on a
+    low-cardinality table: nothing was merged; one file came out as it went in, the other's rows
+    had moved to a deeper cube. A block holds rows its cube keeps only when its lightest row is at or
+    below the cube's status maxWeight; such a task gains nothing and is never planned."""
+    config = cfg(tiering_ratio=tiering)
+    offsets = _offsets_snapshot(-50)
+    assert redundant_blocks(offsets, [np.array([1, 2])]).tolist() == [0]
+    assert keeping_blocks(offsets).tolist() == RevisionBlocks.of(offsets, 1).keeps().tolist() == [True, True, False, True]
+    assert Planner(chain, config).plan(offsets).is_empty
+    # a second block with rows A keeps (its lightest row below -100) is a fragment: merged, once
+    kept = _offsets_snapshot(-150)
+    assert redundant_blocks(kept, [np.array([1, 2])]).tolist() == [1]
+    plan = Planner(chain, config).plan(kept)
+    assert [set(t.paths) for t in plan.tasks] == [{"c1", "c2"}] and plan.tasks[0].gain == Gain(blocks=1)
+    snap, ran = optimize_until_done(kept, Planner(chain, config))
+    assert len(ran) == 1 and Planner(chain, config).plan(snap).is_empty
+
+
+def test_a_cube_s_recorded_weight_decides_which_of_its_blocks_hold_offsets_only() -> None:
+    """A's weight recorded by a block that holds no row (`use.qbeast.weight_records`) is its status:
+    its block whose lightest row is above it holds offsets only, in either file."""
+    files = files_table(["c1", "c2"], [500, 400], revisions=[1, 1])
+    blocks = [(0, 1, "A", 1, -900, MAX_W, 25), (0, 1, "A", 1, MAX_W, -950, 0), (1, 1, "A", 1, -920, MAX_W, 20)]
+    snap = qbeast_snapshot(files, blocks)
+    assert snap.empty_blocks.num_rows == 1 and keeping_blocks(snap).tolist() == [False, False]
+    assert redundant_blocks(snap, [np.array([0, 1])]).tolist() == [0]
+    assert Planner(None, cfg(tiering_ratio=0.0)).plan(snap).is_empty

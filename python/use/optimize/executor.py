@@ -56,6 +56,7 @@ from use.qbeast.index_status import InputBlocks
 from use.qbeast.reader import scan
 from use.qbeast.relabel import alignment, relabelled_adds
 from use.qbeast.revision import revisions_from_configuration
+from use.qbeast.weight_records import record_weights, split_empty
 from use.runtime.files import delete_written, write_dataframe_files
 from use.runtime.jobs import job_group as spark_job_group
 
@@ -194,6 +195,16 @@ def _files_holding_columns(qsnap: QbeastSnapshot, task: MergeTask) -> tuple[str,
     return tuple(absolute_path(qsnap.table_root, p) for p in task.paths)
 
 
+def _with_weight_records(qsnap: QbeastSnapshot, result: Rewrite, in_files: pa.Table) -> tuple[Rewrite, list[AddFile]]:
+    """The rewrite's adds with the empty blocks that keep every cube's status below the rows under
+    it once its input files are gone, and the files that stay re-added to carry those the adds
+    cannot (`use.qbeast.weight_records`: a compaction that moves a cube's rows down and drops the
+    block holding its lowest maxWeight, a partial re-index of a superseded revision)."""
+    revisions = revisions_from_configuration(result.metadata.configuration) if result.metadata is not None else qsnap.revisions
+    adds, readds = record_weights(qsnap, result.adds, in_files.column("path"), revisions=revisions)
+    return replace(result, adds=tuple(adds)), readds
+
+
 def _mark_revision_rewrite(result: Rewrite, planned_version: int) -> Rewrite:
     """Tag every output of a revision-rewrite task, so the planner can tell from the log that the
     revision needs no rewrite until something else adds a file to it (`REVISION_REWRITE_TAG`)."""
@@ -207,7 +218,8 @@ def _mark_revision_rewrite(result: Rewrite, planned_version: int) -> Rewrite:
 def _output_blocks(qsnap: QbeastSnapshot, out_files: pa.Table, metadata: Metadata | None) -> pa.Table:
     """The block table of the new adds, as the next snapshot will see them (a new revision included)."""
     revisions = revisions_from_configuration(metadata.configuration) if metadata is not None else qsnap.revisions
-    return block_table(out_files, revisions)
+    # empty blocks record weights (`use.qbeast.weight_records`): no block of the rewrite's output
+    return split_empty(block_table(out_files, revisions))[0]
 
 
 class _StopDuringRewrite(Exception):
@@ -340,6 +352,7 @@ def run_task(
                 raise _StopDuringRewrite()
             if task.revision_rewrite and task.kind != KIND_INDEX:
                 result = _mark_revision_rewrite(result, snapshot.version)
+            result, readds = _with_weight_records(qsnap, result, in_files)
             out_files = add_files_table(list(result.adds))
             rows_out = num_records(out_files, qsnap.schema)
             if rows_in is not None and rows_out is not None and rows_in != rows_out:
@@ -371,6 +384,8 @@ def run_task(
                 txn.read_files(in_files.column("path")).add(*result.adds)
             else:
                 txn.add(*remove_actions(in_files, data_change=False), *result.adds)
+            if readds:  # files that stay, re-added to carry a weight record: the same rule
+                txn.read_files([a.path for a in readds]).add(*readds)
             if result.metadata is not None:
                 txn.add(result.metadata)
             parameters = {

@@ -20,7 +20,11 @@ only if
     (ceil(bytes / max-file-size) <= files - 2: `worth_merging`); a sorted binpack (ClusterKeyOverlap)
     also gains when its files' key ranges overlap, since its sorted outputs do not;
   - compact: some cube has blocks in two or more of its files (the rewrite puts every cube in one
-    file), or, with `sampling-fraction` configured, one of its files makes `sample(f)` read rows it
+    file) that hold rows it keeps: a block whose lightest row is above the cube's status maxWeight
+    holds offsets only, which the rewrite moves to the children, so "merging" it with the cube's
+    other block rewrote that block's file as it was (on a low-cardinality column a consolidation read
+    3 files of 3 blocks and wrote 3 files of 3 blocks: one as it was, the offsets as a block of a
+    deeper cube); or, with `sampling-fraction` configured, one of its files makes `sample(f)` read rows it
     drops (every compaction is then sampling-aware and separates them: SamplingOverheadReduction's
     criterion, `overhead_per_file`).
 
@@ -53,7 +57,7 @@ import pyarrow.compute as pc
 
 from use.optimize.config import OptimizationConfig
 from use.optimize.plan import KIND_BINPACK, KIND_CLUSTER, KIND_COMPACT, KIND_INDEX, KIND_RELABEL, Gain, MergeTask, Plan
-from use.optimize.strategies._common import distinct, io_limit, output_files
+from use.optimize.strategies._common import distinct, io_limit, keeping_blocks, output_files
 from use.optimize.strategies.overlap import build_sweep
 from use.optimize.strategies.sampling import overhead_per_file
 
@@ -115,10 +119,12 @@ def redundant_blocks(snapshot: Any, rows: Sequence[np.ndarray]) -> np.ndarray:
     flat = np.concatenate(rows) if rows else np.zeros(0, np.int64)
     if flat.size == 0:
         return out
-    # only the blocks of the tasks' files (one hash lookup), sorted by file
+    # only the blocks of the tasks' files (one hash lookup) that hold rows their cube keeps (a block
+    # of offsets only merges nothing: `keeping_blocks`), sorted by file
     file_index = blocks.column("file_index")
     mine = np.flatnonzero(
         np.asarray(pc.is_in(file_index, value_set=pa.array(flat, pa.int64())).to_numpy(zero_copy_only=False), dtype=bool)
+        & keeping_blocks(snapshot)
     )
     fi = np.asarray(file_index.take(pa.array(mine, pa.int64())).to_numpy(zero_copy_only=False), dtype=np.int64)
     by_file = np.argsort(fi, kind="stable")

@@ -16,7 +16,10 @@ a cube keeps holding about `desiredCubeSize` rows however much data arrives: its
 stay valid; those with a weight above the lowered maxWeight become offsets that the optimizer's
 compaction moves down to the children (the index status takes the minimum over a cube's blocks).
 Keeping existing weights fixed instead would make the root and every inner cube grow with each
-append and leave the optimizer nothing it could repair.
+append and leave the optimizer nothing it could repair. Where the append writes no row into a cube
+whose weight it lowered, its commit records the weight with a block holding no row
+(`use.qbeast.weight_records`), or a reader walking the tree would stop at the cube above the rows
+the append sent below it.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from use.errors import InvalidArgumentError
 from use.qbeast.cube import cube_sort_keys, symbols_per_level
 from use.qbeast.revision import Revision
 from use.qbeast.weight import MAX_WEIGHT, fraction
+from use.qbeast.weight_records import empty_block_mask
 
 if TYPE_CHECKING:
     from use.qbeast.snapshot import QbeastSnapshot
@@ -51,7 +52,8 @@ class IndexStatus:
 
     @classmethod
     def from_blocks(cls, revision: Revision, blocks: pa.Table) -> IndexStatus:
-        """Fold a block table (rows of other revisions are ignored) into cube statuses.
+        """Fold a block table (rows of other revisions are ignored) into cube statuses; empty blocks
+        (`use.qbeast.weight_records`) lower a cube's maxWeight and add neither rows nor blocks.
 
         The staging revision has no tree: its status is the root alone, with MaxValue and count 0,
         as qbeast-spark loads it.
@@ -69,20 +71,23 @@ class IndexStatus:
             blocks = blocks.filter(pc.equal(blocks.column("revision_id"), revision.revision_id))
         if blocks.num_rows == 0:
             return cls.empty(revision)
-        grouped = blocks.group_by("cube_id").aggregate([("max_weight", "min"), ("element_count", "sum"), ("cube_id", "count")])
+        # an empty block (`use.qbeast.weight_records`) records the cube's weight, not a part of it
+        holding = pa.array((~empty_block_mask(blocks)).astype(np.int64))
+        blocks = blocks.append_column("_holding", holding)
+        grouped = blocks.group_by("cube_id").aggregate([("max_weight", "min"), ("element_count", "sum"), ("_holding", "sum")])
         cubes = np.asarray(grouped.column("cube_id").to_numpy(zero_copy_only=False), dtype=object)
         keys = cube_sort_keys(np.char.encode(cubes.astype(str), "ascii") if cubes.size else np.array([], dtype="S1"))
         order = np.argsort(keys, kind="stable")
         max_w = grouped.column("max_weight_min").to_numpy(zero_copy_only=False).astype(np.int32)[order]
         counts = grouped.column("element_count_sum").to_numpy(zero_copy_only=False).astype(np.int64)[order]
-        nblocks = grouped.column("cube_id_count").to_numpy(zero_copy_only=False).astype(np.int64)[order]
+        nblocks = grouped.column("_holding_sum").to_numpy(zero_copy_only=False).astype(np.int64)[order]
         return cls(revision, cubes[order], max_w, counts, _normalized(max_w, counts, revision.desired_cube_size), nblocks)
 
     @classmethod
     def from_snapshot(cls, snapshot: QbeastSnapshot, revision_id: int | None = None) -> IndexStatus:
         """Statuses of one revision of a QbeastSnapshot (its latest by default)."""
         rid = snapshot.latest_revision_id if revision_id is None else revision_id
-        return cls.from_blocks(snapshot.revision(rid), snapshot.blocks_of_revision(rid))
+        return cls.from_blocks(snapshot.revision(rid), snapshot.status_blocks_of_revision(rid))
 
     # --- lookups --------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from use.qbeast.weight import MAX_WEIGHT, fraction
 
@@ -128,8 +129,9 @@ def _file_levels(file_idx: np.ndarray, counts: np.ndarray) -> dict[int, int]:
     return {int(a): int(b) for a, b in zip(lv, n, strict=False)}
 
 
-def revision_metrics(blocks: pa.Table, revision: Any, revision_id: int) -> IndexMetrics:
-    """Metrics of one revision over the block rows that belong to it."""
+def revision_metrics(blocks: pa.Table, revision: Any, revision_id: int, empty: pa.Table | None = None) -> IndexMetrics:
+    """Metrics of one revision over the block rows that belong to it; `empty`, its empty blocks
+    (`use.qbeast.weight_records`), lower the weight of the cubes holding rows and count as nothing."""
     columns = tuple(revision.columns)
     d = max(1, len(columns))
     desired = int(revision.desired_cube_size)
@@ -153,6 +155,10 @@ def revision_metrics(blocks: pa.Table, revision: Any, revision_id: int) -> Index
     np.add.at(size, inv, counts)
     weight = np.full(n_cubes, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(weight, inv, max_w)
+    if empty is not None and empty.num_rows:
+        where = np.asarray(pc.index_in(empty.column("cube_id"), value_set=encoded.dictionary).fill_null(-1), dtype=np.int64)
+        recorded = np.asarray(empty.column("max_weight").to_numpy(zero_copy_only=False), dtype=np.int64)
+        np.minimum.at(weight, where[where >= 0], recorded[where >= 0])
     depth = np.zeros(n_cubes, dtype=np.int64)
     depth[inv] = depths_b
     nblocks = np.bincount(inv, minlength=n_cubes)
@@ -217,5 +223,6 @@ def index_metrics(qsnap: Any) -> dict[int, IndexMetrics]:
         sub = blocks.take(pa.array(rows, type=pa.int64()))
         if rid == 0 and sub.num_rows == 0:
             continue
-        out[int(rid)] = revision_metrics(sub, qsnap.revisions[rid], int(rid))
+        empty = qsnap.empty_blocks.filter(pc.equal(qsnap.empty_blocks.column("revision_id"), int(rid)))
+        out[int(rid)] = revision_metrics(sub, qsnap.revisions[rid], int(rid), empty)
     return out

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from use.errors import InvalidArgumentError, NotAQbeastTableError
-from use.qbeast.blocks import block_table, revision_ids
+from use.qbeast.blocks import block_table, empty_block_table, revision_ids
 from use.qbeast.index_status import IndexStatus
 from use.qbeast.revision import (
     LAST_REVISION_KEY,
@@ -32,6 +32,7 @@ from use.qbeast.revision import (
 from use.qbeast.revision import (
     latest_revision_id as _configured_latest,
 )
+from use.qbeast.weight_records import split_empty
 
 if TYPE_CHECKING:
     from use.delta.columnmapping import ColumnMapping
@@ -43,7 +44,7 @@ class QbeastSnapshot:
     table_root: str
     revisions: Mapping[int, Revision]
     files: pa.Table  # Snapshot.files + revision_id int64
-    blocks: pa.Table  # use.qbeast.blocks.BLOCK_TABLE_SCHEMA
+    blocks: pa.Table  # use.qbeast.blocks.BLOCK_TABLE_SCHEMA: the blocks holding rows
     configuration: Mapping[str, str] = field(default_factory=dict)
     schema: pa.Schema = field(default_factory=lambda: pa.schema([]))
     # Delta partition columns (plain Delta tables only; Qbeast never partitions): their values live
@@ -51,6 +52,9 @@ class QbeastSnapshot:
     partition_columns: tuple[str, ...] = ()
     # Logical vs physical column names (Delta column mapping); None means names are as in `schema`.
     column_mapping: ColumnMapping | None = None
+    # Blocks that hold no row and only record a cube's weight (`use.qbeast.weight_records`): they
+    # count in the cubes' status maxWeight (`status_blocks_of_revision`), never as rows or blocks.
+    empty_blocks: pa.Table = field(default_factory=empty_block_table)
 
     # --- construction --------------------------------------------------------------------------
 
@@ -62,7 +66,7 @@ class QbeastSnapshot:
         configuration = dict(snapshot.metadata.configuration or {})
         revisions = revisions_from_configuration(configuration)
         files = _with_revision_id(snapshot.files)
-        blocks = block_table(files, revisions)
+        blocks, empty = split_empty(block_table(files, revisions))
         return cls(
             version=int(snapshot.version),
             table_root=str(snapshot.table_root),
@@ -73,6 +77,7 @@ class QbeastSnapshot:
             schema=snapshot.schema,
             partition_columns=tuple(snapshot.metadata.partition_columns or ()),
             column_mapping=getattr(snapshot, "column_mapping", None),
+            empty_blocks=empty,
         )
 
     @classmethod
@@ -96,6 +101,7 @@ class QbeastSnapshot:
                 configuration[LAST_REVISION_KEY] = str(max(revisions))
         if blocks is None:
             blocks = block_table(files, revisions)
+        blocks, empty = split_empty(blocks)
         return cls(
             version=version,
             table_root=table_root,
@@ -104,6 +110,7 @@ class QbeastSnapshot:
             blocks=blocks,
             configuration=dict(configuration),
             schema=schema if schema is not None else pa.schema([]),
+            empty_blocks=empty,
         )
 
     # --- facts ---------------------------------------------------------------------------------
@@ -169,13 +176,22 @@ class QbeastSnapshot:
         rows = np.flatnonzero(self._block_revisions == revision_id)
         return self.blocks.take(pa.array(rows, pa.int64()))
 
+    def status_blocks_of_revision(self, revision_id: int) -> pa.Table:
+        """The blocks a revision's cube statuses fold (§3.0): those holding rows and the empty ones
+        recording a weight (`use.qbeast.weight_records`)."""
+        blocks = self.blocks_of_revision(revision_id)
+        if self.empty_blocks.num_rows == 0:
+            return blocks
+        empty = self.empty_blocks.filter(pc.equal(self.empty_blocks.column("revision_id"), revision_id))
+        return pa.concat_tables([blocks, empty]) if empty.num_rows else blocks
+
     def staging_files(self) -> pa.Table:
         return self.files_of_revision(0)
 
     def index_status(self, revision_id: int | None = None) -> IndexStatus:
         """Cube statuses of a revision (the latest by default)."""
         rid = self.latest_revision_id if revision_id is None else revision_id
-        return IndexStatus.from_blocks(self.revision(rid), self.blocks_of_revision(rid))
+        return IndexStatus.from_blocks(self.revision(rid), self.status_blocks_of_revision(rid))
 
     def __repr__(self) -> str:
         return (

@@ -53,6 +53,7 @@ from use.qbeast.revision_change import (
 )
 from use.qbeast.snapshot import QbeastSnapshot
 from use.qbeast.weight import weight_from_fraction
+from use.qbeast.weight_records import record_weights
 from use.qbeast.write_commit import MODES, commit_write, metadata_with_configuration
 from use.qbeast.write_scope import write_scope
 from use.qbeast.write_shuffle import (
@@ -199,14 +200,18 @@ def _index(
     before any file exists, so the caller can clean up. `existing` is the snapshot whose index of
     this revision the rows extend (its cube weights respected), `None` to start the index afresh.
     `optimize_write=None` lets the plan's shape decide (`_decide_shuffle`, on `data_bytes`, the
-    rows' estimated bytes)."""
+    rows' estimated bytes).
+
+    The adds carry the empty blocks that record the weights the rows were placed by where no block
+    of theirs or of `existing` does (`use.qbeast.weight_records`): an append that lowers a cube's
+    maxWeight without writing a row into it keeps the table exact for qbeast-spark's reader."""
     weighted = with_weight(df, revision)
     index = plan_index(spark, weighted, revision, num_rows, existing)
     if index is None:
         return [], 0
     if optimize_write is None:
         optimize_write = _decide_shuffle(spark, weighted, index, data_bytes, max_read_slowdown)
-    return write_files(
+    adds, rows = write_files(
         spark,
         weighted,
         revision,
@@ -218,6 +223,10 @@ def _index(
         written=written,
         input_bytes=input_bytes,
     )
+    revisions = {**(existing.revisions if existing is not None else {}), revision.revision_id: revision}
+    # An index started afresh (an overwrite, a new revision) keeps nothing of the snapshot's tree.
+    recorded, _ = record_weights(existing, adds, revisions=revisions, routing=index.cube_weights, fresh=existing is None)
+    return recorded, rows
 
 
 def _qbeast_snapshot(snapshot: Any) -> QbeastSnapshot:

@@ -40,7 +40,9 @@ from use.errors import InvalidArgumentError, TableConstraintError
 from use.optimize import auto_compact, yielding
 from use.optimize.task_metrics import num_records
 from use.qbeast.reader import expression_to_predicate
-from use.qbeast.revision import adds_revisions_only
+from use.qbeast.revision import adds_revisions_only, is_qbeast
+from use.qbeast.snapshot import QbeastSnapshot
+from use.qbeast.weight_records import record_weights
 from use.runtime.files import delete_written, rows_written, write_dataframe_files
 from use.sql.protocol import Done, RewriteRowsReply, RewriteRowsRequest, RowLevelBeginRequest, RowLevelEndRequest, encode
 from use.sql.scan import file_uris
@@ -104,6 +106,9 @@ def rewrite_rows(
         # (the service's) leaves them valid
         txn.tolerate_metadata_change(adds_revisions_only)
         txn.read_files(removed.column("path"))
+        readds = _weight_records(snap, removed)
+        if readds:
+            txn.read_files([a.path for a in readds]).add(*readds)
         # what the statement read: the rows its condition (a MERGE: the ON condition's target-only
         # part) matches; rows a concurrent commit adds there make it run again on the new snapshot
         txn.read_rows_matching(expression_to_predicate(condition) if condition is not None else None)
@@ -126,6 +131,16 @@ def rewrite_rows(
         delete_written(root, list(adds))
         raise
     return RewriteRowsReply(affected)
+
+
+def _weight_records(snap: Any, removed: pa.Table) -> list[Any]:
+    """Files of a Qbeast table that stay, re-added with the empty blocks that keep a cube's status
+    maxWeight where it was when the removed files held its lowest one and rows stay below it
+    (`use.qbeast.weight_records`: otherwise the format's sampling walk stops at the cube and misses
+    them); none for a plain Delta table or when no cube needs one."""
+    if not removed.num_rows or not is_qbeast(snap.metadata.configuration):
+        return []
+    return record_weights(QbeastSnapshot.from_delta(snap), (), removed.column("path"))[1]
 
 
 def _row_metrics(operation: str, affected: int, written: int, req: RewriteRowsRequest) -> dict[str, Any]:

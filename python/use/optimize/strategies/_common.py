@@ -92,6 +92,9 @@ class RevisionBlocks:
     depth: np.ndarray
     cubes: pa.Array
     symbols_per_level: int
+    # per cube (by code): the smallest maxWeight of its empty blocks (`use.qbeast.weight_records`),
+    # which hold no row but lower its status; MAX_WEIGHT when it has none
+    recorded_weight: np.ndarray | None = None
 
     @classmethod
     def of(cls, snapshot: Any, revision_id: int) -> RevisionBlocks:
@@ -110,6 +113,15 @@ class RevisionBlocks:
         enc = pc.dictionary_encode(cube_col)
         revision = snapshot.revisions.get(revision_id)
         spl = symbols_per_level(revision.dimension_count) if revision is not None and revision_id > 0 else 1
+        recorded = None
+        empty: pa.Table | None = getattr(snapshot, "empty_blocks", None)
+        if empty is not None and empty.num_rows:
+            empty = empty.filter(pc.equal(empty.column("revision_id"), revision_id))
+            where = np.asarray(pc.index_in(empty.column("cube_id"), value_set=enc.dictionary).fill_null(-1), dtype=np.int64)
+            if (where >= 0).any():
+                recorded = np.full(len(enc.dictionary), MAX_WEIGHT, dtype=np.int64)
+                weights = np.asarray(empty.column("max_weight").to_numpy(zero_copy_only=False), dtype=np.int64)
+                np.minimum.at(recorded, where[where >= 0], weights[where >= 0])
         return cls(
             file=col("file_index"),
             code=np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64),
@@ -119,6 +131,7 @@ class RevisionBlocks:
             depth=col("depth"),
             cubes=enc.dictionary,
             symbols_per_level=spl,
+            recorded_weight=recorded,
         )
 
     @property
@@ -164,10 +177,20 @@ class RevisionBlocks:
         return self._cube_rank
 
     def cube_max_weight(self) -> np.ndarray:
-        """Status maxWeight per cube: the smallest maxWeight of its blocks."""
+        """Status maxWeight per cube: the smallest maxWeight of its blocks, empty ones included (as
+        the index status folds them)."""
         out = np.full(self.num_cubes, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(out, self.code, self.max_weight)
-        return out
+        return out if self.recorded_weight is None else np.minimum(out, self.recorded_weight)
+
+    def keeps(self) -> np.ndarray:
+        """Per block: does it hold a row its cube keeps (its lightest row at most the cube's status
+        maxWeight)? A block that does not holds only offsets: rows written when the cube's weight
+        was higher, every one of which a rewrite moves down to the children (`placed_rows` of
+        `use.optimize.strategies.consolidation`). It is no fragment of its cube: merging it with
+        the cube's other blocks merges nothing, and rewrites the file holding them as it was."""
+        keeps: np.ndarray = self.min_weight <= self.cube_max_weight()[self.code]
+        return keeps
 
     def inner_cubes(self, desired_cube_size: int) -> np.ndarray:
         """Per cube: is it an inner cube (status maxWeight below MaxValue, or blocks totalling at least
@@ -206,6 +229,29 @@ class RevisionBlocks:
             found = pc.index_in(parents, value_set=self.cubes).fill_null(-1).to_numpy(zero_copy_only=False)
             out[rows] = np.asarray(found, dtype=np.int64)
         return out
+
+
+def keeping_blocks(snapshot: Any) -> np.ndarray:
+    """`RevisionBlocks.keeps` over every block of `snapshot.blocks` (all revisions at once): the
+    block's lightest row is at most its cube's status maxWeight (the smallest maxWeight of the cube's
+    blocks, empty ones included). A staging file's root block always keeps."""
+    blocks: pa.Table = snapshot.blocks
+    if blocks.num_rows == 0:
+        return np.zeros(0, dtype=bool)
+    empty: pa.Table | None = getattr(snapshot, "empty_blocks", None)
+    both = pa.concat_tables([blocks, empty]) if empty is not None and empty.num_rows else blocks
+    status = both.group_by(["revision_id", "cube_id"]).aggregate([("max_weight", "min")])
+    joined = (
+        blocks.select(["revision_id", "cube_id", "min_weight"])
+        .append_column("_row", pa.array(np.arange(blocks.num_rows, dtype=np.int64)))
+        .join(status, ["revision_id", "cube_id"])
+    )
+    out = np.zeros(blocks.num_rows, dtype=bool)
+    rows = np.asarray(joined.column("_row").to_numpy(zero_copy_only=False), dtype=np.int64)
+    lo = np.asarray(joined.column("min_weight").to_numpy(zero_copy_only=False), dtype=np.int64)
+    cut = np.asarray(joined.column("max_weight_min").to_numpy(zero_copy_only=False), dtype=np.int64)
+    out[rows] = lo <= cut
+    return out
 
 
 def take_prefix(sizes: np.ndarray, budget: int) -> int:

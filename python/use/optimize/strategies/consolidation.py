@@ -155,8 +155,10 @@ def consolidation_task(snapshot: Any, revision_id: int, config: OptimizationConf
     if rb.size == 0:
         return None
     nfiles = snapshot.files.num_rows
-    # distinct (cube, file) pairs: a cube's blocks per file (normally one)
-    pair = distinct(rb.code * nfiles + rb.file)
+    # distinct (cube, file) pairs: a cube's blocks per file (normally one); a block of offsets only
+    # is no fragment of its cube (`RevisionBlocks.keeps`)
+    keeps = rb.keeps()
+    pair = distinct(rb.code[keeps] * nfiles + rb.file[keeps])
     p_cube, p_file = pair // nfiles, pair % nfiles
     total = rb.cube_totals()
     spread = np.bincount(p_cube, minlength=rb.num_cubes)

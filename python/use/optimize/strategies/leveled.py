@@ -106,7 +106,7 @@ def block_groups(snapshot: Any, revision_id: int) -> BlockGroups:
 
     file_level = levels_of(rb.file_max_counts(snapshot.files.num_rows))
     level = file_level[fi]
-    ok = level >= 0
+    ok = (level >= 0) & rb.keeps()  # a block of offsets only is no part of its cube's group
     key = level * ncubes + codes
     key = np.where(ok, key, -1)
     # np.unique(key, return_index=True, return_inverse=True) by one unstable argsort (several times
