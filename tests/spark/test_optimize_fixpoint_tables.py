@@ -42,7 +42,8 @@ _CASES: list[tuple[str, str | None, dict[str, str]]] = [
     ("shuffled-appends", "CubeDefragmentation", {"bytes-per-iter": "7000"}),
     ("staging", None, {}),
     ("staging", "UnindexedFilesSelection", {"autoOptimize.optimizeUnindexedFiles.batchBytes": "7000"}),
-    ("staging", "BinPacking", {"bytes-per-iter": "7000"}),
+    # a budget of three staging files: a task merging two saves one file open, which the gain guard never plans
+    ("staging", "BinPacking", {"bytes-per-iter": "11000"}),
     ("staging", "SmallFiles", {"small-files.count-threshold": "2"}),
     ("staging", "ClusterKeyOverlap", {"overlap.cluster-key": "x", "overlap.depth-threshold": "1", "bytes-per-iter": "7000"}),
     ("delta-partitioned", None, {"bytes-per-iter": "3500"}),
