@@ -127,8 +127,8 @@ def test_delete_by_path_and_a_concurrent_compaction_is_a_conflict(spark, tmp_pat
     from use.sql.scan import file_uris
 
     path = str(tmp_path / "t")
-    for lo in (0, 50):
-        spark.range(lo, lo + 50, numPartitions=1).write.format("delta").mode("append").save(path)
+    for lo, hi in ((0, 34), (34, 67), (67, 100)):  # three files: the gain guard plans no merge of two into one
+        spark.range(lo, hi, numPartitions=1).write.format("delta").mode("append").save(path)
     spark.sql(f"DELETE FROM delta.`{path}` WHERE id < 5")
     assert rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(95,)]
 
@@ -156,8 +156,8 @@ def test_a_delete_that_loses_to_a_compaction_runs_again_on_the_new_snapshot(spar
     from use.sql.dml import rewrite_rows
 
     path = str(tmp_path / "t")
-    for lo in (0, 50):
-        spark.range(lo, lo + 50, numPartitions=1).write.format("delta").mode("append").save(path)
+    for lo, hi in ((0, 34), (34, 67), (67, 100)):  # three files: the gain guard plans no merge of two into one
+        spark.range(lo, hi, numPartitions=1).write.format("delta").mode("append").save(path)
     calls = []
 
     def racing(spark_, req, args, commit_options):
@@ -429,8 +429,8 @@ def test_this_process_optimizations_yield_to_a_row_level_write(spark, tmp_path, 
     from use.optimize.loop_core import CONFLICTS, CONVERGED
 
     path = str(tmp_path / "y")
-    for lo in (0, 50):
-        spark.range(lo, lo + 50, numPartitions=1).write.format("delta").mode("append").save(path)
+    for lo, hi in ((0, 34), (34, 67), (67, 100)):  # three files: the gain guard plans no merge of two into one
+        spark.range(lo, hi, numPartitions=1).write.format("delta").mode("append").save(path)
     root = resolve_table_root(path)
     assert yielding.wait_until_idle(root, 0.01)
     before = state(path)
