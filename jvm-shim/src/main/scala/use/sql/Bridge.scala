@@ -42,11 +42,12 @@ object UseException {
     val ReadOnlyCatalog = "USE_READ_ONLY_CATALOG_ERROR"
     val ProcedureNotFound = "USE_PROCEDURE_NOT_FOUND_ERROR"
     val NotInstalled = "USE_NOT_INSTALLED_ERROR"
+    val UnsupportedFeature = "USE_UNSUPPORTED_FEATURE_ERROR" // use.errors.UnsupportedFeatureError
   }
 
   /** The SQLSTATE of an error raised on the JVM side (the Python side sends its own). */
   def sqlState(kind: String): String = kind match {
-    case Kinds.NotSupported | Kinds.ReadOnlyCatalog => "0A000"
+    case Kinds.NotSupported | Kinds.ReadOnlyCatalog | Kinds.UnsupportedFeature => "0A000"
     case Kinds.InvalidArgument => "22023"
     case Kinds.ProcedureNotFound => "42883"
     case Kinds.TableNotFound => "42P01"

@@ -168,7 +168,7 @@ class UseFileIndex(
     // only a planned scan's format drops deleted rows (`UsePrepareScans`): never list such files unplanned
     if (plan.files.exists(_.deletedRows.isDefined))
       throw new UseException(s"table ${meta.uri} has files with deletion vectors (Delta feature deletionVectors), which this " +
-        "scan cannot drop; query the table with SQL or the Python API", "USE_UNSUPPORTED_FEATURE_ERROR", null, "0A000")
+        "scan cannot drop; query the table with SQL or the Python API", UseException.Kinds.UnsupportedFeature, null, UseException.sqlState(UseException.Kinds.UnsupportedFeature))
     plan
   }
 
