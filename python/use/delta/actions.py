@@ -350,6 +350,26 @@ def scoped_user_metadata() -> str | None:
     return _USER_METADATA.get()
 
 
+_USER_NAME: ContextVar[str | None] = ContextVar("use_commit_user_name", default=None)
+
+
+@contextlib.contextmanager
+def commit_user_name(value: str | None) -> Iterator[None]:
+    """Every commit made in this block (this thread or task) carries `value` as its
+    `commitInfo.userName`: the user a statement runs for (a JDBC session's user in `use serve`),
+    as Delta records who made each commit."""
+    token = _USER_NAME.set(value)
+    try:
+        yield
+    finally:
+        _USER_NAME.reset(token)
+
+
+def scoped_user_name() -> str | None:
+    """The `commitInfo.userName` of the enclosing `commit_user_name` block, if any."""
+    return _USER_NAME.get()
+
+
 @dataclass(frozen=True)
 class CommitInfo:
     """Provenance of one commit; free-form in the protocol, written by us with these fields."""
@@ -365,6 +385,7 @@ class CommitInfo:
     isolation_level: str
     tags: Mapping[str, str]
     user_metadata: str | None = None
+    user_name: str | None = None
 
     def to_action(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -382,6 +403,8 @@ class CommitInfo:
             body["readVersion"] = self.read_version
         if self.user_metadata is not None:
             body["userMetadata"] = self.user_metadata
+        if self.user_name is not None:
+            body["userName"] = self.user_name
         return {"commitInfo": body}
 
 

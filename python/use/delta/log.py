@@ -33,6 +33,7 @@ from use.delta.actions import (
     empty_files,
     empty_tombstones,
     scoped_user_metadata,
+    scoped_user_name,
 )
 from use.delta.checkpoint import checkpoint_name, write_checkpoint
 from use.delta.commits import CommitActions, read_commits
@@ -206,6 +207,7 @@ class DeltaLog:
             isolation_level="Serializable",
             tags={},
             user_metadata=scoped_user_metadata(),
+            user_name=scoped_user_name(),
         )
         data = ("\n".join(action_json_line(a) for a in (info, protocol, metadata, *first)) + "\n").encode()
         path = os.path.join(self.log_dir, commit_name(0))

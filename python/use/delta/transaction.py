@@ -42,6 +42,7 @@ from use.delta.actions import (
     SetTransaction,
     action_json_line,
     scoped_user_metadata,
+    scoped_user_name,
 )
 from use.delta.commits import CommitActions, parse_commits
 from use.delta.listing import LogListing, commit_name, list_log
@@ -369,6 +370,7 @@ class Transaction:
             isolation_level=self.isolation_level,
             tags=tags,
             user_metadata=user_metadata if user_metadata is not None else scoped_user_metadata(),
+            user_name=scoped_user_name(),
         )
         lines = [action_json_line(info)]
         if self._protocol is not None:

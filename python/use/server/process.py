@@ -41,7 +41,7 @@ from pyspark import SparkContext
 from use.errors import ServerError, UseError
 from use.runtime.jvm import driver_jvm
 from use.runtime.shim import shim_loaded
-from use.server.config import READY_PREFIX, ServerOptions, check_data_dir, check_port_free, spark_conf
+from use.server.config import READY_PREFIX, ServerOptions, check_data_dir, check_exposure, check_port_free, spark_conf
 from use.service import LocationSource, OptimizationService
 from use.service.metastore import CombinedSource, MetastoreEvents, MetastoreSource
 from use.session import spark_session
@@ -118,6 +118,7 @@ class UseServer:
         try:
             self._check_stop()
             check_port_free(self.options.host, self.options.port)
+            check_exposure(self.options)
             shutil.rmtree(d.tmp, ignore_errors=True)  # scratch of a previous run that was killed
             d.tmp.mkdir(parents=True)
             self._open_log()
@@ -128,6 +129,12 @@ class UseServer:
                 self.options.port,
                 self.options.master,
                 dict(self.options.conf),
+            )
+            log.info(
+                "authentication: %s; allowed roots: %s; administrators: %s",
+                self.options.auth.describe(),
+                ", ".join(self.options.roots),
+                ", ".join(self.options.admin_users) or "none",
             )
             started = time.monotonic()
             with _output_to(d.log_file):

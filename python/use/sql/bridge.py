@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 from pyspark.java_gateway import ensure_callback_server_started
 
 import use.errors as E
-from use.delta.actions import commit_user_metadata
+from use.delta.actions import commit_user_metadata, commit_user_name
 from use.errors import SQL, UseError
 from use.optimize.auto_compact import compacting_after
+from use.optimize.keys import SESSION_USER_KEY
 from use.runtime.conf import statement_table_defaults
 from use.sql import dml, lake, procedures, save, scan, stream, tables, write
 from use.sql.sessions import calling_session, written_session
@@ -41,10 +42,10 @@ _registered: Bridge | None = None
 def _methods() -> dict[str, Method]:
     return {
         "describe": tables.describe,
-        "create": _with_table_defaults(tables.create, from_dataframe=False),
+        "create": _with_user(_with_table_defaults(tables.create, from_dataframe=False), from_dataframe=False),
         "abandon": tables.abandon,
         "stage": tables.stage,
-        "commitStaged": _with_table_defaults(tables.commit_staged, from_dataframe=False),
+        "commitStaged": _with_user(_with_table_defaults(tables.commit_staged, from_dataframe=False), from_dataframe=False),
         "alterProperties": tables.alter_properties,
         "alterSchema": tables.alter_schema,
         "truncate": tables.truncate,
@@ -52,15 +53,15 @@ def _methods() -> dict[str, Method]:
         "streamLatest": stream.stream_latest,
         "streamVersion": stream.stream_version,
         "streamBatch": stream.stream_batch,
-        "write": _with_auto_compaction(_with_table_defaults(_with_user_metadata(write.write))),
-        "savePath": _with_auto_compaction(_with_table_defaults(_with_user_metadata(save.save_path))),
-        "rewriteRows": _with_auto_compaction(_with_user_metadata(dml.rewrite_rows), until_statement_ends=True),
+        "write": _with_auto_compaction(_with_table_defaults(_with_user(_with_user_metadata(write.write)))),
+        "savePath": _with_auto_compaction(_with_table_defaults(_with_user(_with_user_metadata(save.save_path)))),
+        "rewriteRows": _with_auto_compaction(_with_user(_with_user_metadata(dml.rewrite_rows)), until_statement_ends=True),
         "rowLevelBegin": dml.writes_begin,
         "rowLevelEnd": dml.writes_end,
         "insightNames": lake.names,
         "insightRead": lake.read_request,
         "procedures": procedures.describe_procedures,
-        "callProcedure": procedures.call_procedure,
+        "callProcedure": _with_user(procedures.call_procedure, from_dataframe=False),
         "manualTrigger": procedures.manual_trigger,
     }
 
@@ -82,6 +83,19 @@ def _with_user_metadata(method: Method) -> Method:
             session = written_session(spark, args)
             given = session.conf.get(USER_METADATA_CONF, None) or None
         with commit_user_metadata(given):
+            return method(spark, req, args)
+
+    return run
+
+
+def _with_user(method: Method, from_dataframe: bool = True) -> Method:
+    """A call whose commits carry the statement's user as `commitInfo.userName`: the JDBC user
+    `use serve` records in each session (`spark.qbeast.use.session.user`), from the session of the
+    DataFrame written or the one the shim passes first; no user outside such a session."""
+
+    def run(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+        session = written_session(spark, args) if from_dataframe else calling_session(spark, args)
+        with commit_user_name(session.conf.get(SESSION_USER_KEY, None) or None):
             return method(spark, req, args)
 
     return run

@@ -91,29 +91,33 @@ final class CleanErrorsCLIService(delegate: CLIService) extends CLIService(null)
     }
   }
 
+  // A session's settings are checked before it opens, and its user recorded once it is (`ThriftSessions`).
+  private def open(u: String, c: JMap[String, String])(body: => SessionHandle): SessionHandle =
+    clean { ThriftSessions.checkConf(c); ThriftSessions.opened(delegate, body, u) }
+
   override def openSession(u: String, p: String, c: JMap[String, String]): SessionHandle =
-    clean(delegate.openSession(u, p, c))
+    open(u, c)(delegate.openSession(u, p, c))
   override def openSession(v: TProtocolVersion, u: String, p: String, c: JMap[String, String]): SessionHandle =
-    clean(delegate.openSession(v, u, p, c))
+    open(u, c)(delegate.openSession(v, u, p, c))
   override def openSession(v: TProtocolVersion, u: String, p: String, ip: String, c: JMap[String, String]): SessionHandle =
-    clean(delegate.openSession(v, u, p, ip, c))
+    open(u, c)(delegate.openSession(v, u, p, ip, c))
   override def openSessionWithImpersonation(u: String, p: String, c: JMap[String, String], t: String): SessionHandle =
-    clean(delegate.openSessionWithImpersonation(u, p, c, t))
+    open(u, c)(delegate.openSessionWithImpersonation(u, p, c, t))
   override def openSessionWithImpersonation(v: TProtocolVersion, u: String, p: String, c: JMap[String, String], t: String): SessionHandle =
-    clean(delegate.openSessionWithImpersonation(v, u, p, c, t))
+    open(u, c)(delegate.openSessionWithImpersonation(v, u, p, c, t))
   override def openSessionWithImpersonation(
       v: TProtocolVersion, u: String, p: String, ip: String, c: JMap[String, String], t: String): SessionHandle =
-    clean(delegate.openSessionWithImpersonation(v, u, p, ip, c, t))
+    open(u, c)(delegate.openSessionWithImpersonation(v, u, p, ip, c, t))
   override def closeSession(s: SessionHandle): Unit = clean(delegate.closeSession(s))
   override def getInfo(s: SessionHandle, t: GetInfoType): GetInfoValue = clean(delegate.getInfo(s, t))
   override def executeStatement(s: SessionHandle, q: String, c: JMap[String, String]): OperationHandle =
-    clean(delegate.executeStatement(s, q, c))
+    clean { ThriftSessions.checkConf(c); delegate.executeStatement(s, q, c) }
   override def executeStatement(s: SessionHandle, q: String, c: JMap[String, String], timeout: Long): OperationHandle =
-    clean(delegate.executeStatement(s, q, c, timeout))
+    clean { ThriftSessions.checkConf(c); delegate.executeStatement(s, q, c, timeout) }
   override def executeStatementAsync(s: SessionHandle, q: String, c: JMap[String, String]): OperationHandle =
-    clean(delegate.executeStatementAsync(s, q, c))
+    clean { ThriftSessions.checkConf(c); delegate.executeStatementAsync(s, q, c) }
   override def executeStatementAsync(s: SessionHandle, q: String, c: JMap[String, String], timeout: Long): OperationHandle =
-    clean(delegate.executeStatementAsync(s, q, c, timeout))
+    clean { ThriftSessions.checkConf(c); delegate.executeStatementAsync(s, q, c, timeout) }
   override def getTypeInfo(s: SessionHandle): OperationHandle = clean(delegate.getTypeInfo(s))
   override def getCatalogs(s: SessionHandle): OperationHandle = clean(delegate.getCatalogs(s))
   override def getSchemas(s: SessionHandle, c: String, sc: String): OperationHandle = clean(delegate.getSchemas(s, c, sc))
@@ -166,6 +170,7 @@ object ThriftErrors {
     * `cliService` field on every call, so sessions opened afterwards all go through it. */
   def install(server: CompositeService): Int = {
     skipHiveFunctionRegistry()
+    ThriftSessions.install()
     val field = classOf[ThriftCLIService].getDeclaredField("cliService")
     field.setAccessible(true)
     server.getServices.asScala.toSeq.collect { case front: ThriftCLIService =>

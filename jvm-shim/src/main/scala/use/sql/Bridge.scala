@@ -47,6 +47,7 @@ object UseException {
     val ConcurrentDeleteDelete = "USE_CONCURRENT_DELETE_DELETE_ERROR" // use.errors.ConcurrentDeleteDeleteError
     val ConcurrentAppend = "USE_CONCURRENT_APPEND_ERROR" // use.errors.ConcurrentAppendError
     val MetadataChanged = "USE_METADATA_CHANGED_ERROR" // use.errors.MetadataChangedError
+    val AccessDenied = "USE_ACCESS_DENIED_ERROR" // use.errors.AccessDeniedError
   }
 
   /** The SQLSTATE of an error raised on the JVM side (the Python side sends its own). */
@@ -56,6 +57,7 @@ object UseException {
     case Kinds.ProcedureNotFound => "42883"
     case Kinds.TableNotFound => "42P01"
     case Kinds.NotInstalled => "55000"
+    case Kinds.AccessDenied => "42501" // insufficient privilege
     case _ => "XX000"
   }
 }

@@ -87,7 +87,9 @@ object UseProcedures {
         UseException.Kinds.NotSupported)
     }
     val req = Bridge.obj()
-    req.set[ObjectNode]("table", tableRef(session, ns.head, ns.tail, ident.name(), shown))
+    val table = tableRef(session, ns.head, ns.tail, ident.name(), shown)
+    Bridge.optText(table, "location").foreach(location => UseAccess.check(session, location, s"the table of ALTER TABLE $shown"))
+    req.set[ObjectNode]("table", table)
     req.set[ObjectNode]("settings", settings)
     Bridge.call("manualTrigger", req, session)
   }
@@ -247,6 +249,16 @@ object UseProcedures {
       b.build()
     }.toArray
 
+    /** Confined file access (`UseAccess`): the table's location lies under an allowed root, and
+      * `force => true` on vacuum (which deletes files younger than the retention) is for
+      * administrators. Spark runs a procedure while analysing the CALL, before any check rule. */
+    private def checkAccess(args: ObjectNode): Unit = {
+      spec.params.filter(_.isTable).flatMap(p => Option(args.get(p.name))).flatMap(Bridge.optText(_, "location"))
+        .foreach(location => UseAccess.check(session, location, s"the table of CALL use_catalog.$Namespace.${spec.name}"))
+      val force = Option(args.get("force")).exists(v => v.asText().trim.equalsIgnoreCase("true"))
+      if (spec.name == "vacuum" && force) UseAccess.requireAdmin(session, "VACUUM with force => true")
+    }
+
     override def call(input: InternalRow): util.Iterator[Scan] = {
       val args = Bridge.obj()
       spec.params.zipWithIndex.foreach { case (p, i) =>
@@ -254,6 +266,7 @@ object UseProcedures {
         if (p.isTable && value != null) args.set[JsonNode](p.name, resolveTable(value.toString))
         else args.set[JsonNode](p.name, toJson(value, p.dataType))
       }
+      checkAccess(args)
       val req = Bridge.obj()
       req.put("procedure", spec.name)
       req.set[ObjectNode]("args", args)
