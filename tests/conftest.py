@@ -7,6 +7,7 @@ serve` subprocesses over JDBC). A unit test that asks for Spark fails, so the fa
 
 from __future__ import annotations
 
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,6 +85,11 @@ def update_golden(request) -> bool:
     return bool(request.config.getoption("--update-golden"))
 
 
+# The JDBC tests' tables and scratch directories (golden scripts' ${SCRATCH}, tmp_path) lie in the
+# temp dir, outside a server's data dir: the shared servers allow it (`use serve --allowed-root`).
+_TEMP_ROOT = ("--allowed-root", tempfile.gettempdir())
+
+
 @pytest.fixture(scope="session")
 def use_server(tmp_path_factory):
     """One `use serve` subprocess shared by every JDBC test (one more JVM per run, not one per
@@ -96,7 +102,7 @@ def use_server(tmp_path_factory):
     from server_support import ServerProcess
 
     root = tmp_path_factory.mktemp("use-serve")
-    server = ServerProcess(root / "data", root / "cwd")
+    server = ServerProcess(root / "data", root / "cwd", args=_TEMP_ROOT)
     server.start()
     yield server
     code = server.stop(signal.SIGINT)
@@ -116,7 +122,7 @@ def service_server(tmp_path_factory):
     from server_support import ServerProcess
 
     root = tmp_path_factory.mktemp("use-serve-service")
-    server = ServerProcess(root / "data", root / "cwd", args=("--conf", "spark.qbeast.use.optimization-interval=2s"))
+    server = ServerProcess(root / "data", root / "cwd", args=("--conf", "spark.qbeast.use.optimization-interval=2s", *_TEMP_ROOT))
     server.start()
     yield server
     server.stop(signal.SIGINT)

@@ -177,12 +177,12 @@ class AuthOptions:
         return self.mode in ("password", "ldap")
 
     def hive_conf(self) -> dict[str, str]:
-        """The Hive settings of the Thrift server's authentication (none: Hive's NONE, any user name)."""
+        """The Hive settings of the Thrift server's authentication (none: Hive's default NONE, any user name)."""
         if self.mode == "password":
             return {HIVE_AUTH_KEY: "CUSTOM", HIVE_CUSTOM_AUTH_CLASS_KEY: PASSWORD_AUTHENTICATOR}
         if self.mode == "ldap":
             return {HIVE_AUTH_KEY: "LDAP", HIVE_LDAP_URL_KEY: str(self.ldap_url), HIVE_LDAP_BASE_DN_KEY: str(self.ldap_base_dn)}
-        return {HIVE_AUTH_KEY: "NONE"}
+        return {}
 
     def describe(self) -> str:
         """For the log: the mode and where users are checked (never a password or a hash)."""

@@ -152,6 +152,7 @@ def sql_state(exc: BaseException) -> str:
         ((E.NotAQbeastTableError,), "42809"),
         ((E.UnsupportedFeatureError,), "0A000"),
         ((E.ConcurrentModificationError,), "40001"),
+        ((E.AccessDeniedError,), "42501"),
         ((ValueError, LookupError, E.VersionNotFoundError), "22023"),
     ):
         if isinstance(exc, kinds):

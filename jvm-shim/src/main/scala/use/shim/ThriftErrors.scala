@@ -38,8 +38,15 @@ object ClientErrors {
 
   def clean(e: HiveSQLException): HiveSQLException = e match {
     case c: ClientError => c
-    case _ => new ClientError(message(e), e.getSQLState, e.getErrorCode)
+    case _ => new ClientError(message(e), sqlState(e), e.getErrorCode)
   }
+
+  /** The SQLSTATE of `e`, but a refusal of confined file access keeps its own (42501) when Spark
+    * wrapped it, e.g. raised while a file query's schema inference analysed its own plan. */
+  private def sqlState(e: Throwable): String =
+    Iterator.iterate(e)(_.getCause).takeWhile(_ != null).take(MaxCauses)
+      .collectFirst { case a: use.sql.UseAccessDenied => a.getSqlState }
+      .getOrElse(e match { case h: HiveSQLException => h.getSQLState; case _ => null })
 
   /** What is wrong, from the error that says it most precisely: the deepest Spark error of the
     * cause chain (the layers above it only repeat it with their class names), an analysis error

@@ -140,6 +140,16 @@ object UseAccess {
     }
   }
 
+  /** Jobs of a JDBC session's statement carry its user in their description (`[user NAME] <statement>`,
+    * as the Spark UI and event logs show it). Spark's Thrift server sets the description to the
+    * statement's text on the statement's thread before analysing it; this runs in the analysis. */
+  def tagJobDescription(spark: SparkSession): Unit = spark.conf.getOption(SessionUserKey).foreach { user =>
+    val sc = spark.sparkContext
+    val tag = s"[user $user]"
+    val description = Option(sc.getLocalProperty("spark.job.description")).getOrElse("")
+    if (!description.startsWith(tag)) sc.setLocalProperty("spark.job.description", if (description.isEmpty) tag else s"$tag $description")
+  }
+
   /** Every path `plan` reads or writes, with what the statement does there. */
   def paths(plan: LogicalPlan): Seq[(String, String)] = {
     val found = scala.collection.mutable.ArrayBuffer.empty[(String, String)]
@@ -185,9 +195,15 @@ class UseAccessDenied(message: String) extends SparkException(s"[${UseException.
 }
 
 /** The analyser's check of confined file access (`UseAccess`), on every analysed plan of a session
-  * with `spark.qbeast.use.allowedRoots`: paths outside the roots, and a SET of a protected key. */
+  * with `spark.qbeast.use.allowedRoots`: paths outside the roots, and a SET of a protected key; and
+  * a JDBC session's user in its jobs' descriptions. */
 class UseAccessCheck(spark: SparkSession) extends (LogicalPlan => Unit) {
-  override def apply(plan: LogicalPlan): Unit = UseAccess.roots(spark).foreach { _ =>
+  override def apply(plan: LogicalPlan): Unit = {
+    UseAccess.tagJobDescription(spark)
+    confine(plan)
+  }
+
+  private def confine(plan: LogicalPlan): Unit = UseAccess.roots(spark).foreach { _ =>
     plan.foreach {
       case SetCommand(Some((key, Some(_)))) if UseAccess.isProtected(key) =>
         throw new UseAccessDenied(s"SET $key is not allowed in a session of this server: it would widen what statements may " +
