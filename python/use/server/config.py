@@ -24,6 +24,7 @@ from pathlib import Path
 
 from use.errors import ConfigError, ServerError
 from use.optimize.keys import ADMINS_KEY, ALLOWED_ROOTS_KEY, SESSION_USER_KEY, SPARK_CONF, SPARK_PREFIX
+from use.server.passwords import check_user_name, read_entries
 
 __all__ = [
     "AUTH_MODES",
@@ -156,9 +157,6 @@ class AuthOptions:
             if password_file is None:
                 raise ConfigError("--auth password needs --password-file FILE; create it with `use passwd --file FILE add USER`")
             path = Path(password_file).expanduser().absolute()
-            # deferred: one light module, imported only when the flag is used
-            from use.server.passwords import read_entries
-
             if not read_entries(path):
                 raise ConfigError(f"password file {path} has no users; add one with `use passwd --file {path} add USER`")
             return cls(mode, password_file=path)
@@ -253,9 +251,6 @@ class ServerOptions:
             raise ConfigError("--master is empty; pass a Spark master URL such as local[*]")
         conf = parse_conf_pairs(conf_pairs)
         auth = auth if auth is not None else AuthOptions()
-        # deferred: one light module, imported only when the flag is used
-        from use.server.passwords import check_user_name
-
         names = tuple(check_user_name(a.strip()) for admin in admins for a in admin.split(",") if a.strip())
         roots = tuple(str(Path(r).expanduser().absolute()) if "://" not in r else r for r in allowed_roots)
         if any("," in r for r in roots):

@@ -113,12 +113,14 @@ class UseServer:
         SparkContext, built on the main thread, replaces the SIGINT handler with one that raises
         KeyboardInterrupt into whatever py4j call is running."""
         d = self.options.data_dir
+        # What can be checked without touching the data dir first: a failed start leaves a fresh
+        # data dir as it found it (nothing created).
+        check_exposure(self.options)
+        check_port_free(self.options.host, self.options.port)
         check_data_dir(d)
         self._lock()
         try:
             self._check_stop()
-            check_port_free(self.options.host, self.options.port)
-            check_exposure(self.options)
             shutil.rmtree(d.tmp, ignore_errors=True)  # scratch of a previous run that was killed
             d.tmp.mkdir(parents=True)
             self._open_log()
@@ -299,6 +301,9 @@ class UseServer:
             logging.getLogger().removeHandler(self._log_handler)
             self._log_handler.close()
         if self._lock_fd is not None:
+            # A clean stop leaves no lock file behind (removed while still held, so no other server
+            # can take the old one meanwhile); a killed server's stale file is taken over by the next.
+            self.options.data_dir.lock_file.unlink(missing_ok=True)
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
 
