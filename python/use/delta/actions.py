@@ -333,16 +333,20 @@ _USER_METADATA: ContextVar[str | None] = ContextVar("use_commit_user_metadata", 
 
 
 @contextlib.contextmanager
-def commit_user_metadata(value: str | None) -> Iterator[None]:
+def _scoped(var: ContextVar[str | None], value: str | None) -> Iterator[None]:
+    token = var.set(value)
+    try:
+        yield
+    finally:
+        var.reset(token)
+
+
+def commit_user_metadata(value: str | None) -> contextlib.AbstractContextManager[None]:
     """Every commit made in this block (this thread or task) carries `value` as its
     `commitInfo.userMetadata`, unless the commit gives its own: Delta's `userMetadata` writer option
     and `spark.databricks.delta.commitInfo.userMetadata` setting, which apply to whatever commit a
     statement makes (a write, a DELETE, a table's creation)."""
-    token = _USER_METADATA.set(value)
-    try:
-        yield
-    finally:
-        _USER_METADATA.reset(token)
+    return _scoped(_USER_METADATA, value)
 
 
 def scoped_user_metadata() -> str | None:
@@ -353,16 +357,11 @@ def scoped_user_metadata() -> str | None:
 _USER_NAME: ContextVar[str | None] = ContextVar("use_commit_user_name", default=None)
 
 
-@contextlib.contextmanager
-def commit_user_name(value: str | None) -> Iterator[None]:
+def commit_user_name(value: str | None) -> contextlib.AbstractContextManager[None]:
     """Every commit made in this block (this thread or task) carries `value` as its
     `commitInfo.userName`: the user a statement runs for (a JDBC session's user in `use serve`),
     as Delta records who made each commit."""
-    token = _USER_NAME.set(value)
-    try:
-        yield
-    finally:
-        _USER_NAME.reset(token)
+    return _scoped(_USER_NAME, value)
 
 
 def scoped_user_name() -> str | None:

@@ -115,8 +115,8 @@ class UseServer:
         d = self.options.data_dir
         # What can be checked without touching the data dir first: a failed start leaves a fresh
         # data dir as it found it (nothing created).
-        check_exposure(self.options)
         check_port_free(self.options.host, self.options.port)
+        check_exposure(self.options)
         check_data_dir(d)
         self._lock()
         try:
