@@ -193,7 +193,7 @@ def plain_delta(work: str, appends: int, n: int) -> str:
 
 
 def build(spark: Any, path: str, args: argparse.Namespace, n: int, start: int = 0, count: int | None = None) -> None:
-    from use.table import QbeastTable
+    from use import QbeastTable
 
     for i in range(start, start + (args.appends if count is None else count)):
         QbeastTable.write(rows(spark, i * n, n), path, ["x", "y"], cube_size=args.cube_size, column_stats=SPACE)
@@ -201,7 +201,7 @@ def build(spark: Any, path: str, args: argparse.Namespace, n: int, start: int = 
 
 def cached_tables(spark: Any, args: argparse.Namespace, work: str) -> tuple[str, str, float]:
     """(append-only table, one-go table, build seconds): built in `work`, or copied from --cache."""
-    from use.table import QbeastTable
+    from use import QbeastTable
 
     n, total = args.rows_per_append, args.appends * args.rows_per_append
     key = f"a{args.appends}-r{n}-c{args.cube_size}"
@@ -237,6 +237,7 @@ def goal_rows(label: str, after: dict[str, float], ref: dict[str, float], rewrit
 def run_after(spark: Any, args: argparse.Namespace, appended: str, ref: dict[str, float]) -> tuple[dict[str, float], int, int]:
     """Optimize the append-only table until nothing is selected: (final layout, bytes rewritten, bytes appended)."""
     from use.optimize.loop import optimize_path
+    from use.optimize.request import OptimizeRequest
 
     before = layout(spark, appended)
     header = ["iter", "strategy", "kind", "files in", "bytes rewritten", *LAYOUT_HEADER]
@@ -254,7 +255,7 @@ def run_after(spark: Any, args: argparse.Namespace, appended: str, ref: dict[str
         )
 
     t0 = time.perf_counter()
-    result = optimize_path(spark, appended, bytes_per_iter=args.bytes_per_iter, on_iteration=on_iteration)
+    result = optimize_path(spark, OptimizeRequest(appended, bytes_per_iter=args.bytes_per_iter), on_iteration=on_iteration)
     opt_s = time.perf_counter() - t0
     after = layout(spark, appended)
     body.append(["one-go", "-", "-", "-", "-", *layout_cells(ref)])
@@ -268,6 +269,7 @@ def run_continuous(spark: Any, args: argparse.Namespace, work: str, ref: dict[st
     """Append, optimizing until nothing is selected after every `--every` appends and at the end:
     (final layout, bytes rewritten, bytes appended)."""
     from use.optimize.loop import optimize_path
+    from use.optimize.request import OptimizeRequest
 
     path = os.path.join(work, "continuous")
     shutil.rmtree(path, ignore_errors=True)
@@ -287,7 +289,7 @@ def run_continuous(spark: Any, args: argparse.Namespace, work: str, ref: dict[st
         appended_bytes += sum(v for k, v in after_files.items() if k not in before_files)
         done += step
         round_no += 1
-        result = optimize_path(spark, path, bytes_per_iter=args.bytes_per_iter)
+        result = optimize_path(spark, OptimizeRequest(path, bytes_per_iter=args.bytes_per_iter))
         got = sum(m.bytes_in for m in result.iterations if m.committed)
         rewritten += got
         body.append([round_no, done, len(result.iterations), result.outcome, got, rewritten, appended_bytes,
@@ -305,15 +307,24 @@ def run_continuous(spark: Any, args: argparse.Namespace, work: str, ref: dict[st
 def run_sampling(spark: Any, args: argparse.Namespace, path: str, ref: dict[str, float]) -> list[list[Any]]:
     """SamplingOverheadReduction on a converged table until nothing is selected."""
     from use.optimize.loop import optimize_path
+    from use.optimize.request import OptimizeRequest
 
     f = args.sampling_fraction
     before = layout(spark, path, f)
     ref_f = layout(spark, os.path.dirname(path) + "/one_go", f)
-    result = optimize_path(spark, path, strategy="SamplingOverheadReduction", bytes_per_iter=args.bytes_per_iter,
-                           overrides={"sampling-fraction": str(f)})  # fmt: skip
+    result = optimize_path(
+        spark,
+        OptimizeRequest(
+            path,
+            strategy="SamplingOverheadReduction",
+            bytes_per_iter=args.bytes_per_iter,
+            overrides={"sampling-fraction": str(f)},
+        ),
+    )
     after = layout(spark, path, f)
-    again = optimize_path(spark, path, dry_run=True, strategy="SamplingOverheadReduction",
-                          overrides={"sampling-fraction": str(f)})  # fmt: skip
+    again = optimize_path(
+        spark, OptimizeRequest(path, dry_run=True, strategy="SamplingOverheadReduction", overrides={"sampling-fraction": str(f)})
+    )
     rewritten = sum(m.bytes_in for m in result.iterations if m.committed)
     print(f"\nsampling phase: SamplingOverheadReduction (f={f}): {len(result.iterations)} iterations, outcome "
           f"{result.outcome}, {rewritten} bytes rewritten; a new plan selects {len(again.plan.tasks) if again.plan else 0} task(s)")  # fmt: skip

@@ -65,8 +65,9 @@ def measure(spark: Any, path: str) -> dict[str, int]:
 
 
 def run(spark: Any, path: str, args: argparse.Namespace, margin: float, chain: str | None) -> dict[str, Any]:
+    from use import QbeastTable
     from use.optimize.loop import optimize_path
-    from use.table import QbeastTable
+    from use.optimize.request import OptimizeRequest
 
     spark.conf.set("spark.qbeast.index.revisionMargin", str(margin))
     appended = rewritten = 0
@@ -74,7 +75,7 @@ def run(spark: Any, path: str, args: argparse.Namespace, margin: float, chain: s
         QbeastTable.write(rows(spark, i * args.rows, args.rows, i), path, ["x", "y"])
         appended += measure_bytes_added(path)
         if (i + 1) % args.every == 0 or i + 1 == args.appends:
-            result = optimize_path(spark, path, strategy=chain, max_iterations=200)
+            result = optimize_path(spark, OptimizeRequest(path, strategy=chain, max_iterations=200))
             rewritten += sum(m.bytes_in for m in result.committed)
     out: dict[str, Any] = measure(spark, path)
     out["rewritten_per_appended"] = rewritten / max(1, appended)
@@ -101,10 +102,10 @@ def main() -> None:
     ap.add_argument("--configs", default="before,fold,margin,after")
     args = ap.parse_args()
 
+    from use import QbeastTable
     from use.display import text_table
     from use.qbeast.revision_change import DEFAULT_REVISION_MARGIN
     from use.session import spark_session
-    from use.table import QbeastTable
 
     margin = DEFAULT_REVISION_MARGIN if args.margin is None else args.margin
     spark = spark_session("use-bench-drifting", conf={"spark.sql.shuffle.partitions": "4"})

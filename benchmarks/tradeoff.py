@@ -105,7 +105,7 @@ def batch(s: Settings, shape: str, i: int) -> Any:
 
 def write_qbeast(spark: Any, s: Settings, shape: str, data: Any, path: str) -> None:
     """One write of `data` to a Qbeast table, in one task (one small append = one writer)."""
-    from use.table import QbeastTable
+    from use import QbeastTable
 
     QbeastTable.write(spark.createDataFrame(data).coalesce(1), path, list(INDEXED), cube_size=s.cube_size,
                       column_stats=SPACE if shape == "fixed" else None)  # fmt: skip

@@ -57,7 +57,7 @@ def fragmented_qbeast(spark: Any, dest: str, appends: int = 3) -> str:
     """A Qbeast table made of `appends` small appends (cube size 50): root blocks in every file."""
     name = f"fragmented-{appends}"
     if name not in _TEMPLATES:
-        from use.table import QbeastTable
+        from use import QbeastTable
 
         path = os.path.join(_ROOT, name)
         # Start from the largest smaller template (its appends are this table's first ones).
@@ -81,7 +81,7 @@ def random_appends_qbeast(spark: Any, dest: str, appends: int = 4, rows: int = 5
     if name not in _TEMPLATES:
         from pyspark.sql import functions as F
 
-        from use.table import QbeastTable
+        from use import QbeastTable
 
         path = os.path.join(_ROOT, name)
         df = spark.range(appends * rows).select(
@@ -102,7 +102,7 @@ def staging_qbeast(spark: Any, dest: str, appends: int = 3) -> str:
     if name not in _TEMPLATES:
         from deltalake import write_deltalake
 
-        from use.table import QbeastTable
+        from use import QbeastTable
 
         path = os.path.join(_ROOT, name)
         write_deltalake(path, arrow_rows(0, 150))

@@ -14,11 +14,11 @@ __all__ = ["QbeastTable", "DeltaTable", "DeltaLog"]
 
 def __getattr__(name: str) -> Any:
     if name == "QbeastTable":
-        from use.table import QbeastTable  # deferred: imports pyspark; `import use` must not
+        from use.tables import QbeastTable  # deferred: imports pyspark; `import use` must not
 
         return QbeastTable
     if name == "DeltaTable":
-        from use.table import DeltaTable  # deferred: imports pyspark; `import use` must not
+        from use.tables import DeltaTable  # deferred: imports pyspark; `import use` must not
 
         return DeltaTable
     if name == "DeltaLog":

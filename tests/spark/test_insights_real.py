@@ -12,12 +12,11 @@ import pytest
 import use.insights as insights
 from insights_support import set_properties
 from optimize_support import commit_actions, directory_state, fragmented_qbeast, plain_delta, staging_qbeast
-from use import DeltaTable
+from use import DeltaTable, QbeastTable
 from use.errors import InvalidArgumentError
 from use.optimize.config import OptimizationConfig
 from use.optimize.events import EVENT_TAG
 from use.qbeast.reader import load_snapshot
-from use.table import QbeastTable
 
 PLAN_COLUMNS = ["task", "strategy", "kind", "revision_id", "num_files", "bytes", "score", "partition_values", "reason"]
 

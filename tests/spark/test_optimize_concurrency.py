@@ -22,6 +22,7 @@ from optimize_support import (
     rows_df,
     table_rows,
 )
+from use import QbeastTable
 from use.delta import DeltaLog
 from use.delta.actions import remove_actions
 from use.delta.transaction import Transaction
@@ -30,7 +31,6 @@ from use.optimize.loop_core import CONVERGED, run_loop
 from use.optimize.planner import Planner
 from use.optimize.task_metrics import ABANDONED, COMMITTED
 from use.qbeast.snapshot import QbeastSnapshot
-from use.table import QbeastTable
 
 
 def test_appends_during_optimization_all_land_and_nothing_fails(spark, tmp_path, monkeypatch) -> None:
@@ -66,6 +66,7 @@ def test_appends_during_optimization_all_land_and_nothing_fails(spark, tmp_path,
     for t in threads:
         t.start()
     from use.optimize.loop import optimize_path
+    from use.optimize.request import OptimizeRequest
 
     original_plan = Planner.plan
 
@@ -75,7 +76,7 @@ def test_appends_during_optimization_all_land_and_nothing_fails(spark, tmp_path,
 
     monkeypatch.setattr(Planner, "plan", plan_and_signal)
     try:
-        result = optimize_path(spark, path, max_iterations=12)
+        result = optimize_path(spark, OptimizeRequest(path, max_iterations=12))
     finally:
         monkeypatch.undo()
         finished.set()

@@ -21,7 +21,7 @@ from optimize_support import (
     staging_qbeast,
     table_rows,
 )
-from use import DeltaTable
+from use import DeltaTable, QbeastTable
 from use.delta import DeltaLog
 from use.delta.storage import absolute_path
 from use.optimize.config import OptimizationConfig
@@ -32,7 +32,6 @@ from use.optimize.planner import Planner
 from use.optimize.task_metrics import COMMITTED
 from use.qbeast.reader import load_snapshot, read
 from use.qbeast.snapshot import QbeastSnapshot
-from use.table import QbeastTable
 
 
 def _blocks_per_cube(path: str, revision_id: int) -> collections.Counter:

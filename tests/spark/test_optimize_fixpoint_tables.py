@@ -21,6 +21,7 @@ from use.optimize.config import OptimizationConfig
 from use.optimize.loop import optimize_path
 from use.optimize.loop_core import CONVERGED, DONE
 from use.optimize.plan import REVISION_REWRITE_TAG
+from use.optimize.request import OptimizeRequest
 from use.optimize.strategies._common import io_limit
 
 _SHAPES: dict[str, Callable[[Any, str], str]] = {
@@ -53,7 +54,7 @@ _CASES: list[tuple[str, str | None, dict[str, str]]] = [
 
 
 def _run(spark: Any, path: str, strategy: str | None, settings: dict[str, str]):
-    return optimize_path(spark, path, strategy=strategy, overrides=settings, max_iterations=60)
+    return optimize_path(spark, OptimizeRequest(path, strategy=strategy, overrides=settings, max_iterations=60))
 
 
 @pytest.mark.parametrize(
@@ -83,7 +84,7 @@ def test_the_issue_repro_commits_once_and_then_nothing(spark, tmp_path) -> None:
     rows = table_rows(spark, path)
     versions = []
     for _ in range(3):
-        result = optimize_path(spark, path, strategy="CubeDefragmentation", bytes_per_iter=4000)
+        result = optimize_path(spark, OptimizeRequest(path, strategy="CubeDefragmentation", bytes_per_iter=4000))
         assert result.outcome == CONVERGED
         assert all(m.files_in >= 2 and m.bytes_in <= 4000 for m in result.committed)
         versions.append(DeltaLog.for_path(path).snapshot().version)
@@ -95,7 +96,7 @@ def test_revision_rewrite_is_one_shot_until_the_revision_changes(spark, tmp_path
     """`revision-rewrite=true` as a setting the service would apply every interval: the first call
     rewrites the whole revision (outcome `done`), the next commits nothing; after an append the
     revision is rewritten once more. Every output carries the revision-rewrite tag in the log."""
-    from use.table import QbeastTable
+    from use import QbeastTable
 
     path = random_appends_qbeast(spark, str(tmp_path / "t"))
     settings = {"revision-rewrite": "true", "bytes-per-iter": "40000"}
@@ -167,7 +168,7 @@ def test_a_quiet_table_converges_to_the_layout_of_one_write_with_max_wait(spark,
     for i in range(10):
         QbeastTable.write(rows(i * 1000, (i + 1) * 1000), ours, "x,y", cube_size=1000, mode="append", column_stats=stats)
         if i % 2:
-            optimize_path(spark, ours)
+            optimize_path(spark, OptimizeRequest(ours))
     QbeastTable.write(rows(0, 10_000), once, "x,y", cube_size=1000, column_stats=stats)
     strip = And(Comparison("x", ">=", 50.0), Comparison("x", "<", 51.0))
 
@@ -179,7 +180,7 @@ def test_a_quiet_table_converges_to_the_layout_of_one_write_with_max_wait(spark,
     before, reference = reads(ours), reads(once)
     # the root's file carries the waiting rows (2.55x the bytes)
     assert before[0] > 2 * reference[0]
-    assert optimize_path(spark, ours).outcome == CONVERGED  # the tiers alone leave them there
+    assert optimize_path(spark, OptimizeRequest(ours)).outcome == CONVERGED  # the tiers alone leave them there
     # the service's plan check finds the work once the file has waited (it passes the planning time)
     from use.service.probe import probe
 
@@ -202,20 +203,20 @@ def test_a_quiet_table_converges_to_the_layout_of_one_write_with_max_wait(spark,
         return for_path(quiet, "plan", spark_conf=conf), summary.column("pending_bytes")[0].as_py()
 
     planned, pending = insights_plan("1ms")
-    dry = optimize_path(spark, quiet, overrides={"tiering.idle-after": "1ms"}, dry_run=True)
+    dry = optimize_path(spark, OptimizeRequest(quiet, overrides={"tiering.idle-after": "1ms"}, dry_run=True))
     assert planned.num_rows == 1 and "quiet for tiering.idle-after" in planned.column("reason")[0].as_py()
     assert planned.column("paths")[0].as_py() and set(planned.column("paths")[0].as_py()) == set(dry.plan.tasks[0].paths)
     assert pending == dry.plan.bytes > 0
     planned, pending = insights_plan("1h")
     assert planned.num_rows == 0 and pending == 0
-    result = optimize_path(spark, quiet, overrides={"tiering.idle-after": "1ms"})
+    result = optimize_path(spark, OptimizeRequest(quiet, overrides={"tiering.idle-after": "1ms"}))
     assert result.outcome == CONVERGED and "quiet for tiering.idle-after=0.001s" in result.iterations[0].reason
     quiet_reads = reads(quiet)
     assert quiet_reads[0] <= 1.05 * reference[0] and quiet_reads[1] <= reference[1] and quiet_reads[2] <= reference[2]
     assert table_rows(spark, quiet) == table_rows(spark, once)
-    result = optimize_path(spark, ours, overrides={"tiering.max-wait": "1ms"})
+    result = optimize_path(spark, OptimizeRequest(ours, overrides={"tiering.max-wait": "1ms"}))
     assert result.outcome == CONVERGED and "waited tiering.max-wait" in result.iterations[0].reason
     after = reads(ours)
     assert after[0] <= 1.05 * reference[0] and after[1] <= reference[1] and after[2] <= reference[2]
-    assert optimize_path(spark, ours, overrides={"tiering.max-wait": "1ms"}).outcome == CONVERGED
+    assert optimize_path(spark, OptimizeRequest(ours, overrides={"tiering.max-wait": "1ms"})).outcome == CONVERGED
     assert table_rows(spark, ours) == table_rows(spark, once) == deltars_rows(ours)

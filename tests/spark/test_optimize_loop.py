@@ -251,10 +251,11 @@ def test_metrics_table_has_one_row_per_iteration() -> None:
 def test_dry_run_plans_and_writes_nothing(spark, tmp_path) -> None:
     from optimize_support import directory_state, plain_delta
     from use.optimize.loop import optimize_path
+    from use.optimize.request import OptimizeRequest
 
     path = plain_delta(str(tmp_path / "t"))
     before = directory_state(path)
-    result = optimize_path(spark, path, dry_run=True)
+    result = optimize_path(spark, OptimizeRequest(path, dry_run=True))
     assert result.outcome == DRY_RUN and result.plan is not None and result.plan.tasks
     assert result.plan.tasks[0].kind == "binpack" and not result.iterations
     assert directory_state(path) == before
@@ -263,13 +264,14 @@ def test_dry_run_plans_and_writes_nothing(spark, tmp_path) -> None:
 def test_stop_request_ends_the_run_after_the_running_task(spark, tmp_path) -> None:
     from optimize_support import deltars_rows, directory_state, plain_delta
     from use.optimize.loop import optimize_path
+    from use.optimize.request import OptimizeRequest
 
     path = plain_delta(str(tmp_path / "t"))
     rows = deltars_rows(path)
     stop = StopToken()
     stop.request_stop()
     before = directory_state(path)
-    assert optimize_path(spark, path, stop=stop).outcome == STOPPED
+    assert optimize_path(spark, OptimizeRequest(path), stop=stop).outcome == STOPPED
     assert directory_state(path) == before  # a stop before the first task touches nothing
 
     stop = StopToken()
@@ -280,19 +282,19 @@ def test_stop_request_ends_the_run_after_the_running_task(spark, tmp_path) -> No
         stop.request_stop()
 
     # Three partitions = three bins; one task per plan, so only the stop can end the run early.
-    result = optimize_path(spark, path, stop=stop, on_iteration=stop_after_first)
+    result = optimize_path(spark, OptimizeRequest(path), stop=stop, on_iteration=stop_after_first)
     assert result.outcome == STOPPED and seen == [1] and len(result.committed) == 1
     assert deltars_rows(path) == rows
-    assert optimize_path(spark, path).outcome == CONVERGED  # the rest can be done later
+    assert optimize_path(spark, OptimizeRequest(path)).outcome == CONVERGED  # the rest can be done later
     assert deltars_rows(path) == rows
 
 
 def test_bad_arguments_raise_typed_errors_and_change_nothing(spark, tmp_path) -> None:
     from optimize_support import directory_state, plain_delta, staging_qbeast
-    from use import DeltaTable
+    from use import DeltaTable, QbeastTable
     from use.errors import ConfigError, InvalidArgumentError, TableNotFoundError, UnknownStrategyError
     from use.optimize.loop import optimize_path
-    from use.table import QbeastTable
+    from use.optimize.request import OptimizeRequest
 
     qpath = staging_qbeast(spark, str(tmp_path / "q"))
     dpath = plain_delta(str(tmp_path / "d"))
@@ -308,9 +310,9 @@ def test_bad_arguments_raise_typed_errors_and_change_nothing(spark, tmp_path) ->
         (InvalidArgumentError, "max_iterations", lambda: table.optimize(max_iterations=0)),
         (InvalidArgumentError, "stop", lambda: table.optimize(stop="now")),
         (ConfigError, "unknown optimization key", lambda: table.optimize(no_such_key=1)),
-        (InvalidArgumentError, "plain Delta table", lambda: optimize_path(spark, dpath, revision_id=1)),
+        (InvalidArgumentError, "plain Delta table", lambda: optimize_path(spark, OptimizeRequest(dpath, revision_id=1))),
         (InvalidArgumentError, "dry_run", lambda: DeltaTable.for_path(spark, dpath).optimize(dry_run="yes")),
-        (TableNotFoundError, "no table", lambda: optimize_path(spark, str(tmp_path / "missing"))),
+        (TableNotFoundError, "no table", lambda: optimize_path(spark, OptimizeRequest(str(tmp_path / "missing")))),
         (TableNotFoundError, "no Delta table", lambda: DeltaTable.for_path(spark, str(tmp_path / "missing"))),
     ]
     for error, text, call in cases:
@@ -330,6 +332,7 @@ def test_stop_while_a_task_runs_cancels_it_cleanly(spark, tmp_path, monkeypatch)
     from use.delta import DeltaLog
     from use.optimize import executor
     from use.optimize.loop import optimize_path
+    from use.optimize.request import OptimizeRequest
 
     path = plain_delta(str(tmp_path / "t"))
     rows = deltars_rows(path)
@@ -354,7 +357,7 @@ def test_stop_while_a_task_runs_cancels_it_cleanly(spark, tmp_path, monkeypatch)
         return real_rewrite(*args, **kwargs)
 
     monkeypatch.setattr(executor, "_rewrite", rewrite_with_stop)
-    result = optimize_path(spark, path, stop=stop)
+    result = optimize_path(spark, OptimizeRequest(path), stop=stop)
     assert result.outcome == STOPPED and len(result) == 1
     m = result.iterations[0]
     assert (m.status, m.error) == (ABANDONED, "StopRequested")
@@ -362,7 +365,7 @@ def test_stop_while_a_task_runs_cancels_it_cleanly(spark, tmp_path, monkeypatch)
     stop = StopToken()
     monkeypatch.setattr(executor._StopWatcher, "_watch", watch_once)
     monkeypatch.setattr(executor, "_rewrite", rewrite_after_the_cancel)
-    result = optimize_path(spark, path, stop=stop)
+    result = optimize_path(spark, OptimizeRequest(path), stop=stop)
     assert result.outcome == STOPPED and (result.iterations[0].status, result.iterations[0].error) == (ABANDONED, "StopRequested")
     assert deltars_rows(path) == rows
     live = set(DeltaLog.for_path(path).snapshot().files.column("path").to_pylist())
@@ -376,6 +379,7 @@ def test_a_separate_cancel_lets_the_running_task_commit_on_stop(spark, tmp_path,
     from optimize_support import deltars_rows, plain_delta
     from use.optimize import executor
     from use.optimize.loop import optimize_path
+    from use.optimize.request import OptimizeRequest
 
     path = plain_delta(str(tmp_path / "t"))
     rows = deltars_rows(path)
@@ -390,7 +394,7 @@ def test_a_separate_cancel_lets_the_running_task_commit_on_stop(spark, tmp_path,
         return real_rewrite(spark_, *args, **kwargs)
 
     monkeypatch.setattr(executor, "_rewrite", rewrite_with_stop)
-    result = optimize_path(spark, path, stop=stop, cancel=cancel, job_group="my-group", job_description="my run")
+    result = optimize_path(spark, OptimizeRequest(path), stop=stop, cancel=cancel, job_group="my-group", job_description="my run")
     assert result.outcome == STOPPED and len(result) == 1 and result.iterations[0].status == COMMITTED
     assert deltars_rows(path) == rows
     assert seen[0][0] == "my-group" and seen[0][1].startswith("my run: binpack")
@@ -398,7 +402,7 @@ def test_a_separate_cancel_lets_the_running_task_commit_on_stop(spark, tmp_path,
     # A set cancel alone also ends the loop (the task it cancelled is not re-planned forever).
     stop2, cancel2 = StopToken(), StopToken()
     cancel2.request_stop()
-    assert optimize_path(spark, path, stop=stop2, cancel=cancel2).outcome == STOPPED
+    assert optimize_path(spark, OptimizeRequest(path), stop=stop2, cancel=cancel2).outcome == STOPPED
 
 
 def test_result_as_an_arrow_table() -> None:

@@ -17,6 +17,7 @@ from use.optimize.loop import optimize_path
 from use.optimize.loop_core import CONVERGED
 from use.optimize.plan import KIND_RELABEL
 from use.optimize.planner import Planner
+from use.optimize.request import OptimizeRequest
 from use.optimize.task_metrics import ABANDONED, COMMITTED
 from use.qbeast.reader import load_snapshot
 from use.qbeast.relabel import alignment
@@ -26,7 +27,7 @@ def _append(spark: Any, path: str, seed: int, lo: int, hi: int, start: int, rows
     """Long x in [lo, hi] (both ends present), y in [20, 80) (never near y's edges, so y never widens)."""
     from pyspark.sql import functions as F
 
-    from use.table import QbeastTable
+    from use import QbeastTable
 
     x = (F.lit(lo) + F.floor(F.rand(seed) * (hi - lo))).cast("long")
     df = spark.range(start, start + rows).select(
@@ -56,7 +57,7 @@ def _drifted(spark: Any, path: str, edge_file: bool = False) -> None:
 
 
 def test_a_revision_grown_by_a_power_of_two_moves_by_its_tags_and_reads_are_unchanged(spark, tmp_path) -> None:
-    from use.table import QbeastTable
+    from use import QbeastTable
 
     path = str(tmp_path / "t")
     _drifted(spark, path)
@@ -70,7 +71,7 @@ def test_a_revision_grown_by_a_power_of_two_moves_by_its_tags_and_reads_are_unch
     reference = str(tmp_path / "once")
     QbeastTable.write(spark.read.format("qbeast").load(path), reference, ["x", "y"], cube_size=50)
 
-    result = optimize_path(spark, path, max_iterations=40)
+    result = optimize_path(spark, OptimizeRequest(path, max_iterations=40))
     assert result.outcome == CONVERGED
     moved = [m for m in result.committed if m.kind == KIND_RELABEL]
     assert len(moved) == 1 and moved[0].files_in == len(rev2_paths) and moved[0].bytes_in == moved[0].bytes_out == 0
@@ -107,7 +108,7 @@ def test_a_file_holding_the_old_maximum_is_reindexed_and_not_moved(spark, tmp_pa
     edge = {p for p in rev2.column("path").to_pylist() if p not in by_kind[KIND_RELABEL]}
     assert edge and edge <= by_kind["index"]
     rows = table_rows(spark, path)
-    assert optimize_path(spark, path, max_iterations=40).outcome == CONVERGED
+    assert optimize_path(spark, OptimizeRequest(path, max_iterations=40)).outcome == CONVERGED
     assert table_rows(spark, path) == rows and deltars_rows(path) == rows
 
 
@@ -144,7 +145,7 @@ def test_drifting_timestamps_move_by_their_tags_and_time_ranges_read_the_same_ro
     from deltalake import DeltaTable
     from pyspark.sql import functions as F
 
-    from use.table import QbeastTable
+    from use import QbeastTable
 
     path, reference = str(tmp_path / "t"), str(tmp_path / "once")
     day = 86_400
@@ -160,7 +161,7 @@ def test_drifting_timestamps_move_by_their_tags_and_time_ranges_read_the_same_ro
     assert any(alignment(a, b) is not None for a, b in zip(revs, revs[1:], strict=False)), [r.transformations[0] for r in revs]
     QbeastTable.write(spark.read.format("qbeast").load(path), reference, ["ts", "y"], cube_size=50)
 
-    result = optimize_path(spark, path, max_iterations=40)
+    result = optimize_path(spark, OptimizeRequest(path, max_iterations=40))
     assert result.outcome == CONVERGED and any(m.kind == KIND_RELABEL for m in result.committed)
     ours, once = QbeastTable.for_path(spark, path), QbeastTable.for_path(spark, reference)
     for cond in (None, "ts >= timestamp'2023-11-15 12:00:00' AND ts < timestamp'2023-11-16 06:00:00'",

@@ -10,6 +10,7 @@ import pytest
 from optimize_support import table_rows
 from use.optimize.loop import optimize_path
 from use.optimize.loop_core import CONVERGED
+from use.optimize.request import OptimizeRequest
 from use.qbeast.reader import load_snapshot, plan_read
 
 
@@ -17,7 +18,7 @@ def _drifting(spark: Any, path: str, appends: int = 8, rows: int = 200) -> None:
     """Append k holds x in [0, 10 (k + 1)): every append reaches past the range and opens a revision."""
     from pyspark.sql import functions as F
 
-    from use.table import QbeastTable
+    from use import QbeastTable
 
     for k in range(appends):
         df = spark.range(k * rows, (k + 1) * rows).select(
@@ -38,7 +39,7 @@ def test_older_revisions_are_merged_into_the_latest_and_the_sample_reads_fewer_f
     sample_before = plan_read(spark, before, sample=0.01).num_files
     rows = table_rows(spark, path)
 
-    result = optimize_path(spark, path, max_iterations=60)
+    result = optimize_path(spark, OptimizeRequest(path, max_iterations=60))
     assert result.outcome == CONVERGED
     assert "SupersededRevisionsSelection" in {m.strategy for m in result.committed}
 
@@ -47,13 +48,13 @@ def test_older_revisions_are_merged_into_the_latest_and_the_sample_reads_fewer_f
     assert after.latest_revision_id == max(revisions_before)  # re-indexing opened no revision
     assert plan_read(spark, after, sample=0.01).num_files < sample_before
     assert table_rows(spark, path) == rows  # the data is unchanged
-    assert not optimize_path(spark, path, max_iterations=60).iterations  # and a second call does nothing
+    assert not optimize_path(spark, OptimizeRequest(path, max_iterations=60)).iterations  # and a second call does nothing
 
 
 def test_a_bad_revision_margin_is_refused_before_anything_is_written(spark, tmp_path) -> None:
+    from use import QbeastTable
     from use.delta import DeltaLog
     from use.errors import ConfigError
-    from use.table import QbeastTable
 
     path = str(tmp_path / "t")
     QbeastTable.write(spark.range(50).selectExpr("id", "cast(id as double) as x"), path, ["x"], cube_size=100)
@@ -75,8 +76,8 @@ def test_drifting_appends_widen_the_range_by_as_much_as_the_data_has_moved(spark
     so a table drifting for long opens O(log) revisions and re-indexes each row about twice."""
     from pyspark.sql import functions as F
 
+    from use import QbeastTable
     from use.qbeast.revision_change import widening_origin
-    from use.table import QbeastTable
 
     path = str(tmp_path / "t")
     for k in range(8):

@@ -272,7 +272,7 @@ def test_a_column_without_stats_is_refused(spark, tmp_path) -> None:
 
 def test_zorder_refuses_a_qbeast_table(spark, tmp_path) -> None:
     from optimize_support import staging_qbeast
-    from use.table import QbeastTable
+    from use import QbeastTable
 
     path = staging_qbeast(spark, str(tmp_path / "t"), appends=1)
     before = directory_state(path)

@@ -635,8 +635,8 @@ def test_an_append_whose_new_revision_loses_to_a_concurrent_one_lands_staged(spa
     cube-size change (the user's request) is not dropped."""
     from pyspark.sql import functions as F
 
+    from use import QbeastTable
     from use.errors import MetadataChangedError
-    from use.table import QbeastTable
 
     path = str(tmp_path / "t")
     write(spark, _data(spark, 1_000), path, ["x", "y"], cube_size=400)

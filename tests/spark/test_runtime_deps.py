@@ -35,7 +35,7 @@ def test_the_runtime_only_environment_hides_the_test_extras(tmp_path: Path) -> N
     env = runtime_only_env(tmp_path / "site")
     hidden = _run(["-c", "import deltalake"], env)
     assert hidden.returncode != 0 and "not a runtime dependency" in hidden.stderr
-    seen = _run(["-c", "import pyspark, pyarrow, pandas, use.table, use.server"], env)
+    seen = _run(["-c", "import pyspark, pyarrow, pandas, use.tables, use.server"], env)
     assert seen.returncode == 0, seen.stderr
 
 

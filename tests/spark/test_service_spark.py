@@ -12,13 +12,13 @@ import pytest
 
 from optimize_support import CUBE_SIZE, arrow_rows, expected_rows, fragmented_qbeast, rows_df, table_rows
 from service_support import AUTO, Services, await_service, corrupt_log, set_properties
+from use import QbeastTable
 from use.delta import DeltaLog
 from use.optimize.events import optimizations_table
 from use.optimize.keys import POOL, POOL_PROPERTY
 from use.service import ALTERED, OptimizationService, TableEvent
 from use.service.runner import SparkRunner, job_group
 from use.service.schedule import backoff_s
-from use.table import QbeastTable
 
 
 @pytest.fixture

@@ -180,6 +180,7 @@ def test_column_changes_that_need_a_rewrite_or_mapping_are_refused_and_change_no
     import json
 
     from use.errors import MetadataChangedError
+    from use.sql.protocol import AlterSchemaRequest, TableRef
     from use.sql.tables import alter_schema
 
     read = len(before[0]) - 1
@@ -188,8 +189,7 @@ def test_column_changes_that_need_a_rewrite_or_mapping_are_refused_and_change_no
     schema["fields"].append({"name": "z", "type": "integer", "nullable": True, "metadata": {}})
     changed = state(root)
     with pytest.raises(MetadataChangedError):
-        alter_schema(spark, {"table": {"location": root, "provider": "delta"}, "schema": json.dumps(schema), "readVersion": read,
-                             "added": ["z"]}, [])  # fmt: skip
+        alter_schema(spark, AlterSchemaRequest(TableRef(root, root, "delta"), json.dumps(schema), read, ("z",)), [])
     assert state(root) == changed
     mapped = str(tmp_path / "cm")
     make_table(mapped)

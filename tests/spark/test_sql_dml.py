@@ -118,10 +118,12 @@ def test_delete_by_path_and_a_concurrent_compaction_is_a_conflict(spark, tmp_pat
     (the shim then runs the DELETE again on the new snapshot), so no deleted row comes back."""
     from pathlib import Path
 
+    from use import DeltaTable
     from use.delta import DeltaLog
+    from use.delta.commit_options import NO_COMMIT_OPTIONS
     from use.errors import ConcurrentDeleteReadError
-    from use.optimize.delta_table import DeltaTable
     from use.sql.dml import rewrite_rows
+    from use.sql.protocol import RewriteRowsRequest, TableRef
     from use.sql.scan import file_uris
 
     path = str(tmp_path / "t")
@@ -134,10 +136,9 @@ def test_delete_by_path_and_a_concurrent_compaction_is_a_conflict(spark, tmp_pat
     first = file_uris(Path(path).as_uri(), planned.files.column("path").to_pylist())[:1]
     DeltaTable.for_path(spark, path).optimize(strategy="BinPacking", progress=False)  # removes every file
     before = state(path)
-    request = {"operation": "DELETE", "table": {"location": path}, "version": planned.version, "remove": first,
-               "wholeFiles": True, "predicate": "id < 50"}  # fmt: skip
+    request = RewriteRowsRequest("DELETE", TableRef(path, path), planned.version, "id < 50", tuple(first), whole_files=True)
     with pytest.raises(ConcurrentDeleteReadError):
-        rewrite_rows(spark, request, [])
+        rewrite_rows(spark, request, [], NO_COMMIT_OPTIONS)
     assert state(path) == before and rows(spark, f"SELECT count(*) FROM delta.`{path}`") == [(95,)]
 
 
@@ -146,10 +147,12 @@ def test_a_delete_that_loses_to_a_compaction_runs_again_on_the_new_snapshot(spar
     from inside the bridge call, before the DELETE's own commit, as another process's optimizer,
     which does not see this process's statements, would); the shim plans again and the second
     attempt commits. The deleted rows stay deleted and every other row stays."""
+    from dataclasses import replace
+
     import use.sql.bridge as bridge
+    from use import DeltaTable
     from use.delta.storage import resolve_table_root
     from use.optimize import yielding
-    from use.optimize.delta_table import DeltaTable
     from use.sql.dml import rewrite_rows
 
     path = str(tmp_path / "t")
@@ -157,8 +160,8 @@ def test_a_delete_that_loses_to_a_compaction_runs_again_on_the_new_snapshot(spar
         spark.range(lo, lo + 50, numPartitions=1).write.format("delta").mode("append").save(path)
     calls = []
 
-    def racing(spark_, req, args):
-        calls.append(req["version"])
+    def racing(spark_, req, args, commit_options):
+        calls.append(req.version)
         if len(calls) == 1:
             root = resolve_table_root(path)
             yielding.end(root)  # another process: it does not wait for this statement
@@ -166,9 +169,10 @@ def test_a_delete_that_loses_to_a_compaction_runs_again_on_the_new_snapshot(spar
                 DeltaTable.for_path(spark, path).optimize(strategy="BinPacking", progress=False)
             finally:
                 yielding.begin(root)
-        return rewrite_rows(spark_, req, args)
+        return rewrite_rows(spark_, req, args, commit_options)
 
-    monkeypatch.setitem(bridge._registered._methods, "rewriteRows", racing)
+    methods = bridge._registered._methods
+    monkeypatch.setitem(methods, "rewriteRows", replace(methods["rewriteRows"], run=racing))
     assert spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 10 = 0").collect()[0][0] == 10
     assert len(calls) == 2 and calls[1] > calls[0]
     assert rows(spark, f"SELECT count(*), sum(id) FROM delta.`{path}`") == [(90, sum(i for i in range(100) if i % 10))]
@@ -178,18 +182,21 @@ def test_a_delete_that_loses_to_a_compaction_runs_again_on_the_new_snapshot(spar
 def _racing(monkeypatch, race) -> list[int]:
     """The bridge's rewriteRows with `race()` run before the first attempt commits (as another
     process would commit meanwhile); returns the snapshot version each attempt read."""
+    from dataclasses import replace
+
     import use.sql.bridge as bridge
     from use.sql.dml import rewrite_rows
 
     calls: list[int] = []
 
-    def racing(spark_, req, args):
-        calls.append(req["version"])
+    def racing(spark_, req, args, commit_options):
+        calls.append(req.version)
         if len(calls) == 1:
             race()
-        return rewrite_rows(spark_, req, args)
+        return rewrite_rows(spark_, req, args, commit_options)
 
-    monkeypatch.setitem(bridge._registered._methods, "rewriteRows", racing)
+    methods = bridge._registered._methods
+    monkeypatch.setitem(methods, "rewriteRows", replace(methods["rewriteRows"], run=racing))
     return calls
 
 
@@ -416,9 +423,9 @@ def test_this_process_optimizations_yield_to_a_row_level_write(spark, tmp_path, 
     task, and a task that would commit during one is abandoned (nothing committed, its files gone);
     once the statement ends the optimization runs."""
     import use.optimize.loop as loop
+    from use import DeltaTable
     from use.delta.storage import resolve_table_root
     from use.optimize import yielding
-    from use.optimize.delta_table import DeltaTable
     from use.optimize.loop_core import CONFLICTS, CONVERGED
 
     path = str(tmp_path / "y")

@@ -126,7 +126,7 @@ def test_describe_history_and_detail_have_deltas_columns(spark, db, tmp_path) ->
     notebook, cluster) are shown, here written by delta-rs's custom commit metadata."""
     import deltalake
 
-    from use.optimize.delta_table import DeltaTable
+    from use import DeltaTable
 
     path = str(tmp_path / "t")
     data = spark.range(3).selectExpr("id").toArrow()

@@ -271,8 +271,8 @@ def test_delta_s_optimize_and_vacuum_statements_run_the_procedures(spark, db) ->
 def test_optimize_where_rewrites_only_the_partitions_it_selects(spark, db) -> None:
     """Delta's OPTIMIZE ... WHERE on partition columns (Spark SQL semantics: dates, IS NULL, IN),
     from the statement, CALL and the Python API; a predicate on other columns is refused."""
+    from use import DeltaTable
     from use.delta import DeltaLog
-    from use.optimize.delta_table import DeltaTable
 
     spark.sql("CREATE TABLE e (id INT, day DATE, k STRING) USING delta PARTITIONED BY (day, k)")
     for i in range(3):

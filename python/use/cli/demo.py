@@ -119,7 +119,7 @@ def _qbeast_part(path: Path, rows: int) -> None:
     from pyspark.sql import functions as F
 
     from use.session import spark_session  # deferred: imports pyspark (as above)
-    from use.table import QbeastTable  # deferred: imports pyspark (as above)
+    from use.tables import QbeastTable  # deferred: imports pyspark (as above)
 
     spark = spark_session("use-demo")
     df = spark.range(rows).select(

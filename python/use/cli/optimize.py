@@ -2,18 +2,19 @@
 
 The flags are the seed's CubeDefragmentation CLI (`--table-location`, `--revision-id`,
 `--bytes-per-iter`, `--revision-rewrite`) plus the engine's own (`--strategy`, `--zorder-by`,
-`--dry-run`, `--max-iterations`). Values are handed to the optimization config as strings, so a bad value gets the
-same typed error (one line, exit code 2) as a bad table property would.
+`--dry-run`, `--max-iterations`, `--all-tasks`). The flags become one `OptimizeRequest`, which reads
+their text and checks every value before Spark starts: a bad one is one line naming the flag (exit
+code 2), as the Python API and `CALL use_catalog.system.optimize` refuse the same values.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from use.errors import InvalidArgumentError
+from use.errors import CLI
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "optimize",
         help="optimize a Delta/Qbeast table until nothing is selected",
@@ -46,40 +47,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _positive_int(value: str | None, flag: str) -> int | None:
-    if value is None:
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise InvalidArgumentError(f"{flag} must be an integer, got {value!r}") from None
-    if number < 0 or (number == 0 and flag != "--revision-id"):
-        raise InvalidArgumentError(f"{flag} must be {'>= 0' if flag == '--revision-id' else '> 0'}, got {number}")
-    return number
-
-
 def run(args: argparse.Namespace) -> int:
     # deferred: these import pyspark (and pyarrow), and `use --help` imports every subcommand module
     from use.optimize.loop import optimize_path
     from use.optimize.report import format_iteration
+    from use.optimize.request import OptimizeRequest
     from use.session import spark_session
 
-    revision_id = _positive_int(args.revision_id, "--revision-id")
-    max_iterations = _positive_int(args.max_iterations, "--max-iterations")
-    spark = spark_session("use-optimize")
-    result = optimize_path(
-        spark,
+    # checked before Spark starts: a bad flag is one line naming it (`surface=CLI`)
+    request = OptimizeRequest(
         args.table_location,
-        revision_id=revision_id,
+        revision_id=args.revision_id,
         strategy=args.strategy,
         zorder_by=args.zorder_by,
         where=args.where,
         bytes_per_iter=args.bytes_per_iter,
         revision_rewrite=True if args.revision_rewrite else None,
         dry_run=args.dry_run,
-        max_iterations=max_iterations,
+        max_iterations=args.max_iterations,
         all_tasks=args.all_tasks,
-        on_iteration=lambda m: print(format_iteration(m), flush=True),
+        surface=CLI,
     )
+    spark = spark_session("use-optimize")
+    result = optimize_path(spark, request, on_iteration=lambda m: print(format_iteration(m), flush=True))
     print(result)  # the plan of a dry run, else the metrics table and a summary line
     return 0

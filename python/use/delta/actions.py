@@ -8,12 +8,10 @@ reader.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -327,46 +325,6 @@ class SetTransaction:
         if self.last_updated is not None:
             body["lastUpdated"] = self.last_updated
         return {"txn": body}
-
-
-_USER_METADATA: ContextVar[str | None] = ContextVar("use_commit_user_metadata", default=None)
-
-
-@contextlib.contextmanager
-def _scoped(var: ContextVar[str | None], value: str | None) -> Iterator[None]:
-    token = var.set(value)
-    try:
-        yield
-    finally:
-        var.reset(token)
-
-
-def commit_user_metadata(value: str | None) -> contextlib.AbstractContextManager[None]:
-    """Every commit made in this block (this thread or task) carries `value` as its
-    `commitInfo.userMetadata`, unless the commit gives its own: Delta's `userMetadata` writer option
-    and `spark.databricks.delta.commitInfo.userMetadata` setting, which apply to whatever commit a
-    statement makes (a write, a DELETE, a table's creation)."""
-    return _scoped(_USER_METADATA, value)
-
-
-def scoped_user_metadata() -> str | None:
-    """The `commitInfo.userMetadata` of the enclosing `commit_user_metadata` block, if any."""
-    return _USER_METADATA.get()
-
-
-_USER_NAME: ContextVar[str | None] = ContextVar("use_commit_user_name", default=None)
-
-
-def commit_user_name(value: str | None) -> contextlib.AbstractContextManager[None]:
-    """Every commit made in this block (this thread or task) carries `value` as its
-    `commitInfo.userName`: the user a statement runs for (a JDBC session's user in `use serve`),
-    as Delta records who made each commit."""
-    return _scoped(_USER_NAME, value)
-
-
-def scoped_user_name() -> str | None:
-    """The `commitInfo.userName` of the enclosing `commit_user_name` block, if any."""
-    return _USER_NAME.get()
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ that appeared since, so the usual read-commit-read cycle does not re-read checkp
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import itertools
 import json
@@ -16,9 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 import pyarrow as pa
@@ -32,10 +29,9 @@ from use.delta.actions import (
     action_json_line,
     empty_files,
     empty_tombstones,
-    scoped_user_metadata,
-    scoped_user_name,
 )
 from use.delta.checkpoint import checkpoint_name, write_checkpoint
+from use.delta.commit_options import NO_COMMIT_OPTIONS, CommitOptions
 from use.delta.commits import CommitActions, read_commits
 from use.delta.listing import LOG_DIR_NAME, LogListing, commit_name, list_log
 from use.delta.replay import advance, replay
@@ -56,21 +52,6 @@ from use.errors import (
 )
 
 _log = logging.getLogger(__name__)
-
-_NEW_TABLE_DEFAULTS: ContextVar[Mapping[str, str]] = ContextVar("use_new_table_defaults", default=MappingProxyType({}))
-
-
-@contextlib.contextmanager
-def new_table_defaults(properties: Mapping[str, str]) -> Iterator[None]:
-    """Tables created in this block (this thread) take `properties` where their own configuration
-    does not set them: Delta's `spark.databricks.delta.properties.defaults.*` of the statement's
-    session (`use.delta.snapshot.property_defaults`), applied whichever path creates the table."""
-    token = _NEW_TABLE_DEFAULTS.set(dict(properties))
-    try:
-        yield
-    finally:
-        _NEW_TABLE_DEFAULTS.reset(token)
-
 
 DAY_MS = 86_400_000
 ADVANCE_LIMIT = 50
@@ -170,6 +151,7 @@ class DeltaLog:
         operation_parameters: Mapping[str, Any] | None = None,
         operation_metrics: Mapping[str, Any] | None = None,
         managed: bool = False,
+        commit_options: CommitOptions = NO_COMMIT_OPTIONS,
     ) -> Snapshot:
         """Create the table (version 0: protocol, metaData, commitInfo 'CREATE TABLE').
 
@@ -177,9 +159,11 @@ class DeltaLog:
         transactions) in that one commit, as Delta writes a new table or converts a parquet
         directory: no reader ever sees the table without them. `operation` and its parameters and
         metrics then name what made it (e.g. `WRITE`, `CONVERT`). `managed`: the table's directory
-        belongs to a metastore entry (Delta's `isManaged` in the commit).
+        belongs to a metastore entry (Delta's `isManaged` in the commit). `commit_options`: the creating
+        statement's (its default table properties under `configuration`, its user metadata, the
+        recorder of its commits).
         """
-        protocol, metadata, conf = self._new_table(schema, partition_columns, configuration, name, description)
+        protocol, metadata, conf = self._new_table(schema, partition_columns, configuration, name, description, commit_options)
         parts = tuple(metadata.partition_columns)
         listing = self._listing()
         if not listing.is_empty:
@@ -206,8 +190,8 @@ class DeltaLog:
             txn_id=metadata.id,
             isolation_level="Serializable",
             tags={},
-            user_metadata=scoped_user_metadata(),
-            user_name=scoped_user_name(),
+            user_metadata=commit_options.user_metadata,
+            user_name=commit_options.user_name,
         )
         data = ("\n".join(action_json_line(a) for a in (info, protocol, metadata, *first)) + "\n").encode()
         path = os.path.join(self.log_dir, commit_name(0))
@@ -215,7 +199,7 @@ class DeltaLog:
             raise TableAlreadyExistsError(f"a Delta table was created concurrently at {self.table_root}")
         with self._lock:  # a cached snapshot is of no table; the manifests below read the new one
             self._cached, self._cached_sig = None, None
-        after_commit(self, 0, operation, [a for a in first if isinstance(a, AddFile)], [], conf)
+        after_commit(self, 0, operation, [a for a in first if isinstance(a, AddFile)], [], conf, commit_options.recorder)
         if first:
             return self.snapshot(version=0)
         state = LogState(0, protocol, metadata, _empty_files(), _empty_tombstones(), {}, {}, None, info.to_action()["commitInfo"])
@@ -233,13 +217,14 @@ class DeltaLog:
         *,
         name: str | None = None,
         description: str | None = None,
+        commit_options: CommitOptions = NO_COMMIT_OPTIONS,
     ) -> Transaction:
         """A transaction that creates the table: its commit is version 0, holding the protocol, the
         metaData and whatever the caller adds (data files), so a table and its first data appear in
         one commit, as Spark's `df.write.format("delta").save(path)` makes them. Arguments are checked
         as in `create`; a table that exists already (or is created concurrently, which the commit's
         put-if-absent detects) makes it fail with a typed error and nothing written."""
-        protocol, metadata, _ = self._new_table(schema, partition_columns, configuration, name, description)
+        protocol, metadata, _ = self._new_table(schema, partition_columns, configuration, name, description, commit_options)
         listing = self._listing()
         if not listing.is_empty:
             raise TableAlreadyExistsError(
@@ -247,7 +232,7 @@ class DeltaLog:
                 "append to it or choose another path"
             )
         state = LogState(-1, protocol, metadata, _empty_files(), _empty_tombstones(), {}, {}, None, None)
-        txn = Transaction(self, Snapshot(self.table_root, -1, 0, state))
+        txn = Transaction(self, Snapshot(self.table_root, -1, 0, state), commit_options=commit_options)
         txn.add(protocol, metadata)
         return txn
 
@@ -258,8 +243,11 @@ class DeltaLog:
         configuration: Mapping[str, str] | None,
         name: str | None,
         description: str | None,
+        commit_options: CommitOptions,
     ) -> tuple[Protocol, Metadata, dict[str, str]]:
-        """The protocol and metaData of a new table, every argument checked."""
+        """The protocol and metaData of a new table, every argument checked; its properties are
+        `configuration` over the statement's defaults for new tables (`commit_options.table_defaults`:
+        Delta's `spark.databricks.delta.properties.defaults.*`, `use.delta.snapshot.property_defaults`)."""
         if not isinstance(schema, pa.Schema):
             raise InvalidArgumentError(f"create needs a pyarrow.Schema, got {type(schema).__name__}")
         if len(schema) == 0:
@@ -280,7 +268,7 @@ class DeltaLog:
                 )
         if len(parts) == len(schema):
             raise InvalidArgumentError("at least one column must not be a partition column")
-        conf = validate_configuration({**_NEW_TABLE_DEFAULTS.get(), **dict(configuration or {})})
+        conf = validate_configuration({**commit_options.table_defaults, **dict(configuration or {})})
         schema_string = schema_to_json(schema)
         for label, value in (("name", name), ("description", description)):
             if value is not None and not isinstance(value, str):
@@ -501,14 +489,17 @@ class DeltaLog:
 
     # --- transactions ------------------------------------------------------------------------------------
 
-    def start_transaction(self, *, max_retries: int | None = None) -> Transaction:
-        """A transaction reading the latest snapshot (the table must exist: use `create` first)."""
+    def start_transaction(
+        self, *, max_retries: int | None = None, commit_options: CommitOptions = NO_COMMIT_OPTIONS
+    ) -> Transaction:
+        """A transaction reading the latest snapshot (the table must exist: use `create` first),
+        committed with the statement's `commit_options`."""
         snap = self.snapshot()
         if max_retries is None:
-            return Transaction(self, snap)
+            return Transaction(self, snap, commit_options=commit_options)
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise InvalidArgumentError(f"max_retries must be a non-negative int, got {max_retries!r}")
-        return Transaction(self, snap, max_retries=max_retries)
+        return Transaction(self, snap, max_retries=max_retries, commit_options=commit_options)
 
     def _post_commit(self, version: int, read_snapshot: Snapshot) -> None:
         """Checkpoint every `delta.checkpointInterval` commits, then clean up expired log files.

@@ -19,14 +19,11 @@ is not free: either is a StaleTransactionError, and no commit is ever left below
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextvars import ContextVar
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +38,8 @@ from use.delta.actions import (
     RemoveFile,
     SetTransaction,
     action_json_line,
-    scoped_user_metadata,
-    scoped_user_name,
 )
+from use.delta.commit_options import NO_COMMIT_OPTIONS, CommitOptions, CommitRecorder, CommittedWrite
 from use.delta.commits import CommitActions, parse_commits
 from use.delta.listing import LogListing, commit_name, list_log
 from use.delta.manifest import generate_incremental
@@ -72,21 +68,6 @@ DEFAULT_MAX_RETRIES = 100
 _log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class CommittedWrite:
-    """A commit made inside `recording_commits`: what a post-commit hook of the statement needs
-    (Delta's auto compaction: the table, and the partitions the commit added data to; one empty
-    tuple of values for an unpartitioned table)."""
-
-    table_root: str
-    version: int
-    operation: str
-    added_partitions: tuple[tuple[tuple[str, str | None], ...], ...]
-
-
-_RECORDED: ContextVar[list[CommittedWrite] | None] = ContextVar("use_recorded_commits", default=None)
-
-
 def after_commit(
     log: DeltaLog,
     version: int,
@@ -94,17 +75,17 @@ def after_commit(
     adds: Sequence[AddFile],
     removes: Sequence[RemoveFile],
     configuration: Mapping[str, str],
+    recorder: CommitRecorder | None,
 ) -> None:
     """What follows every commit USE makes (a transaction's, or a table's creation with its first
-    files): it is recorded for the statement's hooks (`recording_commits`), and Delta's symlink
-    format manifests of the partitions it touched are rewritten when the table asks for them
-    (`use.delta.manifest`). The commit is durable by then: a manifest failure is logged with the
-    statement that repairs it, never raised (a caller would take the commit for failed and delete
-    its files)."""
-    recorded = _RECORDED.get()
-    if recorded is not None:
+    files): it is recorded for the statement's hooks (`recorder`, of its `CommitOptions`), and Delta's
+    symlink format manifests of the partitions it touched are rewritten when the table asks for
+    them (`use.delta.manifest`). The commit is durable by then: a manifest failure is logged with
+    the statement that repairs it, never raised (a caller would take the commit for failed and
+    delete its files)."""
+    if recorder is not None:
         added = {tuple(sorted(a.partition_values.items())) for a in adds if a.data_change}
-        recorded.append(CommittedWrite(log.table_root, version, operation, tuple(sorted(added, key=repr))))
+        recorder.record(CommittedWrite(log.table_root, version, operation, tuple(sorted(added, key=repr))))
     try:
         if not TableConfig.from_configuration(configuration).symlink_manifest:
             return
@@ -120,19 +101,6 @@ def after_commit(
             exc,
             log.table_root,
         )
-
-
-@contextlib.contextmanager
-def recording_commits() -> Iterator[list[CommittedWrite]]:
-    """Collect the commits made in this block (this thread), in order, into the list it yields: the
-    statement-level hooks that run after a write (`use.optimize.auto_compact`) learn from it what
-    the statement committed, whatever path of the writer made the commit."""
-    found: list[CommittedWrite] = []
-    token = _RECORDED.set(found)
-    try:
-        yield found
-    finally:
-        _RECORDED.reset(token)
 
 
 def engine_info() -> str:
@@ -170,10 +138,19 @@ def _string_map(values: Mapping[str, Any] | None, what: str, *, scalars_ok: bool
 
 
 class Transaction:
-    """One optimistic transaction pinned to the snapshot it read (`snapshot`, `read_version`)."""
+    """One optimistic transaction pinned to the snapshot it read (`snapshot`, `read_version`), made
+    for a statement whose `commit_options` its commit carries (user metadata, the recorder of its commits)."""
 
-    def __init__(self, log: DeltaLog, snapshot: Snapshot, *, max_retries: int = DEFAULT_MAX_RETRIES) -> None:
+    def __init__(
+        self,
+        log: DeltaLog,
+        snapshot: Snapshot,
+        *,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        commit_options: CommitOptions = NO_COMMIT_OPTIONS,
+    ) -> None:
         self._log = log
+        self.commit_options = commit_options
         self.snapshot = snapshot
         self.read_version = snapshot.version
         self.txn_id = str(uuid.uuid4())
@@ -369,8 +346,8 @@ class Transaction:
             txn_id=self.txn_id,
             isolation_level=self.isolation_level,
             tags=tags,
-            user_metadata=user_metadata if user_metadata is not None else scoped_user_metadata(),
-            user_name=scoped_user_name(),
+            user_metadata=user_metadata if user_metadata is not None else self.commit_options.user_metadata,
+            user_name=self.commit_options.user_name,
         )
         lines = [action_json_line(info)]
         if self._protocol is not None:
@@ -432,9 +409,8 @@ class Transaction:
             version = latest + 1
         self._committed = version
         self._log._post_commit(version, self.snapshot)
-        after_commit(
-            self._log, version, operation, self._adds, self._removes, (self._metadata or self.snapshot.metadata).configuration
-        )
+        configuration = (self._metadata or self.snapshot.metadata).configuration
+        after_commit(self._log, version, operation, self._adds, self._removes, configuration, self.commit_options.recorder)
         return version
 
     def _stale(self, version: int) -> StaleTransactionError:

@@ -39,12 +39,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from use.delta import DeltaLog
+from use.delta.commit_options import CommitRecorder, CommittedWrite
 from use.delta.skipping import partition_text_table
 from use.delta.snapshot import TableConfig, auto_compact_value
-from use.delta.transaction import CommittedWrite, recording_commits
 from use.errors import ConfigError
 from use.optimize.loop import optimize_path
 from use.optimize.partition_filter import PartitionFilter
+from use.optimize.request import OptimizeRequest
 from use.qbeast.revision import is_qbeast
 
 __all__ = ["AutoCompactSettings", "after_writes", "compacting_after", "compaction_targets", "enabled", "statement_ended"]
@@ -112,19 +113,21 @@ _deferred: dict[str, list[tuple[Any, list[CommittedWrite], AutoCompactSettings]]
 
 
 @contextlib.contextmanager
-def compacting_after(spark: Any, *, until_statement_ends: bool = False) -> Iterator[None]:
+def compacting_after(spark: Any, *, until_statement_ends: bool = False) -> Iterator[CommitRecorder]:
     """A write (the block) followed by auto compaction of what it committed, in `spark`, the writing
-    statement's session. The session's settings are checked first, so a bad one refuses the
-    statement with nothing written rather than after its commit; a block that raises is not
-    followed by a compaction. Nested blocks compact once, after the innermost write.
+    statement's session: the block's commits are those made with the recorder it yields (in the
+    statement's `CommitOptions`). The session's settings are checked first, so a bad one refuses
+    the statement with nothing written rather than after its commit; a block that raises is not
+    followed by a compaction.
 
     `until_statement_ends`: the block is one step of a row-level statement (DELETE, UPDATE, MERGE),
     during which this process's optimizations of the table yield to it (`use.optimize.yielding`),
     so a compaction started inside would wait for its own statement: it is kept until the
     statement ends (`statement_ended`)."""
     settings = session_settings(spark)
-    with recording_commits() as commits:
-        yield
+    recorder = CommitRecorder()
+    yield recorder
+    commits = recorder.commits
     if not until_statement_ends:
         after_writes(spark, commits, settings)
         return
@@ -207,13 +210,14 @@ def _compact(spark: Any, root: str, snap: Any, partitions: list[dict[str, str | 
         table = pa.Table.from_pylist(partitions, schema=pa.schema([(c, pa.string()) for c in columns]))
         scope = PartitionFilter("the partitions the write added data to", table)
     if is_qbeast(snap.metadata.configuration):
-        optimize_path(spark, root, scope=scope, auto=True)
+        optimize_path(spark, OptimizeRequest(root, scope=scope, auto=True))
         return
     small = str(settings.small_below)
-    optimize_path(
-        spark, root, strategy="SmallFiles", scope=scope, auto=True,
+    request = OptimizeRequest(
+        root, strategy="SmallFiles", scope=scope, auto=True,
         overrides={
             "max-file-size": str(settings.max_file_size), "min-file-size": small, "small-files.max-size": small,
             "small-files.count-threshold": str(max(2, settings.min_num_files)), "task-max-bytes": str(settings.max_file_size),
         },
     )  # fmt: skip
+    optimize_path(spark, request)

@@ -275,6 +275,17 @@ def _error(key: str, value: Any, accepted: str, hints: Mapping[str, str] | None 
     return ConfigError(f"bad value {str(value)!r} for {key}: expected {accepted}", hints=hints)
 
 
+def _parse(spec: KeySpec, label: str, raw: Any, hints: Mapping[str, str] | None = None) -> Any:
+    """`raw` as `spec`'s typed value; a bad one is a ConfigError naming it `label` (the key, or the
+    argument that gave it) with `hints`."""
+    try:
+        return spec.parse(raw)
+    except UnknownStrategyError as e:
+        raise UnknownStrategyError(f"bad value {str(raw)!r} for {label}: {e}", hints=hints) from None
+    except BadValue as e:
+        raise _error(label, raw, str(e), hints) from None
+
+
 @dataclass(frozen=True)
 class Argument:
     """A keyword argument of optimize() that sets a configuration key. The Python API and the SQL
@@ -353,6 +364,35 @@ def did_you_mean(key: str, known: list[str]) -> str:
 def _unknown_key(key: str, prefix: str) -> ConfigError:
     known = [prefix + s.key for s in CONFIG_KEYS]
     return ConfigError(f"unknown optimization key {key!r}{did_you_mean(key, known)}; known keys: {', '.join(known)}")
+
+
+def _override_spec(key: str) -> KeySpec:
+    """The key an override names: a full key (`use.optimization.bytes-per-iter`), a key without the
+    prefix (`bytes-per-iter`) or a field name (`bytes_per_iter`); ConfigError for any other."""
+    short = key[len(PREFIX) :] if key.startswith(PREFIX) else key
+    spec = _BY_KEY.get(short.lower()) or _BY_FIELD.get(short)
+    if spec is None:
+        raise _unknown_key(key, PREFIX)
+    return spec
+
+
+def parse_override(key: Any, raw: Any) -> Any:
+    """One `use.optimization.*` setting given to a single run (`from_properties`'s `overrides`), as
+    its typed value: ConfigError naming the key for an unknown key or a bad value. Checked when an
+    optimization is asked for (`use.optimize.request`), before the table is read."""
+    if not isinstance(key, str) or not key:
+        raise ConfigError(f"an optimization setting must be named by its key (e.g. 'bytes-per-iter'), got {key!r}")
+    return _parse(_override_spec(key), key, raw)
+
+
+def parse_argument(name: str, raw: Any, surface: str = PYTHON) -> Any:
+    """The typed value of optimize()'s argument `name` (`ARGUMENTS`: bytes_per_iter, strategy,
+    zorder_by), read as the key it sets. A bad value is a ConfigError (UnknownStrategyError for a
+    strategy) naming the argument as the caller's surface spells it (the flag on the command line,
+    the keyword elsewhere), with each surface's way to pass a good one."""
+    argument = ARGUMENTS[name]
+    label = argument.flag if surface == CLI else argument.name
+    return _parse(_BY_KEY[argument.key], label, raw, argument.hints())
 
 
 #: The service's own Spark conf keys (besides `spark.qbeast.use.optimization.<key>`).
@@ -493,13 +533,7 @@ class OptimizationConfig:
         sources: dict[str, str | Argument] = {}  # field -> the key (or argument) the value came from
 
         def put(spec: KeySpec, key: str, raw: Any, argument: Argument | None = None) -> None:
-            hints = argument.hints() if argument is not None else None
-            try:
-                values[spec.field] = spec.parse(raw)
-            except UnknownStrategyError as e:
-                raise UnknownStrategyError(f"bad value {str(raw)!r} for {key}: {e}", hints=hints) from None
-            except BadValue as e:
-                raise _error(key, raw, str(e), hints) from None
+            values[spec.field] = _parse(spec, key, raw, argument.hints() if argument is not None else None)
             sources[spec.field] = argument or key
 
         for key, raw in (spark_conf or {}).items():
@@ -517,11 +551,7 @@ class OptimizationConfig:
         for key, raw in (overrides or {}).items():
             if raw is None:
                 continue
-            short = key[len(PREFIX) :] if key.startswith(PREFIX) else key
-            spec = _BY_KEY.get(short.lower()) or _BY_FIELD.get(short)
-            if spec is None:
-                raise _unknown_key(key, PREFIX)
-            put(spec, key, raw)
+            put(_override_spec(key), key, raw)
         for name, raw in (arguments or {}).items():
             if raw is None:
                 continue

@@ -19,7 +19,6 @@ would lose or duplicate rows is never committed.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 import uuid
@@ -57,7 +56,7 @@ from use.qbeast.index_status import InputBlocks
 from use.qbeast.reader import scan
 from use.qbeast.relabel import alignment, relabelled_adds
 from use.qbeast.revision import revisions_from_configuration
-from use.runtime.files import write_dataframe_files
+from use.runtime.files import delete_written, write_dataframe_files
 from use.runtime.jobs import job_group as spark_job_group
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,17 +81,6 @@ BINPACK_PREFIX = "part-useopt-"
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def delete_written(table_root: str, adds: tuple[AddFile, ...] | list[AddFile]) -> None:
-    """Delete files a task wrote but did not commit (best effort; logs what it cannot delete)."""
-    for a in adds:
-        try:
-            os.unlink(absolute_path(table_root, a.path))
-        except FileNotFoundError:
-            pass
-        except OSError as exc:  # pragma: no cover - leave a trace, do not mask the original error
-            _log.warning("could not delete uncommitted file %s of %s: %s", a.path, table_root, exc)
 
 
 # --- the three rewrites --------------------------------------------------------------------------------

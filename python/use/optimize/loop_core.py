@@ -175,12 +175,14 @@ class OptimizeResult:
         return out
 
 
-def validate_max_iterations(max_iterations: int | None) -> None:
+def validate_max_iterations(max_iterations: int | None, name: str = "max_iterations") -> None:
+    """A run's iteration budget: None (no limit) or a positive integer; InvalidArgumentError naming it
+    `name` (the caller's spelling: `--max-iterations` on the command line) otherwise."""
     if max_iterations is None:
         return
     if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
         raise InvalidArgumentError(
-            f"max_iterations must be a positive integer (the merge tasks to run at most), got {max_iterations!r}",
+            f"{name} must be a positive integer (the merge tasks to run at most), got {max_iterations!r}",
             hints={
                 PYTHON: "pass max_iterations=10, or None for no limit",
                 CLI: "pass --max-iterations 10, or leave it out for no limit",

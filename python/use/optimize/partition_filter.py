@@ -24,13 +24,10 @@ from pyspark.sql.pandas.types import from_arrow_type
 from use.delta.datafile import timestamp_partition_columns
 from use.delta.skipping import partition_text_table, utc_timestamp_texts
 from use.errors import CLI, PYTHON, SQL, InvalidArgumentError
+from use.optimize.request import check_where, where_hints
 from use.runtime.query_errors import quiet_query_errors
 
 __all__ = ["PartitionFilter", "partition_filter"]
-
-
-def _hints(example: str) -> dict[str, str]:
-    return {PYTHON: f'pass where="{example}"', CLI: f'pass --where "{example}"', SQL: f"OPTIMIZE <table> WHERE {example}"}
 
 
 class PartitionFilter:
@@ -70,10 +67,7 @@ def partition_filter(spark: Any, snapshot: Any, where: Any) -> PartitionFilter:
     """The partitions of `snapshot` (a `use.delta.Snapshot`) that satisfy `where`, evaluated by Spark
     (module docstring). InvalidArgumentError for an empty predicate, a table without partition
     columns, a predicate on other columns or one Spark cannot read."""
-    if not isinstance(where, str) or not where.strip():
-        raise InvalidArgumentError(
-            f"where must be a predicate on partition columns, e.g. \"p = 'a'\", got {where!r}", hints=_hints("p = 'a'")
-        )
+    check_where(where)
     columns = list(snapshot.metadata.partition_columns)
     if not columns:
         raise InvalidArgumentError(
@@ -105,11 +99,11 @@ def partition_filter(spark: Any, snapshot: Any, where: Any) -> PartitionFilter:
         raise InvalidArgumentError(
             f"where ({where}) must be a predicate on the partition columns ({names}) of {snapshot.table_root}: "
             f"Spark could not use it: {first}",
-            hints=_hints(f"{columns[0]} = '...'"),
+            hints=where_hints(f"{columns[0]} = '...'"),
         ) from None
     if any(v is not None and not isinstance(v, bool) for v in verdicts):
         raise InvalidArgumentError(
             f"where ({where}) must be a condition (true or false for each partition), e.g. {columns[0]} = '...'",
-            hints=_hints(f"{columns[0]} = '...'"),
+            hints=where_hints(f"{columns[0]} = '...'"),
         )
     return PartitionFilter(where, distinct.filter(pa.array([v is True for v in verdicts], pa.bool_())))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from use.delta.actions import AddFile, Metadata, SetTransaction, remove_actions
+from use.delta.commit_options import NO_COMMIT_OPTIONS, CommitOptions
 from use.delta.log import DeltaLog
 from use.delta.schema import as_nullable, schema_to_json
 from use.delta.transaction import Transaction
@@ -73,6 +74,7 @@ def commit_write(
     txn_app_id: str | None,
     txn_version: int | None,
     configuration: Mapping[str, str] | None = None,
+    commit_options: CommitOptions = NO_COMMIT_OPTIONS,
 ) -> Committed:
     """One Delta commit for the write.
 
@@ -84,7 +86,8 @@ def commit_write(
     it read the whole table, so a concurrent append makes it fail rather than be silently dropped).
     A new table's schema, and an overwrite's, is stored nullable as Delta stores a written schema.
     `configuration` is a new table's properties, and an overwrite's new ones (None keeps them): an
-    overwrite by no rows then still commits them, with only the staging revision.
+    overwrite by no rows then still commits them, with only the staging revision. `commit_options`:
+    the writing statement's (`use.delta.commit_options`).
     """
     extra = {COLUMN_STATS_KEY: column_stats_text(column_stats)}
     wrote = bool(num_rows) and bool(revision.transformations)
@@ -109,6 +112,7 @@ def commit_write(
             operation="WRITE",
             operation_parameters=parameters,
             operation_metrics={"numFiles": str(len(adds)), "numOutputRows": str(num_rows)},
+            commit_options=commit_options,
         )
         return Committed(int(created.version), revision.revision_id)
     metadata_action: Metadata | None = None
@@ -136,7 +140,7 @@ def commit_write(
     def attempt(metadata: Metadata | None, files: list[AddFile]) -> int:
         # The transaction is based on the snapshot the write was planned on, so every commit since
         # then goes through the conflict checks.
-        txn = Transaction(log, snapshot)
+        txn = Transaction(log, snapshot, commit_options=commit_options)
         # an index revision added meanwhile (the service indexing staged rows) leaves this write's files valid
         txn.tolerate_metadata_change(adds_revisions_only)
         if metadata is not None:

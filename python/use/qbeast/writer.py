@@ -25,6 +25,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from use.delta.actions import AddFile, Metadata
+from use.delta.commit_options import NO_COMMIT_OPTIONS, CommitOptions
 from use.delta.log import DeltaLog
 from use.delta.schema import check_append_schema, schema_to_json
 from use.delta.snapshot import first_switch
@@ -246,6 +247,7 @@ def write(
     txn_version: int | None = None,
     optimize_write: bool | None = None,
     configuration: Mapping[str, str] | None = None,
+    commit_options: CommitOptions = NO_COMMIT_OPTIONS,
 ) -> WriteResult:
     """Index `df` into the Qbeast table at `path` (created when missing) and commit it.
 
@@ -266,7 +268,8 @@ def write(
     (1.5) times slower, each file priced at Spark's `spark.sql.files.openCostInBytes`.
 
     `configuration` (checked table properties, SQL's CTAS/RTAS) is the properties of a table this
-    write creates, and replaces an existing table's on overwrite; None keeps them.
+    write creates, and replaces an existing table's on overwrite; None keeps them. `commit_options`:
+    the writing statement's (its user metadata, default table properties, recorder of commits).
     """
     mode = _check_mode(mode)
     size = None if cube_size is None else check_cube_size(cube_size)
@@ -348,6 +351,7 @@ def write(
                 txn_app_id=txn_app_id,
                 txn_version=txn_version,
                 configuration=configuration,
+                commit_options=commit_options,
             )
     except BaseException:
         if created_root:

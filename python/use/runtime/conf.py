@@ -8,7 +8,6 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from use.delta.datafile import parquet_compression
-from use.delta.log import new_table_defaults
 from use.delta.snapshot import PROPERTY_DEFAULTS_PREFIX, property_defaults
 
 if TYPE_CHECKING:
@@ -17,13 +16,12 @@ if TYPE_CHECKING:
 PARQUET_CODEC_CONF = "spark.sql.parquet.compression.codec"
 
 
-@contextlib.contextmanager
-def statement_table_defaults(spark: SparkSession) -> Iterator[None]:
-    """Tables created in this block take the default properties the session sets with Delta's
-    `spark.databricks.delta.properties.defaults.*` (checked here, before anything is written)."""
+def session_table_defaults(spark: SparkSession) -> dict[str, str]:
+    """The properties tables a statement of this session creates take where their own do not set
+    them: Delta's `spark.databricks.delta.properties.defaults.*` (checked here, before anything is
+    written), a statement's `CommitOptions.table_defaults`."""
     settings = {k: v for k, v in spark.conf.getAll.items() if k.startswith(PROPERTY_DEFAULTS_PREFIX)}
-    with new_table_defaults(property_defaults(settings)):
-        yield
+    return property_defaults(settings)
 
 
 def parquet_codec(spark: SparkSession) -> str:

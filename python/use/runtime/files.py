@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
 import time
 import uuid
@@ -51,7 +52,9 @@ from use.runtime.conf import parquet_codec
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["write_dataframe_files", "optimized_write", "delete_with_prefix"]
+__all__ = ["write_dataframe_files", "optimized_write", "delete_with_prefix", "delete_written", "rows_written"]
+
+_log = logging.getLogger(__name__)
 
 
 def _runs(batch: pa.RecordBatch, columns: Sequence[str]) -> list[tuple[int, int]]:
@@ -80,6 +83,22 @@ def add_from_json(text: str) -> AddFile:
         stats=d.get("stats"),
         tags=d.get("tags"),
     )
+
+
+def delete_written(table_root: str, adds: Sequence[AddFile]) -> None:
+    """Delete files a write wrote but did not commit (best effort; logs what it cannot delete)."""
+    for a in adds:
+        try:
+            os.unlink(absolute_path(table_root, a.path))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # pragma: no cover - leave a trace, do not mask the original error
+            _log.warning("could not delete uncommitted file %s of %s: %s", a.path, table_root, exc)
+
+
+def rows_written(adds: Sequence[AddFile]) -> int:
+    """The rows of new files, from the stats the write put in their adds."""
+    return sum(int(json.loads(a.stats).get("numRecords", 0)) if a.stats else 0 for a in adds)
 
 
 def delete_with_prefix(table_root: str, prefix: str, keep: set[str]) -> None:

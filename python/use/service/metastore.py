@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from use.delta.listing import LOG_DIR_NAME
 from use.delta.storage import resolve_table_root
+from use.insights.lake import DELTA_PROVIDERS
 from use.runtime.jvm import driver_jvm
 from use.runtime.shim import shim_loaded
 from use.service.registry import ALTERED, CREATED, DROPPED, TableEvent, TableInfo, TableRegistry, TableSource
@@ -35,8 +36,9 @@ __all__ = ["CombinedSource", "MetastoreEvents", "MetastoreSource", "SERVED_PROVI
 
 _log = logging.getLogger("use.service.metastore")
 
-#: Providers whose tables the service serves (others only when their location holds a Delta log).
-SERVED_PROVIDERS = frozenset({"delta", "qbeast"})
+#: Providers whose tables the service serves (others only when their location holds a Delta log):
+#: the providers USE serves.
+SERVED_PROVIDERS = DELTA_PROVIDERS
 CATALOG = "spark_catalog"
 
 

@@ -1,8 +1,8 @@
 """Running one optimization on Spark for the service: the optimizer loop in its own FAIR pool.
 
-A run is `use.optimize.loop.optimize_path` on the service's SparkSession: plan, merge, commit,
-re-plan, until the planner selects nothing or a stop is requested. What this module adds is how the
-run shows up in Spark:
+A run is `use.optimize.loop.optimize_path` of an `OptimizeRequest` (the table and the run's settings)
+on the service's SparkSession: plan, merge, commit, re-plan, until the planner selects nothing or a
+stop is requested. What this module adds is how the run shows up in Spark:
 
 * its jobs go to the scheduler pool `POOL` (`spark.scheduler.pool`, a thread-local property set on
   the run's thread), so with `spark.scheduler.mode=FAIR` (`use.optimize.keys.SPARK_CONF`, which the
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from use.optimize.keys import POOL, POOL_PROPERTY, SPARK_PREFIX
 from use.optimize.loop import optimize_path
 from use.optimize.loop_core import StopToken, session_conf
+from use.optimize.request import OptimizeRequest
 from use.runtime.jobs import set_local_property
 from use.service.records import SCHEDULED_TRIGGER, RunStart
 
@@ -58,16 +59,15 @@ class SparkRunner:
         """Run the optimizer loop on the table; returns the loop's outcome (converged, stopped, ...)."""
         set_local_property(self.spark, POOL_PROPERTY, self.pool)
         try:
+            request = OptimizeRequest(start.location, overrides=dict(start.settings), auto=start.trigger == SCHEDULED_TRIGGER)
             result = optimize_path(
                 self.spark,
-                start.location,
-                overrides=dict(start.settings) or None,
+                request,
                 stop=stop,
                 cancel=cancel,
                 on_iteration=on_iteration,
                 job_group=job_group(start.run_id),
                 job_description=f"USE service: {start.trigger} optimization of {start.name} (run {start.run_id})",
-                auto=start.trigger == SCHEDULED_TRIGGER,
             )
         finally:
             set_local_property(self.spark, POOL_PROPERTY, None)

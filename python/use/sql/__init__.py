@@ -4,7 +4,8 @@ The JVM shim (`jvm-shim/src/main/scala/use/sql/`) holds the Spark-facing adapter
 catalog `use.sql.UseCatalog`, the extension `use.sql.UseSparkSessionExtension` (read planning,
 TABLESAMPLE pushdown, refused DML) and the V1 write that hands a query's DataFrame over. Everything
 that knows the Delta log, the Qbeast index or how to commit lives here, reached from the JVM
-through one py4j callback object (`use.sql.bridge.Bridge`) that `install` registers:
+through one py4j callback object (`use.sql.bridge.Bridge`) that `install` registers, in the typed
+messages of `use.sql.protocol` (mirrored by the shim's `Protocol.scala`):
 
 - `tables`: describe / create / stage / replace / alter properties / truncate (DDL on the log);
 - `scan`: the files each scan of a query reads (partition, stats, cube and sample pruning);
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from use.errors import InvalidArgumentError, ShimBuildError
+from use.runtime.jvm import driver_jvm
 from use.runtime.shim import shim_loaded
 from use.sql import insight_source
 from use.sql.bridge import register_bridge
@@ -77,7 +79,7 @@ def installed(spark: SparkSession) -> bool:
     """Whether the JVM has a Python side registered (SQL on USE tables works)."""
     if not shim_loaded(spark):
         return False
-    return bool(spark.sparkContext._jvm.use.sql.Bridge.isRegistered())  # type: ignore[attr-defined]
+    return bool(driver_jvm(spark).use.sql.Bridge.isRegistered())
 
 
 def install(spark: SparkSession) -> None:

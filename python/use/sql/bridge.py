@@ -1,31 +1,68 @@
 """The py4j callback object the JVM shim calls (`use.sql.UseBridge`), and its registration.
 
-Every call is `call(method, request_json, args)`: the method's function gets the session, the
-parsed request and the JVM objects passed along (Catalyst filters, a write's DataFrame), and
-returns a JSON-ready dict. Errors never cross as Python tracebacks: a `UseError` becomes
-`{"error": {"kind", "message", "sqlState"}}` (the shim raises it as one clean AnalysisException
-with that SQLSTATE); a Spark error raised by a nested Spark call keeps Spark's own message and
-SQLSTATE; anything else (a bug) is logged here with its traceback and reported by type and message.
+Every call is `call(method, request_json, args)`: the method's request message
+(`use.sql.protocol`) is decoded first, then its function gets the session, the typed request and
+the JVM objects passed along (Catalyst filters, a write's DataFrame), and returns the typed reply,
+encoded back. A method that commits also gets the statement's `CommitOptions`, built here from the
+statement's session (`Commits`): no commit depends on state set around it.
+
+Errors never cross as Python tracebacks: a `UseError` becomes `{"error": ErrorReply}` (the shim
+raises it as one clean AnalysisException with that SQLSTATE), `retryable` when it is a lost conflict
+a new attempt on the latest snapshot may win (the shim retries DML steps only then); a Spark error
+raised by a nested Spark call keeps Spark's own message and SQLSTATE; anything else (a bug, a
+message the shim cannot have sent) is logged here with its traceback and reported by type and message.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.java_gateway import ensure_callback_server_started
 
 import use.errors as E
-from use.delta.actions import commit_user_metadata, commit_user_name
+from use.delta.commit_options import CommitOptions
 from use.errors import SQL, UseError
 from use.optimize.auto_compact import compacting_after
 from use.optimize.keys import SESSION_USER_KEY
-from use.runtime.conf import statement_table_defaults
+from use.runtime.conf import session_table_defaults
+from use.runtime.jvm import driver_jvm
 from use.sql import dml, lake, procedures, save, scan, stream, tables, write
+from use.sql.protocol import (
+    REQUESTS,
+    AbandonRequest,
+    AlterPropertiesRequest,
+    AlterSchemaRequest,
+    CallProcedureRequest,
+    CommitStagedRequest,
+    CreateRequest,
+    DescribeRequest,
+    ErrorReply,
+    InsightNamesRequest,
+    InsightReadRequest,
+    ManualTriggerRequest,
+    PlanScansRequest,
+    ProceduresRequest,
+    ProvidersRequest,
+    RewriteRowsRequest,
+    RowLevelBeginRequest,
+    RowLevelEndRequest,
+    SaveRequest,
+    StageRequest,
+    StreamBatchRequest,
+    StreamLatestRequest,
+    StreamVersionRequest,
+    TruncateRequest,
+    WriteRequest,
+    decode,
+    encode,
+)
 from use.sql.sessions import calling_session, written_session
 
 if TYPE_CHECKING:
@@ -33,101 +70,105 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 
-Method = Callable[["SparkSession", dict[str, Any], list[Any]], dict[str, Any]]
-
 _lock = threading.Lock()
 _registered: Bridge | None = None
-
-
-def _methods() -> dict[str, Method]:
-    return {
-        "describe": tables.describe,
-        "create": _with_user(_with_table_defaults(tables.create, from_dataframe=False), from_dataframe=False),
-        "abandon": tables.abandon,
-        "stage": tables.stage,
-        "commitStaged": _with_user(_with_table_defaults(tables.commit_staged, from_dataframe=False), from_dataframe=False),
-        "alterProperties": tables.alter_properties,
-        "alterSchema": tables.alter_schema,
-        "truncate": tables.truncate,
-        "planScans": scan.plan_scans,
-        "streamLatest": stream.stream_latest,
-        "streamVersion": stream.stream_version,
-        "streamBatch": stream.stream_batch,
-        "write": _with_auto_compaction(_with_table_defaults(_with_user(_with_user_metadata(write.write)))),
-        "savePath": _with_auto_compaction(_with_table_defaults(_with_user(_with_user_metadata(save.save_path)))),
-        "rewriteRows": _with_auto_compaction(_with_user(_with_user_metadata(dml.rewrite_rows)), until_statement_ends=True),
-        "rowLevelBegin": dml.writes_begin,
-        "rowLevelEnd": dml.writes_end,
-        "insightNames": lake.names,
-        "insightRead": lake.read_request,
-        "procedures": procedures.describe_procedures,
-        "callProcedure": _with_user(procedures.call_procedure, from_dataframe=False),
-        "manualTrigger": procedures.manual_trigger,
-    }
-
 
 #: Delta's session setting for the `commitInfo.userMetadata` of a statement's commits.
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
+#: The conflicts a new attempt of a DML step on the latest snapshot may win (Delta's retried ones).
+RETRYABLE = (E.ConcurrentDeleteReadError, E.ConcurrentDeleteDeleteError, E.ConcurrentAppendError, E.MetadataChangedError)
 
-def _with_user_metadata(method: Method) -> Method:
-    """A writing call whose commits carry Delta's user metadata: the writer option `userMetadata`
-    (`df.write.option(...)`, saveAsTable, writeTo), else the statement's session setting
-    `spark.databricks.delta.commitInfo.userMetadata` (the session of the DataFrame written, e.g. a
-    JDBC client's SET)."""
+#: Error classes of failures that are no `UseError`.
+SPARK_ERROR = "USE_SPARK_ERROR"
+INTERNAL_ERROR = "USE_INTERNAL_ERROR"
 
-    def run(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
-        given = next((str(v) for k, v in (req.get("options") or {}).items() if str(k).lower() == "usermetadata"), None)
-        if given is None:
-            # each of these calls hands over the written DataFrame first, if any (a DELETE of whole files has none)
-            session = written_session(spark, args)
-            given = session.conf.get(USER_METADATA_CONF, None) or None
-        with commit_user_metadata(given):
-            return method(spark, req, args)
-
-    return run
+#: When a writing call's auto compaction runs: after the call, or when its row-level statement ends
+#: (`rowLevelEnd`; meanwhile this process's optimizations of the table yield to the statement).
+AFTER_CALL, AFTER_STATEMENT = "call", "statement"
 
 
-def _with_user(method: Method, from_dataframe: bool = True) -> Method:
-    """A call whose commits carry the statement's user as `commitInfo.userName`: the JDBC user
-    `use serve` records in each session (`spark.qbeast.use.session.user`), from the session of the
-    DataFrame written or the one the shim passes first; no user outside such a session."""
+@dataclass(frozen=True)
+class Commits:
+    """How the commits of a method's call are made (its `CommitOptions`), from the statement's
+    `session` (the session of the DataFrame written, or the one the shim passes first): Delta's
+    user metadata (the writer option `userMetadata`, else the session's `USER_METADATA_CONF`), the
+    session's defaults for new tables' properties (`spark.databricks.delta.properties.defaults.*`),
+    the session's user (`spark.qbeast.use.session.user`, a JDBC session's in `use serve`: `userName`),
+    and Delta's auto compaction of what the call wrote (`use.optimize.auto_compact`, `compaction`:
+    AFTER_CALL or AFTER_STATEMENT), its settings checked before anything is written."""
 
-    def run(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
-        session = written_session(spark, args) if from_dataframe else calling_session(spark, args)
-        with commit_user_name(session.conf.get(SESSION_USER_KEY, None) or None):
-            return method(spark, req, args)
-
-    return run
-
-
-def _with_table_defaults(method: Method, from_dataframe: bool = True) -> Method:
-    """A call that may create a table, in the statement's session's defaults for new tables' properties
-    (Delta's `spark.databricks.delta.properties.defaults.*`, `use.runtime.conf.statement_table_defaults`):
-    the session of the DataFrame written, or the one the shim passes first (CREATE TABLE, REPLACE)."""
-
-    def run(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
-        if from_dataframe:
-            session = written_session(spark, args)
-        else:
-            session = calling_session(spark, args)
-        with statement_table_defaults(session):
-            return method(spark, req, args)
-
-    return run
+    session: Callable[[SparkSession, list[Any]], SparkSession]
+    user_metadata: bool = False
+    table_defaults: bool = False
+    compaction: str | None = None
 
 
-def _with_auto_compaction(method: Method, until_statement_ends: bool = False) -> Method:
-    """A writing call followed by Delta's auto compaction of what it wrote, in the writing statement's
-    session, before the statement returns (`use.optimize.auto_compact`; a row-level statement's
-    step leaves it to `rowLevelEnd`); the session's settings are checked before anything is written."""
+@dataclass(frozen=True)
+class Method:
+    """A bridge method: its request class (whose `REPLY` its function returns) and function, called
+    `run(spark, request, args)`, or with `commits` `run(spark, request, args, commit_options)`."""
 
-    def run(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
-        # each of these calls hands over the written DataFrame first, if any (a DELETE of whole files has none)
-        with compacting_after(written_session(spark, args), until_statement_ends=until_statement_ends):
-            return method(spark, req, args)
+    request: type
+    run: Callable[..., Any]
+    commits: Commits | None = None
 
-    return run
+    def invoke(self, spark: SparkSession, request: Any, args: list[Any]) -> Any:
+        if self.commits is None:
+            return self.run(spark, request, args)
+        c = self.commits
+        session = c.session(spark, args)
+        compacting = compacting_after(session, until_statement_ends=c.compaction == AFTER_STATEMENT) if c.compaction else None
+        with compacting if compacting is not None else contextlib.nullcontext() as recorder:
+            defaults = session_table_defaults(session) if c.table_defaults else {}
+            metadata = _user_metadata(request, session) if c.user_metadata else None
+            # the JDBC user `use serve` records in each session: commitInfo.userName
+            user = session.conf.get(SESSION_USER_KEY, None) or None
+            return self.run(spark, request, args, CommitOptions(metadata, defaults, recorder, user))
+
+
+def _user_metadata(request: Any, session: SparkSession) -> str | None:
+    """The writer option `userMetadata` (`df.write.option(...)`, saveAsTable, writeTo), else the
+    statement's session setting (the session of the DataFrame written, e.g. a JDBC client's SET)."""
+    options: Mapping[str, str] = getattr(request, "options", None) or {}
+    given = next((str(v) for k, v in options.items() if str(k).lower() == "usermetadata"), None)
+    return given if given is not None else (session.conf.get(USER_METADATA_CONF, None) or None)
+
+
+def _methods() -> dict[str, Method]:
+    writing = Commits(written_session, user_metadata=True, table_defaults=True, compaction=AFTER_CALL)
+    creating = Commits(calling_session, table_defaults=True)
+    methods = (
+        Method(DescribeRequest, tables.describe),
+        Method(CreateRequest, tables.create, creating),
+        Method(AbandonRequest, tables.abandon),
+        Method(StageRequest, tables.stage),
+        Method(CommitStagedRequest, tables.commit_staged, creating),
+        Method(AlterPropertiesRequest, tables.alter_properties),
+        Method(AlterSchemaRequest, tables.alter_schema),
+        Method(TruncateRequest, tables.truncate),
+        Method(PlanScansRequest, scan.plan_scans),
+        Method(StreamLatestRequest, stream.stream_latest),
+        Method(StreamVersionRequest, stream.stream_version),
+        Method(StreamBatchRequest, stream.stream_batch),
+        Method(WriteRequest, write.write, writing),
+        Method(SaveRequest, save.save_path, writing),
+        # each DELETE/UPDATE/MERGE step hands over its rows first (none when whole files go)
+        Method(RewriteRowsRequest, dml.rewrite_rows, Commits(written_session, user_metadata=True, compaction=AFTER_STATEMENT)),
+        Method(RowLevelBeginRequest, dml.writes_begin),
+        Method(RowLevelEndRequest, dml.writes_end),
+        Method(ProvidersRequest, tables.providers),
+        Method(InsightNamesRequest, lake.names),
+        Method(InsightReadRequest, lake.read_request),
+        Method(ProceduresRequest, procedures.describe_procedures),
+        Method(CallProcedureRequest, procedures.call_procedure),
+        Method(ManualTriggerRequest, procedures.manual_trigger),
+    )
+    by_name = {m.request.METHOD: m for m in methods}  # type: ignore[attr-defined]
+    missing = sorted(set(REQUESTS) - set(by_name))
+    if missing:
+        raise UseError(f"internal: the bridge has no function for the protocol's methods {', '.join(missing)}")
+    return by_name
 
 
 def error_kind(exc: BaseException) -> str:
@@ -193,6 +234,18 @@ def _spark_message(exc: BaseException) -> str | None:
     return "\n".join(lines).strip() or type(exc).__name__
 
 
+def error_reply(exc: BaseException, method: str) -> ErrorReply:
+    """What the shim raises for a failed call (see the module doc)."""
+    if isinstance(exc, UseError):
+        return ErrorReply(error_kind(exc), exc.for_surface(SQL), sql_state(exc), retryable=isinstance(exc, RETRYABLE))
+    spark_message = _spark_message(exc)
+    if spark_message is not None:
+        found = _SPARK_SQL_STATE.search(spark_message)
+        return ErrorReply(SPARK_ERROR, spark_message, found.group(1) if found else "XX000")
+    _log.error("USE's SQL bridge failed in %s", method, exc_info=exc)
+    return ErrorReply(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}", "XX000")
+
+
 class Bridge:
     """Implements the shim's `use.sql.UseBridge` for one driver (the session it was installed on
     answers for every session of that driver: JDBC sessions hand over their own DataFrames)."""
@@ -203,22 +256,16 @@ class Bridge:
 
     def call(self, method: str, request: str, args: Any) -> str:
         try:
-            fn = self._methods.get(method)
-            if fn is None:
+            m = self._methods.get(method)
+            if m is None:
                 raise UseError(f"the JVM shim called an unknown method {method!r}; the shim and the Python package differ")
-            result = fn(self.spark, json.loads(request), list(args) if args is not None else [])
-            return json.dumps(result)
-        except UseError as exc:
-            return json.dumps({"error": {"kind": error_kind(exc), "message": exc.for_surface(SQL), "sqlState": sql_state(exc)}})
+            reply = m.invoke(self.spark, decode(m.request, json.loads(request)), list(args) if args is not None else [])
+            expected = m.request.REPLY  # type: ignore[attr-defined]
+            if not isinstance(reply, expected):
+                raise TypeError(f"{method} answered {type(reply).__name__}, not its reply {expected.__name__}")
+            return json.dumps(encode(reply))
         except Exception as exc:  # noqa: BLE001 - every failure must reach Spark as one message
-            spark_message = _spark_message(exc)
-            if spark_message is not None:
-                found = _SPARK_SQL_STATE.search(spark_message)
-                state = found.group(1) if found else "XX000"
-                return json.dumps({"error": {"kind": "USE_SPARK_ERROR", "message": spark_message, "sqlState": state}})
-            _log.exception("USE's SQL bridge failed in %s", method)
-            message = f"{type(exc).__name__}: {exc}"
-            return json.dumps({"error": {"kind": "USE_INTERNAL_ERROR", "message": message, "sqlState": "XX000"}})
+            return json.dumps({"error": encode(error_reply(exc, method))})
 
     class Java:
         implements = ["use.sql.UseBridge"]
@@ -231,9 +278,8 @@ def register_bridge(spark: SparkSession) -> Bridge:
     global _registered
 
     with _lock:
-        gateway = spark.sparkContext._gateway  # type: ignore[attr-defined]
-        ensure_callback_server_started(gateway)
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        ensure_callback_server_started(spark.sparkContext._gateway)  # type: ignore[no-untyped-call]  # pyspark leaves it untyped
+        jvm = driver_jvm(spark)
         if (
             _registered is None
             or _registered.spark.sparkContext is not spark.sparkContext

@@ -32,20 +32,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from use.delta.actions import remove_actions
+from use.delta.commit_options import CommitOptions
 from use.delta.log_cache import shared_log
 from use.delta.snapshot import change_data_feed_active, check_write_support
 from use.delta.transaction import Transaction
 from use.errors import InvalidArgumentError, TableConstraintError
 from use.optimize import auto_compact, yielding
-from use.optimize.executor import delete_written
 from use.optimize.task_metrics import num_records
 from use.qbeast.reader import expression_to_predicate
 from use.qbeast.revision import adds_revisions_only
-from use.runtime.files import write_dataframe_files
+from use.runtime.files import delete_written, rows_written, write_dataframe_files
+from use.sql.protocol import Done, RewriteRowsReply, RewriteRowsRequest, RowLevelBeginRequest, RowLevelEndRequest, encode
 from use.sql.scan import file_uris
 from use.sql.sessions import dataframe
-from use.sql.tables import snapshot_of, table_root
-from use.sql.write import rows_written
+from use.sql.tables import snapshot_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,18 +55,20 @@ __all__ = ["rewrite_rows", "writes_begin", "writes_end"]
 DELETE, UPDATE, MERGE = "DELETE", "UPDATE", "MERGE"
 
 
-def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
-    """`{"affectedRows": n}` after the statement's commit (none when nothing matched)."""
+def rewrite_rows(
+    spark: SparkSession, req: RewriteRowsRequest, args: list[Any], commit_options: CommitOptions
+) -> RewriteRowsReply:
+    """The rows affected, after the statement's commit (none when nothing matched)."""
     started = time.time()
     # args: the rows that replace the removed files (none when whole files go), then the target's
     # read condition (None: the whole table)
     frame = args[0] if args else None
     condition = args[1] if len(args) > 1 else None
-    operation = req.get("operation")
+    operation = req.operation
     if operation not in (DELETE, UPDATE, MERGE):
         raise InvalidArgumentError(f"internal: unknown row-level operation {operation!r}")
-    root = table_root(req["table"]["location"])
-    snap = snapshot_of(root, req["version"])
+    root = req.table.root
+    snap = snapshot_of(root, req.version)
     check_write_support(snap.protocol, snap.metadata, root)
     if snap.config.append_only:
         raise TableConstraintError(
@@ -75,10 +77,10 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
         )
     files = snap.files
     uris = pa.array(file_uris(Path(root).as_uri(), files.column("path").to_pylist()), pa.string())
-    removed = files.filter(pc.is_in(uris, value_set=pa.array(req.get("remove") or [], pa.string())))
+    removed = files.filter(pc.is_in(uris, value_set=pa.array(req.remove, pa.string())))
     if not removed.num_rows and operation != MERGE:  # an insert-only MERGE removes nothing
-        return {"affectedRows": 0}
-    whole = bool(req.get("wholeFiles"))
+        return RewriteRowsReply(0)
+    whole = req.whole_files
     if not whole and removed.num_rows and change_data_feed_active(snap.protocol, snap.metadata):
         raise TableConstraintError(
             f"cannot {operation} {root}: the table records Delta's change data feed (delta.enableChangeDataFeed=true), "
@@ -87,7 +89,7 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
             "... UNSET TBLPROPERTIES ('delta.enableChangeDataFeed')). Appends, overwrites and DELETEs of whole "
             "partitions are recorded exactly"
         )
-    affected = num_records(removed, snap.schema) if whole else int(req["matchedRows"])
+    affected = num_records(removed, snap.schema) if whole else int(req.matched_rows or 0)
     if affected is None:
         affected = -1  # whole files without row counts in their stats: Delta reports -1 too
     adds: tuple[Any, ...] = ()
@@ -97,7 +99,7 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
             configuration=snap.configuration,
         )  # fmt: skip
     try:
-        txn = Transaction(shared_log(root), snap)
+        txn = Transaction(shared_log(root), snap, commit_options=commit_options)
         # the rewritten rows are staging files of a Qbeast table: an index revision added meanwhile
         # (the service's) leaves them valid
         txn.tolerate_metadata_change(adds_revisions_only)
@@ -119,35 +121,34 @@ def rewrite_rows(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
             "executionTimeMs": int((time.time() - started) * 1000),
         }  # fmt: skip
         # strings, as Delta writes a commit's metrics
-        txn.commit(
-            operation, {"predicate": json.dumps([req.get("predicate") or "true"])}, {k: str(v) for k, v in metrics.items()}
-        )
+        txn.commit(operation, {"predicate": json.dumps([req.predicate or "true"])}, {k: str(v) for k, v in metrics.items()})
     except BaseException:
         delete_written(root, list(adds))
         raise
-    return {"affectedRows": affected}
+    return RewriteRowsReply(affected)
 
 
-def _row_metrics(operation: str, affected: int, written: int, req: dict[str, Any]) -> dict[str, Any]:
+def _row_metrics(operation: str, affected: int, written: int, req: RewriteRowsRequest) -> dict[str, Any]:
     """Delta's row counts of the operation (MERGE's come from the shim, which counted each outcome)."""
     if operation == DELETE:
         return {"numDeletedRows": affected, "numCopiedRows": written}
     if operation == UPDATE:
         return {"numUpdatedRows": affected, "numCopiedRows": written - affected}
-    return {**{k: int(v) for k, v in (req.get("mergeMetrics") or {}).items()}, "numOutputRows": written}
+    counted = encode(req.merge_metrics) if req.merge_metrics is not None else {}  # Delta's names, as on the wire
+    return {**counted, "numOutputRows": written}
 
 
-def writes_begin(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def writes_begin(spark: SparkSession, req: RowLevelBeginRequest, args: list[Any]) -> Done:
     """A row-level statement on the table starts: this process's optimizations of it yield until it
     ends (`use.optimize.yielding`); the shim calls `writes_end` whatever the outcome."""
-    yielding.begin(table_root(req["table"]["location"]))
-    return {}
+    yielding.begin(req.table.root)
+    return Done()
 
 
-def writes_end(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def writes_end(spark: SparkSession, req: RowLevelEndRequest, args: list[Any]) -> Done:
     """The statement ended: optimizations stop yielding to it, and the auto compaction its commits
     asked for runs (`use.optimize.auto_compact`), before the statement returns."""
-    root = table_root(req["table"]["location"])
+    root = req.table.root
     yielding.end(root)
     auto_compact.statement_ended(root)
-    return {}
+    return Done()

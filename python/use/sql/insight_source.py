@@ -25,6 +25,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from use.runtime.jvm import driver_jvm
 from use.sql.lake import compute
 
 if TYPE_CHECKING:
@@ -67,7 +68,8 @@ class InsightReader(DataSourceReader):
         # Spark's Arrow types for the declared schema (timestamps in microseconds, UTC): cast, never
         # guess. pyspark 4.3 asks for the time zone by name (`timezone`), 4.1 assumes UTC.
         utc = {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_schema).parameters else {}
-        yield from table.cast(to_arrow_schema(self.schema, **utc)).to_batches()
+        arrow_schema = to_arrow_schema(self.schema, **utc)  # type: ignore[arg-type]  # pyspark 4.1's stub lacks timezone
+        yield from table.cast(arrow_schema).to_batches()
 
 
 class InsightSource(DataSource):
@@ -87,4 +89,4 @@ class InsightSource(DataSource):
 def register(spark: SparkSession) -> None:
     """Register the source on `spark` and let the shim copy it into the driver's other sessions."""
     spark.dataSource.register(InsightSource)
-    spark.sparkContext._jvm.use.sql.LakeTables.remember(spark._jsparkSession)  # type: ignore[attr-defined]
+    driver_jvm(spark).use.sql.LakeTables.remember(spark._jsparkSession)

@@ -21,6 +21,7 @@ A query on an insight table goes through two processes:
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -47,8 +48,16 @@ from use.insights.lake import DELTA_PROVIDERS, NOT_SERVED
 from use.optimize.loop_core import session_defaults
 from use.service import SERVICE_STATUS_SCHEMA
 from use.service.active import current
+from use.sql.protocol import (
+    InsightNamesReply,
+    InsightNamesRequest,
+    InsightReadReply,
+    InsightReadRequest,
+    TableRef,
+    arrow_stream,
+    read_arrow_stream,
+)
 from use.sql.sessions import calling_session
-from use.sql.tables import table_root
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -68,9 +77,9 @@ def lake_schema(name: str) -> pa.Schema:
     return _service_status_schema() if name == "service_status" else LAKE_INSIGHTS[name]
 
 
-def names(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def names(spark: SparkSession, req: InsightNamesRequest, args: list[Any]) -> InsightNamesReply:
     """The names the shim lists (SHOW TABLES IN use_catalog.system_lake_tables / <c>.<db>.<t>)."""
-    return {"table": list(TABLE_INSIGHTS), "lake": list(LAKE_TABLES)}
+    return InsightNamesReply(tuple(TABLE_INSIGHTS), LAKE_TABLES)
 
 
 def _spark_schema_json(schema: pa.Schema) -> str:
@@ -81,11 +90,11 @@ def _unknown(name: str, what: str, valid: tuple[str, ...] | list[str]) -> TableN
     return TableNotFoundError(f"{name} is not {what}; the valid names are {', '.join(valid)}")
 
 
-def _check_table(req: Mapping[str, Any]) -> str:
+def _check_table(table: TableRef) -> str:
     """The location of the table the request names; a clean error when it has no Delta log."""
-    name, location = req["name"], req.get("location")
-    provider = (req.get("provider") or "").lower()
-    if req.get("byPath") is None and provider not in DELTA_PROVIDERS:
+    name, location = table.name, table.location
+    provider = (table.provider or "").lower()
+    if not table.by_path and provider not in DELTA_PROVIDERS:
         kind = f"a {provider} table" if provider else "a view or a table without a provider"
         raise InvalidArgumentError(
             f"{name} is {kind}: insight tables exist for Delta and Qbeast tables only (USING delta / USING qbeast); "
@@ -111,7 +120,7 @@ def _check_settings(location: str, insight: str, spark_conf: Mapping[str, str]) 
     and the session's defaults (`use.insights.check`): raised in the reader's Python worker it
     would reach the client as a Python traceback inside a failed Spark job, not as this one clean
     error with its SQLSTATE."""
-    log = shared_log(table_root(location))
+    log = shared_log(resolve_table_root(location))
     check(TableFacts(log, log.snapshot()), insight, spark_conf=dict(spark_conf))
 
 
@@ -136,40 +145,39 @@ def _service_states() -> dict[str, dict[str, Any]]:
 def _service_status_ipc() -> str:
     service = current()
     table = service.status() if service is not None else _service_status_schema().empty_table()
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return base64.b64encode(sink.getvalue().to_pybytes()).decode("ascii")
+    return base64.b64encode(arrow_stream(table)).decode("ascii")
 
 
-def read_request(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def read_request(spark: SparkSession, req: InsightReadRequest, args: list[Any]) -> InsightReadReply:
     """The schema (Spark JSON) and reader options of one `use_catalog` table (see the module doc).
 
-    `req`: `kind` "table" (with `insight`, `name`, `location`, `provider`, `byPath`) or "lake" (with
-    `insight`, and `tables`: the metastore's tables as the shim lists them); `args`: the querying
-    session, whose `spark.qbeast.use.optimization.*` defaults the reader gets (`session_defaults`,
-    as the Python API and the procedures read them).
+    `req.kind`: "table" (the insight of `req.table`) or "lake" (with `req.tables`: the metastore's
+    tables as the shim lists them); `args`: the querying session, whose
+    `spark.qbeast.use.optimization.*` defaults the reader gets (`session_defaults`, as the Python
+    API and the procedures read them).
     """
-    insight = req["insight"]
+    insight = req.insight
     defaults = session_defaults(calling_session(spark, args))
     conf = json.dumps(defaults)
-    if req["kind"] == "table":
+    if req.kind == "table":
+        if req.table is None:
+            raise InvalidArgumentError("internal: an insight table's request without its table")
         if insight not in TABLE_INSIGHTS:
-            raise _unknown(f"{req['name']}.{insight}", "an insight table of a table", list(TABLE_INSIGHTS))
-        location = _check_table(req)
+            raise _unknown(f"{req.table.name}.{insight}", "an insight table of a table", list(TABLE_INSIGHTS))
+        location = _check_table(req.table)
         _check_settings(location, insight, defaults)
         options = {"kind": "table", "insight": insight, "location": location, "spark_conf": json.dumps(defaults)}
-        return {"schema": _spark_schema_json(TABLE_INSIGHTS[insight].schema), "options": options}
+        return InsightReadReply(_spark_schema_json(TABLE_INSIGHTS[insight].schema), options)
     if insight not in LAKE_TABLES:
         raise _unknown(f"system_lake_tables.{insight}", "a lake-wide table of use_catalog", LAKE_TABLES)
     options = {"kind": "lake", "insight": insight, "spark_conf": conf}
     if insight == "service_status":
         options["arrow"] = _service_status_ipc()
     else:
-        options["tables"] = json.dumps(req.get("tables") or [])
+        options["tables"] = json.dumps([dataclasses.asdict(t) for t in req.tables])  # `use.insights.TableIdentity` fields
     if insight == "metastore_summary":
         options["states"] = json.dumps(_service_states())
-    return {"schema": _spark_schema_json(lake_schema(insight)), "options": options}
+    return InsightReadReply(_spark_schema_json(lake_schema(insight)), options)
 
 
 def _identities(text: str) -> list[TableIdentity]:
@@ -195,8 +203,7 @@ def compute(options: Mapping[str, str], tables: tuple[int, int] | None = None) -
     if options["kind"] == "table":
         return for_path(options["location"], insight, spark_conf=spark_conf)
     if insight == "service_status":
-        with pa.ipc.open_stream(base64.b64decode(options["arrow"])) as reader:
-            return reader.read_all()
+        return read_arrow_stream(base64.b64decode(options["arrow"]))
     identities = _identities(options.get("tables") or "[]")
     if tables is not None:
         identities = identities[tables[0] : tables[1]]

@@ -14,16 +14,18 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from use.delta.commit_options import CommitOptions
 from use.delta.log_cache import shared_log
 from use.delta.schema import check_append_schema, check_no_void, nullable_type, write_type_problem
 from use.delta.transaction import check_app_transaction
 from use.errors import IndexColumnError, InvalidArgumentError, NotAQbeastTableError, SchemaMismatchError, TableAlreadyExistsError
-from use.optimize.delta_table import DeltaTable
-from use.qbeast.revision import cube_size_option
+from use.qbeast.revision import cube_size_option, is_qbeast
 from use.qbeast.writer import write as otree_write
 from use.runtime.conform import conform_to_table
+from use.runtime.delta_write import write_delta_table
+from use.sql.protocol import SaveReply, SaveRequest
 from use.sql.sessions import dataframe
-from use.sql.tables import check_schema_change, is_qbeast, spark_schema_to_arrow, table_root
+from use.sql.tables import check_properties, check_schema_change, spark_schema_to_arrow, table_root
 from use.sql.write import cube_size_of, dynamic_overwrite, indexed_columns, write_delta, write_replacing_where
 
 if TYPE_CHECKING:
@@ -32,16 +34,17 @@ if TYPE_CHECKING:
     from use.delta.snapshot import Snapshot
 
 
-#: Spark's SaveMode names, as the V1 write passes them, to `DeltaTable.write`'s modes.
+#: Spark's SaveMode names, as the V1 write passes them, to `write_delta_table`'s modes.
 _SAVE_MODES = {"Append": "append", "Overwrite": "overwrite", "ErrorIfExists": "errorifexists", "Ignore": "ignore"}
 
 
-def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def save_path(spark: SparkSession, req: SaveRequest, args: list[Any], commit_options: CommitOptions) -> SaveReply:
     """`df.write.format("delta").save(path)` in any save mode, with Delta's semantics (the shim's
     `DeltaPathProvider.createRelation`). A path without a table gets one, created by this write in
-    one commit (`DeltaTable.write`: partitioned by `partitionBy`, `delta.*` writer options as its
-    properties) whatever the mode; on an existing table `errorifexists` fails and `ignore` writes
-    nothing, and `append` / `overwrite` are answered `{"write": mode, "root": ...}` (`dynamic` for
+    one commit (`use.runtime.delta_write.write_delta_table`, as `DeltaTable.write`: partitioned by
+    `partitionBy`, `delta.*` writer options as its properties) whatever the mode; on an existing
+    table `errorifexists` fails and `ignore` writes nothing, and `append` / `overwrite` are answered
+    `SaveReply(write=mode)` (`dynamic` for
     Delta's `partitionOverwriteMode=dynamic`): the shim then writes through the catalog as
     `INSERT INTO` / `INSERT OVERWRITE delta.`root`` do, so rows are matched to the table's columns
     by name and a Qbeast table's rows are indexed. `format("qbeast")` saves are `_save_qbeast`'s. Written here
@@ -51,37 +54,38 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
     schema and the rows) and a write with `txnAppId`/`txnVersion` (`_write_idempotent`: the rows
     and the `txn` action; a version already committed for the app id writes nothing), which the
     streaming sink uses for every micro-batch."""
-    mode = _SAVE_MODES.get(str(req.get("mode")))
+    mode = _SAVE_MODES.get(req.mode)
     if mode is None:
-        raise InvalidArgumentError(f"unknown save mode {req.get('mode')!r}; use append, overwrite, errorifexists or ignore")
-    options = {str(k): str(v) for k, v in (req.get("options") or {}).items()}
+        raise InvalidArgumentError(f"unknown save mode {req.mode!r}; use append, overwrite, errorifexists or ignore")
+    options = dict(req.options)
     merge_schema, overwrite_schema = _option_on(options, "mergeSchema"), _option_on(options, "overwriteSchema")
     app_id, app_version = _txn_options(options)
-    parts = req.get("partitionColumns")
-    root = table_root(req["path"])
+    parts = list(req.partition_columns) if req.partition_columns is not None else None
+    root = table_root(req.path)
     log = shared_log(root)
-    if req.get("format") == "qbeast":
-        return _save_qbeast(spark, dataframe(spark, args[0]), root, mode, options, parts, (app_id, app_version))
+    if req.format == "qbeast":
+        return _save_qbeast(spark, dataframe(spark, args[0]), root, mode, options, parts, (app_id, app_version), commit_options)
     if not log.exists():
         df = dataframe(spark, args[0])
-        properties = {k: v for k, v in options.items() if k.lower().startswith("delta.")}
-        DeltaTable.write(
-            df, root, mode=mode, partition_by=parts, properties=properties or None, txn_app_id=app_id, txn_version=app_version
-        )
-        return {"created": True, "root": root}
+        properties = check_properties({k: v for k, v in options.items() if k.lower().startswith("delta.")})
+        write_delta_table(
+            df, root, mode=mode, partition_by=parts, configuration=properties, txn_app_id=app_id, txn_version=app_version,
+            commit_options=commit_options,
+        )  # fmt: skip
+        return SaveReply(created=True, root=root)
     if mode == "errorifexists":
         raise TableAlreadyExistsError(
             f"a Delta table already exists at {root} (save mode errorifexists, Spark's default): write with "
             '.mode("append") to add rows or .mode("overwrite") to replace them, or save to another path'
         )
     if mode == "ignore":
-        return {"created": False, "root": root}
+        return SaveReply(created=False, root=root)
     snap = log.snapshot()
     if snap.has_app_transaction(app_id, app_version):
-        return {"created": False, "root": root}  # this batch was written already
+        return SaveReply(created=False, root=root)  # this batch was written already
     df = dataframe(spark, args[0])
     # a stream's complete mode replaces the table whatever the session's overwrite mode
-    dynamic = mode == "overwrite" and dynamic_overwrite(None if req.get("stream") else spark, options)
+    dynamic = mode == "overwrite" and dynamic_overwrite(None if req.stream else spark, options)
     replace_where = next((v for k, v in options.items() if k.lower() == "replacewhere"), None) if mode == "overwrite" else None
     if replace_where is not None and (dynamic or overwrite_schema or app_id is not None):
         raise InvalidArgumentError(
@@ -94,8 +98,8 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
                 "overwriteSchema=true replaces the whole table (rows, schema, partitioning) and cannot be combined with a "
                 "dynamic partition overwrite (partitionOverwriteMode=dynamic), as in Delta: drop one of the two options"
             )
-        _write_replacing_schema(spark, df, snap, parts, (app_id, app_version))
-        return {"created": False, "root": root}
+        _write_replacing_schema(spark, df, snap, parts, (app_id, app_version), commit_options)
+        return SaveReply(created=False, root=root)
     # every other write keeps the table's schema, so the data must fit it (new columns only with mergeSchema)
     added = _columns_to_add(snap, df, merge_schema)
     if replace_where is not None:
@@ -104,8 +108,8 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
                 f"replaceWhere with new columns ({', '.join(f['name'] for f in added)}, mergeSchema) is not supported "
                 "yet; add the columns first (ALTER TABLE ... ADD COLUMNS), then replace the rows"
             )
-        write_replacing_where(spark, df, snap, replace_where)
-        return {"created": False, "root": root}
+        write_replacing_where(spark, df, snap, replace_where, commit_options)
+        return SaveReply(created=False, root=root)
     if parts is not None:
         current = list(snap.partition_columns)
         if [str(p) for p in parts] != current:
@@ -115,13 +119,13 @@ def save_path(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict
             )
     if added:
         _refuse_dynamic(dynamic, "mergeSchema with new columns")
-        _write_merged(spark, df, snap, mode, added, (app_id, app_version))
-        return {"created": False, "root": root}
+        _write_merged(spark, df, snap, mode, added, (app_id, app_version), commit_options)
+        return SaveReply(created=False, root=root)
     if app_id is not None:
         _refuse_dynamic(dynamic, "txnAppId/txnVersion")
-        _write_idempotent(spark, df, snap, mode, app_id, int(app_version))  # type: ignore[arg-type]
-        return {"created": False, "root": root}
-    return {"write": "dynamic" if dynamic else mode, "root": root}
+        _write_idempotent(spark, df, snap, mode, app_id, int(app_version), commit_options)  # type: ignore[arg-type]
+        return SaveReply(created=False, root=root)
+    return SaveReply(created=False, root=root, write="dynamic" if dynamic else mode)
 
 
 def _option_on(options: Mapping[str, str], name: str) -> bool:
@@ -130,7 +134,12 @@ def _option_on(options: Mapping[str, str], name: str) -> bool:
 
 
 def _write_replacing_schema(
-    spark: SparkSession, df: DataFrame, snap: Snapshot, parts: Sequence[str] | None, app: tuple[str | None, int | None]
+    spark: SparkSession,
+    df: DataFrame,
+    snap: Snapshot,
+    parts: Sequence[str] | None,
+    app: tuple[str | None, int | None],
+    commit_options: CommitOptions,
 ) -> None:
     """Delta's `overwriteSchema=true` with an overwrite: the table's rows and schema become the
     DataFrame's, and its partitioning `partitionBy`'s columns (none without it, as Delta's writer
@@ -145,10 +154,13 @@ def _write_replacing_schema(
             )
         otree_write(
             spark, df, root, indexed_columns(snap), cube_size=cube_size_of(snap), mode="overwrite",
-            txn_app_id=app[0], txn_version=app[1],
+            txn_app_id=app[0], txn_version=app[1], commit_options=commit_options,
         )  # fmt: skip
     else:
-        DeltaTable.write(df, root, mode="overwrite", partition_by=list(parts or []), txn_app_id=app[0], txn_version=app[1])
+        write_delta_table(
+            df, root, mode="overwrite", partition_by=list(parts or []), txn_app_id=app[0], txn_version=app[1],
+            commit_options=commit_options,
+        )  # fmt: skip
 
 
 def _refuse_dynamic(dynamic: bool, what: str) -> None:
@@ -167,7 +179,8 @@ def _save_qbeast(
     options: Mapping[str, str],
     parts: Sequence[str] | None,
     app: tuple[str | None, int | None],
-) -> dict[str, Any]:
+    commit_options: CommitOptions,
+) -> SaveReply:
     """`df.write.format("qbeast").save(path)` with qbeast-spark's writer options: a new table is
     indexed on `columnsToIndex` (required; `cubeSize`, `columnStats` optional), an append extends
     the table's index (a different `cubeSize` starts a revision, as `QbeastTable.write`), an
@@ -191,7 +204,7 @@ def _save_qbeast(
             )
     elif mode in ("errorifexists", "ignore"):
         if mode == "ignore":
-            return {"created": False, "root": root}
+            return SaveReply(created=False, root=root)
         raise TableAlreadyExistsError(
             f"a table already exists at {root} (save mode errorifexists, Spark's default): write with "
             '.mode("append") to add rows or .mode("overwrite") to replace them, or save to another path'
@@ -202,10 +215,10 @@ def _save_qbeast(
             f"('{root}', '<columns>') (or QbeastTable.convert) first, or write it with format(\"delta\")"
         )
     elif snap.has_app_transaction(*app):
-        return {"created": False, "root": root}
+        return SaveReply(created=False, root=root)
     elif mode == "overwrite" and "replacewhere" in lowered:  # the rows matching it, not the whole table
-        write_replacing_where(spark, df, snap, lowered["replacewhere"])
-        return {"created": False, "root": root}
+        write_replacing_where(spark, df, snap, lowered["replacewhere"], commit_options)
+        return SaveReply(created=False, root=root)
     else:
         columns = columns or indexed_columns(snap)
         if cube_size is None and mode == "overwrite":
@@ -213,9 +226,9 @@ def _save_qbeast(
     write_mode = "append" if snap is None or mode != "overwrite" else "overwrite"
     otree_write(
         spark, df, root, columns, cube_size=cube_size, mode=write_mode, column_stats=stats or None,
-        txn_app_id=app[0], txn_version=app[1],
+        txn_app_id=app[0], txn_version=app[1], commit_options=commit_options,
     )  # fmt: skip
-    return {"created": snap is None, "root": root}
+    return SaveReply(created=snap is None, root=root)
 
 
 def _txn_options(options: Mapping[str, str]) -> tuple[str | None, int | None]:
@@ -239,16 +252,21 @@ def _txn_options(options: Mapping[str, str]) -> tuple[str | None, int | None]:
     return app_id, version
 
 
-def _write_idempotent(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str, app_id: str, version: int) -> None:
+def _write_idempotent(
+    spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str, app_id: str, version: int, commit_options: CommitOptions
+) -> None:
     """An append or overwrite with `txnAppId`/`txnVersion` into an existing table: written here, so
     that its commit holds the `txn` action with the rows (the catalog's write has no place for it).
     The data's columns must be the table's (an overwrite keeps the table's schema, as Delta's does)."""
     check_append_schema(to_arrow_schema(df.schema, prefers_large_types=False), snap.schema, snap.table_root)
     df = conform_to_table(df, snap.metadata.schema_string)
     if is_qbeast(snap.configuration):
-        otree_write(spark, df, snap.table_root, indexed_columns(snap), mode=mode, txn_app_id=app_id, txn_version=version)
+        otree_write(
+            spark, df, snap.table_root, indexed_columns(snap), mode=mode, txn_app_id=app_id, txn_version=version,
+            commit_options=commit_options,
+        )  # fmt: skip
     else:
-        DeltaTable.write(df, snap.table_root, mode=mode, txn_app_id=app_id, txn_version=version)
+        write_delta_table(df, snap.table_root, mode=mode, txn_app_id=app_id, txn_version=version, commit_options=commit_options)
 
 
 def _columns_to_add(snap: Snapshot, df: DataFrame, merge_schema: bool) -> list[dict[str, Any]]:
@@ -303,6 +321,7 @@ def _write_merged(
     mode: str,
     added: Sequence[dict[str, Any]],
     app: tuple[str | None, int | None],
+    commit_options: CommitOptions,
 ) -> None:
     """`mergeSchema` with new columns: one commit holding the widened schema (the new columns at the
     end, nullable to the last nested field, as Delta adds them: `nullable_type`) and the rows (plus
@@ -329,4 +348,4 @@ def _write_merged(
         if c in required else F.col(f"`{c}`")
         for c in rows.columns
     ])  # fmt: skip
-    write_delta(spark, rows, snap, mode, [], schema_string=schema_string, app=app)
+    write_delta(spark, rows, snap, mode, [], commit_options=commit_options, schema_string=schema_string, app=app)

@@ -21,7 +21,8 @@ from use.delta.log_cache import shared_log
 from use.delta.vacuum import check_version_files
 from use.qbeast.reader import expression_to_predicate, plan_read
 from use.qbeast.snapshot import QbeastSnapshot
-from use.sql.tables import snapshot_of, table_root
+from use.sql.protocol import SCAN_FILES_SCHEMA, PlanScansReply, PlanScansRequest, SampleFilter, ScanPlan, arrow_stream
+from use.sql.tables import snapshot_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -33,54 +34,55 @@ def file_uris(root_uri: str, paths: list[str]) -> list[str]:
     return [p if ":" in p.split("/", 1)[0] else prefix + p for p in paths]
 
 
-def plan_json(
+def scan_plan(
     root: str,
     files: pa.Table,
     keys: Sequence[str],
     version: int,
     total_files: int,
     total_bytes: int,
-    sample: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The files one scan reads (rows of a snapshot's `files`), as the shim's `ScanPlan.fromJson`
-    reads them: URIs, sizes, times, partition values by `keys` (physical names under Delta column
+    sample: SampleFilter | None = None,
+) -> ScanPlan:
+    """The files one scan reads (rows of a snapshot's `files`) as the shim reads them: an Arrow
+    stream of URIs, sizes, times and partition values by `keys` (physical names under Delta column
     mapping; "" is null, as in Delta), the snapshot's totals and a Qbeast sample's row filter."""
-    partition_values: list[list[str | None]] = []
+    partition_values: list[list[str | None]] = [[] for _ in range(files.num_rows)]
     if keys and files.num_rows:
-        for found in files.column("partition_values").to_pylist():
-            values = dict(found or ())
-            partition_values.append([values.get(k) or None for k in keys])
-    return {
-        "version": version,
-        "paths": file_uris(Path(root).as_uri(), files.column("path").to_pylist()),
-        "sizes": files.column("size").to_pylist(),
-        "mtimes": files.column("modification_time").to_pylist(),
-        "partitionValues": partition_values,
-        "totalFiles": total_files,
-        "totalBytes": total_bytes,
-        "sample": sample,
-    }
+        partition_values = [
+            [values.get(k) or None for k in keys]
+            for values in (dict(found or ()) for found in files.column("partition_values").to_pylist())
+        ]
+    rows = pa.table(
+        [
+            pa.array(file_uris(Path(root).as_uri(), files.column("path").to_pylist()), pa.string()),
+            files.column("size").cast(pa.int64()),
+            files.column("modification_time").cast(pa.int64()),
+            pa.array(partition_values, pa.list_(pa.string())),
+        ],
+        schema=SCAN_FILES_SCHEMA,
+    )
+    return ScanPlan(version, arrow_stream(rows), total_files, total_bytes, sample)
 
 
-def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any, *, pinned: bool = False) -> dict[str, Any]:
+def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any, *, pinned: bool = False) -> ScanPlan:
     """One scan's files; of a `pinned` version (time travel), checked to be still on storage."""
     plan = plan_read(None, qsnap, sample=sample, predicate=predicate)
     if pinned:
         check_version_files(shared_log(qsnap.table_root), qsnap.version, plan.files.column("path").to_pylist())
     weight = None
     if plan.weight_range is not None:
-        weight = {"columns": list(plan.indexed_columns), "upper": int(plan.weight_range[1])}
-    return plan_json(
+        weight = SampleFilter(tuple(plan.indexed_columns), int(plan.weight_range[1]))
+    return scan_plan(
         qsnap.table_root, plan.files, qsnap.partition_value_keys, qsnap.version, plan.total_files, plan.total_bytes, weight
     )
 
 
-def plan_scans(spark: SparkSession, req: dict[str, Any], filters: list[Any]) -> dict[str, Any]:
-    """`{"scans": [...]}`, one entry per requested scan, in order."""
+def plan_scans(spark: SparkSession, req: PlanScansRequest, filters: list[Any]) -> PlanScansReply:
+    """One plan per requested scan, in order (`filters`: each scan's Catalyst filter, or None)."""
     snapshots: dict[tuple[str, int | None], QbeastSnapshot] = {}
     out = []
-    for scan, condition in zip(req["scans"], filters, strict=False):
-        key = (table_root(scan["location"]), scan.get("version"))
+    for scan, condition in zip(req.scans, filters, strict=False):
+        key = (scan.table.root, scan.version)
         qsnap = snapshots.get(key)
         if qsnap is None:
             qsnap = snapshots[key] = QbeastSnapshot.from_delta(snapshot_of(key[0], key[1]))
@@ -88,5 +90,5 @@ def plan_scans(spark: SparkSession, req: dict[str, Any], filters: list[Any]) -> 
         # an older version's files may be gone (VACUUM); the latest's are kept (a DELETE, UPDATE or
         # MERGE pins the latest: no stat per file for those)
         pinned = key[1] is not None and key[1] < shared_log(key[0]).snapshot().version
-        out.append(_scan(qsnap, scan.get("sample"), predicate, pinned=pinned))
-    return {"scans": out}
+        out.append(_scan(qsnap, scan.sample, predicate, pinned=pinned))
+    return PlanScansReply(tuple(out))

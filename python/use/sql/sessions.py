@@ -13,7 +13,7 @@ __all__ = ["calling_session", "dataframe", "session_for", "session_of", "written
 def session_for(spark: SparkSession, jsession: Any) -> SparkSession:
     """The Python session for a JVM session: the installed one, or a wrapper of another session of
     this driver (a JDBC connection's, a child session), whose own settings (`SET ...`) it reads."""
-    if jsession is None or jsession.equals(spark._jsparkSession):  # type: ignore[attr-defined]
+    if jsession is None or jsession.equals(spark._jsparkSession):
         return spark
     return SparkSession(spark.sparkContext, jsparkSession=jsession)
 

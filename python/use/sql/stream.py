@@ -2,7 +2,7 @@
 reading a table is, and which files each micro-batch takes (the shim's `UseStreamSource` reads them
 with Spark's parquet reader).
 
-A stream's position (`Position`, its offset) is a table version and how many of that version's
+A stream's position (`StreamPosition`, its offset) is a table version and how many of that version's
 files it has taken. Its first batches take the table as of the version the stream starts at (every
 live file, oldest first: the *snapshot*), or with `startingVersion` (or `startingTimestamp`: the
 first version committed at or after it) the rows committed from that version on; then the files
@@ -35,34 +35,24 @@ from use.delta.actions import FILES_SCHEMA
 from use.delta.columnmapping import partition_value_keys
 from use.delta.log_cache import shared_log
 from use.errors import InvalidArgumentError, TableConstraintError
-from use.sql.scan import plan_json
-from use.sql.tables import snapshot_of, table_root
+from use.sql.protocol import (
+    ScanPlan,
+    StreamBatchRequest,
+    StreamLatestReply,
+    StreamLatestRequest,
+    StreamPosition,
+    StreamSource,
+    StreamVersionReply,
+    StreamVersionRequest,
+)
+from use.sql.scan import scan_plan
+from use.sql.tables import snapshot_of
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 #: Delta's options for commits that remove data, as their lower-cased names.
 _CHANGE_OPTIONS = ("skipchangecommits", "ignoredeletes", "ignorechanges")
-
-
-@dataclass(frozen=True)
-class Position:
-    """Where a stream is: with `snapshot`, it has taken the first `index` files of the table as of
-    `version` (oldest first); without, every file of the versions before `version` and the first
-    `index` files `version` added. The shim keeps it as the stream's offset (JSON)."""
-
-    version: int
-    index: int
-    snapshot: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "index": self.index, "snapshot": self.snapshot}
-
-    @staticmethod
-    def from_json(value: Mapping[str, Any] | None) -> Position | None:
-        if value is None:
-            return None
-        return Position(int(value["version"]), int(value.get("index", 0)), bool(value.get("snapshot", False)))
 
 
 @dataclass(frozen=True)
@@ -85,21 +75,21 @@ class _Stream:
     starting: int | None
 
     @staticmethod
-    def of(req: Mapping[str, Any]) -> _Stream:
-        root = table_root(req["location"])
-        options = {str(k).lower(): str(v).strip().lower() for k, v in (req.get("options") or {}).items()}
+    def of(source: StreamSource) -> _Stream:
+        root = source.table.root
+        options = {str(k).lower(): str(v).strip().lower() for k, v in source.options.items()}
         for key in _CHANGE_OPTIONS:
             if options.get(key, "false") not in ("true", "false"):
                 raise InvalidArgumentError(f"the read option {key} takes true or false, got {options[key]!r}")
         starting = _starting_version(options)
-        if req.get("startingTimestampMs") is not None:
-            starting = _version_since(root, int(req["startingTimestampMs"]), starting)
-        return _Stream(root, options, int(req["schemaVersion"]), starting)
+        if source.starting_timestamp_ms is not None:
+            starting = _version_since(root, source.starting_timestamp_ms, starting)
+        return _Stream(root, options, source.schema_version, starting)
 
-    def initial(self, latest: int) -> Position:
-        return Position(self.starting, 0, False) if self.starting is not None else Position(latest, 0, True)
+    def initial(self, latest: int) -> StreamPosition:
+        return StreamPosition(self.starting, 0, False) if self.starting is not None else StreamPosition(latest, 0, True)
 
-    def segments(self, start: Position, last: int) -> Iterator[_Segment]:
+    def segments(self, start: StreamPosition, last: int) -> Iterator[_Segment]:
         """The files from `start` on, through version `last`, in stream order."""
         version, index = start.version, start.index
         if start.snapshot:
@@ -144,22 +134,22 @@ class _Stream:
         )
 
 
-def stream_version(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def stream_version(spark: SparkSession, req: StreamVersionRequest, args: list[Any]) -> StreamVersionReply:
     """The table's latest version (where a `Trigger.AvailableNow` run stops); a listing only."""
-    return {"version": shared_log(table_root(req["location"])).latest_version()}
+    return StreamVersionReply(shared_log(req.source.table.root).latest_version())
 
 
-def stream_latest(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
-    """`{"end": position}`: where the next batch from `start` (null: the stream's first) ends,
-    within the read limits (`maxFiles`, `maxBytes`, null: none) and versions up to `lastVersion`
-    (null: the latest); the start itself when there is nothing new."""
-    stream = _Stream.of(req)
+def stream_latest(spark: SparkSession, req: StreamLatestRequest, args: list[Any]) -> StreamLatestReply:
+    """Where the next batch from `start` (None: the stream's first) ends, within the read limits
+    (`max_files`, `max_bytes`, None: none) and versions up to `last_version` (None: the latest); the
+    start itself when there is nothing new."""
+    stream = _Stream.of(req.source)
     latest = shared_log(stream.root).latest_version()
-    if req.get("lastVersion") is not None:  # Trigger.AvailableNow: what there was when it started
-        latest = min(latest, int(req["lastVersion"]))
-    start = Position.from_json(req.get("start")) or stream.initial(latest)
-    max_files = req.get("maxFiles")
-    max_bytes = req.get("maxBytes")
+    if req.last_version is not None:  # Trigger.AvailableNow: what there was when it started
+        latest = min(latest, req.last_version)
+    start = req.start or stream.initial(latest)
+    max_files = req.max_files
+    max_bytes = req.max_bytes
     files, bytes_ = 0, 0
     end = start
     for seg in stream.segments(start, latest):
@@ -177,25 +167,26 @@ def stream_latest(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> 
             bytes_ += int(sizes[:take].sum())
         files += take
         if take < n:
-            return {"end": Position(seg.version, seg.first + take, seg.snapshot).to_json()}
+            return StreamLatestReply(StreamPosition(seg.version, seg.first + take, seg.snapshot))
         # the whole segment: a change version is done (the next starts at its first file), the
         # snapshot stays the snapshot's last position until a later version has files
-        end = Position(seg.version, seg.first + n, True) if seg.snapshot else Position(seg.version + 1, 0, False)
+        end = StreamPosition(seg.version, seg.first + n, True) if seg.snapshot else StreamPosition(seg.version + 1, 0, False)
         if max_files is not None and files >= int(max_files):
             break
         if max_bytes is not None and bytes_ >= int(max_bytes):
             break
-    return {"end": end.to_json()}
+    return StreamLatestReply(end)
 
 
-def stream_batch(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
-    """The files between `start` (null: the stream's first batch) and `end`, in the scan plan's form
+def stream_batch(spark: SparkSession, req: StreamBatchRequest, args: list[Any]) -> ScanPlan:
+    """The files between `start` (None: the stream's first batch) and `end`, in the scan plan's form
     (`use.sql.scan`), so the shim reads them as any planned scan."""
-    stream = _Stream.of(req)
-    end = Position.from_json(req["end"])
-    assert end is not None
-    given = Position.from_json(req.get("start"))
-    start = given if given is not None else (Position(end.version, 0, True) if end.snapshot else stream.initial(end.version))
+    stream = _Stream.of(req.source)
+    end = req.end
+    given = req.start
+    start = (
+        given if given is not None else (StreamPosition(end.version, 0, True) if end.snapshot else stream.initial(end.version))
+    )
     last = end.version if end.snapshot or end.index else end.version - 1
     taken: list[pa.Table] = []
     for seg in stream.segments(start, max(last, start.version)):
@@ -211,7 +202,7 @@ def stream_batch(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
     files = pa.concat_tables(taken) if taken else FILES_SCHEMA.empty_table()
     version = max(last, 0)  # the newest version the batch reads from (the end may be the next one to come)
     keys = partition_value_keys(snapshot_of(stream.root, version).metadata)
-    return plan_json(stream.root, files, keys, version, files.num_rows, int(pc.sum(files.column("size")).as_py() or 0))
+    return scan_plan(stream.root, files, keys, version, files.num_rows, int(pc.sum(files.column("size")).as_py() or 0))
 
 
 def _version_since(root: str, ms: int, starting_version: int | None) -> int:

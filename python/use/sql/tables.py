@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from use.delta.actions import remove_actions
 from use.delta.columnmapping import column_mapping_mode
+from use.delta.commit_options import CommitOptions
 from use.delta.log import DeltaLog
 from use.delta.log_cache import shared_log
 from use.delta.schema import schema_from_json
@@ -38,6 +39,7 @@ from use.errors import (
     TableNotFoundError,
     UnsupportedFeatureError,
 )
+from use.insights.lake import DELTA_PROVIDERS
 from use.optimize.properties import alter_properties as alter
 from use.optimize.properties import check_configuration
 from use.qbeast.convert import DEFAULT_CUBE_SIZE, index_column_names
@@ -55,12 +57,36 @@ from use.qbeast.revision import (
     split_column_specs,
     staging_revision,
 )
+from use.sql.protocol import (
+    AbandonRequest,
+    AlterPropertiesRequest,
+    AlterSchemaRequest,
+    CommitStagedRequest,
+    CreateReply,
+    CreateRequest,
+    CreateSpec,
+    DescribeRequest,
+    Done,
+    Providers,
+    ProvidersRequest,
+    StageReply,
+    StageRequest,
+    TableDescription,
+    TableReply,
+    TruncateRequest,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
     from use.delta.snapshot import Snapshot
+
+#: The table providers USE serves (the session catalog's Delta and Qbeast tables, which the shim
+#: asks for: `providers`), and those a procedure's `<provider>.`/path`` argument may name (parquet:
+#: a directory to convert).
+PROVIDERS: tuple[str, ...] = tuple(sorted(DELTA_PROVIDERS))
+PATH_PROVIDERS: tuple[str, ...] = (*PROVIDERS, "parquet")
 
 # OPTIONS (...) each provider accepts, by lower-case name.
 PROVIDER_OPTIONS: Mapping[str, Mapping[str, str]] = {
@@ -100,35 +126,42 @@ def snapshot_of(location: str, version: int | None = None, timestamp_ms: int | N
     return log.snapshot(version=None if version is None else int(version))
 
 
-def table_json(snapshot: Snapshot, provider: str) -> dict[str, Any]:
+def describe_table(snapshot: Snapshot, provider: str) -> TableDescription:
     """What the catalog serves for a table: the log's schema, partitioning and properties; under
-    Delta column mapping also the schema its files are read with (`storedSchema`: physical names,
+    Delta column mapping also the schema its files are read with (`stored_schema`: physical names,
     field ids in mode `id`) and the mode."""
     sizes = snapshot.files.column("size")
     conf = dict(snapshot.configuration)
     mapping = snapshot.column_mapping
-    stored: dict[str, Any] = {}
-    if mapping.active:
-        stored = {"storedSchema": stored_schema(mapping).json(), "columnMapping": mapping.mode}
-    return {
-        **stored,
-        "root": snapshot.table_root,
-        "uri": Path(snapshot.table_root).as_uri(),
-        "provider": provider,
-        "version": snapshot.version,
-        "schema": snapshot.metadata.schema_string,
-        "partitionColumns": list(snapshot.partition_columns),
-        "configuration": conf,
-        "description": snapshot.metadata.description,
-        "isQbeast": is_qbeast(conf),
-        "numFiles": snapshot.num_files,
-        "sizeInBytes": int(pc.sum(sizes).as_py() or 0) if snapshot.num_files else 0,
-    }
+    return TableDescription(
+        root=snapshot.table_root,
+        uri=Path(snapshot.table_root).as_uri(),
+        provider=provider,
+        version=snapshot.version,
+        schema=snapshot.metadata.schema_string,
+        partition_columns=tuple(snapshot.partition_columns),
+        configuration=conf,
+        description=snapshot.metadata.description,
+        is_qbeast=is_qbeast(conf),
+        num_files=snapshot.num_files,
+        size_in_bytes=int(pc.sum(sizes).as_py() or 0) if snapshot.num_files else 0,
+        stored_schema=stored_schema(mapping).json() if mapping.active else None,
+        column_mapping=mapping.mode if mapping.active else "none",
+    )
 
 
-def describe(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
-    snap = snapshot_of(req["location"], req.get("version"), req.get("timestampMs"), by_path=bool(req.get("byPath")))
-    return table_json(snap, req["provider"])
+def latest(root: str, provider: str | None) -> TableReply:
+    """The table at `root` as it is now, after a change."""
+    return TableReply(describe_table(shared_log(root).snapshot(), provider or "delta"))
+
+
+def describe(spark: SparkSession, req: DescribeRequest, args: list[Any]) -> TableDescription:
+    snap = snapshot_of(req.table.root, req.version, req.timestamp_ms, by_path=req.table.by_path)
+    return describe_table(snap, req.table.provider or "delta")
+
+
+def providers(spark: SparkSession, req: ProvidersRequest, args: list[Any]) -> Providers:
+    return Providers(PROVIDERS, PATH_PROVIDERS)
 
 
 # --- validation --------------------------------------------------------------------------------------
@@ -254,23 +287,23 @@ def _same_schema(given: pa.Schema, table: pa.Schema) -> bool:
     return [(f.name.lower(), f.type) for f in given] == [(f.name.lower(), f.type) for f in table]
 
 
-def _check_registration(spec: Mapping[str, Any], snap: Snapshot, options: Mapping[str, str]) -> None:
+def _check_registration(spec: CreateSpec, snap: Snapshot, options: Mapping[str, str]) -> None:
     """CREATE TABLE ... LOCATION of an existing table: what the statement says must match the log."""
-    name, root, provider = spec["name"], snap.table_root, spec["provider"]
+    name, root, provider = spec.name, snap.table_root, spec.provider
     where = f"the table at {root}"
-    if spec.get("schema"):
-        given = spark_schema_to_arrow(spec["schema"])
+    if spec.schema:
+        given = spark_schema_to_arrow(spec.schema)
         if not _same_schema(given, snap.schema):
             raise SchemaMismatchError(
                 f"the columns given for {name} ({', '.join(f'{f.name} {f.type}' for f in given)}) differ from {where} "
                 f"({', '.join(f'{f.name} {f.type}' for f in snap.schema)}); omit the column list to take the table's"
             )
-        if list(spec.get("partitionColumns") or []) != list(snap.partition_columns):
+        if list(spec.partition_columns) != list(snap.partition_columns):
             raise SchemaMismatchError(
-                f"PARTITIONED BY ({', '.join(spec.get('partitionColumns') or [])}) differs from {where}'s partitioning "
+                f"PARTITIONED BY ({', '.join(spec.partition_columns)}) differs from {where}'s partitioning "
                 f"({', '.join(snap.partition_columns)}); omit it to take the table's"
             )
-    for key, value in (spec.get("properties") or {}).items():
+    for key, value in spec.properties.items():
         if snap.configuration.get(key) != value:
             raise ConfigError(
                 f"TBLPROPERTIES {key}={value!r} differs from {where} ({key}={snap.configuration.get(key)!r}); omit "
@@ -301,25 +334,26 @@ def _check_registration(spec: Mapping[str, Any], snap: Snapshot, options: Mappin
 # --- CREATE ------------------------------------------------------------------------------------------
 
 
-def create(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def create(spark: SparkSession, req: CreateRequest, args: list[Any], commit_options: CommitOptions) -> CreateReply:
     """CREATE TABLE: register the table at LOCATION (its schema from the log), or create a new one
     (one commit)."""
-    root = table_root(spec["location"])
-    provider, name = spec["provider"], spec["name"]
-    properties, options = table_settings(provider, spec.get("properties") or {}, spec.get("options") or {})
-    spec = {**spec, "properties": properties, "options": options}
+    spec = req.spec
+    root = table_root(spec.location)
+    provider, name = spec.provider, spec.name
+    properties, options = table_settings(provider, spec.properties, spec.options)
+    spec = replace(spec, properties=properties, options=options)
     log = shared_log(root)
     if log.exists():
-        if not spec.get("locationGiven"):
+        if not spec.location_given:
             raise TableAlreadyExistsError(
                 f"cannot create the managed table {name}: its location {root} already holds a Delta table; remove it, "
                 f"or register it as an external table with CREATE TABLE {name} USING {provider} LOCATION '{root}'"
             )
         snap = log.snapshot()
         _check_registration(spec, snap, options)
-        return {"table": table_json(snap, provider), "created": False}
-    if not spec.get("schema"):
-        if spec.get("byPath"):
+        return CreateReply(describe_table(snap, provider), created=False)
+    if not spec.schema:
+        if spec.by_path:
             raise TableNotFoundError(
                 f"no Delta table at {root} (no _delta_log with commits there) and no columns to create {name} with; "
                 f"give the columns (CREATE TABLE {name} (id BIGINT, ...) USING {provider}) or create it from a query "
@@ -330,47 +364,50 @@ def create(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[s
             f"columns to create a new table, or point LOCATION at an existing table"
         )
     _check_empty_location(root, name)
-    schema = spark_schema_to_arrow(spec["schema"])
-    parts = list(spec.get("partitionColumns") or [])
+    schema = spark_schema_to_arrow(spec.schema)
+    parts = list(spec.partition_columns)
     _check_partitioning(provider, parts, schema)
     conf = new_configuration(provider, properties, options, schema, root)
     created_dir = not os.path.exists(root)
     try:
-        snap = log.create(schema, parts, configuration=conf, description=spec.get("comment"), managed=bool(spec.get("managed")))
+        snap = log.create(
+            schema, parts, configuration=conf, description=spec.comment, managed=spec.managed, commit_options=commit_options
+        )
     except BaseException:
         if created_dir:
             _remove_created(root)
         raise
-    return {"table": table_json(snap, provider), "created": True}
+    return CreateReply(describe_table(snap, provider), created=True)
 
 
 def _remove_created(root: str) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def abandon(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def abandon(spark: SparkSession, req: AbandonRequest, args: list[Any]) -> Done:
     """Undo a `create` whose metastore registration failed: the new table's directory goes."""
-    root = table_root(req["location"])
+    root = req.table.root
     log = shared_log(root)
     if log.exists() and log.snapshot().version == 0:
         _remove_created(root)
-    return {}
+    return Done()
 
 
 # --- CTAS / RTAS / REPLACE ----------------------------------------------------------------------------
 
 
-def stage(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def stage(spark: SparkSession, req: StageRequest, args: list[Any]) -> StageReply:
     """Check a CTAS/RTAS/REPLACE before anything is written; the checked spec comes back and is
     executed by `write.write` (with data) or `commit_staged` (without)."""
-    root = table_root(spec["location"])
-    provider, name = spec["provider"], spec["name"]
-    properties, options = table_settings(provider, spec.get("properties") or {}, spec.get("options") or {})
-    schema = spark_schema_to_arrow(spec["schema"])
-    parts = list(spec.get("partitionColumns") or [])
+    spec = req.spec
+    root = table_root(spec.location)
+    provider, name = spec.provider, spec.name
+    properties, options = table_settings(provider, spec.properties, spec.options)
+    schema = spark_schema_to_arrow(staged_schema(spec))
+    parts = list(spec.partition_columns)
     _check_partitioning(provider, parts, schema)
     log = shared_log(root)
-    if spec["mode"] == "replace":
+    if spec.mode == "replace":
         if not log.exists():
             raise TableNotFoundError(f"cannot replace {name}: its location {root} holds no Delta table any more")
         options = replacement_options(provider, options, log.snapshot())
@@ -381,8 +418,22 @@ def stage(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[st
                 f"TABLE {name} USING {provider} LOCATION '{root}' and INSERT INTO it"
             )
         _check_empty_location(root, name)
-    new_configuration(provider, properties, options, schema, root, require_columns=spec["mode"] == "replace")
-    return {"spec": {**spec, "root": root, "properties": properties, "options": options}}
+    new_configuration(provider, properties, options, schema, root, require_columns=spec.mode == "replace")
+    return StageReply(replace(spec, root=root, properties=properties, options=options))
+
+
+def staged_schema(spec: CreateSpec) -> str:
+    """The columns of a staged table (a CTAS/RTAS/REPLACE always gives them)."""
+    if spec.schema is None:
+        raise InvalidArgumentError(f"internal: {spec.name} was staged without its columns")
+    return spec.schema
+
+
+def staged_root(spec: CreateSpec) -> str:
+    """The location of a table `stage` checked."""
+    if spec.root is None:
+        raise InvalidArgumentError(f"internal: {spec.name} was not staged")
+    return spec.root
 
 
 def write_options(provider: str, staged: Mapping[str, str], given: Mapping[str, str]) -> dict[str, str]:
@@ -414,15 +465,15 @@ def replacement_options(provider: str, options: Mapping[str, str], current: Snap
     return out
 
 
-def replace_metadata(current: Snapshot, spec: Mapping[str, Any], configuration: Mapping[str, str]) -> Any:
+def replace_metadata(current: Snapshot, spec: CreateSpec, configuration: Mapping[str, str]) -> Any:
     """The `metaData` of a replaced table: the statement's schema, partitioning, properties and
     comment, the table's identity kept (its history stays)."""
     return replace(
         current.metadata,
-        schema_string=json.dumps(json.loads(spec["schema"]), separators=(",", ":")),
-        partition_columns=tuple(spec.get("partitionColumns") or ()),
+        schema_string=json.dumps(json.loads(staged_schema(spec)), separators=(",", ":")),
+        partition_columns=tuple(spec.partition_columns),
         configuration=dict(configuration),
-        description=spec.get("comment"),
+        description=spec.comment,
     )
 
 
@@ -440,31 +491,35 @@ def protocol_upgrade(current: Snapshot, schema: pa.Schema, configuration: Mappin
     return needed
 
 
-def commit_staged(spark: SparkSession, spec: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def commit_staged(spark: SparkSession, req: CommitStagedRequest, args: list[Any], commit_options: CommitOptions) -> TableReply:
     """REPLACE TABLE / CREATE OR REPLACE TABLE without a query: one commit (a new table, or the new
     metadata with every file removed)."""
-    root, provider = spec["root"], spec["provider"]
-    schema = spark_schema_to_arrow(spec["schema"])
-    conf = new_configuration(provider, spec.get("properties") or {}, spec.get("options") or {}, schema, root)
+    spec = req.spec
+    root, provider = staged_root(spec), spec.provider
+    schema = spark_schema_to_arrow(staged_schema(spec))
+    conf = new_configuration(provider, spec.properties, spec.options, schema, root)
     log = shared_log(root)
-    if spec["mode"] != "replace":
+    if spec.mode != "replace":
         snap = log.create(
             schema,
-            list(spec.get("partitionColumns") or []),
+            list(spec.partition_columns),
             configuration=conf,
-            description=spec.get("comment"),
-            managed=bool(spec.get("managed")),
+            description=spec.comment,
+            managed=spec.managed,
+            commit_options=commit_options,
         )
-        return {"table": table_json(snap, provider)}
-    txn = replacement(log, log.snapshot(), spec, schema, conf)
-    txn.commit("REPLACE TABLE", {"isManaged": json.dumps(bool(spec.get("managed"))), "properties": json.dumps(conf)})
-    return {"table": table_json(log.snapshot(), provider)}
+        return TableReply(describe_table(snap, provider))
+    txn = replacement(log, log.snapshot(), spec, schema, conf, commit_options)
+    txn.commit("REPLACE TABLE", {"isManaged": json.dumps(spec.managed), "properties": json.dumps(conf)})
+    return latest(root, provider)
 
 
-def replacement(log: DeltaLog, current: Snapshot, spec: Mapping[str, Any], schema: pa.Schema, conf: Mapping[str, str]) -> Any:
+def replacement(
+    log: DeltaLog, current: Snapshot, spec: CreateSpec, schema: pa.Schema, conf: Mapping[str, str], commit_options: CommitOptions
+) -> Any:
     """The transaction that replaces a table (REPLACE, RTAS): the protocol it needs, its new
     metadata, every live file removed; the caller adds the new files and commits."""
-    txn = Transaction(log, current)
+    txn = Transaction(log, current, commit_options=commit_options)
     protocol = protocol_upgrade(current, schema, conf)
     if protocol is not None:
         txn.add(protocol)
@@ -478,22 +533,21 @@ def replacement(log: DeltaLog, current: Snapshot, spec: Mapping[str, Any], schem
 # --- ALTER / TRUNCATE ---------------------------------------------------------------------------------
 
 
-def alter_properties(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def alter_properties(spark: SparkSession, req: AlterPropertiesRequest, args: list[Any]) -> TableReply:
     """ALTER TABLE SET/UNSET TBLPROPERTIES: `use.optimize.properties.alter_properties` (one metaData
     commit, nothing when nothing changes). Keys the table lacks are skipped: Spark's catalog API
     hands a v2 catalog `RemoveProperty` changes without the statement's IF EXISTS, and Spark itself
     does not refuse a missing key, so UNSET of a missing key is a no-op as in Spark's own v2 tables.
     The comment is the table's description."""
-    table = req["table"]
-    snap = snapshot_of(table["location"])
-    to_set = dict(req.get("set") or {})
-    to_unset = [k for k in (req.get("unset") or []) if k in snap.configuration or k == "comment"]
+    snap = snapshot_of(req.table.root)
+    to_set = dict(req.set)
+    to_unset = [k for k in req.unset if k in snap.configuration or k == "comment"]
     if "comment" in to_set or "comment" in to_unset:
         _set_description(snap, to_set.pop("comment", None))
         to_unset = [k for k in to_unset if k != "comment"]
     if to_set or to_unset:
         alter(snap.table_root, to_set, to_unset)
-    return {"table": table_json(shared_log(snap.table_root).snapshot(), table["provider"])}
+    return latest(snap.table_root, req.table.provider)
 
 
 def check_schema_change(snap: Snapshot, schema: pa.Schema, what: str) -> None:
@@ -514,9 +568,9 @@ def check_schema_change(snap: Snapshot, schema: pa.Schema, what: str) -> None:
         )
 
 
-def alter_schema(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def alter_schema(spark: SparkSession, req: AlterSchemaRequest, args: list[Any]) -> TableReply:
     """ALTER TABLE ... ADD COLUMNS / ALTER COLUMN ... COMMENT: the schema Spark computed for the
-    statement (`req["schema"]`, from the table as of `req["readVersion"]`) committed as one metaData
+    statement (`req.schema`, from the table as of `req.read_version`) committed as one metaData
     action, `ADD COLUMNS` (parameters: the columns, as Delta writes them) or `CHANGE COLUMN`. The rows
     already written read NULL for a new column (their files do not have it, and their statistics say
     nothing of it, so no file is skipped on it).
@@ -524,13 +578,12 @@ def alter_schema(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
     Refused, nothing written: a table with Delta column mapping (a new column needs a physical name
     and id, which USE does not assign yet), a column type the table's protocol does not allow (e.g.
     TIMESTAMP_NTZ on a table without that feature), and a concurrent change of the table's metadata."""
-    table = req["table"]
     # the version Spark computed the schema from: a commit since is the transaction's to check (a
     # concurrent schema change is a conflict, an append is not)
-    snap = snapshot_of(table["location"], version=int(req["readVersion"]))
-    schema_string = json.dumps(json.loads(req["schema"]), separators=(",", ":"))
+    snap = snapshot_of(req.table.root, version=req.read_version)
+    schema_string = json.dumps(json.loads(req.schema), separators=(",", ":"))
     check_schema_change(snap, spark_schema_to_arrow(schema_string), f"ALTER TABLE on {snap.table_root}")
-    added = [str(c) for c in req.get("added") or []]
+    added = list(req.added)
     txn = Transaction(shared_log(snap.table_root), snap)
     txn.add(replace(snap.metadata, schema_string=schema_string))
     if added:
@@ -539,7 +592,7 @@ def alter_schema(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> d
         txn.commit("ADD COLUMNS", {"columns": json.dumps(columns, separators=(",", ":"))})
     else:
         txn.commit("CHANGE COLUMN", {})
-    return {"table": table_json(shared_log(snap.table_root).snapshot(), table["provider"])}
+    return latest(snap.table_root, req.table.provider)
 
 
 def _set_description(snap: Snapshot, description: str | None) -> None:
@@ -551,12 +604,12 @@ def _set_description(snap: Snapshot, description: str | None) -> None:
     txn.commit("SET TBLPROPERTIES", {"properties": json.dumps({"comment": description})})
 
 
-def truncate(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def truncate(spark: SparkSession, req: TruncateRequest, args: list[Any]) -> Done:
     """TRUNCATE TABLE: one commit removing every live file (history and metadata stay)."""
-    snap = snapshot_of(req["location"])
+    snap = snapshot_of(req.table.root)
     if snap.num_files:
         txn = Transaction(shared_log(snap.table_root), snap)
         txn.read_whole_table()
         txn.add(*remove_actions(snap.files, data_change=True))
         txn.commit("TRUNCATE", {})
-    return {}
+    return Done()

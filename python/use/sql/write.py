@@ -28,35 +28,38 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from use.delta import predicates as P
 from use.delta.actions import add_files_table, remove_actions
+from use.delta.commit_options import CommitOptions
 from use.delta.datafile import timestamp_partition_columns
 from use.delta.log_cache import shared_log
 from use.delta.schema import check_append_schema
 from use.delta.skipping import files_matching, partition_text_table
 from use.delta.transaction import Transaction
 from use.errors import InvalidArgumentError
-from use.optimize.executor import delete_written
 from use.qbeast.reader import plan_read, scan
 from use.qbeast.revision import (
     COLUMN_STATS_KEY,
     COLUMNS_TO_INDEX_KEY,
     CUBE_SIZE_KEY,
+    is_qbeast,
     latest_revision_id,
     revisions_from_configuration,
 )
 from use.qbeast.snapshot import QbeastSnapshot
 from use.qbeast.writer import write as otree_write
 from use.runtime.conform import conform_to_table
-from use.runtime.files import write_dataframe_files
+from use.runtime.files import delete_written, rows_written, write_dataframe_files
+from use.sql.protocol import CreateSpec, PartitionFilter, TableReply, WriteRequest
 from use.sql.sessions import dataframe
 from use.sql.tables import (
     _cube_size,
     check_properties,
-    is_qbeast,
+    latest,
     new_configuration,
     replacement,
     snapshot_of,
     spark_schema_to_arrow,
-    table_json,
+    staged_root,
+    staged_schema,
     write_options,
 )
 
@@ -69,22 +72,24 @@ if TYPE_CHECKING:
 _MODES = {"append": "Append", "overwrite": "Overwrite", "dynamic": "Overwrite", "partitions": "Overwrite"}
 
 
-def write(spark: SparkSession, req: dict[str, Any], args: list[Any]) -> dict[str, Any]:
+def write(spark: SparkSession, req: WriteRequest, args: list[Any], commit_options: CommitOptions) -> TableReply:
+    """A write through the catalog (the rows are the DataFrame the shim hands over first)."""
     df = dataframe(spark, args[0])
-    staged = req.get("staged")
+    staged = req.staged
     if staged is not None:
-        options = write_options(staged["provider"], staged.get("options") or {}, req.get("options") or {})
-        return _write_staged(spark, df, {**staged, "options": options})
-    table = req["table"]
-    snap = snapshot_of(table["location"])
-    mode = req["mode"]
+        options = write_options(staged.provider, staged.options, req.options)
+        return _write_staged(spark, df, replace(staged, options=options), commit_options)
+    snap = snapshot_of(req.table.root)
+    mode = req.mode
     if mode == "replaceWhere":  # INSERT INTO ... REPLACE WHERE, writeTo().overwrite(condition)
-        write_replacing_where(spark, df, snap, req["condition"], sql=True)
+        if req.condition is None:
+            raise InvalidArgumentError("internal: a replaceWhere write without its condition")
+        write_replacing_where(spark, df, snap, req.condition, commit_options, sql=True)
     elif is_qbeast(snap.configuration):
-        write_qbeast(spark, df, snap, mode)
+        write_qbeast(spark, df, snap, mode, commit_options)
     else:
-        write_delta(spark, df, snap, mode, req.get("partitionFilters") or [])
-    return {"table": table_json(shared_log(snap.table_root).snapshot(), table["provider"])}
+        write_delta(spark, df, snap, mode, req.partition_filters, commit_options=commit_options)
+    return latest(snap.table_root, req.table.provider)
 
 
 #: Spark's session setting for the overwrite mode of partitioned tables, which Delta's writer honours.
@@ -122,15 +127,18 @@ def cube_size_of(snap: Snapshot) -> int:
     return revisions_from_configuration(snap.configuration)[latest_revision_id(snap.configuration)].desired_cube_size
 
 
-def write_qbeast(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str) -> None:
+def write_qbeast(spark: SparkSession, df: DataFrame, snap: Snapshot, mode: str, commit_options: CommitOptions) -> None:
     if mode == "partitions" or snap.partition_columns:
         raise InvalidArgumentError(
             f"the Qbeast table at {snap.table_root} has no partitions to overwrite; INSERT OVERWRITE the whole table"
         )
     if mode == "append":
-        otree_write(spark, df, snap.table_root, indexed_columns(snap), mode="append")
+        otree_write(spark, df, snap.table_root, indexed_columns(snap), mode="append", commit_options=commit_options)
     else:  # overwrite, or a dynamic overwrite of an unpartitioned table: the whole table
-        otree_write(spark, df, snap.table_root, indexed_columns(snap), cube_size=cube_size_of(snap), mode="overwrite")
+        otree_write(
+            spark, df, snap.table_root, indexed_columns(snap), cube_size=cube_size_of(snap), mode="overwrite",
+            commit_options=commit_options,
+        )  # fmt: skip
 
 
 # --- Delta -------------------------------------------------------------------------------------------
@@ -141,16 +149,18 @@ def write_delta(
     df: DataFrame,
     snap: Snapshot,
     mode: str,
-    filters: list[Any],
+    filters: Sequence[PartitionFilter],
     *,
+    commit_options: CommitOptions,
     schema_string: str | None = None,
     app: tuple[str | None, int | None] = (None, None),
     replacing: tuple[pa.Table, str] | None = None,
 ) -> None:
-    """The rows of a write into a Delta table, and the files it replaces, in one commit.
-    `schema_string`: a widened schema committed with them (mergeSchema); `app`: the `txn` action
-    (txnAppId / txnVersion) the commit carries, when given; `replacing`: the files an overwrite
-    replaces and the condition that chose them (replaceWhere), instead of the mode's."""
+    """The rows of a write into a Delta table, and the files it replaces, in one commit (made with
+    the writing statement's `commit_options`). `schema_string`: a widened schema committed with
+    them (mergeSchema); `app`: the `txn` action (txnAppId / txnVersion) the commit carries, when
+    given; `replacing`: the files an overwrite replaces and the condition that chose them
+    (replaceWhere), instead of the mode's."""
     root = snap.table_root
     schema = snap.schema if schema_string is None else spark_schema_to_arrow(schema_string)
     app_id, app_version = app
@@ -159,7 +169,7 @@ def write_delta(
         if mode == "partitions":
             _check_rows_in_replaced_partitions(snap, adds, filters)
         removed = replacing[0] if replacing is not None else files_to_replace(snap, mode, adds, filters)
-        txn = Transaction(shared_log(root), snap)
+        txn = Transaction(shared_log(root), snap, commit_options=commit_options)
         if mode != "append":
             txn.read_whole_table()
         if schema_string is not None:
@@ -182,7 +192,7 @@ def write_delta(
         raise
 
 
-def _check_rows_in_replaced_partitions(snap: Snapshot, adds: Sequence[AddFile], filters: Sequence[Mapping[str, Any]]) -> None:
+def _check_rows_in_replaced_partitions(snap: Snapshot, adds: Sequence[AddFile], filters: Sequence[PartitionFilter]) -> None:
     """An overwrite of the partitions a condition selects (`INSERT INTO t REPLACE WHERE p = ...`,
     `INSERT OVERWRITE ... PARTITION`) writes only rows of those partitions, as Delta checks: a row
     outside them would be added while the partition it belongs to keeps its old rows."""
@@ -204,11 +214,6 @@ def _parameters(mode: str, partition_columns: Any) -> dict[str, Any]:
     return {"mode": _MODES[mode], "partitionBy": json.dumps(list(partition_columns))}
 
 
-def rows_written(adds: Sequence[AddFile]) -> int:
-    """The rows of new files, from the stats the write put in their adds."""
-    return sum(int(json.loads(a.stats).get("numRecords", 0)) if a.stats else 0 for a in adds)
-
-
 def _metrics(adds: Sequence[Any], removed: int) -> dict[str, Any]:
     return {"numFiles": str(len(adds)), "numOutputRows": str(rows_written(adds)), "numRemovedFiles": str(removed)}
 
@@ -216,17 +221,17 @@ def _metrics(adds: Sequence[Any], removed: int) -> dict[str, Any]:
 # --- CTAS / RTAS -------------------------------------------------------------------------------------
 
 
-def _write_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, Any]) -> dict[str, Any]:
+def _write_staged(spark: SparkSession, df: DataFrame, spec: CreateSpec, commit_options: CommitOptions) -> TableReply:
     """The one commit of a CTAS (a new table with its data) or an RTAS (the new metadata, every old
     file removed, the new data added)."""
-    root, provider = spec["root"], spec["provider"]
-    schema = spark_schema_to_arrow(spec["schema"])
-    options = spec.get("options") or {}
-    properties = spec.get("properties") or {}
+    root, provider = staged_root(spec), spec.provider
+    schema = spark_schema_to_arrow(staged_schema(spec))
+    options = spec.options
+    properties = spec.properties
     if provider == "qbeast":
         new_configuration(provider, properties, options, schema, root)  # checks the index options
         configuration = check_properties(properties)
-        if spec.get("comment") is not None:
+        if spec.comment is not None:
             raise InvalidArgumentError(
                 "COMMENT on a Qbeast table written by a query is not supported yet; use COMMENT ON TABLE after"
             )
@@ -236,28 +241,30 @@ def _write_staged(spark: SparkSession, df: DataFrame, spec: Mapping[str, Any]) -
             root,
             options[COLUMNS_TO_INDEX_KEY],
             cube_size=_cube_size(options.get(CUBE_SIZE_KEY)),
-            mode="append" if spec["mode"] != "replace" else "overwrite",
+            mode="append" if spec.mode != "replace" else "overwrite",
             column_stats=options.get(COLUMN_STATS_KEY) or None,
             configuration=configuration,
+            commit_options=commit_options,
         )
     else:
-        _write_delta_staged(spark, df, spec, schema, new_configuration(provider, properties, options, schema, root))
-    return {"table": table_json(shared_log(root).snapshot(), provider)}
+        conf = new_configuration(provider, properties, options, schema, root)
+        _write_delta_staged(spark, df, spec, schema, conf, commit_options)
+    return latest(root, provider)
 
 
 def _write_delta_staged(
-    spark: SparkSession, df: DataFrame, spec: Mapping[str, Any], schema: pa.Schema, conf: dict[str, str]
+    spark: SparkSession, df: DataFrame, spec: CreateSpec, schema: pa.Schema, conf: dict[str, str], commit_options: CommitOptions
 ) -> None:
-    root = spec["root"]
-    parts = list(spec.get("partitionColumns") or [])
+    root = staged_root(spec)
+    parts = list(spec.partition_columns)
     created_dir = not os.path.exists(root)
     log = shared_log(root)
-    if spec["mode"] == "replace":
+    if spec.mode == "replace":
         current = log.snapshot()
-        txn = replacement(log, current, spec, schema, conf)
+        txn = replacement(log, current, spec, schema, conf, commit_options)
         operation, removed = "CREATE OR REPLACE TABLE AS SELECT", current.num_files
     else:
-        txn = log.create_transaction(schema, parts, conf, description=spec.get("comment"))
+        txn = log.create_transaction(schema, parts, conf, description=spec.comment, commit_options=commit_options)
         operation, removed = "CREATE TABLE AS SELECT", 0
     os.makedirs(root, exist_ok=True)
     adds: tuple[AddFile, ...] = ()
@@ -273,7 +280,9 @@ def _write_delta_staged(
         raise
 
 
-def write_replacing_where(spark: SparkSession, df: DataFrame, snap: Snapshot, condition: str, sql: bool = False) -> None:
+def write_replacing_where(
+    spark: SparkSession, df: DataFrame, snap: Snapshot, condition: str, commit_options: CommitOptions, sql: bool = False
+) -> None:
     """Delta's `replaceWhere` with an overwrite (the writer option, or with `sql` SQL's `INSERT INTO ...
     REPLACE WHERE` and `writeTo().overwrite(condition)`, as the errors say): the rows matching `condition` (a SQL predicate on
     any columns) are replaced by the DataFrame's, in one commit. Every written row must match it
@@ -305,14 +314,14 @@ def write_replacing_where(spark: SparkSession, df: DataFrame, snap: Snapshot, co
         )
     kept = scan(spark, qsnap, plan.files).where(~matches) if plan.files.num_rows else None
     rows = data if kept is None else data.unionByName(kept)
-    write_delta(spark, rows, snap, "overwrite", [], replacing=(plan.files, condition))
+    write_delta(spark, rows, snap, "overwrite", [], commit_options=commit_options, replacing=(plan.files, condition))
 
 
 # --- which files an overwrite replaces -----------------------------------------------------------
 
 
 def _typed(value: Any, type_: pa.DataType) -> Any:
-    """A partition filter's JSON value as the column's Python value."""
+    """A partition filter's value (a JSON scalar) as the column's Python value."""
     if value is None:
         return None
     if pa.types.is_date(type_):
@@ -331,22 +340,26 @@ def _typed(value: Any, type_: pa.DataType) -> Any:
     return str(value)
 
 
-def partition_predicate(filters: Sequence[Mapping[str, Any]], schema: pa.Schema) -> Any:
+def partition_predicate(filters: Sequence[PartitionFilter], schema: pa.Schema) -> Any:
     """The shim's partition filters (INSERT OVERWRITE ... PARTITION) as a typed predicate."""
 
-    def one(f: Mapping[str, Any]) -> Any:
-        op = f["op"]
+    def one(f: PartitionFilter) -> Any:
+        op = f.op
         if op == "and":
-            return P.And(one(f["left"]), one(f["right"]))
-        column = f["column"]
+            if f.left is None or f.right is None:
+                raise InvalidArgumentError("internal: a partition filter `and` without both sides")
+            return P.And(one(f.left), one(f.right))
+        column = f.column
+        if column is None:
+            raise InvalidArgumentError(f"internal: a partition filter {op!r} without its column")
         type_ = schema.field(column).type
         if op == "isnull":
             return P.IsNull(column)
         if op == "isnotnull":
             return P.IsNotNull(column)
         if op == "in":
-            return P.InList(column, tuple(v for v in (_typed(x.get("value"), type_) for x in f["values"]) if v is not None))
-        value = _typed(f.get("value"), type_)
+            return P.InList(column, tuple(v for v in (_typed(x, type_) for x in f.values) if v is not None))
+        value = _typed(f.value, type_)
         if value is None:
             return P.IsNull(column) if op == "<=>" else P.InList(column, ())
         return P.Comparison(column, "=", value)
@@ -358,7 +371,7 @@ def partition_predicate(filters: Sequence[Mapping[str, Any]], schema: pa.Schema)
     return out
 
 
-def files_to_replace(snapshot: Snapshot, mode: str, adds: Sequence[AddFile], filters: Sequence[Mapping[str, Any]]) -> pa.Table:
+def files_to_replace(snapshot: Snapshot, mode: str, adds: Sequence[AddFile], filters: Sequence[PartitionFilter]) -> pa.Table:
     """The live files a write removes: all of them (overwrite), those of the partitions it writes
     (dynamic), those matching the static partition filters (partitions), none (append)."""
     files = snapshot.files

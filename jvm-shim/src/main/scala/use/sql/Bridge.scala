@@ -1,17 +1,14 @@
 package use.sql
 
-import scala.jdk.CollectionConverters._
-
-import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
-import com.fasterxml.jackson.databind.node.{ArrayNode, JsonNodeFactory, ObjectNode}
+import com.fasterxml.jackson.databind.ObjectMapper
 import org.apache.spark.sql.AnalysisException
 
 /** USE's Python side, as the JVM calls it (implemented by `use.sql.bridge.Bridge` through py4j).
   *
   * One generic entry point keeps the JVM/Python contract small: `method` names a function of the
-  * Python bridge, `request` is its JSON argument, `args` carries the JVM objects a call needs
-  * (Catalyst filter expressions, the DataFrame of a write). The answer is JSON: the result, or
-  * `{"error": {"kind": ..., "message": ..., "sqlState": ...}}` for an error the user must see.
+  * Python bridge, `request` is its request message (`Protocol.scala`) as JSON, `args` carries the
+  * JVM objects a call needs (Catalyst filter expressions, the DataFrame of a write). The answer is
+  * the reply message as JSON, or `{"error": ErrorReply}` for an error the user must see.
   */
 trait UseBridge {
   def call(method: String, request: String, args: Array[AnyRef]): String
@@ -19,9 +16,12 @@ trait UseBridge {
 
 /** A USE error as Spark users see it: one clean message (what is wrong, how to fix it), never a
   * Python traceback. An AnalysisException, so PySpark raises `AnalysisException` and JDBC clients
-  * get the message as is. `kind` is the error class, named by one rule (`UseException.Kinds`).
+  * get the message as is. `kind` is the error class, named by one rule (`UseException.Kinds`);
+  * `retryable`: the Python side found that the step lost a conflict a new attempt on the latest
+  * snapshot may win (the DML commands retry then).
   */
-class UseException(message: String, val kind: String = UseException.Kinds.Error, cause: Throwable = null, sqlState: String = null)
+class UseException(message: String, val kind: String = UseException.Kinds.Error, cause: Throwable = null, sqlState: String = null,
+                   val retryable: Boolean = false)
   extends AnalysisException(message = s"[$kind] $message", cause = Option(cause)) {
   // What JDBC/ODBC clients get as the SQLSTATE (Spark's own errors have one from their error class).
   override def getSqlState: String = Option(sqlState).getOrElse(UseException.sqlState(kind))
@@ -42,11 +42,6 @@ object UseException {
     val ReadOnlyCatalog = "USE_READ_ONLY_CATALOG_ERROR"
     val ProcedureNotFound = "USE_PROCEDURE_NOT_FOUND_ERROR"
     val NotInstalled = "USE_NOT_INSTALLED_ERROR"
-    // raised by the Python side's commits; the shim retries on them (UseDeleteCommand)
-    val ConcurrentDeleteRead = "USE_CONCURRENT_DELETE_READ_ERROR" // use.errors.ConcurrentDeleteReadError
-    val ConcurrentDeleteDelete = "USE_CONCURRENT_DELETE_DELETE_ERROR" // use.errors.ConcurrentDeleteDeleteError
-    val ConcurrentAppend = "USE_CONCURRENT_APPEND_ERROR" // use.errors.ConcurrentAppendError
-    val MetadataChanged = "USE_METADATA_CHANGED_ERROR" // use.errors.MetadataChangedError
     val AccessDenied = "USE_ACCESS_DENIED_ERROR" // use.errors.AccessDeniedError
   }
 
@@ -62,7 +57,7 @@ object UseException {
   }
 }
 
-/** The registered Python side (one per JVM: the driver's Python process) and JSON helpers. */
+/** The registered Python side (one per JVM: the driver's Python process), and the typed call. */
 object Bridge {
   @volatile private var impl: UseBridge = _
 
@@ -80,41 +75,14 @@ object Bridge {
 
   def isRegistered: Boolean = impl != null
 
-  def obj(): ObjectNode = JsonNodeFactory.instance.objectNode()
-
-  def arr(): ArrayNode = JsonNodeFactory.instance.arrayNode()
-
-  def strings(values: Iterable[String]): ArrayNode = {
-    val a = arr()
-    values.foreach(a.add)
-    a
-  }
-
-  def map(values: Map[String, String]): ObjectNode = {
-    val o = obj()
-    values.foreach { case (k, v) => o.put(k, v) }
-    o
-  }
-
-  def stringList(node: JsonNode): Seq[String] =
-    if (node == null || node.isNull) Nil else node.elements().asScala.map(_.asText()).toSeq
-
-  def stringMap(node: JsonNode): Map[String, String] =
-    if (node == null || node.isNull) Map.empty
-    else node.fieldNames().asScala.map(k => k -> node.get(k).asText()).toMap
-
-  def optText(node: JsonNode, field: String): Option[String] = {
-    val v = node.get(field)
-    if (v == null || v.isNull) None else Some(v.asText())
-  }
-
-  /** Calls `method` of the Python side and returns its JSON result; a Python error becomes a
-    * UseException with its message. */
-  def call(method: String, request: JsonNode, args: AnyRef*): JsonNode = {
+  /** Sends `request` to its method of the Python side and returns the reply; a Python error
+    * becomes a UseException with its message. */
+  def call[R](request: Request[R], args: AnyRef*): R = {
     val bridge = impl
     if (bridge == null) throw new UseException(NotRegistered, UseException.Kinds.NotInstalled)
+    val method = request.method
     val answer = try {
-      bridge.call(method, json.writeValueAsString(request), args.toArray)
+      bridge.call(method, Codec.write(request).toString, args.toArray)
     } catch {
       // py4j failures (the Python process is gone, a bug that escaped the Python side's own
       // handler): keep the first line, never the Python traceback.
@@ -125,8 +93,21 @@ object Bridge {
     val node = json.readTree(answer)
     val error = node.get("error")
     if (error != null && !error.isNull) {
-      throw new UseException(error.get("message").asText(), error.get("kind").asText(), sqlState = optText(error, "sqlState").orNull)
+      val e = Codec.errorReply.read(error, s"$method error")
+      throw new UseException(e.message, e.kind, sqlState = e.sqlState, retryable = e.retryable)
     }
-    node
+    request.reply.read(node, s"$method reply")
   }
+
+  @volatile private var knownProviders: Providers = _
+
+  /** The table providers USE serves and those a procedure's path argument may name: the Python
+    * side's decision, asked once per JVM (they are fixed by the installed package). */
+  def providers: Providers = {
+    if (knownProviders == null) knownProviders = call(ProvidersRequest())
+    knownProviders
+  }
+
+  def isUseProvider(provider: Option[String]): Boolean =
+    provider.exists(p => providers.tables.contains(p.toLowerCase(java.util.Locale.ROOT)))
 }

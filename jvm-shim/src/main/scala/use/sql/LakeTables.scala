@@ -5,7 +5,6 @@ import java.util
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import com.fasterxml.jackson.databind.node.ObjectNode
 import org.apache.spark.sql.{AnalysisException, SparkSession}
 import org.apache.spark.sql.catalyst.analysis.{NoSuchNamespaceException, NoSuchTableException}
 import org.apache.spark.sql.classic.{SparkSession => ClassicSession}
@@ -71,14 +70,11 @@ object LakeTables {
 
   // --- names ---------------------------------------------------------------------------------------
 
-  private lazy val names: (Seq[String], Seq[String]) = {
-    val n = Bridge.call("insightNames", Bridge.obj())
-    (Bridge.stringList(n.get("table")), Bridge.stringList(n.get("lake")))
-  }
+  private lazy val names: InsightNamesReply = Bridge.call(InsightNamesRequest())
 
-  private def insightNames: Seq[String] = names._1
+  private def insightNames: Seq[String] = names.table
 
-  private def lakeNames: Seq[String] = names._2
+  private def lakeNames: Seq[String] = names.lake
 
   private def quoted(parts: Seq[String]): String = parts.map(p => s"`${p.replace("`", "``")}`").mkString(".")
 
@@ -175,7 +171,7 @@ object LakeTables {
 
   /** The insight table a statement reads for a user who named only the table (DESCRIBE HISTORY /
     * DETAIL, `given` as written): a missing table is USE_TABLE_NOT_FOUND_ERROR naming it, in the
-    * words of OPTIMIZE and RESTORE (`UseProcedures.tableRef`, or the Python side's for a path), not
+    * words of OPTIMIZE and RESTORE (`TableRefs.identifier`, or the Python side's for a path), not
     * Spark's not-found of a `use_catalog` insight table the user never wrote. */
   def loadForStatement(ident: Identifier, given: String): Table = load(ident, Some(given))
 
@@ -184,11 +180,8 @@ object LakeTables {
     ident.namespace().toSeq match {
       case Seq(LakeNamespace) => lakeTable(s, ident)
       case Seq(PathNamespace, location) =>
-        val req = request("table", ident.name())
-        req.put("name", s"path.`$location`")
-        req.put("location", location)
-        req.put("byPath", true)
-        insightTable(s, ident, req, statement.isDefined)
+        val table = TableRefs.path(location, None, Some(s"path.`$location`"))
+        insightTable(s, ident, InsightReadRequest("table", ident.name(), Some(table), Nil), statement.isDefined)
       case Seq(cat, db, t) => insightTable(s, ident, tableRequest(s, ident, cat, db, t, statement), statement.isDefined)
       case Seq(cat, db) => ownTable(s, ident, cat, db)
       case _ => throw notFound(fullName(ident),
@@ -198,69 +191,48 @@ object LakeTables {
     }
   }
 
-  private def request(kind: String, insight: String): ObjectNode = {
-    val req = Bridge.obj()
-    req.put("kind", kind)
-    req.put("insight", insight)
-    req
-  }
-
-  /** Location and provider of `cat`.`db`.`t`, looked up as the procedures look up a table argument
-    * (`UseProcedures.tableRef`: the metastore entry, no log read). A missing table is Spark's
+  /** The insight `ident` names of `cat`.`db`.`t`, looked up as the procedures look up a table
+    * argument (`TableRefs.identifier`: the metastore entry, no log read). A missing table is Spark's
     * not-found of the insight table; for a statement (`given`: the table as the user wrote it),
     * USE_TABLE_NOT_FOUND_ERROR naming it. */
   private def tableRequest(s: ClassicSession, ident: Identifier, cat: String, db: String, t: String,
-                           given: Option[String]): ObjectNode = {
-    val ref = try UseProcedures.tableRef(s, cat, Seq(db), t, given.getOrElse(s"$cat.$db.$t")) catch {
+                           given: Option[String]): InsightReadRequest = {
+    val ref = try TableRefs.identifier(s, cat, Seq(db), t, given.getOrElse(s"$cat.$db.$t")) catch {
       case e: UseException if e.kind == UseException.Kinds.TableNotFound && given.isEmpty =>
         throw notFound(fullName(ident), s"there is no table $cat.$db.$t (insight tables are named " +
           s"<catalog>.<database>.<table>.<insight>, the insight tables are ${insightNames.mkString(", ")})")
     }
-    val req = request("table", ident.name())
-    req.put("name", s"$cat.$db.$t")
-    Bridge.optText(ref, "location").foreach(l => req.put("location", l))
-    Bridge.optText(ref, "provider").foreach(p => req.put("provider", p))
-    req
+    InsightReadRequest("table", ident.name(), Some(ref), Nil)
   }
 
   private def lakeTable(s: ClassicSession, ident: Identifier): Table = {
-    val req = request("lake", ident.name())
-    if (ident.name() == "metastore_summary" || ident.name() == "optimizations") req.set[ObjectNode]("tables", metastoreTables(s))
-    insightTable(s, ident, req)
+    val tables = if (ident.name() == "metastore_summary" || ident.name() == "optimizations") metastoreTables(s) else Nil
+    insightTable(s, ident, InsightReadRequest("lake", ident.name(), None, tables))
   }
 
   /** Every table of every namespace of the session catalog, as `use.insights.TableIdentity` fields:
     * one `getTablesByName` per database on the external catalog (no log read here). */
-  private def metastoreTables(s: ClassicSession) = {
+  private def metastoreTables(s: ClassicSession): Seq[MetastoreTable] = {
     val external = s.sharedState.externalCatalog
-    val out = Bridge.arr()
-    external.listDatabases().sorted.foreach { db =>
+    external.listDatabases().sorted.flatMap { db =>
       val names = external.listTables(db).sorted
-      if (names.nonEmpty) {
-        external.getTablesByName(db, names).sortBy(_.identifier.table).foreach { ct =>
-          val o = out.addObject()
-          o.put("catalog", SessionCatalogName)
-          o.put("database", db)
-          o.put("table_name", ct.identifier.table)
-          o.put("table_type", ct.tableType.name)
-          ct.provider.foreach(p => o.put("provider", p))
-          ct.storage.locationUri.foreach(u => o.put("location", u.toString))
-          o.set[ObjectNode]("table_properties", Bridge.map(ct.properties))
-        }
+      if (names.isEmpty) Nil
+      else external.getTablesByName(db, names).sortBy(_.identifier.table).map { ct =>
+        MetastoreTable(SessionCatalogName, db, ct.identifier.table, Some(ct.tableType.name), ct.provider,
+          ct.storage.locationUri.map(_.toString), ct.properties)
       }
     }
-    out
   }
 
-  private def insightTable(s: ClassicSession, ident: Identifier, req: ObjectNode, keepUseErrors: Boolean = false): Table = {
+  private def insightTable(s: ClassicSession, ident: Identifier, req: InsightReadRequest, keepUseErrors: Boolean = false): Table = {
     // The querying session goes along: its settings (the session's optimization defaults) are read
     // on the Python side as the Python API reads them.
-    val answer = try Bridge.call("insightRead", req, s) catch {
+    val answer = try Bridge.call(req, s) catch {
       case e: UseException if e.kind == UseException.Kinds.TableNotFound && !keepUseErrors =>
         throw notFound(fullName(ident), e.message.stripPrefix(s"[${e.kind}] "))
     }
-    val schema = DataType.fromJson(answer.get("schema").asText()).asInstanceOf[StructType]
-    val options = Bridge.stringMap(answer.get("options"))
+    val schema = DataType.fromJson(answer.schema).asInstanceOf[StructType]
+    val options = answer.options
     ensureSource(s)
     val python = new PythonDataSourceV2()
     python.setShortName(SourceName)

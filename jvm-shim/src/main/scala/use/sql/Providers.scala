@@ -6,7 +6,6 @@ package use.sql {
 
   import scala.jdk.CollectionConverters._
 
-  import com.fasterxml.jackson.databind.node.{ArrayNode, ObjectNode}
   import org.apache.spark.sql.{DataFrame, SQLContext, SaveMode, functions}
   import org.apache.spark.sql.catalyst.util.CaseInsensitiveMap
   import org.apache.spark.sql.catalyst.analysis.ResolvedIdentifier
@@ -50,7 +49,7 @@ package use.sql {
       if (key._2.isDefined && key._3.isDefined) throw new UseException(
         "give the read option versionAsOf or timestampAsOf, not both: they name one version each", UseException.Kinds.InvalidArgument)
       described.filter(_._1 == key).map(_._2).getOrElse {
-        val m = TableMeta.describe(key._1, format, key._2, key._3, byPath = true)
+        val m = TableMeta.describe(TableRefs.path(key._1, Some(format)), key._2, key._3)
         described = Some(key -> m)
         m
       }
@@ -82,22 +81,16 @@ package use.sql {
       val options = CaseInsensitiveMap(parameters)
       val p = options.getOrElse("path", throw new UseException(
         s"""format("$format") needs a table path: .save(path)""", UseException.Kinds.InvalidArgument))
-      val req = Bridge.obj()
-      req.put("path", p)
-      req.put("format", format)
-      req.put("mode", mode.name())
-      options.get(DeltaPathProvider.PartitionColumnsKey) match {
-        case Some(encoded) => req.set[ArrayNode]("partitionColumns", Bridge.strings(Bridge.stringList(Bridge.json.readTree(encoded))))
-        case None => req.putNull("partitionColumns")
+      val partitionColumns = options.get(DeltaPathProvider.PartitionColumnsKey).map { encoded =>
+        Bridge.json.readTree(encoded).elements().asScala.map(_.asText()).toSeq
       }
       val writeOptions = DeltaPathProvider.asGiven(parameters).filterNot { case (k, _) =>
         k.equalsIgnoreCase("path") || k.equalsIgnoreCase(DeltaPathProvider.PartitionColumnsKey)
       }
-      req.set[ObjectNode]("options", Bridge.map(writeOptions))
-      val answer = Bridge.call("savePath", req, data)
-      Bridge.optText(answer, "write").foreach { how =>
+      val answer = Bridge.call(SaveRequest(p, format, mode.name(), partitionColumns, writeOptions, stream = false), data)
+      answer.write.foreach { how =>
         // into an existing table: the catalog's write of `delta.`root``, as INSERT INTO/OVERWRITE
-        val root = answer.get("root").asText()
+        val root = answer.root
         val writer = data.writeTo(s"delta.`${root.replace("`", "``")}`").options(writeOptions.asJava)
         how match {
           case "overwrite" => writer.overwrite(functions.lit(true))
@@ -132,7 +125,7 @@ package use.sql {
                               parameters: Map[String, String]): Source = {
       val p = path(parameters.asJava)
       val options = DeltaPathProvider.asGiven(parameters).filterNot { case (k, _) => k.equalsIgnoreCase("path") }
-      new UseStreamSource(ctx.sparkSession, TableMeta.describe(p, format, None, None, byPath = true), options)
+      new UseStreamSource(ctx.sparkSession, TableMeta.describe(TableRefs.path(p, Some(format))), options)
     }
 
     /** `df.writeStream.format("delta").start(path)`: a micro-batch sink (`DeltaPathProvider.StreamSink`).
@@ -213,17 +206,9 @@ package use.sql {
           it.map(r => toRow(r))
         }, data.schema)
         val queryId = session.sparkContext.getLocalProperty("sql.streaming.queryId")
-        val req = Bridge.obj()
-        req.put("path", p)
-        req.put("format", format)
-        req.put("mode", saveMode)
-        req.put("stream", true)
-        if (partitionColumns.nonEmpty) req.set[ArrayNode]("partitionColumns", Bridge.strings(partitionColumns))
-        else req.putNull("partitionColumns")
         val opts = options ++ Option(queryId).map(id => Map("txnAppId" -> id, "txnVersion" -> batchId.toString)).getOrElse(Map.empty)
-        req.set[ObjectNode]("options", Bridge.map(opts))
-        val answer = Bridge.call("savePath", req, batch)
-        Bridge.optText(answer, "write").foreach { how =>
+        val req = SaveRequest(p, format, saveMode, Some(partitionColumns).filter(_.nonEmpty), opts, stream = true)
+        Bridge.call(req, batch).write.foreach { how =>
           throw new UseException(s"internal: the stream batch into $p was not written ($how)", UseException.Kinds.Internal)
         }
       }
@@ -248,7 +233,7 @@ package use.sql {
         case ResolvedIdentifier(c: TableCatalog, i) => (c, i)
         case _ => return None
       }
-      val format = r.tableSpec.provider.map(_.toLowerCase(java.util.Locale.ROOT)).filter(f => f == "delta" || f == "qbeast")
+      val format = r.tableSpec.provider.map(_.toLowerCase(java.util.Locale.ROOT)).filter(f => Bridge.isUseProvider(Some(f)))
       if (format.isEmpty || !catalog.tableExists(ident)) return None
       val table = catalog.loadTable(ident) match {
         case t: UseTable => t
@@ -268,7 +253,7 @@ package use.sql {
       }
       val options = r.writeOptions.filterNot { case (k, _) => k.equalsIgnoreCase(marker) || k.equalsIgnoreCase("path") } +
         ("path" -> root) ++
-        (if (columns.nonEmpty) Map(PartitionColumnsKey -> Bridge.strings(columns).toString) else Map.empty[String, String])
+        (if (columns.nonEmpty) Map(PartitionColumnsKey -> Codec.write(columns).toString) else Map.empty[String, String])
       val provider = if (format.contains("qbeast")) new QbeastPathProvider else new DeltaPathProvider
       Some(SaveIntoDataSourceCommand(r.query, provider, options, SaveMode.Overwrite))
     }

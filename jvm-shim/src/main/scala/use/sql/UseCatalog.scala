@@ -7,7 +7,6 @@ import java.util.Locale
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import com.fasterxml.jackson.databind.node.ObjectNode
 import org.apache.hadoop.fs.Path
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.TableIdentifier
@@ -46,18 +45,17 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     TableIdentifier(ident.name(), Some(ident.namespace().head), Some(name()))
   }
 
-  private def isUse(ct: CatalogTable): Boolean = TableMeta.isUseProvider(ct.provider)
+  private def isUse(ct: CatalogTable): Boolean = Bridge.isUseProvider(ct.provider)
 
   private def isUseProvider(props: util.Map[String, String]): Boolean =
-    TableMeta.isUseProvider(Option(props.get(TableCatalog.PROP_PROVIDER)))
+    Bridge.isUseProvider(Option(props.get(TableCatalog.PROP_PROVIDER)))
 
   private def isPathIdentifier(ident: Identifier): Boolean =
-    ident.namespace().length == 1 && TableMeta.Providers.contains(ident.namespace().head.toLowerCase(Locale.ROOT)) &&
-      (ident.name().startsWith("/") || ident.name().startsWith("file:")) &&
-      !sessionCatalog.databaseExists(ident.namespace().head)
+    ident.namespace().length == 1 && (ident.name().startsWith("/") || ident.name().startsWith("file:")) &&
+      Bridge.isUseProvider(Some(ident.namespace().head)) && !sessionCatalog.databaseExists(ident.namespace().head)
 
   private def useTable(ct: CatalogTable, version: Option[Long], timestampMs: Option[Long]): UseTable = {
-    val meta = TableMeta.describe(ct.location.toString, ct.provider.get, version, timestampMs)
+    val meta = TableMeta.describe(TableRefs.entry(ct), version, timestampMs)
     val pinned = version.isDefined || timestampMs.isDefined
     if (!pinned) catchUpMirror(ct, meta)
     new UseTable(meta, Some(ct), ct.identifier.unquotedString, pinned = pinned)
@@ -84,8 +82,10 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
   /** How a table named by its path is shown: `delta.`/p``. */
   private def pathName(ident: Identifier): String = s"${pathProvider(ident)}.`${ident.name().replace("`", "``")}`"
 
+  private def pathRef(ident: Identifier): TableRef = TableRefs.path(ident.name(), Some(pathProvider(ident)), Some(pathName(ident)))
+
   private def pathTable(ident: Identifier, version: Option[Long], timestampMs: Option[Long]): UseTable = {
-    val meta = TableMeta.describe(ident.name(), pathProvider(ident), version, timestampMs, byPath = true)
+    val meta = TableMeta.describe(pathRef(ident), version, timestampMs)
     new UseTable(meta, None, pathName(ident), pinned = version.isDefined || timestampMs.isDefined)
   }
 
@@ -143,7 +143,7 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
       partitions: Array[Transform],
       properties: util.Map[String, String],
       mode: String,
-      existing: Option[CatalogTable]): ObjectNode = {
+      existing: Option[CatalogTable]): CreateSpec = {
     val props = properties.asScala.toMap
     val options = props.collect { case (k, v) if k.startsWith(TableCatalog.OPTION_PREFIX) => k.stripPrefix(TableCatalog.OPTION_PREFIX) -> v }
     val reserved = Set(TableCatalog.PROP_PROVIDER, TableCatalog.PROP_LOCATION, TableCatalog.PROP_COMMENT, TableCatalog.PROP_OWNER,
@@ -173,22 +173,12 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
           case None => (sessionCatalog.defaultTablePath(tableIdent(ident)).toString, true)
         }
     }
-    val spec = Bridge.obj()
-    spec.put("mode", mode)
-    spec.put("name", if (byPath) pathName(ident) else tableIdent(ident).unquotedString)
-    spec.put("provider", props.getOrElse(TableCatalog.PROP_PROVIDER, "delta").toLowerCase(Locale.ROOT))
-    spec.put("location", location)
-    spec.put("managed", managed)
-    spec.put("locationGiven", givenLocation.isDefined || byPath)
-    spec.put("byPath", byPath)
-    if (schema.nonEmpty) spec.put("schema", schema.json) else spec.putNull("schema")
-    spec.set[ObjectNode]("partitionColumns", Bridge.strings(partitionColumns(partitions)))
-    spec.set[ObjectNode]("properties", Bridge.map(userProps))
-    spec.set[ObjectNode]("options", Bridge.map(options.filterNot(_._1.equalsIgnoreCase("path"))))
-    props.get(TableCatalog.PROP_COMMENT).foreach(c => spec.put("comment", c))
-    props.get(TableCatalog.PROP_OWNER).foreach(o => spec.put("owner", o))
-    spec.set[ObjectNode]("table", TableMeta.ref(location, spec.get("provider").asText()))
-    spec
+    val name = if (byPath) pathName(ident) else tableIdent(ident).unquotedString
+    val provider = props.getOrElse(TableCatalog.PROP_PROVIDER, "delta").toLowerCase(Locale.ROOT)
+    CreateSpec(mode, name, provider, location, managed, locationGiven = givenLocation.isDefined || byPath, byPath,
+      Option(schema).filter(_.nonEmpty).map(_.json), partitionColumns(partitions), userProps,
+      options.filterNot(_._1.equalsIgnoreCase("path")), props.get(TableCatalog.PROP_COMMENT), props.get(TableCatalog.PROP_OWNER),
+      TableRefs.created(name, location, provider, byPath), root = None)
   }
 
   private def partitionColumns(partitions: Array[Transform]): Seq[String] = partitions.toSeq.map { t =>
@@ -210,14 +200,14 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
   })
 
   /** Registers a table whose log exists (created or validated by the Python side) in the metastore. */
-  private def register(ident: Identifier, spec: ObjectNode, meta: TableMeta): CatalogTable = {
+  private def register(ident: Identifier, spec: CreateSpec, meta: TableMeta): CatalogTable = {
     val ct = CatalogTable(
       identifier = tableIdent(ident),
-      tableType = if (spec.get("managed").asBoolean()) CatalogTableType.MANAGED else CatalogTableType.EXTERNAL,
-      storage = CatalogStorageFormat.empty.copy(locationUri = Some(new URI(meta.uri)), properties = Bridge.stringMap(spec.get("options"))),
+      tableType = if (spec.managed) CatalogTableType.MANAGED else CatalogTableType.EXTERNAL,
+      storage = CatalogStorageFormat.empty.copy(locationUri = Some(new URI(meta.uri)), properties = spec.options),
       schema = meta.schema,
-      provider = Some(spec.get("provider").asText()),
-      owner = Bridge.optText(spec, "owner").getOrElse(""),
+      provider = Some(spec.provider),
+      owner = spec.owner.getOrElse(""),
       properties = mirrored(meta.configuration),
       comment = meta.description,
       tracksPartitionsInCatalog = false)
@@ -241,13 +231,13 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
 
   private def createUse(ident: Identifier, schema: StructType, partitions: Array[Transform], props: util.Map[String, String]): Table = {
     val spec = createSpec(ident, schema, partitions, props, "create", None)
-    val result = Bridge.call("create", spec, session) // the statement's session: its defaults of new tables' properties
-    val meta = TableMeta.fromJson(result.get("table"))
+    val result = Bridge.call(CreateRequest(spec), session) // the statement's session: its defaults of new tables' properties
+    val meta = TableMeta.of(spec.table, result.table)
     // a table named by its path (CREATE TABLE delta.`/p`) has no metastore entry: the log is all of it
     if (isPathIdentifier(ident)) return new UseTable(meta, None, pathName(ident), pinned = false)
     val ct = try register(ident, spec, meta) catch {
       case e: Throwable =>
-        if (result.get("created").asBoolean()) Bridge.call("abandon", meta.ref)
+        if (result.created) Bridge.call(AbandonRequest(meta.ref))
         throw e
     }
     new UseTable(meta, Some(ct), ct.identifier.unquotedString, pinned = false)
@@ -276,15 +266,15 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     }
     val schema = schemaOf(columns)
     val spec = createSpec(ident, schema, partitions, props, if (existing.isDefined) "replace" else "ctas", existing)
-    val checked = Bridge.call("stage", spec).get("spec").asInstanceOf[ObjectNode]
+    val checked = Bridge.call(StageRequest(spec)).spec
     new StagedUseTable(this, ident, checked, schema, partitionColumns(partitions), props)
   }
 
   /** Called by a staged table once its commit is made: the metastore follows the log. */
-  private[sql] def registerStaged(ident: Identifier, spec: ObjectNode, meta: TableMeta): Unit = {
+  private[sql] def registerStaged(ident: Identifier, spec: CreateSpec, meta: TableMeta): Unit = {
     if (isPathIdentifier(ident)) return // named by its path: nothing to register
-    if (spec.get("mode").asText() == "replace") {
-      catalogTableOf(ident).foreach(ct => updateRegistration(ct, meta, Bridge.optText(spec, "owner"), Bridge.optText(spec, "provider")))
+    if (spec.mode == "replace") {
+      catalogTableOf(ident).foreach(ct => updateRegistration(ct, meta, spec.owner, Some(spec.provider)))
     } else {
       register(ident, spec, meta)
     }
@@ -342,16 +332,14 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
 
   /** The table an ALTER changes: a registered USE table (`ct`, whose metastore copy follows the
     * log), or one named by its path (`delta.`/p``: the log is all of it). */
-  private case class AlterTarget(name: String, location: String, provider: String, ct: Option[CatalogTable]) {
-    def ref: ObjectNode = TableMeta.ref(location, provider)
+  private case class AlterTarget(name: String, ref: TableRef, provider: String, ct: Option[CatalogTable]) {
     def follow(meta: TableMeta, owner: Option[String] = None): Unit = ct.foreach(c => updateRegistration(c, meta, owner))
   }
 
   override def alterTable(ident: Identifier, changes: TableChange*): Table = {
     val target = catalogTableOf(ident) match {
-      case Some(ct) if isUse(ct) => AlterTarget(ct.identifier.unquotedString, ct.location.toString, ct.provider.get, Some(ct))
-      case None if isPathIdentifier(ident) && pathTableExists(ident) =>
-        AlterTarget(pathName(ident), ident.name(), pathProvider(ident), None)
+      case Some(ct) if isUse(ct) => AlterTarget(ct.identifier.unquotedString, TableRefs.entry(ct), ct.provider.get, Some(ct))
+      case None if isPathIdentifier(ident) && pathTableExists(ident) => AlterTarget(pathName(ident), pathRef(ident), pathProvider(ident), None)
       case _ => return super.alterTable(ident, changes: _*)
     }
     val (columnChanges, propertyChanges) = changes.partition(_.isInstanceOf[TableChange.ColumnChange])
@@ -371,14 +359,14 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
     def name(parts: Array[String]): String = parts.map(p => if (p.matches("[A-Za-z_][A-Za-z0-9_]*")) p else s"`$p`").mkString(".")
     def refuse(what: String, why: String): Nothing =
       throw new UseException(s"ALTER TABLE ... $what is not supported for Delta/Qbeast tables yet: $why", UseException.Kinds.NotSupported)
-    val added = Bridge.arr()
+    val added = Seq.newBuilder[String]
     changes.foreach {
       case a: TableChange.AddColumn =>
         if (!a.isNullable) throw new UseException(s"ALTER TABLE ... ADD COLUMNS: column ${name(a.fieldNames)} is NOT NULL, " +
           "which the rows already in the table cannot satisfy (they have no value for it); add it without NOT NULL",
           UseException.Kinds.InvalidArgument)
         if (a.defaultValue() != null) refuse("ADD COLUMNS ... DEFAULT", s"add ${name(a.fieldNames)} without a DEFAULT (its value is NULL in the rows already written)")
-        added.add(name(a.fieldNames))
+        added += name(a.fieldNames)
       case _: TableChange.UpdateColumnComment =>
       case n: TableChange.UpdateColumnNullability if n.nullable() => // DROP NOT NULL: the rows written all fit
       case n: TableChange.UpdateColumnNullability => refuse(s"ALTER COLUMN ${name(n.fieldNames)} SET NOT NULL",
@@ -393,34 +381,25 @@ class UseCatalog extends DelegatingCatalogExtension with StagingTableCatalog {
       case _ => throw new UseException(s"${target.name} is not a Delta/Qbeast table", UseException.Kinds.Internal)
     }
     val schema = UseCatalog.applySchemaChanges(current.schema, changes, Some(target.provider))
-    val req = Bridge.obj()
-    req.set[ObjectNode]("table", target.ref)
-    req.put("schema", schema.json)
-    req.put("readVersion", current.version)
-    req.set[ObjectNode]("added", added)
-    TableMeta.fromJson(Bridge.call("alterSchema", req).get("table"))
+    TableMeta.of(target.ref, Bridge.call(AlterSchemaRequest(target.ref, schema.json, current.version, added.result())).table)
   }
 
   private def alterProperties(ident: Identifier, target: AlterTarget, changes: Seq[TableChange]): Table = {
-    val set = Bridge.obj()
-    val unset = Bridge.arr()
+    val set = Map.newBuilder[String, String]
+    val unset = Seq.newBuilder[String]
     var owner: Option[String] = None
     changes.foreach {
       case s: SetProperty if s.property() == TableCatalog.PROP_OWNER => owner = Some(s.value())
       case s: SetProperty if s.property() == TableCatalog.PROP_LOCATION =>
         throw new UseException("ALTER TABLE ... SET LOCATION is not supported for Delta/Qbeast tables: the log lives at the " +
           "location; register the table at the new location with CREATE TABLE ... LOCATION", UseException.Kinds.NotSupported)
-      case s: SetProperty => set.put(s.property(), s.value())
-      case r: RemoveProperty => unset.add(r.property())
+      case s: SetProperty => set += s.property() -> s.value()
+      case r: RemoveProperty => unset += r.property()
       case other =>
         throw new UseException(s"ALTER TABLE (${other.getClass.getSimpleName}) is not supported for Delta/Qbeast tables yet; " +
           "only SET/UNSET TBLPROPERTIES, ADD COLUMNS and ALTER COLUMN ... COMMENT", UseException.Kinds.NotSupported)
     }
-    val req = Bridge.obj()
-    req.set[ObjectNode]("table", target.ref)
-    req.set[ObjectNode]("set", set)
-    req.set[ObjectNode]("unset", unset)
-    val meta = TableMeta.fromJson(Bridge.call("alterProperties", req).get("table"))
+    val meta = TableMeta.of(target.ref, Bridge.call(AlterPropertiesRequest(target.ref, set.result(), unset.result())).table)
     target.follow(meta, owner)
     new UseTable(meta, catalogTableOf(ident), target.name, pinned = false)
   }

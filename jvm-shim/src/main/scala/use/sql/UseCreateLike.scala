@@ -56,7 +56,7 @@ object UseCreateTableLike {
       case u: UseTable => Some(u)
       case _ => None
     } catch { case scala.util.control.NonFatal(_) => None }
-    if (source.isDefined || TableMeta.isUseProvider(c.provider)) Some(UseCreateTableLike(c, source)) else None
+    if (source.isDefined || Bridge.isUseProvider(c.provider)) Some(UseCreateTableLike(c, source)) else None
   }
 
   /** This session's `spark_catalog` (USE's catalog when the extension is installed). */

@@ -104,7 +104,7 @@ class UseAnalysis(spark: SparkSession) extends Rule[LogicalPlan] {
   private def insightTable(insight: String, parts: Seq[String]): Seq[String] = {
     val cm = spark.sessionState.catalogManager
     val full = parts match {
-      case Seq(fmt, path) if (fmt.equalsIgnoreCase("delta") || fmt.equalsIgnoreCase("qbeast")) && path.contains("/") =>
+      case Seq(fmt, path) if path.contains("/") && Bridge.isUseProvider(Some(fmt)) =>
         Seq("path", path)
       case Seq(t) => Seq(cm.currentCatalog.name) ++ cm.currentNamespace.toSeq :+ t
       case _ if parts.length >= 3 && cm.isCatalogRegistered(parts.head) => parts
@@ -270,8 +270,8 @@ class UsePathTimeTravel(spark: SparkSession) extends Rule[LogicalPlan] {
 
   private def isUsePath(parts: Seq[String]): Boolean = parts match {
     case Seq(provider, path) =>
-      TableMeta.Providers.contains(provider.toLowerCase(java.util.Locale.ROOT)) &&
-        (path.startsWith("/") || path.startsWith("file:")) && !spark.sessionState.catalog.databaseExists(provider)
+      (path.startsWith("/") || path.startsWith("file:")) && Bridge.isUseProvider(Some(provider)) &&
+        !spark.sessionState.catalog.databaseExists(provider)
     case _ => false
   }
 

@@ -2,7 +2,6 @@
   * with the source, and the rewritten rows handed to the Python side, which commits them. */
 package use.sql
 
-import com.fasterxml.jackson.databind.node.{ArrayNode, ObjectNode}
 import org.apache.spark.sql.{Row, SparkSession}
 import org.apache.spark.sql.catalyst.expressions.{Alias, And, Attribute, AttributeReference, CaseWhen, Expression, In, InputFileName, IsNotNull, Literal, MonotonicallyIncreasingID, Not, PredicateHelper}
 import org.apache.spark.sql.catalyst.expressions.aggregate.{Count, Max}
@@ -96,9 +95,8 @@ case class UseMergeCommand(target: LogicalPlan, spec: MergeSpec) extends LeafRun
     // the target's files the condition can match: its conjuncts on target columns prune them
     val onTarget = splitConjunctivePredicates(spec.condition).filter(_.references.subsetOf(l.outputSet))
     val filter = if (spec.notMatchedBySource.isEmpty) onTarget.reduceOption(And) else None
-    val plan = ScanPlan.plan(Seq(ScanRequest(meta, Some(meta.version), None, filter))).head
+    val plan = PlannedScan.plan(Seq(ScanQuery(meta, Some(meta.version), None, filter))).head
     val planned = RowLevel.over(l, fs, meta, plan)
-    val req = RowLevel.request("MERGE", meta, spec.condition.sql)
 
     val rewrites = spec.matched.nonEmpty || spec.notMatchedBySource.nonEmpty
     val (rows, counts, touched) = if (rewrites) {
@@ -122,23 +120,18 @@ case class UseMergeCommand(target: LogicalPlan, spec: MergeSpec) extends LeafRun
     }
     val affected = counts.filter(_._1 > 0).values.sum
     if (affected == 0) return counts
-    req.set[ArrayNode]("remove", Bridge.strings(touched.map(_.uri)))
-    req.put("matchedRows", affected)
-    val metrics = Bridge.obj()
-    metrics.put("numTargetRowsUpdated", counts.getOrElse(MergeClause.Updated, 0L))
-    metrics.put("numTargetRowsDeleted", counts.getOrElse(MergeClause.Deleted, 0L))
-    metrics.put("numTargetRowsInserted", counts.getOrElse(MergeClause.Inserted, 0L))
-    metrics.put("numTargetRowsCopied", counts.getOrElse(MergeClause.Copied, 0L))
-    metrics.put("numTargetFilesRemoved", touched.size.toLong)
-    req.set[ObjectNode]("mergeMetrics", metrics)
-    Bridge.call("rewriteRows", req, Plans.dataFrame(spark, rows), filter.orNull)
+    val metrics = MergeMetrics(counts.getOrElse(MergeClause.Updated, 0L), counts.getOrElse(MergeClause.Deleted, 0L),
+      counts.getOrElse(MergeClause.Inserted, 0L), counts.getOrElse(MergeClause.Copied, 0L), touched.size.toLong)
+    val req = RewriteRowsRequest("MERGE", meta.ref, meta.version, spec.condition.sql, touched.map(_.uri), Some(affected),
+      wholeFiles = false, Some(metrics))
+    Bridge.call(req, Plans.dataFrame(spark, rows), filter.orNull)
     counts
   }
 
   /** The files of `plan` holding a target row the condition matches (all of them with NOT MATCHED BY
     * SOURCE clauses); refuses a target row matched by several source rows when a MATCHED clause
     * would change it. One pass: per file, the most source rows any of its rows matched. */
-  private def touchedFiles(spark: SparkSession, planned: LogicalRelation, plan: ScanPlan): Seq[ScanFile] = {
+  private def touchedFiles(spark: SparkSession, planned: LogicalRelation, plan: PlannedScan): Seq[ScanFile] = {
     val file = Alias(InputFileName(), "__use_file")()
     val id = Alias(MonotonicallyIncreasingID(), "__use_row")()
     val withIds = Project(planned.output ++ Seq(file, id), planned)

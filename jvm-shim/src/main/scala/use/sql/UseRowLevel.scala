@@ -4,7 +4,6 @@ package use.sql
 
 import java.net.URI
 
-import com.fasterxml.jackson.databind.node.{ArrayNode, ObjectNode}
 import org.apache.spark.sql.{Row, SparkSession}
 import org.apache.spark.sql.catalyst.analysis.EliminateSubqueryAliases
 import org.apache.spark.sql.catalyst.expressions.{Alias, Attribute, AttributeReference, Cast, EqualNullSafe, Expression, If, InputFileName, Literal, Not, SubqueryExpression}
@@ -67,17 +66,17 @@ case class UseRowLevelCommand(target: LogicalPlan, spec: RowLevelSpec) extends L
   /** One attempt on the snapshot `meta`: the rows deleted or updated. */
   private def once(spark: SparkSession, l: LogicalRelation, fs: HadoopFsRelation, meta: TableMeta): Long = {
     val cond = Option(condition).filterNot(_ == Literal.TrueLiteral)
-    val plan = ScanPlan.plan(Seq(ScanRequest(meta, Some(meta.version), None, cond))).head
+    val plan = PlannedScan.plan(Seq(ScanQuery(meta, Some(meta.version), None, cond))).head
     val resolver = SQLConf.get.resolver
     val wholeFiles = spec.change == Deletion && cond.forall(c => !SubqueryExpression.hasSubquery(c) &&
       c.references.forall(a => meta.partitionColumns.exists(p => resolver(p, a.name))))
-    val req = RowLevel.request(operation, meta, cond.map(_.sql).getOrElse("true"))
+    val predicate = cond.map(_.sql).getOrElse("true")
     val answer = if (wholeFiles) {
       // every row of the files in the matching partitions goes: remove them whole
       val files = RowLevel.planned(meta, plan).listFiles(cond.toSeq, Nil).flatMap(_.files).map(_.getPath.toUri.getPath).toSet
-      req.set[ArrayNode]("remove", Bridge.strings(plan.files.map(_.uri).filter(u => files.contains(RowLevel.pathOf(u)))))
-      req.put("wholeFiles", true)
-      Bridge.call("rewriteRows", req, null, cond.orNull)
+      val remove = plan.files.map(_.uri).filter(u => files.contains(RowLevel.pathOf(u)))
+      Bridge.call(RewriteRowsRequest(operation, meta.ref, meta.version, predicate, remove, None, wholeFiles = true, None), null,
+        cond.orNull)
     } else {
       val relation = RowLevel.over(l, fs, meta, plan)
       val file = Alias(InputFileName(), "file")()
@@ -93,19 +92,16 @@ case class UseRowLevelCommand(target: LogicalPlan, spec: RowLevelSpec) extends L
         case Modification(cols) =>
           Project(scan.output.zip(cols).map { case (a, v) => Alias(If(matches, v, a), a.name)() }, scan)
       }
-      req.set[ArrayNode]("remove", Bridge.strings(touched.map(_.uri)))
-      req.put("matchedRows", counts.values.sum)
-      Bridge.call("rewriteRows", req, Plans.dataFrame(spark, rewritten), cond.orNull)
+      val req = RewriteRowsRequest(operation, meta.ref, meta.version, predicate, touched.map(_.uri), Some(counts.values.sum),
+        wholeFiles = false, None)
+      Bridge.call(req, Plans.dataFrame(spark, rewritten), cond.orNull)
     }
-    answer.get("affectedRows").asLong()
+    answer.affectedRows
   }
 }
 
 /** What DELETE, UPDATE and MERGE share: the target's file scan, the retries, the checks. */
 object RowLevel {
-  /** The conflicts a new attempt on the latest snapshot resolves (`use.errors` classes). */
-  val Retried: Set[String] = Set(UseException.Kinds.ConcurrentDeleteRead, UseException.Kinds.ConcurrentDeleteDelete,
-    UseException.Kinds.ConcurrentAppend, UseException.Kinds.MetadataChanged)
   val Attempts = 5
 
   def scanOf(plan: LogicalPlan, operation: String): (LogicalRelation, HadoopFsRelation, UseFileIndex) =
@@ -113,24 +109,11 @@ object RowLevel {
       throw new UseException(s"internal: $operation target is not a USE table scan: ${plan.nodeName}", UseException.Kinds.Internal))
 
   /** The files of `plan`, planned on `meta`'s snapshot, as a file index (never listed again). */
-  def planned(meta: TableMeta, plan: ScanPlan): UseFileIndex = new UseFileIndex(meta, Some(meta.version), None, Some(plan))
+  def planned(meta: TableMeta, plan: PlannedScan): UseFileIndex = new UseFileIndex(meta, Some(meta.version), None, Some(plan))
 
   /** The target's scan over the files of `plan`, with the target's attributes. */
-  def over(l: LogicalRelation, fs: HadoopFsRelation, meta: TableMeta, plan: ScanPlan): LogicalRelation =
+  def over(l: LogicalRelation, fs: HadoopFsRelation, meta: TableMeta, plan: PlannedScan): LogicalRelation =
     l.copy(relation = fs.copy(location = planned(meta, plan))(fs.sparkSession))
-
-  /** The Python side's `rewriteRows` request: the statement, its table and snapshot, its condition
-    * as text (the commit's `predicate`). The call's arguments are the rows that replace the removed
-    * files (null when whole files go) and the condition the target was read with (null: the whole
-    * table), which the commit declares read for Delta's conflict check. */
-  def request(operation: String, meta: TableMeta, predicate: String): ObjectNode = {
-    val req = Bridge.obj()
-    req.put("operation", operation)
-    req.set[ObjectNode]("table", meta.ref)
-    req.put("version", meta.version)
-    req.put("predicate", predicate)
-    req
-  }
 
   /** A data file as input_file_name() and the scan plan spell it, compared by decoded path. */
   def pathOf(uri: String): String = new URI(uri).getPath
@@ -143,27 +126,28 @@ object RowLevel {
         "evaluated); use values computed from the rows' own columns", UseException.Kinds.InvalidArgument)
     }
 
-  /** `attempt` on `meta`, then, while its commit loses to a concurrent one that removed a file it
-    * rewrites (an optimization compacting it, another statement), again on the latest snapshot.
-    * Meanwhile this process's optimizations of the table wait (`use.optimize.yielding`), so only
-    * other processes' commits can make an attempt lose. */
+  /** `attempt` on `meta`, then, while its commit loses a conflict the Python side says a new
+    * attempt may win (`retryable`: a concurrent commit removed a file it rewrites, an optimization
+    * compacting it, another statement), again on the latest snapshot. Each attempt sends the Python
+    * side's `RewriteRowsRequest`: the rows that replace the removed files go along (null when whole
+    * files go), with the condition the target was read with (null: the whole table), which the
+    * commit declares read for Delta's conflict check. Meanwhile this process's optimizations of the
+    * table wait (`use.optimize.yielding`), so only other processes' commits can make an attempt lose. */
   def withRetries[T](meta: TableMeta)(attempt: TableMeta => T): T = {
-    val table = Bridge.obj()
-    table.set[ObjectNode]("table", meta.ref)
-    Bridge.call("rowLevelBegin", table)
+    Bridge.call(RowLevelBeginRequest(meta.ref))
     try {
       var current = meta
       var n = 1
       while (true) {
         try return attempt(current)
         catch {
-          case e: UseException if Retried.contains(e.kind) && n < Attempts =>
+          case e: UseException if e.retryable && n < Attempts =>
             n += 1
-            current = TableMeta.describe(current.uri, current.provider)
+            current = TableMeta.describe(current.ref)
         }
       }
       throw new IllegalStateException("unreachable")
-    } finally Bridge.call("rowLevelEnd", table)
+    } finally Bridge.call(RowLevelEndRequest(meta.ref))
   }
 
   /** An UPDATE's values, one per column of `output` (the column itself where nothing is assigned),

@@ -8,8 +8,6 @@ import java.net.URI
 import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 
-import com.fasterxml.jackson.databind.JsonNode
-import com.fasterxml.jackson.databind.node.{ArrayNode, ObjectNode}
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.{FileStatus, Path}
 import org.apache.spark.sql.SparkSession
@@ -24,6 +22,7 @@ import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.sources.{Filter => SourceFilter}
 import org.apache.spark.sql.types.{ArrayType, DataType, DoubleType, FloatType, MapType, StructType}
+import org.apache.spark.sql.use.ArrowRows
 
 /** One data file of a scan. */
 case class ScanFile(uri: String, size: Long, modificationTime: Long, partitionValues: Seq[String])
@@ -31,7 +30,7 @@ case class ScanFile(uri: String, size: Long, modificationTime: Long, partitionVa
 /** The files one scan reads, as the Python side selected them from one snapshot (after partition
   * pruning, Delta stats skipping, and for Qbeast tables cube-space and sample weight pruning), and
   * for a Qbeast sample the row filter `hash(columns) < upper` that makes it exact. */
-case class ScanPlan(
+case class PlannedScan(
     version: Long,
     files: Seq[ScanFile],
     totalFiles: Long,
@@ -47,44 +46,28 @@ case class ScanPlan(
       sample.map(f => s", sample $f").getOrElse("")
 }
 
-/** A scan request: the table, the version (None: the latest when planned), a Qbeast sample
+/** A scan to plan: the table, the version (None: the latest when planned), a Qbeast sample
   * fraction, and the scan's filters (one conjunction, or None). */
-case class ScanRequest(meta: TableMeta, version: Option[Long], sample: Option[Double], filter: Option[Expression])
+case class ScanQuery(meta: TableMeta, version: Option[Long], sample: Option[Double], filter: Option[Expression])
 
-object ScanPlan {
-  private[sql] def fromJson(n: JsonNode): ScanPlan = {
-    val uris = n.get("paths").elements().asScala.map(_.asText()).toIndexedSeq
-    val sizes = n.get("sizes").elements().asScala.map(_.asLong()).toIndexedSeq
-    val mtimes = n.get("mtimes").elements().asScala.map(_.asLong()).toIndexedSeq
-    val parts = n.get("partitionValues").elements().asScala.map { row =>
-      row.elements().asScala.map(v => if (v.isNull) null else v.asText()).toIndexedSeq
-    }.toIndexedSeq
-    val files = uris.indices.map(i => ScanFile(uris(i), sizes(i), mtimes(i), if (parts.isEmpty) Nil else parts(i)))
-    val sample = n.get("sample")
-    ScanPlan(
-      version = n.get("version").asLong(),
-      files = files,
-      totalFiles = n.get("totalFiles").asLong(),
-      totalBytes = n.get("totalBytes").asLong(),
-      sampleColumns = if (sample == null || sample.isNull) Nil else Bridge.stringList(sample.get("columns")),
-      sampleUpper = if (sample == null || sample.isNull) None else Some(sample.get("upper").asInt()))
+object PlannedScan {
+  /** A plan as the Python side sent it: its files from their Arrow rows (uri, size, modification
+    * time, partition values). */
+  private[sql] def of(p: ScanPlan): PlannedScan = {
+    val (_, rows) = ArrowRows.read(p.files)
+    val files = rows.toSeq.map { r =>
+      val parts = r.getArray(3)
+      ScanFile(r.getUTF8String(0).toString, r.getLong(1), r.getLong(2),
+        (0 until parts.numElements()).map(i => if (parts.isNullAt(i)) null else parts.getUTF8String(i).toString))
+    }
+    PlannedScan(p.version, files, p.totalFiles, p.totalBytes, p.sample.map(_.columns).getOrElse(Nil), p.sample.map(_.upper))
   }
 
   /** Plans every scan of a query in one call to the Python side; scans of one table read one
     * snapshot. The filters travel as Catalyst expressions that the Python side translates. */
-  def plan(requests: Seq[ScanRequest]): Seq[ScanPlan] = {
-    val scans = Bridge.arr()
-    requests.foreach { r =>
-      val o = r.meta.ref
-      r.version.foreach(v => o.put("version", v))
-      r.sample.foreach(f => o.put("sample", f))
-      scans.add(o)
-    }
-    val req = Bridge.obj()
-    req.set[ArrayNode]("scans", scans)
-    val filters: Seq[AnyRef] = requests.map(_.filter.orNull)
-    val answer = Bridge.call("planScans", req, filters: _*)
-    answer.get("scans").elements().asScala.map(fromJson).toSeq
+  def plan(queries: Seq[ScanQuery]): Seq[PlannedScan] = {
+    val request = PlanScansRequest(queries.map(q => ScanRequest(q.meta.ref, q.version, q.sample)))
+    Bridge.call(request, queries.map(_.filter.orNull): _*).scans.map(of)
   }
 }
 
@@ -148,7 +131,7 @@ class UseFileIndex(
     val meta: TableMeta,
     val pinnedVersion: Option[Long],
     val sample: Option[Double],
-    val planned: Option[ScanPlan])
+    val planned: Option[PlannedScan])
   extends FileIndex {
 
   override def rootPaths: Seq[Path] = Seq(new Path(new URI(meta.uri)))
@@ -166,15 +149,15 @@ class UseFileIndex(
 
   def withSample(fraction: Double): UseFileIndex = new UseFileIndex(meta, pinnedVersion, Some(fraction), None)
 
-  def withPlan(plan: ScanPlan): UseFileIndex = new UseFileIndex(meta, pinnedVersion, sample, Some(plan))
+  def withPlan(plan: PlannedScan): UseFileIndex = new UseFileIndex(meta, pinnedVersion, sample, Some(plan))
 
-  private def currentPlan(filters: Seq[Expression]): ScanPlan =
-    planned.getOrElse(ScanPlan.plan(Seq(ScanRequest(meta, pinnedVersion, None, filters.reduceOption(And).map(meta.withLogicalNames)))).head)
+  private def currentPlan(filters: Seq[Expression]): PlannedScan =
+    planned.getOrElse(PlannedScan.plan(Seq(ScanQuery(meta, pinnedVersion, None, filters.reduceOption(And).map(meta.withLogicalNames)))).head)
 
   private def status(f: ScanFile): FileStatusWithMetadata =
     FileStatusWithMetadata(new FileStatus(f.size, false, 0, UseFileIndex.BlockSize, f.modificationTime, new Path(new URI(f.uri))))
 
-  private def directories(plan: ScanPlan, partitionFilters: Seq[Expression]): Seq[PartitionDirectory] = {
+  private def directories(plan: PlannedScan, partitionFilters: Seq[Expression]): Seq[PartitionDirectory] = {
     val schema = partitionSchema
     if (schema.isEmpty) return Seq(PartitionDirectory(InternalRow.empty, plan.files.map(status)))
     // A timestamp partition value names an instant: Delta's UTC ISO form (`...T09:30:00.000000Z`, what
@@ -270,10 +253,10 @@ class UsePrepareScans(spark: SparkSession) extends Rule[LogicalPlan] {
     if (order.isEmpty) return sampled
     val requests = order.map { l =>
       val index = unplanned(l).get._3
-      ScanRequest(index.meta, index.pinnedVersion, index.sample, filters.get(l).reduceOption(And).map(index.meta.withLogicalNames))
+      ScanQuery(index.meta, index.pinnedVersion, index.sample, filters.get(l).reduceOption(And).map(index.meta.withLogicalNames))
     }
-    val plans = ScanPlan.plan(requests.toSeq)
-    val byRelation = new java.util.IdentityHashMap[LogicalRelation, ScanPlan]()
+    val plans = PlannedScan.plan(requests.toSeq)
+    val byRelation = new java.util.IdentityHashMap[LogicalRelation, PlannedScan]()
     order.zip(plans).foreach { case (l, p) => byRelation.put(l, p) }
     sampled.transformUp {
       case l: LogicalRelation if byRelation.containsKey(l) =>

@@ -4,33 +4,28 @@ package use.sql
 
 import scala.jdk.CollectionConverters._
 
-import com.fasterxml.jackson.databind.JsonNode
-import com.fasterxml.jackson.databind.node.ObjectNode
 import org.apache.spark.sql.{DataFrame, Row, SparkSession}
 import org.apache.spark.sql.catalyst.encoders.ExpressionEncoder
 import org.apache.spark.sql.connector.read.streaming.{ReadAllAvailable, ReadLimit, ReadMaxFiles, SupportsAdmissionControl, SupportsTriggerAvailableNow}
 import org.apache.spark.sql.execution.streaming.{Offset, Source}
 import org.apache.spark.sql.types.StructType
 
-/** A stream's position in a table (`use.sql.stream.Position`): a version and how many of its files
-  * the stream has taken; `snapshot` while it takes the table as of that version. */
-case class UseStreamOffset(version: Long, index: Long, snapshot: Boolean) extends Offset {
-  override def json(): String = s"""{"version":$version,"index":$index,"snapshot":$snapshot}"""
-
-  def toJson: ObjectNode = Bridge.json.readTree(json()).asInstanceOf[ObjectNode]
+/** A stream's position in a table: a version and how many of its files the stream has taken;
+  * `snapshot` while it takes the table as of that version. Its JSON is the protocol's
+  * `StreamPosition`, which the stream's checkpoint keeps. */
+case class UseStreamOffset(position: StreamPosition) extends Offset {
+  override def json(): String = Codec.write(position).toString
 }
 
 object UseStreamOffset {
-  private def of(n: JsonNode): UseStreamOffset = UseStreamOffset(n.get("version").asLong(),
-    Option(n.get("index")).map(_.asLong()).getOrElse(0L), Option(n.get("snapshot")).exists(_.asBoolean()))
-
   /** An offset as the stream's checkpoint holds it (Spark hands a restarted stream its JSON). */
-  def of(o: org.apache.spark.sql.connector.read.streaming.Offset): UseStreamOffset = o match {
-    case u: UseStreamOffset => u
-    case other => of(Bridge.json.readTree(other.json()))
+  def of(o: org.apache.spark.sql.connector.read.streaming.Offset): StreamPosition = o match {
+    case u: UseStreamOffset => u.position
+    case other =>
+      val n = Bridge.json.readTree(other.json())
+      StreamPosition(n.get("version").asLong(), Option(n.get("index")).map(_.asLong()).getOrElse(0L),
+        Option(n.get("snapshot")).exists(_.asBoolean()))
   }
-
-  def fromAnswer(n: JsonNode): UseStreamOffset = of(n)
 }
 
 /** `spark.readStream.format("delta"|"qbeast").load(path)` (and `readStream.table`): a micro-batch
@@ -51,7 +46,7 @@ class UseStreamSource(spark: SparkSession, meta: TableMeta, options: Map[String,
   private var availableNow: Option[Long] = None
 
   override def prepareForTriggerAvailableNow(): Unit = {
-    availableNow = Some(Bridge.call("streamVersion", request).get("version").asLong())
+    availableNow = Some(Bridge.call(StreamVersionRequest(source)).version)
   }
 
   /** `startingTimestamp`, read as `timestampAsOf` is (the session's time zone), in ms. */
@@ -68,48 +63,26 @@ class UseStreamSource(spark: SparkSession, meta: TableMeta, options: Map[String,
 
   override def schema: StructType = meta.schema
 
-  private def request: ObjectNode = {
-    val req = meta.ref
-    req.set[ObjectNode]("options", Bridge.map(options))
-    req.put("schemaVersion", meta.version)
-    startingTimestamp.foreach(ms => req.put("startingTimestampMs", ms))
-    req
-  }
+  private def source: StreamSource = StreamSource(meta.ref, options, meta.version, startingTimestamp)
 
   override def getDefaultReadLimit: ReadLimit = ReadLimit.maxFiles(maxFiles.toInt)
 
   override def latestOffset(startOffset: org.apache.spark.sql.connector.read.streaming.Offset, limit: ReadLimit)
       : org.apache.spark.sql.connector.read.streaming.Offset = {
-    val req = request
-    Option(startOffset).map(UseStreamOffset.of) match {
-      case Some(s) => req.set[ObjectNode]("start", s.toJson)
-      case None => req.putNull("start")
+    val (files, bytes) = limit match {
+      case _: ReadAllAvailable => (None, None) // everything there is
+      case m: ReadMaxFiles => (Some(m.maxFiles().toLong), maxBytes)
+      case _ => (Some(maxFiles), maxBytes)
     }
-    availableNow.foreach(v => req.put("lastVersion", v))
-    limit match {
-      case _: ReadAllAvailable => () // everything there is
-      case m: ReadMaxFiles =>
-        req.put("maxFiles", m.maxFiles())
-        maxBytes.foreach(b => req.put("maxBytes", b))
-      case _ =>
-        req.put("maxFiles", maxFiles)
-        maxBytes.foreach(b => req.put("maxBytes", b))
-    }
-    UseStreamOffset.fromAnswer(Bridge.call("streamLatest", req).get("end"))
+    val start = Option(startOffset).map(UseStreamOffset.of)
+    UseStreamOffset(Bridge.call(StreamLatestRequest(source, start, availableNow, files, bytes)).end)
   }
 
   override def getOffset: Option[Offset] = throw new UnsupportedOperationException(
     "internal: a USE stream source answers latestOffset (admission control), not getOffset")
 
   override def getBatch(start: Option[Offset], end: Offset): DataFrame = {
-    val req = request
-    start.map(UseStreamOffset.of) match {
-      case Some(s) => req.set[ObjectNode]("start", s.toJson)
-      case None => req.putNull("start")
-    }
-    val last = UseStreamOffset.of(end)
-    req.set[ObjectNode]("end", last.toJson)
-    val plan = ScanPlan.fromJson(Bridge.call("streamBatch", req))
+    val plan = PlannedScan.of(Bridge.call(StreamBatchRequest(source, start.map(UseStreamOffset.of), UseStreamOffset.of(end))))
     val index = new UseFileIndex(meta, Some(plan.version), None, Some(plan))
     val batch = UseAnalysis.fileScan(spark, index, None, UseAnalysis.toAttributes(meta.schema), isStreaming = true)
     new org.apache.spark.sql.classic.Dataset[Row](spark.asInstanceOf[org.apache.spark.sql.classic.SparkSession], batch,

@@ -4,8 +4,6 @@ import java.util
 
 import scala.jdk.CollectionConverters._
 
-import com.fasterxml.jackson.databind.JsonNode
-import com.fasterxml.jackson.databind.node.ObjectNode
 import org.apache.spark.sql.catalyst.catalog.{CatalogTable, CatalogTableType}
 import org.apache.spark.sql.catalyst.expressions.{AttributeReference, Expression}
 import org.apache.spark.sql.connector.catalog.{Column, Identifier, StagedTable, SupportsRead, SupportsWrite, Table, TableCapability, TableCatalog, TruncatableTable}
@@ -15,9 +13,12 @@ import org.apache.spark.sql.connector.expressions.{Expressions, Transform}
 import org.apache.spark.sql.connector.write.{LogicalWriteInfo, WriteBuilder}
 import org.apache.spark.sql.types.{DataType, StructType}
 
-/** What the Delta log says about a table at one version (the Python side's `describe`). The log is
-  * the truth for schema, partitioning and properties; the metastore only registers the name. */
+/** What the Delta log says about a table at one version (the Python side's `describe`), as Spark
+  * reads it, and the reference it was described by (`ref`: what every later request about the
+  * table names). The log is the truth for schema, partitioning and properties; the metastore only
+  * registers the name. */
 case class TableMeta(
+    ref: TableRef,
     root: String,
     uri: String,
     provider: String,
@@ -61,56 +62,26 @@ case class TableMeta(
       case i => Some(stored.fields(i).name)
     }
   }.getOrElse(column)
-
-  /** The table as the describe request names it (location + provider). */
-  def ref: ObjectNode = TableMeta.ref(uri, provider)
 }
 
 object TableMeta {
-  val Providers: Set[String] = Set("delta", "qbeast")
-
   /** A schema as DSv2 columns (Spark's own converter is internal to Spark). */
   def columns(schema: StructType): Array[Column] = schema.fields.map { f =>
     Column.create(f.name, f.dataType, f.nullable, f.getComment().orNull, if (f.metadata.json == "{}") null else f.metadata.json)
   }
 
-  def isUseProvider(provider: Option[String]): Boolean =
-    provider.exists(p => Providers.contains(p.toLowerCase(java.util.Locale.ROOT)))
+  private def struct(json: String): StructType = DataType.fromJson(json).asInstanceOf[StructType]
 
-  def ref(location: String, provider: String): ObjectNode = {
-    val o = Bridge.obj()
-    o.put("location", location)
-    o.put("provider", provider.toLowerCase(java.util.Locale.ROOT))
-    o
-  }
+  /** The table `ref` names, as the Python side described it. */
+  def of(ref: TableRef, d: TableDescription): TableMeta = TableMeta(ref, d.root, d.uri, d.provider, d.version, struct(d.schema),
+    d.partitionColumns, d.configuration, d.description, d.isQbeast, d.numFiles, d.sizeInBytes, d.storedSchema.map(struct),
+    d.columnMapping)
 
-  def fromJson(n: JsonNode): TableMeta = TableMeta(
-    root = n.get("root").asText(),
-    uri = n.get("uri").asText(),
-    provider = n.get("provider").asText(),
-    version = n.get("version").asLong(),
-    schema = DataType.fromJson(n.get("schema").asText()).asInstanceOf[StructType],
-    partitionColumns = Bridge.stringList(n.get("partitionColumns")),
-    configuration = Bridge.stringMap(n.get("configuration")),
-    description = Bridge.optText(n, "description"),
-    isQbeast = n.get("isQbeast").asBoolean(),
-    numFiles = n.get("numFiles").asLong(),
-    sizeInBytes = n.get("sizeInBytes").asLong(),
-    storedSchema = Bridge.optText(n, "storedSchema").map(DataType.fromJson(_).asInstanceOf[StructType]),
-    columnMapping = Bridge.optText(n, "columnMapping").getOrElse("none"))
-
-  /** The table at `location` (latest, or a version / the version current at a time, ms). */
-  /** `byPath`: the table is named by its path (`delta.`/p``, `format("delta").load(p)`), not by a
-    * metastore entry, so a missing table is reported as nothing there rather than a registration
-    * whose data went away. */
-  def describe(location: String, provider: String, version: Option[Long] = None, timestampMs: Option[Long] = None,
-               byPath: Boolean = false): TableMeta = {
-    val req = ref(location, provider)
-    version.foreach(v => req.put("version", v))
-    timestampMs.foreach(t => req.put("timestampMs", t))
-    if (byPath) req.put("byPath", true)
-    fromJson(Bridge.call("describe", req))
-  }
+  /** The table `ref` names: the latest version, a version, or the version current at a time (ms). A
+    * table named by its path (`ref.byPath`) that is missing is reported as nothing there rather
+    * than as a registration whose data went away. */
+  def describe(ref: TableRef, version: Option[Long] = None, timestampMs: Option[Long] = None): TableMeta =
+    of(ref, Bridge.call(DescribeRequest(ref, version, timestampMs)))
 }
 
 /** The capabilities of every USE table: reads are planned by `UseAnalysis` (a LogicalRelation over
@@ -214,7 +185,7 @@ class UseTable(
   /** TRUNCATE TABLE: one commit removing every file (the history stays). */
   override def truncateTable(): Boolean = {
     checkWritable()
-    Bridge.call("truncate", meta.ref)
+    Bridge.call(TruncateRequest(meta.ref))
     true
   }
 
@@ -228,7 +199,7 @@ class UseTable(
 class StagedUseTable(
     catalog: UseCatalog,
     ident: Identifier,
-    spec: ObjectNode,
+    spec: CreateSpec,
     tableSchema: StructType,
     partitionColumns: Seq[String],
     props: util.Map[String, String])
@@ -249,14 +220,15 @@ class StagedUseTable(
   override def capabilities(): util.Set[TableCapability] = UseCapabilities.all
 
   override def newWriteBuilder(info: LogicalWriteInfo): WriteBuilder =
-    new UseWriteBuilder(spec.get("table").asInstanceOf[ObjectNode], partitionColumns, Some(this), info)
+    new UseWriteBuilder(spec.table, partitionColumns, Some(this), info)
 
-  private[sql] def stagedSpec: ObjectNode = spec
+  private[sql] def stagedSpec: CreateSpec = spec
 
-  private[sql] def wrote(result: JsonNode): Unit = { written = Some(TableMeta.fromJson(result.get("table"))) }
+  private[sql] def wrote(result: TableReply): Unit = { written = Some(TableMeta.of(spec.table, result.table)) }
 
   override def commitStagedChanges(): Unit = {
-    val meta = written.getOrElse(TableMeta.fromJson(Bridge.call("commitStaged", spec, org.apache.spark.sql.SparkSession.active).get("table")))
+    val meta = written.getOrElse(TableMeta.of(spec.table,
+      Bridge.call(CommitStagedRequest(spec), org.apache.spark.sql.SparkSession.active).table))
     catalog.registerStaged(ident, spec, meta)
   }
 

@@ -2,7 +2,6 @@ package use.sql
 
 import scala.jdk.CollectionConverters._
 
-import com.fasterxml.jackson.databind.node.{ArrayNode, ObjectNode}
 import org.apache.spark.sql.{Dataset, Row}
 import org.apache.spark.sql.connector.write.{LogicalWriteInfo, SupportsDynamicOverwrite, SupportsOverwrite, SupportsTruncate, V1Write, Write, WriteBuilder}
 import org.apache.spark.sql.sources._
@@ -18,14 +17,14 @@ import org.apache.spark.sql.sources._
   * as Spark SQL text (`UseWriteBuilder.filterSql`).
   */
 class UseWriteBuilder(
-    table: ObjectNode,
+    table: TableRef,
     partitionColumns: Seq[String],
     staged: Option[StagedUseTable],
     info: LogicalWriteInfo)
   extends WriteBuilder with SupportsTruncate with SupportsOverwrite with SupportsDynamicOverwrite {
 
   private var mode: String = if (info.options().containsKey(UseAnalysis.DynamicOverwrite)) "dynamic" else "append"
-  private var filters: ArrayNode = Bridge.arr()
+  private var filters: Seq[PartitionFilter] = Nil
   private var condition: Option[String] = None
 
   override def truncate(): WriteBuilder = { mode = "overwrite"; this }
@@ -34,15 +33,14 @@ class UseWriteBuilder(
 
   override def overwrite(fs: Array[Filter]): WriteBuilder = {
     if (fs.forall(_.isInstanceOf[AlwaysTrue])) return truncate()
-    val json = Bridge.arr()
-    try fs.foreach(f => json.add(UseWriteBuilder.filterJson(f, partitionColumns)))
+    val partitions = try fs.toSeq.map(UseWriteBuilder.partitionFilter(_, partitionColumns))
     catch {
       case _: UseException => // not whole partitions: the rows matching the condition (replaceWhere)
         condition = Some(fs.map(UseWriteBuilder.filterSql).mkString(" AND "))
         mode = "replaceWhere"
         return this
     }
-    filters = json
+    filters = partitions
     mode = "partitions"
     this
   }
@@ -50,14 +48,10 @@ class UseWriteBuilder(
   override def build(): Write = new V1Write {
     override def toInsertableRelation: InsertableRelation = new InsertableRelation {
       override def insert(data: Dataset[Row], overwrite: Boolean): Unit = {
-        val req = Bridge.obj()
-        req.set[ObjectNode]("table", table)
-        req.put("mode", if (overwrite && mode == "append") "overwrite" else mode)
-        req.set[ArrayNode]("partitionFilters", filters)
-        condition.foreach(c => req.put("condition", c))
-        req.set[ObjectNode]("options", Bridge.map(info.options().asCaseSensitiveMap().asScala.toMap - UseAnalysis.DynamicOverwrite))
-        staged.foreach(s => req.set[ObjectNode]("staged", s.stagedSpec))
-        val result = Bridge.call("write", req, data)
+        val options = info.options().asCaseSensitiveMap().asScala.toMap - UseAnalysis.DynamicOverwrite
+        val req = WriteRequest(table, if (overwrite && mode == "append") "overwrite" else mode, filters, condition, options,
+          staged.map(_.stagedSpec))
+        val result = Bridge.call(req, data)
         staged.foreach(_.wrote(result))
       }
     }
@@ -74,22 +68,20 @@ object UseWriteBuilder {
     partitionColumns.find(_.equalsIgnoreCase(name)).get
   }
 
-  private def value(o: ObjectNode, v: Any): ObjectNode = {
-    v match {
-      case null => o.putNull("value")
-      case b: Boolean => o.put("value", b)
-      case i: Int => o.put("value", i)
-      case l: Long => o.put("value", l)
-      case s: Short => o.put("value", s.toInt)
-      case b: Byte => o.put("value", b.toInt)
-      case d: Double => o.put("value", d)
-      case f: Float => o.put("value", f.toDouble)
-      case d: java.math.BigDecimal => o.put("value", d.toPlainString)
-      // an instant with its zone (`2024-03-10T09:30:00Z`): java.sql.Timestamp's own text is the JVM's wall clock
-      case t: java.sql.Timestamp => o.put("value", t.toInstant.toString)
-      case other => o.put("value", other.toString) // strings, dates, timestamps: typed by the Python side
-    }
-    o
+  /** A filter's value as a JSON scalar, typed by the Python side by the column's type. */
+  private def value(v: Any): Any = v match {
+    case null => null
+    case b: Boolean => b
+    case i: Int => i.toLong
+    case l: Long => l
+    case s: Short => s.toLong
+    case b: Byte => b.toLong
+    case d: Double => d
+    case f: Float => f.toDouble
+    case d: java.math.BigDecimal => d.toPlainString
+    // an instant with its zone (`2024-03-10T09:30:00Z`): java.sql.Timestamp's own text is the JVM's wall clock
+    case t: java.sql.Timestamp => t.toInstant.toString
+    case other => other.toString // strings, dates, timestamps
   }
 
   /** A column of a filter in Spark SQL: each dotted part quoted (a nested field `a.b`). */
@@ -142,23 +134,19 @@ object UseWriteBuilder {
     case _ => unsupportedCondition(f)
   }
 
-  /** A partition overwrite filter as the Python side reads it (typed there by the column's type). */
-  def filterJson(f: Filter, partitionColumns: Seq[String]): ObjectNode = {
-    val o = Bridge.obj()
+  /** A partition overwrite's filter as the Python side reads it (typed there by the column's type). */
+  def partitionFilter(f: Filter, partitionColumns: Seq[String]): PartitionFilter = {
+    def on(op: String, a: String, v: Any = null, vs: Seq[Any] = Nil) =
+      PartitionFilter(op, Some(column(a, partitionColumns, f)), value(v), vs.map(value), None, None)
     f match {
-      case EqualTo(a, v) => o.put("op", "="); o.put("column", column(a, partitionColumns, f)); value(o, v)
-      case EqualNullSafe(a, v) => o.put("op", "<=>"); o.put("column", column(a, partitionColumns, f)); value(o, v)
-      case IsNull(a) => o.put("op", "isnull"); o.put("column", column(a, partitionColumns, f))
-      case IsNotNull(a) => o.put("op", "isnotnull"); o.put("column", column(a, partitionColumns, f))
-      case In(a, vs) =>
-        o.put("op", "in"); o.put("column", column(a, partitionColumns, f))
-        val values = Bridge.arr()
-        vs.foreach(v => values.add(value(Bridge.obj(), v)))
-        o.set[ArrayNode]("values", values)
+      case EqualTo(a, v) => on("=", a, v)
+      case EqualNullSafe(a, v) => on("<=>", a, v)
+      case IsNull(a) => on("isnull", a)
+      case IsNotNull(a) => on("isnotnull", a)
+      case In(a, vs) => on("in", a, vs = vs.toSeq)
       case And(l, r) =>
-        o.put("op", "and"); o.set[ObjectNode]("left", filterJson(l, partitionColumns)); o.set[ObjectNode]("right", filterJson(r, partitionColumns))
+        PartitionFilter("and", None, null, Nil, Some(partitionFilter(l, partitionColumns)), Some(partitionFilter(r, partitionColumns)))
       case _ => unsupported(f)
     }
-    o
   }
 }
