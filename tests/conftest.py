@@ -7,6 +7,7 @@ serve` subprocesses over JDBC). A unit test that asks for Spark fails, so the fa
 
 from __future__ import annotations
 
+import os
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -87,7 +88,8 @@ def update_golden(request) -> bool:
 
 # The JDBC tests' tables and scratch directories (golden scripts' ${SCRATCH}, tmp_path) lie in the
 # temp dir, outside a server's data dir: the shared servers allow it (`use serve --allowed-root`).
-_TEMP_ROOT = ("--allowed-root", tempfile.gettempdir())
+# Their JDBC clients (server_support, golden.py) connect as $USER or use-tests and may VACUUM with force.
+_TEMP_ROOT = ("--allowed-root", tempfile.gettempdir(), "--admin", ",".join({"use-tests", os.environ.get("USER", "use-tests")}))
 
 
 @pytest.fixture(scope="session")
