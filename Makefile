@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 # The exact versions we develop and test with (pyproject.toml carries the supported ranges).
-PINS := "pyspark==4.1.1" "pyarrow==22.0.0" "deltalake==1.6.6" "numpy==2.4.6" "pyhive==0.7.0" "thrift==0.25.0" "matplotlib==3.11.2" "ruff==0.17.6" "mypy==2.4.1"
+PINS := "pyspark==4.1.1" "pyarrow==22.0.0" "deltalake==1.6.6" "numpy==2.4.6" "pyroaring==1.2.0" "pyhive==0.7.0" "thrift==0.25.0" "matplotlib==3.11.2" "ruff==0.17.6" "mypy==2.4.1"
 
 .PHONY: run test test-fast lint bench setup oracles clean
 
@@ -39,12 +39,15 @@ setup: $(VENV)/.installed $(ORACLES) $(LDAP)
 run: $(VENV)/.installed
 	$(VENV)/bin/use serve --demo
 
-# The checks first (seconds), then the tiers from fastest to slowest: tests/unit (pure, no JVM),
-# tests/spark (a local Spark), tests/server (`use serve` subprocesses over JDBC).
+# The checks first (seconds), then the three tiers at once: tests/unit (pure, no JVM), tests/spark (a
+# local Spark and the oracle engines), tests/server (`use serve` subprocesses over JDBC). Each mostly
+# waits (on JVMs, subprocesses), so together they keep the cores busier than one after the other;
+# each tier's output goes to build/test-logs/<tier>.log and is printed whole when the tier ends
+# (tests/run_tiers.py), and make fails if any tier fails.
+# The JVM shim is compiled once before, not by the first session of each tier.
 test: lint $(ORACLES) $(LDAP)
-	$(VENV)/bin/pytest -q tests/unit
-	$(VENV)/bin/pytest -q tests/spark
-	$(VENV)/bin/pytest -q tests/server
+	$(PY) -m use.shim >/dev/null
+	$(PY) tests/run_tiers.py unit spark server
 
 test-fast: $(VENV)/.installed
 	$(VENV)/bin/pytest -q tests/unit

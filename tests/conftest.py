@@ -1,4 +1,5 @@
-"""Shared fixtures: one local SparkSession for the whole test run, and fresh table directories.
+"""Shared fixtures: one local SparkSession for the whole test run, one process per oracle engine, and
+fresh table directories.
 
 The tests come in three tiers, one folder each, marked by their folder: `tests/unit` (pure: no JVM,
 `make test-fast`), `tests/spark` (a local Spark in this process or a child), `tests/server` (`use
@@ -36,6 +37,55 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(getattr(pytest.mark, tier))
 
 
+# The oracle engines (tests/oracles, docs/oracles.md): the fixture that gives each, and the last test
+# (in run order) that asks for it, after which its process is stopped.
+ORACLE_ENGINES = ("delta_spark", "qbeast_spark")
+_LAST_ENGINE_USER = pytest.StashKey[dict[str, str]]()
+
+
+def pytest_collection_finish(session):
+    """Note each engine's last user among the tests that will run (after -k/-m deselection). Under
+    xdist a worker may not run that test; its engine then lives to the end of its run, as any session
+    fixture does."""
+    last: dict[str, str] = {}
+    for item in session.items:
+        for name in ORACLE_ENGINES:
+            if name in getattr(item, "fixturenames", ()):
+                last[name] = item.nodeid
+    session.config.stash[_LAST_ENGINE_USER] = last
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Stop an engine after its last test, not at the end of the run: its JVM (about 1 GB) would idle
+    through every later module."""
+    try:
+        return (yield)
+    finally:
+        for name, nodeid in item.config.stash.get(_LAST_ENGINE_USER, {}).items():
+            engine = (getattr(item, "funcargs", None) or {}).get(name)
+            if nodeid == item.nodeid and engine is not None:
+                engine.close()
+
+
+@pytest.fixture(scope="session")
+def delta_spark(tmp_path_factory):
+    """delta-spark's engine, one process for every test of the run that asks for it: a JVM starts in
+    about 15 s, a request takes a second or less. Tests share it, so each works on tables of its own."""
+    from oracles.engine import engine_fixture, start_delta_spark
+
+    yield from engine_fixture(start_delta_spark, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def qbeast_spark(tmp_path_factory):
+    """qbeast-spark's engine (pyspark 3.5 in a virtualenv of its own), shared as `delta_spark` is;
+    its tests skip, saying why, where its jar cannot be had."""
+    from oracles.engine import engine_fixture, start_qbeast_spark
+
+    yield from engine_fixture(start_qbeast_spark, tmp_path_factory)
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     from use.session import spark_session
@@ -59,7 +109,7 @@ def spark(tmp_path_factory):
 def _unit_tests_run_no_jvm(request):
     """The unit tier is pure: a test there that needs a Spark session belongs in tests/spark."""
     if tier_of(request.node.path) == "unit":
-        wanted = {"spark", "db", "use_server", "service_server"} & set(request.fixturenames)
+        wanted = {"spark", "db", "use_server", "service_server", *ORACLE_ENGINES} & set(request.fixturenames)
         if wanted:
             pytest.fail(
                 f"{request.node.nodeid} is in tests/unit but uses {sorted(wanted)}: move it to tests/spark or tests/server"

@@ -99,6 +99,13 @@ class UnsupportedFeatureError(UseError):
         self.feature = feature
 
 
+class CorruptDeletionVectorError(UseError):
+    """A deletion vector of a table cannot be read as the Delta protocol defines it: its file is
+    missing or truncated, its checksum, size or cardinality disagrees with the log, its storage type
+    or bitmap format is unknown. The message names the table, the data file and the deletion vector;
+    nothing was read from the file it belongs to, and nothing was changed."""
+
+
 class VersionNotFoundError(UseError, LookupError):
     """A requested table version or timestamp is not available in the log."""
 

@@ -1,6 +1,7 @@
 """The client side of an oracle engine's process (`worker.py`): start it, send it requests, stop it.
 
-One process serves a whole test module: starting a JVM with an engine costs ~15 s here, a request
+One process serves every test of a run that asks for the engine (the session fixtures `delta_spark`
+and `qbeast_spark` of tests/conftest.py): starting a JVM with an engine costs ~15 s here, a request
 a second or less. Every request has a time limit, so a hung engine fails the test instead of the run.
 """
 
@@ -141,6 +142,7 @@ class EngineProcess:
         return tree_rss(self.proc.pid)
 
     def close(self) -> None:
+        """Stop the engine (its stdin closed: the worker stops its Spark and exits); a second call does nothing."""
         if self.proc.poll() is None:
             assert self.proc.stdin is not None
             self.proc.stdin.close()
@@ -188,7 +190,7 @@ def start_qbeast_spark(log_dir: Path) -> EngineProcess:
 
 
 def engine_fixture(start: Any, tmp_path_factory: Any) -> Any:
-    """A module fixture's body: the engine for the module's tests, stopped after them; the tests
+    """A session fixture's body: the engine for the run's tests, stopped after them; the tests
     skip, saying why, when the engine cannot be had here (`fetch.OracleUnavailable`). A failing
     test's report shows the end of the engine's log."""
     import pytest

@@ -1,14 +1,12 @@
-"""Our snapshots against delta-rs's, at every version of real Delta logs written by other engines.
+"""Our snapshots against delta-rs's, at every version of real Delta logs written by other engines,
+and the rows of the corpus tables with reader features (deletion vectors among them) against
+delta-rs's and an independent decoding.
 
-The logs are the test tables of the Delta repository (delta-spark golden tables, Spark and kernel
-test resources, Databricks-written tables) and of delta-rs (`crates/test/tests/data`, its broken-log
-fixtures). Their files may not be committed here, so the test reads them from local git mirrors of
-those repositories at test time: only the `_delta_log` directories (commits, checkpoints, sidecars,
-`_last_checkpoint`) are extracted into a temporary directory, which is all a snapshot comparison
-needs. Without the mirrors (a fresh CI machine) the test skips and says so; the features it covers
-also have hermetic tests (`test_delta_features.py`, `test_delta_column_mapping.py`,
-`test_delta_checkpoint.py`). The corpus tables that use column mapping or V2 checkpoints are also
-read on Spark, data files included, against delta-rs (`test_feature_table_rows_equal_delta_rs`).
+The logs are the 167 tables of the shared corpus (`shared/data/delta-tables.tar.gz`, see
+tests/corpus_support.py): delta-spark's golden tables, delta-kernel's and Spark's test tables,
+Databricks-written tables and delta-rs's test data and broken-log fixtures, with data and deletion
+vector files where their repositories keep them. The test extracts the archive into a temporary
+directory, so it runs wherever the archive is (CI has `../shared` beside the clone).
 
 For every table and every version that has a commit or checkpoint file, one of these must hold:
 - equal: same live files (path, size, typed partition values, parsed stats), protocol and metadata
@@ -26,25 +24,28 @@ import decimal
 import json
 import os
 import re
-import subprocess
-import threading
-from collections.abc import Callable, Iterator
+import struct
+import tarfile
+import uuid
+import zlib
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
+from pyroaring import BitMap64
 
+from corpus_support import DV_TABLES, corpus_archive, extract, missing_reason, table_of, table_path
 from use.delta import DeltaLog
 from use.delta.listing import list_log
 from use.delta.skipping import typed_partition_values
 from use.delta.stats import leaf_columns
 from use.delta.stats_parse import parse_stats, stat_column
-from use.delta.storage import LocalLogStore
+from use.delta.storage import LocalLogStore, absolute_path
 from use.errors import UnsupportedFeatureError, UseError
 
-MIRROR_ROOT = os.environ.get("USE_DELTA_MIRRORS", "/work/.mirror")
-MIRRORS = {"delta": "delta-io+delta/repo", "delta-rs": "delta-io+delta-rs/repo"}
 DELTA_PAGE = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "docs", "delta.md")
 
 # Tables whose mismatch is a known defect still to fix, with the cause (none today).
@@ -57,74 +58,13 @@ DELTA_RS_FAILS: dict[tuple[str, int], str] = {}
 # --- the corpus -------------------------------------------------------------------------------------
 
 
-def _git(git_dir: str, *args: str, stdin: bytes | None = None) -> bytes:
-    return subprocess.run(["git", f"--git-dir={git_dir}", *args], input=stdin, capture_output=True, check=True).stdout
-
-
-def _is_log_file(path: str) -> bool:
-    return "/_delta_log/" in path
-
-
-def _log_entries(git_dir: str, keep: Callable[[str], bool] = _is_log_file) -> list[tuple[str, str]]:
-    """(blob id, path) of every file `keep` selects at the mirror's HEAD (default: `_delta_log` files)."""
-    out = []
-    for rec in _git(git_dir, "ls-tree", "-r", "-z", "HEAD").split(b"\0"):
-        if not rec:
-            continue
-        meta, path = rec.split(b"\t", 1)
-        _mode, kind, oid = meta.split()
-        name = path.decode()
-        if kind == b"blob" and keep(name):
-            out.append((oid.decode(), name))
-    return out
-
-
-def _mirrors() -> dict[str, str]:
-    found = {}
-    for key, rel in MIRRORS.items():
-        git_dir = os.path.join(MIRROR_ROOT, rel)
-        if os.path.isdir(git_dir):
-            found[key] = git_dir
-    return found
-
-
 def _corpus() -> list[str]:
-    """Table ids (`<repo key>/<path in repo>`) of every Delta log in the mirrors found."""
-    tables: set[str] = set()
-    for key, git_dir in _mirrors().items():
-        try:
-            entries = _log_entries(git_dir)
-        except (OSError, subprocess.CalledProcessError):
-            continue
-        for _, path in entries:
-            tables.add(f"{key}/{path[: path.index('/_delta_log/')]}")
-    return sorted(tables)
-
-
-def _extract(git_dir: str, dest: str, keep: Callable[[str], bool] = _is_log_file) -> int:
-    """Write the mirror's files that `keep` selects (default: the `_delta_log` files) under `dest` with
-    one `git cat-file --batch`; blobs a partial mirror lacks are skipped. Returns how many were."""
-    entries = _log_entries(git_dir, keep)
-    missing = 0
-    proc = subprocess.Popen(["git", f"--git-dir={git_dir}", "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert proc.stdin is not None and proc.stdout is not None
-    request = "".join(f"{oid}\n" for oid, _ in entries).encode()
-    feeder = threading.Thread(target=lambda: (proc.stdin.write(request), proc.stdin.close()))  # type: ignore[union-attr]
-    feeder.start()
-    for _oid, path in entries:
-        header = proc.stdout.readline().split()
-        if len(header) < 3 or header[1] == b"missing":
-            missing += 1
-            continue
-        data = proc.stdout.read(int(header[2]))
-        proc.stdout.read(1)
-        target = os.path.join(dest, path)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "wb") as fh:
-            fh.write(data)
-    feeder.join()
-    proc.wait()
-    return missing
+    """Table names (`<source>/<table>`) of every Delta log in the archive (none without it)."""
+    archive = corpus_archive()
+    if archive is None:
+        return []
+    with tarfile.open(archive) as tar:
+        return sorted({t for t in map(table_of, tar.getnames()) if t is not None})
 
 
 def documented_refusals() -> frozenset[str]:
@@ -309,21 +249,13 @@ CORPUS = _corpus()
 @pytest.fixture(scope="module")
 def corpus_root(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("delta-corpus")
-    for key, git_dir in _mirrors().items():
-        _extract(git_dir, str(root / key))
-    return str(root)
+    extract(root)
+    return str(root / "tables")
 
 
 def _params() -> list[Any]:
     if not CORPUS:
-        return [
-            pytest.param(
-                None,
-                marks=pytest.mark.skip(
-                    reason=f"no git mirror of delta-io/delta or delta-io/delta-rs under {MIRROR_ROOT} (set USE_DELTA_MIRRORS)"
-                ),
-            )
-        ]
+        return [pytest.param(None, marks=pytest.mark.skip(reason=missing_reason()))]
     return [
         pytest.param(t, marks=pytest.mark.xfail(reason=EXPECTED_FAILURES[t], strict=False)) if t in EXPECTED_FAILURES else t
         for t in CORPUS
@@ -342,48 +274,51 @@ def test_snapshot_equals_delta_rs_at_every_version(corpus_root: str, table: str)
     assert not bad, f"{table}:\n" + "\n".join(bad)
 
 
+def test_the_corpus_is_all_there() -> None:
+    if not CORPUS:
+        pytest.skip(missing_reason())
+    assert len(CORPUS) >= 167 and set(DV_TABLES) <= set(CORPUS)  # the README counts 167 (a few nest a second log)
+
+
 def test_readme_lists_the_refused_features() -> None:
     refusals = documented_refusals()
-    assert {"deletionVectors", "variantType"} <= refusals
-    assert not refusals & {"columnMapping", "v2Checkpoint", "typeWidening", "timestampNtz", "vacuumProtocolCheck"}
+    assert {"variantType"} <= refusals
+    assert not refusals & {
+        "columnMapping",
+        "v2Checkpoint",
+        "typeWidening",
+        "timestampNtz",
+        "vacuumProtocolCheck",
+        "deletionVectors",
+    }
 
 
 # --- data of the feature tables, read on Spark ----------------------------------------------------------
 
 # Tables of the corpus that use a reader feature USE reads (column mapping with nested types and
-# partition values of every type, V2 checkpoints with sidecars, timestamp_ntz), whose data files the
-# mirrors hold: our Spark read must return delta-rs's rows (delta-rs through DataFusion).
+# partition values of every type, V2 checkpoints with sidecars, timestamp_ntz, deletion vectors), with
+# their data files: our Spark read must return delta-rs's rows (delta-rs through DataFusion).
 FEATURE_TABLES = [
-    "delta/connectors/golden-tables/src/main/resources/golden/table-with-columnmapping-mode-name",
-    "delta/connectors/golden-tables/src/main/resources/golden/table-with-columnmapping-mode-id",
-    "delta/connectors/golden-tables/src/main/resources/golden/data-reader-timestamp_ntz-name-mode",
-    "delta/connectors/golden-tables/src/main/resources/golden/data-reader-timestamp_ntz-id-mode",
-    "delta/connectors/golden-tables/src/main/resources/golden/data-skipping-basic-stats-all-types-columnmapping-name",
-    "delta/connectors/golden-tables/src/main/resources/golden/data-skipping-basic-stats-all-types-columnmapping-id",
-    "delta/connectors/golden-tables/src/main/resources/golden/v2-checkpoint-json",
-    "delta/connectors/golden-tables/src/main/resources/golden/v2-checkpoint-parquet",
-    "delta/kernel/kernel-defaults/src/test/resources/column-mapping-id",
-    "delta/kernel/kernel-defaults/src/test/resources/data-reader-partition-values-column-mapping-name",
-    "delta/kernel/kernel-defaults/src/test/resources/data-reader-primitives-column-mapping-name",
-    "delta/kernel/kernel-defaults/src/test/resources/kernel-pagination-v2-checkpoint-json",
-    "delta/kernel/kernel-defaults/src/test/resources/kernel-pagination-v2-checkpoint-parquet",
-    "delta-rs/crates/test/tests/data/table_with_column_mapping",
-    "delta-rs/crates/test/tests/data/checkpoint-v2-table",
+    "golden/table-with-columnmapping-mode-name",
+    "golden/table-with-columnmapping-mode-id",
+    "golden/data-reader-timestamp_ntz-name-mode",
+    "golden/data-reader-timestamp_ntz-id-mode",
+    "golden/data-skipping-basic-stats-all-types-columnmapping-name",
+    "golden/data-skipping-basic-stats-all-types-columnmapping-id",
+    "golden/v2-checkpoint-json",
+    "golden/v2-checkpoint-parquet",
+    "kernel/kernel-pagination-v2-checkpoint-parquet",
+    "drs/table_with_column_mapping",
+    "drs/checkpoint-v2-table",
+    *DV_TABLES,
 ]
 
 
 @pytest.fixture(scope="module")
-def feature_tables_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, frozenset[str]]:
-    """The FEATURE_TABLES with their data files; the second item names those a partial mirror lacks
-    files of."""
+def feature_tables_root(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = tmp_path_factory.mktemp("delta-feature-tables")
-    incomplete = set()
-    mirrors = _mirrors()
-    for table in FEATURE_TABLES:
-        key, rel = table.split("/", 1)
-        if key not in mirrors or _extract(mirrors[key], str(root / key), lambda p, rel=rel: p.startswith(rel + "/")):
-            incomplete.add(table)
-    return str(root), frozenset(incomplete)
+    extract(root, FEATURE_TABLES)
+    return str(root)
 
 
 def _canonical(value: Any) -> Any:
@@ -394,31 +329,102 @@ def _canonical(value: Any) -> Any:
     return value
 
 
+def _rows(table: pa.Table) -> list[Any]:
+    return sorted((_canonical(r) for r in table.to_pylist()), key=repr)
+
+
 @pytest.mark.parametrize(
-    "table",
-    FEATURE_TABLES
-    if CORPUS
-    else [
-        pytest.param(
-            None, marks=pytest.mark.skip(reason=f"no git mirror of delta-io/delta or delta-io/delta-rs under {MIRROR_ROOT}")
-        )
-    ],
+    "table", FEATURE_TABLES if CORPUS else [pytest.param(None, marks=pytest.mark.skip(reason=missing_reason()))]
 )
-def test_feature_table_rows_equal_delta_rs(spark: Any, feature_tables_root: tuple[str, frozenset[str]], table: str) -> None:
+def test_feature_table_rows_equal_delta_rs(spark: Any, feature_tables_root: str, table: str) -> None:
     from deltalake import QueryBuilder
 
     from use import DeltaTable as UseDeltaTable
 
-    root, incomplete = feature_tables_root
-    if table in incomplete:
-        pytest.skip(f"the mirror of {table.split('/')[0]} is absent or lacks data files of {table}")
-    path = os.path.join(root, table)
+    path = table_path(feature_tables_root, table)
     ours = UseDeltaTable.for_path(spark, path).read().toArrow()
     theirs = pa.table(QueryBuilder().register("t", DeltaTable(path)).execute("select * from t").read_all())
-    expected = sorted((_canonical(r) for r in theirs.to_pylist()), key=repr)
+    expected = _rows(theirs)
     assert ours.column_names == theirs.column_names
-    assert sorted((_canonical(r) for r in ours.to_pylist()), key=repr) == expected
-    # SQL reads the same rows (its scans map column-mapped names themselves)
+    assert _rows(ours) == expected
+    # SQL reads the same rows (its scans map column-mapped names themselves and drop rows DVs delete)
     sql = spark.sql(f"SELECT * FROM delta.`{path}`").toArrow()
     assert sql.column_names == theirs.column_names
-    assert sorted((_canonical(r) for r in sql.to_pylist()), key=repr) == expected
+    assert _rows(sql) == expected
+
+
+# --- deletion vectors decoded independently of the reader -------------------------------------------------
+
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+
+
+def _z85_decode(text: str) -> bytes:
+    """Z85 as ZeroMQ RFC 32 defines it: each 5 characters, base 85, are 4 big-endian bytes."""
+    out = bytearray()
+    for i in range(0, len(text), 5):
+        value = 0
+        for ch in text[i : i + 5]:
+            value = value * 85 + _Z85.index(ch)
+        out += value.to_bytes(4, "big")
+    return bytes(out)
+
+
+def _deleted_by_spec(root: str, dv: dict[str, Any]) -> list[int]:
+    """The row indexes of one DV, read from the bytes as PROTOCOL.md lays them out."""
+    if dv["storageType"] == "i":
+        data = _z85_decode(dv["pathOrInlineDv"])[: dv["sizeInBytes"]]
+    else:
+        assert dv["storageType"] == "u"
+        prefix, encoded = dv["pathOrInlineDv"][:-20], dv["pathOrInlineDv"][-20:]
+        name = f"deletion_vector_{uuid.UUID(bytes=_z85_decode(encoded))}.bin"
+        with open(os.path.join(root, prefix, name), "rb") as fh:
+            content = fh.read()
+        assert content[0] == 1  # the format version
+        offset = dv.get("offset") or 1
+        (size,) = struct.unpack(">i", content[offset : offset + 4])
+        assert size == dv["sizeInBytes"]
+        data = content[offset + 4 : offset + 4 + size]
+        (crc,) = struct.unpack(">I", content[offset + 4 + size : offset + 8 + size])
+        assert crc == zlib.crc32(data)
+    (magic,) = struct.unpack("<i", data[:4])
+    assert magic == 1681511377
+    rows = list(BitMap64.deserialize(data[4:]))
+    assert len(rows) == dv["cardinality"]
+    return rows
+
+
+@pytest.mark.parametrize("table", DV_TABLES if CORPUS else [pytest.param(None, marks=pytest.mark.skip(reason=missing_reason()))])
+def test_deletion_vector_tables_drop_exactly_the_rows_their_bitmaps_name(
+    spark: Any, feature_tables_root: str, table: str
+) -> None:
+    """Each data file's rows (pyarrow) less the rows its DV names (decoded here from the bytes) are
+    the rows USE reads, through the Python API and SQL; at the latest versions, as time travel reads them."""
+    from use.qbeast.reader import read
+    from use.qbeast.snapshot import QbeastSnapshot
+
+    path = table_path(feature_tables_root, table)
+    log = DeltaLog.for_path(path)
+    latest = log.snapshot().version
+    for version in sorted({latest, *[v for v in table_versions(path) if v <= latest][-3:]}):
+        snap = log.snapshot(version=version)
+        if snap.column_mapping is not None and snap.column_mapping.active:
+            stored_names = [snap.column_mapping.physical_name(c) for c in snap.schema.names if c not in snap.partition_columns]
+        else:
+            stored_names = [c for c in snap.schema.names if c not in snap.partition_columns]
+        expected = []
+        deleted = 0
+        for p, dv in zip(snap.files.column("path").to_pylist(), snap.files.column("deletion_vector").to_pylist(), strict=True):
+            data = pq.read_table(absolute_path(path, p), columns=stored_names)
+            gone = set(_deleted_by_spec(path, dv)) if dv else set()
+            deleted += len(gone)
+            keep = [i for i in range(data.num_rows) if i not in gone]
+            expected.append(data.take(pa.array(keep, pa.int64())).rename_columns(
+                [c for c in snap.schema.names if c not in snap.partition_columns]))  # fmt: skip
+        ours = read(spark, QbeastSnapshot.from_delta(snap)).toArrow()
+        data_columns = [c for c in snap.schema.names if c not in snap.partition_columns]
+        want = _rows(pa.concat_tables(expected, promote_options="permissive"))
+        assert _rows(ours.select(data_columns)) == want, f"version {version}"
+        sql = spark.sql(f"SELECT * FROM delta.`{path}` VERSION AS OF {version}").toArrow()
+        assert _rows(sql.select(data_columns)) == want, f"SQL, version {version}"
+        if version == latest:
+            assert deleted > 0

@@ -1,28 +1,25 @@
 """Tables written by delta-spark, read by USE: the same rows and the same snapshot, or a refusal by name.
 
-delta-spark 4.4 (for Spark 4.1) runs in a process of its own (`oracles.engine`), one JVM for this
-module; USE reads in this test process with its own log and session. For each Delta feature
-delta-spark writes, USE must either read the table exactly as delta-spark does (rows; version,
-files, protocol, metadata) or refuse it with `UnsupportedFeatureError` naming the feature, never
-return other rows. `REFUSED_TO_READ` lists what USE refuses today: when a feature's support lands,
-its test fails with "DID NOT RAISE" until the feature moves out of the set and the agreement is checked.
+delta-spark 4.4 (for Spark 4.1) runs in a process of its own (`oracles.engine`), one JVM for the
+run (the `delta_spark` fixture); USE reads in this test process with its own log and session. For
+each Delta feature delta-spark writes, USE must either read the table exactly as delta-spark does
+(rows; version, files, protocol, metadata) or refuse it with `UnsupportedFeatureError` naming the
+feature, never return other rows. `REFUSED_TO_READ` lists what USE refuses today: when a feature's
+support lands, its test fails with "DID NOT RAISE" until the feature moves out of the set and the
+agreement is checked. Deletion vectors are read through SQL and the Python API alike
+(`_agree_with_deletion_vectors`).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from oracles.delta_compare import delta_spark_rows, delta_spark_snapshot, use_rows, use_snapshot
-from oracles.engine import EngineProcess, engine_fixture, start_delta_spark
+from oracles.delta_compare import canonical_rows, delta_spark_rows, delta_spark_snapshot, use_rows, use_snapshot
+from oracles.engine import EngineProcess
 from use.errors import UnsupportedFeatureError
 
 # Reader features USE refuses to read today (feature name -> why), as the README says.
-REFUSED_TO_READ = {"deletionVectors": "deletion vectors are not read yet: rows they delete would come back"}
-
-
-@pytest.fixture(scope="module")
-def delta_spark(tmp_path_factory):
-    yield from engine_fixture(start_delta_spark, tmp_path_factory)
+REFUSED_TO_READ: dict[str, str] = {}
 
 
 def _agree(spark, engine: EngineProcess, path: str, *, versions: tuple[int, ...] = ()) -> dict:
@@ -131,31 +128,49 @@ def test_checkpoints(spark, delta_spark, tmp_path, policy) -> None:
         _refused_to_write(spark, path, "v2Checkpoint")
 
 
+def _python_rows(spark, path: str, version: int | None = None) -> list:
+    """The table's rows as USE's Python API reads them (at `version`: time travel)."""
+    from use.delta import DeltaLog
+    from use.qbeast.reader import read
+    from use.qbeast.snapshot import QbeastSnapshot
+
+    return canonical_rows(read(spark, QbeastSnapshot.from_delta(DeltaLog.for_path(path).snapshot(version=version))).toArrow())
+
+
+def _agree_with_deletion_vectors(spark, engine: EngineProcess, path: str) -> dict:
+    """USE's snapshot (files and which have a DV) and rows, through SQL and the Python API, are delta-spark's."""
+    theirs = _agree(spark, engine, path)
+    assert _python_rows(spark, path) == delta_spark_rows(engine, path)
+    return theirs
+
+
 def test_deletion_vectors_from_delete_update_merge_and_purge(spark, delta_spark, tmp_path) -> None:
-    """Every state of a table with deletion vectors is refused by name, whatever wrote them; after
-    REORG ... APPLY (PURGE) no file has one, but the feature stays in the protocol (readers must still
-    support it), so the table is still refused; once delta-spark drops the feature, USE reads it."""
+    """The deletion vectors delta-spark's DELETE, UPDATE and MERGE write are read as delta-spark reads
+    them, through SQL and the Python API, at every version (time travel); a write is refused by name;
+    after REORG ... APPLY (PURGE) no file has one; once delta-spark drops the feature, USE reads it as before."""
     path = str(tmp_path / "t")
     delta_spark.sql(
         f"CREATE TABLE delta.`{path}` USING delta TBLPROPERTIES ('delta.enableDeletionVectors' = 'true') "
         "AS SELECT id, CAST(id % 5 AS STRING) AS s FROM range(100)"
     )
-    _refused_to_read(spark, path, "deletionVectors")  # enabled, no vector yet
+    _agree_with_deletion_vectors(spark, delta_spark, path)  # enabled, no vector yet
     delta_spark.sql(f"DELETE FROM delta.`{path}` WHERE id % 7 = 0")
-    _refused_to_read(spark, path, "deletionVectors")
+    assert any(f[3] for f in _agree_with_deletion_vectors(spark, delta_spark, path)["files"]), "delta-spark wrote no DV"
     delta_spark.sql(f"UPDATE delta.`{path}` SET s = 'updated' WHERE id % 11 = 0")
-    _refused_to_read(spark, path, "deletionVectors")
+    _agree_with_deletion_vectors(spark, delta_spark, path)
     delta_spark.sql(
         f"MERGE INTO delta.`{path}` t USING (SELECT id FROM range(90, 110)) src ON t.id = src.id "
         "WHEN MATCHED AND src.id % 2 = 0 THEN DELETE WHEN NOT MATCHED THEN INSERT (id, s) VALUES (src.id, 'new')"
     )
-    snap = delta_spark_snapshot(delta_spark, path)
+    snap = _agree_with_deletion_vectors(spark, delta_spark, path)
     assert any(f[3] for f in snap["files"]), "delta-spark wrote no deletion vector"
-    _refused_to_read(spark, path, "deletionVectors")
+    for version in range(snap["version"]):
+        assert _python_rows(spark, path, version) == delta_spark_rows(delta_spark, path, version), f"version {version}"
+        assert use_rows(spark, path, version) == delta_spark_rows(delta_spark, path, version), f"SQL, version {version}"
+    _refused_to_write(spark, path, "deletionVectors")
     delta_spark.sql(f"REORG TABLE delta.`{path}` APPLY (PURGE)")
-    snap = delta_spark_snapshot(delta_spark, path)
+    snap = _agree_with_deletion_vectors(spark, delta_spark, path)
     assert not any(f[3] for f in snap["files"]) and "deletionVectors" in snap["protocol"]["reader_features"]
-    _refused_to_read(spark, path, "deletionVectors")
     delta_spark.sql(f"ALTER TABLE delta.`{path}` DROP FEATURE deletionVectors")
     snap = _agree(spark, delta_spark, path)
     assert "deletionVectors" not in (snap["protocol"]["reader_features"] or [])

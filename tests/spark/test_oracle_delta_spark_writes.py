@@ -1,12 +1,13 @@
 """Tables written by USE, read and then written by delta-spark; and the two writing one table at once.
 
-delta-spark 4.4 runs in a process of its own (one JVM for this module). For every way USE changes a
-table (plain and Qbeast writes, optimizations, DML, restore, vacuum) delta-spark must read the same
-rows and the same snapshot, its DESCRIBE HISTORY must list every version in order with USE's
-operation names, and its own INSERT, DELETE and OPTIMIZE must succeed on the table, after which USE
-reads what delta-spark reads. Concurrent writers, one USE (this process) and one delta-spark, append
-and optimize the same table: no commit is lost, and a conflict is decided as delta-spark's
-ConflictChecker decides it (the same pair of commits, with each engine as the loser).
+delta-spark 4.4 runs in a process of its own (one JVM for the run, shared with the reads). For
+every way USE changes a table (plain and Qbeast writes, optimizations, DML, restore, vacuum)
+delta-spark must read the same rows and the same snapshot, its DESCRIBE HISTORY must list every
+version in order with USE's operation names, and its own INSERT, DELETE and OPTIMIZE must succeed on
+the table, after which USE reads what delta-spark reads. Concurrent writers, one USE (this process)
+and one delta-spark, append and optimize the same table: no commit is lost, and a conflict is
+decided as delta-spark's ConflictChecker decides it (the same pair of commits, with each engine as
+the loser), one pair for each of the checker's rules.
 """
 
 from __future__ import annotations
@@ -17,12 +18,7 @@ from pathlib import Path
 import pytest
 
 from oracles.delta_compare import delta_spark_rows, delta_spark_snapshot, history, use_rows, use_snapshot
-from oracles.engine import EngineProcess, engine_fixture, start_delta_spark
-
-
-@pytest.fixture(scope="module")
-def delta_spark(tmp_path_factory):
-    yield from engine_fixture(start_delta_spark, tmp_path_factory)
+from oracles.engine import EngineProcess
 
 
 def _same(spark, engine: EngineProcess, path: str) -> dict:
@@ -186,7 +182,7 @@ def test_optimize_of_one_engine_beside_appends_of_the_other(spark, delta_spark, 
     assert [r["version"] for r in history(delta_spark, path)] == list(range(ours["version"] + 1))
 
 
-# --- the conflict matrix ----------------------------------------------------------------------------
+# --- the conflicts ----------------------------------------------------------------------------------
 # A loser reads version 1 of a table (two files in partitions a and b), a winner commits version 2,
 # then the loser commits its actions. delta-spark's verdict comes from its own OptimisticTransaction
 # (the loser in its process, USE the winner); USE's from its Transaction (the loser here, delta-spark
@@ -206,6 +202,54 @@ LOSERS = {
     "delete of b after reading b": ("b files", "remove b"),
     "compaction of b": ("b files", "compact b"),
     "property change": ("none", "property"),
+}
+# One (winner, loser) pair for each rule of the conflict checker, in the order it applies them
+# (delta-spark's ConflictChecker, USE's Transaction._check_conflicts), the rule it exercises, and the
+# pairs of the full 5 x 5 matrix it stands for: they are decided by the same rule (on this table, the
+# winners and losers above decide every other pair the same way, USE alone and delta-spark alike).
+RULES = {
+    ("set property", "blind append"): (
+        "a winner's metadata change fails every loser (MetadataChanged), whatever it read; checked first",
+        "set property x every loser",
+    ),
+    ("append", "delete after reading all"): (
+        "a loser that read the whole table fails on data the winner added (ConcurrentAppend); under Serializable "
+        "a blind append counts, under WriteSerializable it does not (see DEFAULT_LEVEL_DIFFERENCES)",
+        "",
+    ),
+    ("append", "delete of b after reading b"): (
+        "files read by path, without a predicate, do not conflict with data added elsewhere",
+        "append x compaction of b",
+    ),
+    ("append", "blind append"): (
+        "a loser that read nothing does not conflict with added data, not even under Serializable",
+        "append x property change",
+    ),
+    ("delete a", "delete after reading all"): (
+        "a loser that read the whole table fails on any file the winner removed (ConcurrentDeleteRead)",
+        "delete b x delete after reading all",
+    ),
+    ("delete b", "delete of b after reading b"): (
+        "a loser fails on a file it read that the winner removed (ConcurrentDeleteRead, checked before the "
+        "loser's own removal of it, ConcurrentDeleteDelete)",
+        "",
+    ),
+    ("delete b", "compaction of b"): (
+        "the same for a loser that changes no data (dataChange=false: delta-spark takes snapshot isolation for it)",
+        "",
+    ),
+    ("delete a", "compaction of b"): (
+        "a removed file the loser did not read is no conflict",
+        "delete a x delete of b after reading b",
+    ),
+    ("delete b", "property change"): (
+        "a loser that read nothing (here one changing the metadata) does not conflict with removed data",
+        "delete a/b x blind append, delete a x property change",
+    ),
+    ("optimize", "delete after reading all"): (
+        "an OPTIMIZE with nothing to compact (one file per partition) commits nothing a loser conflicts with",
+        "optimize x every loser",
+    ),
 }
 _VERDICT_NAMES = {
     "ConcurrentAppendException": "ConcurrentAppendError",
@@ -343,29 +387,38 @@ def _delta_spark_loser(spark, engine: EngineProcess, path: str, read: str, do: s
 # Where USE decides otherwise, and why: a table that names no isolation level is Serializable for
 # delta-spark and WriteSerializable for USE (README, "Delta table properties"), so a transaction that
 # read the whole table commits over a concurrent blind append in USE; on a table that names
-# Serializable both refuse it.
+# Serializable both refuse it. No other rule depends on the level.
 DEFAULT_LEVEL_DIFFERENCES = {("append", "delete after reading all"): ("ConcurrentAppendError", "committed")}
 
 
 @pytest.mark.parametrize("isolation", [None, "Serializable"])
 def test_conflicts_are_decided_as_delta_spark_decides(spark, delta_spark, tmp_path, isolation) -> None:
-    """Every pair on a Serializable table; on one that names no level only the pairs whose verdict
-    depends on the level (a blind append winning)."""
+    """One pair per rule (RULES) on a Serializable table; on one that names no level only the pair whose
+    verdict depends on the level."""
     template = _template(spark, tmp_path, isolation)
     verdicts = {}
-    winners = WINNERS if isolation else {"append": WINNERS["append"]}
-    for i, (w, winner) in enumerate(winners.items()):
-        for j, (loser, (read, do)) in enumerate(LOSERS.items()):
-            theirs_path, ours_path = str(tmp_path / f"ds-{i}-{j}"), str(tmp_path / f"use-{i}-{j}")
-            shutil.copytree(template, theirs_path)
-            shutil.copytree(template, ours_path)
-            theirs = _delta_spark_loser(spark, delta_spark, theirs_path, read, do, winner)
-            ours = _use_loser(spark, delta_spark, ours_path, read, do, winner)
-            verdicts[(w, loser)] = (_VERDICT_NAMES.get(theirs, theirs), ours)
+    pairs = list(RULES) if isolation else list(DEFAULT_LEVEL_DIFFERENCES)
+    for i, (w, loser) in enumerate(pairs):
+        read, do = LOSERS[loser]
+        theirs_path, ours_path = str(tmp_path / f"ds-{i}"), str(tmp_path / f"use-{i}")
+        shutil.copytree(template, theirs_path)
+        shutil.copytree(template, ours_path)
+        theirs = _delta_spark_loser(spark, delta_spark, theirs_path, read, do, WINNERS[w])
+        ours = _use_loser(spark, delta_spark, ours_path, read, do, WINNERS[w])
+        verdicts[(w, loser)] = (_VERDICT_NAMES.get(theirs, theirs), ours)
     print(f"conflict verdicts (delta-spark, USE), isolation {isolation or 'not named'}:")
     for (w, loser), (theirs, ours) in verdicts.items():
-        print(f"  winner {w:>12}, loser {loser:>28}: {theirs:>28} {ours:>28}")
+        rule, also = RULES[(w, loser)]
+        print(f"  winner {w:>12}, loser {loser:>28}: {theirs:>28} {ours:>28}\n    rule: {rule}")
+        if also:
+            print(f"    stands for: {also}")
     disagreements = {k: v for k, v in verdicts.items() if v[0] != v[1]}
     assert disagreements == ({} if isolation else DEFAULT_LEVEL_DIFFERENCES)
-    # the matrix is not trivial: some pairs conflict, some commit
-    assert {v[0] for v in verdicts.values()} > {"committed"}
+    if isolation:
+        # every verdict of the checker is reached: a commit and each conflict the pairs can raise
+        assert {v[0] for v in verdicts.values()} == {
+            "committed",
+            "MetadataChangedError",
+            "ConcurrentAppendError",
+            "ConcurrentDeleteReadError",
+        }

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from oracles.engine import EngineProcess, engine_fixture, start_qbeast_spark
+from oracles.engine import EngineProcess
 
 FRACTIONS = (0.01, 0.05, 0.1, 0.2, 0.37, 0.5, 0.75, 0.9, 1.0)
 FILTERS = ("x >= 2 AND x < 5", "y > 1000", "id % 3 = 0 AND x < 1")
@@ -30,11 +30,6 @@ ISSUE_36 = (
     "lower weight, so qbeast-spark's reader, walking the tree as the format's spec says, stops at that cube and "
     "misses the rows sent below it (the writer must record it: open issue 36)"
 )
-
-
-@pytest.fixture(scope="module")
-def qbeast_spark(tmp_path_factory):
-    yield from engine_fixture(start_qbeast_spark, tmp_path_factory)
 
 
 _SAMPLES = """

@@ -12,7 +12,9 @@ def test_the_demo_table_is_made_once_with_continuous_optimization_on(spark, tmp_
         DEMO_APPENDS,
         DEMO_QUERIES,
         DEMO_ROWS_PER_APPEND,
+        DEMO_STRATEGY,
         DEMO_TABLE,
+        TYPE_KEY,
         DemoTable,
         print_demo,
     )
@@ -24,13 +26,26 @@ def test_the_demo_table_is_made_once_with_continuous_optimization_on(spark, tmp_
         rows = spark.sql(f"SELECT count(*), count(DISTINCT id) FROM default.{DEMO_TABLE}").first()
         assert tuple(rows) == (DEMO_APPENDS * DEMO_ROWS_PER_APPEND,) * 2
         props = dict(spark.sql(f"SHOW TBLPROPERTIES default.{DEMO_TABLE}").collect())
-        assert props[AUTO_OPTIMIZE_KEY] == "true"
+        assert props[AUTO_OPTIMIZE_KEY] == "true" and props[TYPE_KEY] == DEMO_STRATEGY
         root = spark.sql(f"DESCRIBE TABLE EXTENDED default.{DEMO_TABLE}").where("col_name = 'Location'").first()[1]
         version = DeltaLog.for_path(root).snapshot().version
         assert version == DEMO_APPENDS + 1  # CREATE, the appends, the property
 
         demo.start(spark)  # a restart on the same data dir: nothing written
         assert DeltaLog.for_path(root).snapshot().version == version
+
+        # The seeds' two queries, as the demo prints them, show the table: in the continuously
+        # optimized tables at once, and in its events once an optimization ran (the service's, here one call).
+        events_query, summary_query, _ = DEMO_QUERIES
+        summary = spark.sql(summary_query).where(f"database = 'default' AND table_name = '{DEMO_TABLE}'").collect()
+        assert len(summary) == 1 and summary[0].auto_optimize and summary[0].pending_bytes > 0, summary
+        print(f"{summary_query}\n  -> {summary[0].table_name}: health {summary[0].health_score:.1f}, "
+              f"parts {dict(summary[0].health_parts)}, pending {summary[0].pending_bytes} bytes")  # fmt: skip
+        assert spark.sql(events_query).count() == 0
+        spark.sql(f"CALL use_catalog.system.optimize(table => 'default.{DEMO_TABLE}')").collect()
+        events = spark.sql(events_query).collect()
+        assert events, "the optimization the demo table was set up for left no event"
+        print(f"{events_query}\n  -> {len(events)} events: {sorted({e.optimization_name for e in events})}")
     finally:
         spark.sql(f"DROP TABLE IF EXISTS default.{DEMO_TABLE}")
 

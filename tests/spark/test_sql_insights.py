@@ -426,3 +426,44 @@ def test_a_lake_of_many_tables_is_read_in_table_ranges_that_add_up_to_the_whole(
     assert parts.column("table_name").to_pylist() == [f"t{i}" for i in range(n)]
     assert all("TableNotFoundError" in e for e in parts.column("error").to_pylist())
     assert [type(p).__name__ for p in InsightReader({"kind": "table"}, None).partitions()] == ["InputPartition"]  # type: ignore[arg-type]
+
+
+def test_small_tables_score_as_their_plan_says(spark, db, tmp_path) -> None:
+    """A table of a few KB in two files, and one of three partitions of two files each: nothing is
+    worth rewriting, so the plan is empty and the score 100; a third file per partition is worth a
+    merge, and the parts say what the score lost to it (docs/insights.md)."""
+    spark.sql(f"CREATE TABLE w1 USING delta LOCATION '{tmp_path}/w1' AS SELECT /*+ REPARTITION(2) */ id FROM range(10)")
+    one_file_per_partition = "SELECT /*+ REPARTITION(1) */ id, id % 3 AS p FROM range({}, {})"
+    spark.sql(
+        f"CREATE TABLE w2 USING delta PARTITIONED BY (p) LOCATION '{tmp_path}/w2' AS {one_file_per_partition.format(0, 30)}"
+    )
+    spark.sql(f"INSERT INTO w2 {one_file_per_partition.format(30, 60)}")
+
+    def figures(name: str) -> tuple:
+        (layout,) = spark.sql(f"SELECT * FROM use_catalog.spark_catalog.{db}.{name}.layout").collect()
+        (summary,) = spark.sql(
+            f"SELECT * FROM use_catalog.system_lake_tables.metastore_summary WHERE database = '{db}' AND table_name = '{name}'"
+        ).collect()
+        plan = [
+            r
+            for r in spark.sql(f"CALL use_catalog.system.optimize(table => '{name}', dry_run => true)").collect()
+            if r.kind != "none"
+        ]
+        assert summary.health_score == pytest.approx(layout.health_score)
+        assert sum(summary.health_parts.values()) == pytest.approx(100 - summary.health_score)
+        return layout, summary, plan
+
+    layout, summary, plan = figures("w1")
+    assert (layout.num_files, layout.ideal_files) == (2, 1) and layout.bytes < 10_000
+    assert (layout.health_score, summary.health_score, summary.pending_bytes, plan) == (100.0, 100.0, 0, [])
+    assert dict(layout.health_parts) == {"scan": 0.0}
+    layout, summary, plan = figures("w2")
+    files = spark.sql(f"SELECT partition_values FROM use_catalog.spark_catalog.{db}.w2.files").collect()
+    per_partition = {tuple(sorted(r.partition_values.items())) for r in files}
+    assert (len(per_partition), layout.num_files, layout.ideal_files) == (3, 6, 3)
+    assert (layout.health_score, summary.pending_bytes, plan) == (100.0, 0, [])
+    spark.sql(f"INSERT INTO w2 {one_file_per_partition.format(60, 90)}")
+    layout, summary, plan = figures("w2")
+    assert (layout.num_files, layout.ideal_files) == (9, 3)
+    assert summary.pending_bytes > 0 and layout.health_score < 100.0 and len(plan) > 0
+    assert summary.health_parts["scan"] == pytest.approx(100 - summary.health_score)

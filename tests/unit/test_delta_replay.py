@@ -346,16 +346,6 @@ def set_protocol(log: DeltaLog, protocol: dict, configuration: dict | None = Non
             {
                 "minReaderVersion": 3,
                 "minWriterVersion": 7,
-                "readerFeatures": ["deletionVectors"],
-                "writerFeatures": ["deletionVectors"],
-            },
-            None,
-            "deletionVectors",
-        ),
-        (
-            {
-                "minReaderVersion": 3,
-                "minWriterVersion": 7,
                 "readerFeatures": ["someFutureThing"],
                 "writerFeatures": ["someFutureThing"],
             },
@@ -371,6 +361,26 @@ def test_unsupported_features_refused(table_path, protocol, configuration, featu
     with pytest.raises(UnsupportedFeatureError, match=feature):
         DeltaLog.for_path(table_path).snapshot()
     assert DeltaLog.for_path(table_path).snapshot(version=1).version == 1
+
+
+def test_deletion_vectors_are_read_but_not_written(table_path):
+    """The `deletionVectors` feature is read (rows they delete are dropped by every read), but USE
+    does not write DVs yet, so a write to such a table is refused by the feature's name."""
+    from use.delta.snapshot import check_write_support
+
+    log = make_table(table_path)
+    features = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": ["deletionVectors"],
+        "writerFeatures": ["deletionVectors"],
+    }
+    set_protocol(log, features, {"delta.enableDeletionVectors": "true"})
+    snap = DeltaLog.for_path(table_path).snapshot()
+    assert snap.version == 2 and "deletionVectors" in snap.protocol.reader_features
+    with pytest.raises(UnsupportedFeatureError, match="deletionVectors") as caught:
+        check_write_support(snap.protocol, snap.metadata, table_path)
+    assert caught.value.feature == "deletionVectors"
 
 
 @pytest.mark.parametrize(

@@ -213,12 +213,15 @@ def test_the_guard_drops_tasks_that_gain_nothing_or_exceed_the_limit() -> None:
 
 
 def test_gains_by_kind() -> None:
-    staging = qbeast_snapshot(files_table(["s1", "s2"], [40, 60], revisions=[0, 0]),
-                              [(0, 0, "", 0, MIN_W, MAX_W, 1), (1, 0, "", 0, MIN_W, MAX_W, 1)])  # fmt: skip
+    staging = qbeast_snapshot(files_table(["s1", "s2", "s3"], [40, 60, 50], revisions=[0, 0, 0]),
+                              [(0, 0, "", 0, MIN_W, MAX_W, 1), (1, 0, "", 0, MIN_W, MAX_W, 1),
+                               (2, 0, "", 0, MIN_W, MAX_W, 1)])  # fmt: skip
     assert estimate(staging, [_task(["s1"], KIND_INDEX, rid=0)], CFG) == [Gain(read_cost=10.0)]
-    bins = [_task(["s1", "s2"], KIND_BINPACK, rid=0), _task(["s1", "s2"], KIND_BINPACK, rid=0)]
-    assert estimate(staging, bins, CFG)[0] == Gain(files=1)
-    assert estimate(staging, bins, cfg(max_file_size=10)) == [Gain(), Gain()]  # 20 B in 2 files of 10 B
+    bins = [_task(["s1", "s2", "s3"], KIND_BINPACK, rid=0), _task(["s1", "s2", "s3"], KIND_BINPACK, rid=0)]
+    assert estimate(staging, bins, CFG)[0] == Gain(files=2)
+    assert estimate(staging, bins, cfg(max_file_size=10)) == [Gain(), Gain()]  # 30 B in 3 files of 10 B
+    # two files into one save each read one file open, which the commit's log file costs it again
+    assert estimate(staging, [_task(["s1", "s2"], KIND_BINPACK, rid=0)], CFG) == [Gain()]
     overlap = overlapping_delta(3)
     sorted_task = _task(["f000", "f001"], KIND_BINPACK, rid=-1, sort_columns=("id",))
     apart = _task(["f000", "f002"], KIND_BINPACK, rid=-1, sort_columns=("id",))  # [0,30] and [20,50]: overlap

@@ -167,9 +167,9 @@ def test_registry_plug_in_without_touching_the_planner() -> None:
 
     try:
         assert "EveryOtherFile" in registry.names()
-        snap = delta_snapshot(files_table(["a", "b", "c"], [10**10] * 3))
+        snap = delta_snapshot(files_table(["a", "b", "c", "d", "e"], [10**10] * 5))
         plan = Planner(["everyother"], CFG).plan(snap)
-        assert plan.strategy == "EveryOtherFile" and plan.tasks[0].paths == ("a", "c")
+        assert plan.strategy == "EveryOtherFile" and plan.tasks[0].paths == ("a", "c", "e")
         # the config accepts it as use.optimization.type, and the default chain uses it
         c = OptimizationConfig.from_properties({"use.optimization.type": "EveryOtherFile"})
         assert Planner(None, c).plan(snap).strategy == "EveryOtherFile"

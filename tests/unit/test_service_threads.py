@@ -54,9 +54,11 @@ def known(svc: OptimizationService, *paths: str) -> bool:
 
 
 def table_with_work(path: str, properties: dict[str, str] | None = None) -> str:
-    """A plain Delta table of two small files: bin packing always has a task for it."""
+    """A plain Delta table of three small files: bin packing always has a task for it (two files
+    into one would save a single file open, which the guard leaves alone)."""
     plain_table(path, properties)
-    write_deltalake(path, pa.table({"id": pa.array([10, 11], pa.int64())}), mode="append")
+    for ids in ([10, 11], [12, 13]):
+        write_deltalake(path, pa.table({"id": pa.array(ids, pa.int64())}), mode="append")
     return path
 
 

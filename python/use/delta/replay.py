@@ -26,44 +26,50 @@ from use.delta.actions import (
 from use.delta.checkpoint import read_checkpoint
 from use.delta.columnmapping import partition_value_keys
 from use.delta.commits import CommitActions, read_commits
+from use.delta.deletion_vectors import file_keys, has_deletion_vectors
 from use.delta.listing import CheckpointFiles, LogListing, commit_name
 from use.delta.state import LogState
 from use.delta.storage import LocalLogStore
 from use.errors import CorruptLogError, VersionNotFoundError
 
 
-def _latest_per_path(adds: pa.Table, removes: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """Within one run of actions (in order), keep the newest action per path."""
+def _latest_per_key(adds: pa.Table, removes: pa.Table, with_dv: bool) -> tuple[pa.Table, pa.Table]:
+    """Within one run of actions (in order), keep the newest action per logical file (`file_keys`),
+    and of the adds the newest per path (a table holds one logical file per data file)."""
     n_add, n_rem = adds.num_rows, removes.num_rows
     if n_rem == 0 and n_add == 0:
         return adds, removes
     keys = pa.table(
         {
-            "path": pa.concat_arrays(
+            "key": pa.concat_arrays(
                 [
-                    adds.column("path").combine_chunks().cast(pa.string()),
-                    removes.column("path").combine_chunks().cast(pa.string()),
+                    _array(file_keys(adds, with_dv)).cast(pa.string()),
+                    _array(file_keys(removes, with_dv)).cast(pa.string()),
                 ]
             ),
             "seq": pa.concat_arrays([adds.column("__seq").combine_chunks(), removes.column("__seq").combine_chunks()]),
         }
     )
-    if pc.count_distinct(keys.column("path")).as_py() == keys.num_rows:
-        winners = None
-    else:
-        winners = keys.group_by("path").aggregate([("seq", "max")]).column("seq_max")
-    if winners is not None:
-        adds = adds.filter(pc.is_in(adds.column("__seq"), value_set=winners.combine_chunks()))
-        removes = removes.filter(pc.is_in(removes.column("__seq"), value_set=winners.combine_chunks()))
+    if pc.count_distinct(keys.column("key")).as_py() != keys.num_rows:
+        winners = keys.group_by("key").aggregate([("seq", "max")]).column("seq_max").combine_chunks()
+        adds = adds.filter(pc.is_in(adds.column("__seq"), value_set=winners))
+        removes = removes.filter(pc.is_in(removes.column("__seq"), value_set=winners))
+    if with_dv and pc.count_distinct(adds.column("path")).as_py() != adds.num_rows:
+        newest = adds.group_by("path").aggregate([("__seq", "max")]).column("__seq_max").combine_chunks()
+        adds = adds.filter(pc.is_in(adds.column("__seq"), value_set=newest))
     return adds, removes
 
 
-def _without_paths(table: pa.Table, paths: pa.Array) -> pa.Table:
-    """`table` minus the rows whose path is in `paths`; the table itself (no copy of every row and
-    its stats) when none is, as with blind appends of new files."""
-    if table.num_rows == 0:
+def _array(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def _without(table: pa.Table, column: pa.ChunkedArray | pa.Array, values: pa.Array) -> pa.Table:
+    """`table` minus the rows whose `column` value is in `values`; the table itself (no copy of every
+    row and its stats) when none is, as with blind appends of new files."""
+    if table.num_rows == 0 or len(values) == 0:
         return table
-    hit = pc.is_in(table.column("path"), value_set=paths)
+    hit = pc.is_in(column, value_set=values)
     if not pc.any(hit).as_py():
         return table
     return table.filter(pc.invert(hit))
@@ -74,13 +80,20 @@ def reconcile(
     base_tombstones: pa.Table,
     commits: Sequence[CommitActions],
 ) -> tuple[pa.Table, pa.Table]:
-    """Apply a run of commits (oldest first) to reconciled base state."""
+    """Apply a run of commits (oldest first) to reconciled base state.
+
+    Logical files are keyed as the protocol says, by (path, deletion vector id): a remove takes out
+    the add of its own key only, an add replaces the live add of its path whatever its DV (a DELETE
+    by DVs removes (p, old DV) and adds (p, new DV) in one commit), and tombstones stay one per key.
+    Without any DV in sight the key is the path alone, as before DVs existed.
+    """
     add_parts: list[pa.Table] = []
     rem_parts: list[pa.Table] = []
     seq = 0
     for c in commits:
-        # A commit may not hold two actions for one path, so any order inside a commit is fine;
-        # what matters is that actions of later commits get larger sequence numbers.
+        # A commit holds at most one action of each type per path, and a DV commit's remove and add
+        # of one path differ in key, so any order inside a commit is fine; what matters is that
+        # actions of later commits get larger sequence numbers.
         if c.adds.num_rows:
             add_parts.append(c.adds.append_column("__seq", pa.array(np.arange(seq, seq + c.adds.num_rows, dtype=np.int64))))
             seq += c.adds.num_rows
@@ -91,12 +104,15 @@ def reconcile(
         return base_files, base_tombstones
     tail_adds = pa.concat_tables(add_parts) if add_parts else empty_files().append_column("__seq", pa.array([], pa.int64()))
     tail_rems = pa.concat_tables(rem_parts) if rem_parts else empty_tombstones().append_column("__seq", pa.array([], pa.int64()))
-    tail_adds, tail_rems = _latest_per_path(tail_adds, tail_rems)
-    touched = pa.concat_arrays(
-        [tail_adds.column("path").combine_chunks().cast(pa.string()), tail_rems.column("path").combine_chunks().cast(pa.string())]
-    )
-    base_files = _without_paths(base_files, touched)
-    base_tombstones = _without_paths(base_tombstones, touched)
+    with_dv = any(has_deletion_vectors(t) for t in (base_files, base_tombstones, tail_adds, tail_rems))
+    tail_adds, tail_rems = _latest_per_key(tail_adds, tail_rems, with_dv)
+    add_keys = _array(file_keys(tail_adds, with_dv)).cast(pa.string())
+    touched = pa.concat_arrays([add_keys, _array(file_keys(tail_rems, with_dv)).cast(pa.string())])
+    # a live file leaves when its key is touched (removed, or re-added) or its path is re-added
+    base_files = _without(base_files, file_keys(base_files, with_dv), touched)
+    if with_dv:
+        base_files = _without(base_files, base_files.column("path"), _array(tail_adds.column("path")).cast(pa.string()))
+    base_tombstones = _without(base_tombstones, file_keys(base_tombstones, with_dv), touched)
     files = pa.concat_tables([base_files, tail_adds.drop_columns(["__seq"])])
     tombstones = pa.concat_tables([base_tombstones, tail_rems.drop_columns(["__seq"])])
     return _few_chunks(files), _few_chunks(tombstones)

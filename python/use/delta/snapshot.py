@@ -30,12 +30,23 @@ from use.errors import ConfigError, UnsupportedFeatureError, UseError
 # --- features ---------------------------------------------------------------------------------------
 
 READER_FEATURES_SUPPORTED = frozenset(
-    {"timestampNtz", "vacuumProtocolCheck", "columnMapping", "v2Checkpoint", "typeWidening", "typeWidening-preview"}
+    {
+        "timestampNtz",
+        "vacuumProtocolCheck",
+        "columnMapping",
+        "v2Checkpoint",
+        "typeWidening",
+        "typeWidening-preview",
+        "deletionVectors",
+    }
 )
 """Reader features we can read: column mapping in every mode (`use.delta.columnmapping`), V2
-checkpoints with sidecars (`use.delta.checkpoint`), widened column types (`use.delta.typewidening`)."""
+checkpoints with sidecars (`use.delta.checkpoint`), widened column types (`use.delta.typewidening`),
+deletion vectors (`use.delta.deletion_vectors`: every read drops the rows they delete)."""
 
-READ_ONLY_READER_FEATURES = frozenset({"columnMapping", "v2Checkpoint", "typeWidening", "typeWidening-preview"})
+READ_ONLY_READER_FEATURES = frozenset(
+    {"columnMapping", "v2Checkpoint", "typeWidening", "typeWidening-preview", "deletionVectors"}
+)
 """Reader features USE reads but does not write: a write to such a table is refused by name
 (column mapping only when its mode is `name` or `id`)."""
 
@@ -79,10 +90,6 @@ def check_read_support(protocol: Protocol, metadata: Metadata, table: str) -> No
         schema = schema_from_json(metadata.schema_string)
         ColumnMapping.of(protocol, metadata, schema)
         check_type_changes(protocol, schema, table)
-    if metadata.configuration.get("delta.enableDeletionVectors", "false").lower() == "true" and protocol.min_writer_version < 7:
-        raise UnsupportedFeatureError(
-            f"table {table} enables deletion vectors, which USE does not support", feature="deletionVectors"
-        )
 
 
 def _schema_metadata_keys(schema_string: str) -> set[str]:

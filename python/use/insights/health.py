@@ -18,8 +18,16 @@ The score prices a small workload with the read-cost model the strategies' score
 An ideal layout stores b bytes of r rows in `ideal_files(b, r) = max(1, ceil(b / max-file-size),
 ceil(r / desired_cube_size))` files: as large as `use.optimization.max-file-size` allows and, in a
 Qbeast revision, rolled up to about one cube of rows per file as the OTree writer does (the cube
-term is absent on plain Delta tables). The queries, and what is ideal for each:
+term is absent on plain Delta tables). It is counted per partition (a file never holds two), a
+plain file of `min-file-size` or more counting as itself (never merged, and splitting it only adds
+files). A query's ideal file count is that, unless the layout is within one file of it: a merge
+saving one file open per read is not worth its commit, so the guard never plans it
+(`use.optimize.gain.files_after_merging`) and the score does not count it either; so a table whose
+plan is empty for want of anything worth rewriting scores 100 (docs/insights.md says where exactly).
+The queries, and what is ideal for each:
 * scan (every row): all B bytes of the row's files; ideal: B bytes in `ideal_files(B, rows)`.
+  Rows that deletion vectors delete are read for nothing: every query's ideal (scan and samples)
+  counts only the live share of its bytes and rows, `(rows - deleted_rows) / rows`.
 * sample(0.01) and sample(0.1) (Qbeast revisions): the files the reader selects for the sample
   (`select_files`); ideal: only the blocks the index selects for it (`select_blocks`: the cubes the
   sample reaches, within its weight range), their rows at their files' bytes per row, ideally
@@ -36,6 +44,8 @@ score whichever query it is, one bad query cannot be averaged away by good ones,
 is ideal for every query scores exactly 100. Small files weigh through the open cost: files of
 hundreds of MB cost a few percent, thousands of KB-sized files dominate. The table-level score
 (`health_score` of `metastore_summary`) applies the same formula to the costs summed over rows.
+`health_parts` splits the points lost among the queries by their share of the log of the product
+(`lost_q = (100 - health) * ln c_q / sum ln c`), so they add up to 100 - health.
 """
 
 from __future__ import annotations
@@ -47,15 +57,17 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from use.delta.deletion_vectors import deleted_counts
 from use.insights.facts import config_of
 from use.insights.tables import BlockFacts, distinct, file_revision_ids
 from use.optimize.config import OptimizationConfig
-from use.optimize.strategies._common import RevisionBlocks, sizes_of
+from use.optimize.gain import files_after_merging
+from use.optimize.strategies._common import RevisionBlocks, partition_groups, sizes_of
 from use.optimize.strategies.overlap import max_overlap_depth
 from use.qbeast.query import select_blocks, select_files
 from use.qbeast.weight import MIN_WEIGHT, weight_from_fraction
 
-__all__ = ["LAYOUT_SCHEMA", "SAMPLE_FRACTIONS", "health_score", "layout", "path_file_counts"]
+__all__ = ["HEALTH_PARTS", "LAYOUT_SCHEMA", "SAMPLE_FRACTIONS", "Health", "health", "health_score", "layout", "path_file_counts"]
 
 #: The sample fractions whose read cost `layout` reports (columns sample_1pct_*, sample_10pct_*).
 SAMPLE_FRACTIONS: tuple[tuple[str, float], ...] = (("1pct", 0.01), ("10pct", 0.1))
@@ -66,6 +78,7 @@ LAYOUT_SCHEMA = pa.schema(
         ("num_files", pa.int64()),
         ("bytes", pa.int64()),
         ("rows", pa.int64()),
+        ("deleted_rows", pa.int64()),
         ("avg_file_size", pa.float64()),
         ("small_files", pa.int64()),
         ("ideal_files", pa.int64()),
@@ -90,8 +103,12 @@ LAYOUT_SCHEMA = pa.schema(
             )
         ],
         ("health_score", pa.float64()),
+        ("health_parts", pa.map_(pa.string(), pa.float64())),
     ]
 )
+
+#: The health workload's queries, the keys of `health_parts` (points each one costs the score).
+HEALTH_PARTS: tuple[str, ...] = ("scan", *(f"sample_{label}" for label, _ in SAMPLE_FRACTIONS), "lookup")
 
 
 def path_file_counts(rb: RevisionBlocks) -> np.ndarray:
@@ -140,16 +157,58 @@ class _Query:
         return 1.0 if self.actual <= 0 else min(1.0, self.ideal / self.actual)
 
 
-def _score(queries: list[_Query]) -> float:
+@dataclass(frozen=True)
+class Health:
+    """A health score and its parts: the points each query of the workload costs it (they add up to
+    100 - score; a query at its ideal costs 0)."""
+
+    score: float
+    parts: dict[str, float]
+
+
+def _health(queries: dict[str, _Query]) -> Health:
+    """The geometric mean of the queries' ratios, and each query's share of the points lost: its
+    share of the log of the product (the mean of the logs is what the score exponentiates)."""
     if not queries:
-        return 100.0
-    return 100.0 * math.exp(sum(math.log(max(q.ratio, 1e-12)) for q in queries) / len(queries))
+        return Health(100.0, {})
+    logs = {name: math.log(max(queries[name].ratio, 1e-12)) for name in HEALTH_PARTS if name in queries}
+    total = sum(logs.values())
+    score = 100.0 * math.exp(total / len(logs))
+    lost = 100.0 - score
+    return Health(score, {name: (lost * v / total if total < 0 and v < 0 else 0.0) for name, v in logs.items()})
 
 
 def _ideal_files(nbytes: float, nrows: float, cube_size: int | None, config: OptimizationConfig) -> int:
     if nbytes <= 0:
         return 0
     return max(1, math.ceil(nbytes / config.max_file_size), math.ceil(nrows / cube_size) if cube_size else 0)
+
+
+def _partitioned_ideal(
+    qsnap: Any, sel: np.ndarray, counts: np.ndarray, cube_size: int | None, config: OptimizationConfig
+) -> tuple[int, int]:
+    """(ideal files, files the optimizer leaves) of the files `sel`: the ideal of each partition
+    summed (a file never holds two partitions), and per partition that ideal once merging there is
+    worth a rewrite, else its files as they are (`use.optimize.gain.files_after_merging`)."""
+    idx = np.flatnonzero(sel)
+    if idx.size == 0:
+        return 0, 0
+    gids, groups = partition_groups(qsnap, idx)
+    sizes = sizes_of(qsnap)[idx]
+    # A file of min-file-size or more is never merged (nor split: that adds opens), so it is its own ideal.
+    large = sizes >= config.min_file_size_limit if cube_size is None else np.zeros(idx.size, dtype=bool)
+    small = ~large
+    k = len(groups)
+    nbytes = np.bincount(gids[small], weights=sizes[small], minlength=k)
+    nrows = np.bincount(gids[small], weights=counts[idx][small], minlength=k)
+    nfiles = np.bincount(gids, minlength=k)
+    nlarge = np.bincount(gids[large], minlength=k)
+    ideal = [
+        int(big) + _ideal_files(float(b), float(r), cube_size, config)
+        for big, b, r in zip(nlarge.tolist(), nbytes.tolist(), nrows.tolist(), strict=True)
+    ]
+    left = [files_after_merging(int(n), i, config) for n, i in zip(nfiles.tolist(), ideal, strict=True)]
+    return sum(ideal), sum(left)
 
 
 def _cost(nbytes: float, nfiles: float, config: OptimizationConfig) -> float:
@@ -159,8 +218,8 @@ def _cost(nbytes: float, nfiles: float, config: OptimizationConfig) -> float:
 def _query(
     read_bytes: float, read_files: int, ideal_bytes: float, ideal_rows: float, cube_size: int | None, config: OptimizationConfig
 ) -> _Query:
-    ideal = _cost(ideal_bytes, _ideal_files(ideal_bytes, ideal_rows, cube_size, config), config)
-    return _Query(ideal, _cost(read_bytes, read_files, config))
+    ideal_files = files_after_merging(read_files, _ideal_files(ideal_bytes, ideal_rows, cube_size, config), config)
+    return _Query(_cost(ideal_bytes, ideal_files, config), _cost(read_bytes, read_files, config))
 
 
 @dataclass(frozen=True)
@@ -210,6 +269,7 @@ def _rows_of_layout(qsnap: Any, config: OptimizationConfig) -> tuple[list[dict[s
     sizes = sizes_of(qsnap)
     facts = BlockFacts(qsnap)
     levels = facts.levels
+    deleted = np.asarray(deleted_counts(qsnap.files).to_numpy(zero_copy_only=False), dtype=np.int64)
     if qsnap.is_qbeast:
         wanted = sorted(set(distinct(rids).tolist()) | {int(qsnap.latest_revision_id)})
     else:
@@ -226,26 +286,33 @@ def _rows_of_layout(qsnap: Any, config: OptimizationConfig) -> tuple[list[dict[s
     for rid in wanted:
         sel = rids == rid
         n, nbytes = int(sel.sum()), int(sizes[sel].sum())
-        nrows = int((facts.count if qsnap.is_qbeast else facts.max_count)[sel].sum())
+        counts = facts.count if qsnap.is_qbeast else facts.max_count
+        nrows = int(counts[sel].sum())
         cube_size = int(qsnap.revisions[rid].desired_cube_size) if rid in qsnap.revisions else None
+        ideal_files, left_files = _partitioned_ideal(qsnap, sel, counts, cube_size, config)
         per_level = np.bincount(levels[sel], minlength=1)
+        ndeleted = int(deleted[sel].sum())
+        # rows deletion vectors delete are still read by every query: the ideal reads only the live ones
+        live = 1.0 if nrows <= 0 else max(0.0, (nrows - ndeleted) / nrows)
         row: dict[str, Any] = {
             "revision_id": int(rid),
             "num_files": n,
             "bytes": nbytes,
             "rows": nrows,
+            "deleted_rows": ndeleted,
             "avg_file_size": nbytes / n if n else 0.0,
             "small_files": int((sizes[sel] < config.small_files_max_size).sum()),
-            "ideal_files": _ideal_files(nbytes, nrows, cube_size, config),
+            "ideal_files": ideal_files,
             "file_levels": [(lv, int(c)) for lv, c in enumerate(per_level.tolist()) if c],
         }
-        work = {"scan": _query(nbytes, n, nbytes, nrows, cube_size, config)}
+        work = {"scan": _Query(_cost(nbytes * live, left_files, config), _cost(nbytes, n, config))}
         if rid > 0:
             row.update(_cube_figures(qsnap, rid, n))
         elif key_depth is not None:
             row.update(overlap_columns=[key], overlap_depth=key_depth, ideal_overlap_depth=1)
         if row.get("overlap_depth") is not None:
-            work["lookup"] = _Query(float(row["ideal_overlap_depth"]), float(row["overlap_depth"]))
+            depth = int(row["overlap_depth"])
+            work["lookup"] = _Query(float(files_after_merging(depth, int(row["ideal_overlap_depth"]), config)), float(depth))
         for label, f in SAMPLE_FRACTIONS if samples else ():
             sample = samples[label]
             hit = sample.files & sel
@@ -259,8 +326,9 @@ def _rows_of_layout(qsnap: Any, config: OptimizationConfig) -> tuple[list[dict[s
             row[f"sample_{label}_files"] = read_files
             row[f"sample_{label}_bytes"] = read_bytes
             row[f"sample_{label}_overhead"] = read_bytes / ideal_bytes if ideal_bytes > 0 else None
-            work[f"sample_{label}"] = _query(read_bytes, read_files, ideal_bytes, ideal_rows, cube_size, config)
-        row["health_score"] = _score(list(work.values()))
+            work[f"sample_{label}"] = _query(read_bytes, read_files, ideal_bytes * live, ideal_rows * live, cube_size, config)
+        row_health = _health(work)
+        row["health_score"], row["health_parts"] = row_health.score, list(row_health.parts.items())
         rows.append(row)
         workloads.append(work)
     return rows, workloads
@@ -277,10 +345,16 @@ def layout(qsnap: Any, config: OptimizationConfig | None = None) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=LAYOUT_SCHEMA)
 
 
-def health_score(qsnap: Any, config: OptimizationConfig | None = None) -> float:
-    """The table's health score: the layout's formula over the costs summed across its rows."""
+def health(qsnap: Any, config: OptimizationConfig | None = None) -> Health:
+    """The table's health score and its parts: the layout's formula over the costs summed across its rows."""
     config = config if config is not None else config_of(qsnap)
     _, workloads = _rows_of_layout(qsnap, config)
-    kinds = sorted({k for w in workloads for k in w})
-    summed = [_Query(sum(w[k].ideal for w in workloads if k in w), sum(w[k].actual for w in workloads if k in w)) for k in kinds]
-    return _score(summed)
+    kinds = [k for k in HEALTH_PARTS if any(k in w for w in workloads)]
+    return _health(
+        {k: _Query(sum(w[k].ideal for w in workloads if k in w), sum(w[k].actual for w in workloads if k in w)) for k in kinds}
+    )
+
+
+def health_score(qsnap: Any, config: OptimizationConfig | None = None) -> float:
+    """The table's health score (`health(...).score`)."""
+    return health(qsnap, config).score

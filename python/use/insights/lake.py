@@ -22,9 +22,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from use.delta.deletion_vectors import deleted_counts
 from use.insights.facts import TableFacts
-from use.insights.health import health_score
+from use.insights.health import health
 from use.insights.planning import next_plan
 from use.insights.tables import STRING_MAP, TIMESTAMP, file_records, optimizations, timestamps
 from use.optimize.config import is_continuous
@@ -79,6 +81,7 @@ METASTORE_SUMMARY_SCHEMA = pa.schema(
         ("optimization_count", pa.int64()),
         ("pending_bytes", pa.int64()),
         ("health_score", pa.float64()),
+        ("health_parts", pa.map_(pa.string(), pa.float64())),
         ("error", pa.string()),
     ]
 )
@@ -146,7 +149,11 @@ def _log_columns(facts: TableFacts, errors: list[str], spark_conf: Mapping[str, 
 
     def records() -> dict[str, Any]:
         recs = file_records(snap)
-        return {"num_records": None if recs.null_count else int(np.asarray(recs.to_numpy(zero_copy_only=False)).sum())}
+        if recs.null_count:
+            return {"num_records": None}
+        # the live rows: what the files store less what their deletion vectors delete
+        deleted = int(pc.sum(deleted_counts(snap.files)).as_py() or 0)
+        return {"num_records": int(np.asarray(recs.to_numpy(zero_copy_only=False)).sum()) - deleted}
 
     def index() -> dict[str, Any]:
         q = facts.qsnap
@@ -159,7 +166,12 @@ def _log_columns(facts: TableFacts, errors: list[str], spark_conf: Mapping[str, 
     def optimizer() -> dict[str, Any]:
         out["auto_optimize"] = is_continuous(facts.snapshot.configuration)  # known even if planning fails below
         config = facts.planning_config(spark_conf)
-        return {"pending_bytes": next_plan(facts.qsnap, config).bytes, "health_score": health_score(facts.qsnap, config)}
+        table_health = health(facts.qsnap, config)
+        return {
+            "pending_bytes": next_plan(facts.qsnap, config).bytes,
+            "health_score": table_health.score,
+            "health_parts": list(table_health.parts.items()),
+        }
 
     for part in (records, index, events, optimizer):
         attempt(part)

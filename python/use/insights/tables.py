@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from use.delta.deletion_vectors import deleted_counts
 from use.delta.stats_parse import parse_stats
 from use.optimize.events import EVENT_TAG, OPTIMIZATIONS_SCHEMA, events_from_history
 from use.optimize.plan import PLAIN_DELTA_REVISION
@@ -99,6 +100,7 @@ FILES_SCHEMA = pa.schema(
         ("path", pa.string()),
         ("size", pa.int64()),
         ("records", pa.int64()),
+        ("deleted_records", pa.int64()),
         ("revision_id", pa.int64()),
         ("file_level", pa.int64()),
         ("num_blocks", pa.int64()),
@@ -355,7 +357,8 @@ def files(qsnap: Any) -> pa.Table:
     """`<table>.files`: one row per live data file, in log order.
 
     `records` is the file's numRecords (Delta stats; for an indexed file without stats, the sum of
-    its blocks' elementCounts). Block columns (`num_blocks`, `num_cubes`, `min_weight`,
+    its blocks' elementCounts): the rows stored in it. `deleted_records` are those of them its
+    deletion vector deletes (its cardinality; 0 without one), read from the log. Block columns (`num_blocks`, `num_cubes`, `min_weight`,
     `max_weight`) describe the file's Qbeast blocks (a staging file has one root block with the
     whole weight range) and are null on a plain Delta table, which has none.
     """
@@ -373,6 +376,7 @@ def files(qsnap: Any) -> pa.Table:
             f.column("path"),
             f.column("size").cast(pa.int64()),
             records,
+            deleted_counts(f),
             pa.array(rids, pa.int64()),
             pa.array(facts.levels, pa.int64()),
             _nullable(facts.num_blocks, qbeast, pa.int64()),

@@ -16,13 +16,20 @@ only if
     its key and its small ZCubes, so its selection is the gain; a Z-order clusters a partition as a
     whole (Delta's OPTIMIZE ZORDER BY), so it is bounded by bytes-per-iter per plan, not by the
     per-task limit;
-  - binpack: it writes fewer files than it reads (ceil(bytes / max-file-size) < files); a sorted
-    binpack (ClusterKeyOverlap) also gains when its files' key ranges overlap, since its sorted
-    outputs do not;
+  - binpack: it writes at least `MIN_FILES_SAVED` (2) fewer files than it reads
+    (ceil(bytes / max-file-size) <= files - 2: `worth_merging`); a sorted binpack (ClusterKeyOverlap)
+    also gains when its files' key ranges overlap, since its sorted outputs do not;
   - compact: some cube has blocks in two or more of its files (the rewrite puts every cube in one
     file), or, with `sampling-fraction` configured, one of its files makes `sample(f)` read rows it
     drops (every compaction is then sampling-aware and separates them: SamplingOverheadReduction's
     criterion, `overhead_per_file`).
+
+Why two files: a rewrite is a commit, and a commit is one more file in the log that every reader
+opens until the next checkpoint. A merge that saves each later read one data file open buys that
+with one log file open: nothing is gained, however small the files (two files of a few hundred
+bytes each score as healthy as one, see `use.insights.health`, which counts a group of files within
+one file of its ideal as ideal through `files_after_merging`). A `small-files.count-threshold` of 2
+asks for merges of two files (Delta's auto compaction with `minNumFiles=2`): one file is then enough.
 
 So a table on which no strategy of the chain finds a gain is at its fixed point: the planner returns
 an empty plan and an optimize call commits nothing. The kept tasks carry their `Gain`, which the
@@ -49,6 +56,28 @@ from use.optimize.plan import KIND_BINPACK, KIND_CLUSTER, KIND_COMPACT, KIND_IND
 from use.optimize.strategies._common import distinct, io_limit, output_files
 from use.optimize.strategies.overlap import build_sweep
 from use.optimize.strategies.sampling import overhead_per_file
+
+#: A merge (binpack) must write at least this many fewer files than it reads to be worth its commit
+#: (module docstring), unless the table asks for merges of two files (`min_files_saved`).
+MIN_FILES_SAVED = 2
+
+
+def min_files_saved(config: OptimizationConfig) -> int:
+    """The files a merge must save: `MIN_FILES_SAVED`, or 1 where `small-files.count-threshold` is 2,
+    an explicit request to merge two small files (Delta's `autoCompact.minNumFiles=2` sets it)."""
+    return min(MIN_FILES_SAVED, config.small_files_count_threshold - 1)
+
+
+def worth_merging(files_in: int, files_out: int, config: OptimizationConfig) -> bool:
+    """Whether merging `files_in` files into `files_out` saves enough file opens to be worth a commit."""
+    return files_in - files_out >= min_files_saved(config)
+
+
+def files_after_merging(files: int, ideal: int, config: OptimizationConfig) -> int:
+    """How many files the optimizer leaves a group (a partition's files, a revision's) of `files`
+    files whose ideal is `ideal`: the ideal once merging there is worth it, else as they are. The
+    health score's ideal, so that the score and the guard agree on what is worth rewriting."""
+    return ideal if worth_merging(files, ideal, config) else files
 
 
 def task_rows(snapshot: Any, tasks: Sequence[MergeTask]) -> list[np.ndarray]:
@@ -147,9 +176,10 @@ def estimate(snapshot: Any, tasks: Sequence[MergeTask], config: OptimizationConf
             # the strategy's selection is its fixed point, and the files' key ranges are the gain.
             gains.append(Gain(read_cost=float(task.bytes)))
             continue
-        files = max(0, task.num_files - output_files(task.bytes, config.max_file_size))
+        files_out = output_files(task.bytes, config.max_file_size)
         if task.kind == KIND_BINPACK:
             read = _overlap_read_cost(snapshot, task, rows[i], config) if task.sort_columns else 0.0
+            files = task.num_files - files_out if worth_merging(task.num_files, files_out, config) else 0
             gains.append(Gain(files=files, read_cost=read))
             continue
         read = 0.0

@@ -39,6 +39,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import (
@@ -53,6 +54,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from use.delta import DeltaLog
 from use.delta.actions import remove_actions
 from use.delta.datafile import write_data_file
+from use.delta.deletion_vectors import deleted_rows
 from use.delta.schema import schema_to_json
 from use.delta.snapshot import check_write_support
 from use.delta.storage import absolute_path
@@ -126,6 +128,9 @@ class QbeastReader(DataSourceReader):
         files = qsnap.files
         paths = [absolute_path(qsnap.table_root, p) for p in files.column("path").to_pylist()]
         sizes = files.column("size").to_pylist()
+        # rows deletion vectors delete, per file: decoded (and checked) once here, dropped by the tasks
+        deleted = deleted_rows(qsnap.table_root, files, qsnap.table_root)
+        gone = {absolute_path(qsnap.table_root, p): rows for p, rows in zip(deleted.paths, deleted.rows, strict=True)}
         groups: list[list[str]] = []
         acc = 0
         for p, size in zip(paths, sizes, strict=False):
@@ -136,13 +141,19 @@ class QbeastReader(DataSourceReader):
             acc += int(size)
         # Under column mapping the files hold physical names: the mapping travels with each partition.
         mapping = qsnap.column_mapping if qsnap.column_mapping is not None and qsnap.column_mapping.active else None
-        return [InputPartition((g, mapping)) for g in groups] or [InputPartition(([], None))]
+        return [InputPartition((g, mapping, {p: gone[p] for p in g if p in gone})) for g in groups] or [
+            InputPartition(([], None, {}))
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         schema = to_arrow_schema(self.schema, prefers_large_types=False) if hasattr(self.schema, "fields") else self.schema
-        paths, mapping = partition.value
+        paths, mapping, gone = partition.value
         for path in paths:
             data = pq.read_table(path)
+            if path in gone:
+                keep = np.ones(data.num_rows, dtype=bool)
+                keep[gone[path][gone[path] < data.num_rows].astype(np.int64)] = False
+                data = data.filter(pa.array(keep))
             if mapping is not None:
                 data = mapping.to_logical(data)
             yield from _conform(data, schema).to_batches()

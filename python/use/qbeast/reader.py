@@ -35,6 +35,7 @@ from pyspark.sql.types import ArrayType, MapType, StructField, StructType
 
 from use.delta import DeltaLog
 from use.delta.datafile import timestamp_partition_columns
+from use.delta.deletion_vectors import deleted_rows
 from use.delta.predicates import (
     And,
     Comparison,
@@ -54,6 +55,7 @@ from use.qbeast.query import select_files
 from use.qbeast.snapshot import QbeastSnapshot
 from use.qbeast.weight import MIN_WEIGHT, weight_from_fraction
 from use.runtime.conf import int_conf, session_conf
+from use.runtime.deleted_rows import without_deleted_rows
 from use.runtime.query_errors import quiet_query_errors
 from use.runtime.shim import shim_loaded
 
@@ -457,11 +459,18 @@ def scan(spark: SparkSession, qsnap: QbeastSnapshot, files: pa.Table) -> DataFra
     `partitionValues` (as every Delta reader must take them; directory names are only a
     convention), added as typed literals to the scan of each partition's files. Under column
     mapping the files are read by their physical names (or field ids) and the columns come out
-    under the logical names (nested struct fields too).
+    under the logical names (nested struct fields too). Rows that deletion vectors delete are dropped
+    (`use.runtime.deleted_rows`); a damaged vector raises CorruptDeletionVectorError before any read.
     """
     schema = spark_schema(qsnap)
     if not files.num_rows:
         return spark.createDataFrame([], schema)
+    deleted = deleted_rows(qsnap.table_root, files, qsnap.table_root)
+
+    def load(group: list[str]) -> DataFrame:
+        df = spark.read.schema(data_schema).format(fmt).load(group)
+        return without_deleted_rows(spark, df, deleted, qsnap.table_root)
+
     stored, names = _stored_schema(spark, qsnap)
     paths = [_glob_escape(absolute_path(qsnap.table_root, p)) for p in files.column("path").to_pylist()]
     parts = set(qsnap.partition_columns)
@@ -477,7 +486,7 @@ def scan(spark: SparkSession, qsnap: QbeastSnapshot, files: pa.Table) -> DataFra
     identity = all(sf.name == f.name and sf.dataType == f.dataType for f, sf in data_fields)
     if not parts:
         with _listed_on_driver(spark, len(paths)):
-            df = spark.read.schema(data_schema).format(fmt).load(paths)
+            df = load(paths)
         return df if identity else df.select(*[logical(sf, f) for f, sf in data_fields])
     keys = qsnap.partition_value_keys
     instants = timestamp_partition_columns(qsnap.schema, qsnap.partition_columns)
@@ -497,9 +506,7 @@ def scan(spark: SparkSession, qsnap: QbeastSnapshot, files: pa.Table) -> DataFra
         by_partition = merged
     with _listed_on_driver(spark, max(len(g) for g in by_partition.values())):
         frames = [
-            spark.read.schema(data_schema)
-            .format(fmt)
-            .load(group)
+            load(group)
             .select(
                 *[logical(sf, f) for f, sf in data_fields],
                 *[F.lit(v).cast(schema[c].dataType).alias(c) for c, v in zip(qsnap.partition_columns, key, strict=False)],

@@ -4,8 +4,10 @@ small demo Qbeast table with continuous optimization on, so a newcomer sees the 
 The table is made on a fresh data dir only (a restart keeps the table and its optimized layout), in
 SQL as a user would: `CREATE TABLE default.demo_events ... USING qbeast` (managed, in
 `<warehouse>/demo_events`), several small `INSERT`s, which leave fragmented cubes, then `ALTER TABLE
-... SET TBLPROPERTIES ('use.optimization.autoOptimize.enabled'='true')`. The service lists the
-metastore when it starts (after this service), so it schedules the table at once.
+... SET TBLPROPERTIES ('use.optimization.autoOptimize.enabled'='true', 'use.optimization.type'=
+'LeveledCompaction')`: the strategy the table would get by default, named so that the seeds' query
+for continuously optimized tables (`table_properties['use.optimization.type'] is not null`) finds it.
+The service lists the metastore when it starts (after this service), so it schedules the table at once.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ DEMO_TABLE = "demo_events"
 DEMO_APPENDS = 6
 DEMO_ROWS_PER_APPEND = 2_000
 AUTO_OPTIMIZE_KEY = "use.optimization.autoOptimize.enabled"
+TYPE_KEY = "use.optimization.type"
+#: The demo table's strategy: the default for a Qbeast table, named as the seeds name it.
+DEMO_STRATEGY = "LeveledCompaction"
 
 
 def demo_conf(conf_pairs: Sequence[str]) -> list[str]:
@@ -67,16 +72,19 @@ class DemoTable:
                 f"INSERT INTO default.{DEMO_TABLE} SELECT id, rand({part}) * 1000 AS x, rand({part + 100}) * 1000 AS y "
                 f"FROM range({lo}, {hi}, 1, 2)"
             )
-        spark.sql(f"ALTER TABLE default.{DEMO_TABLE} SET TBLPROPERTIES ('{AUTO_OPTIMIZE_KEY}'='true')")
+        spark.sql(
+            f"ALTER TABLE default.{DEMO_TABLE} SET TBLPROPERTIES ('{AUTO_OPTIMIZE_KEY}'='true', '{TYPE_KEY}'='{DEMO_STRATEGY}')"
+        )
 
     def stop(self) -> None:
         pass
 
 
-#: What the demo prints to watch the optimizer: the seeds' queries, on the demo table.
+#: What the demo prints to watch the optimizer: the seeds' two queries (its events, the tables
+#: optimized continuously), on the demo table, and the service's queue.
 DEMO_QUERIES = (
     f"SELECT * FROM use_catalog.spark_catalog.default.{DEMO_TABLE}.optimizations",
-    f"SELECT * FROM use_catalog.system_lake_tables.metastore_summary WHERE table_properties['{AUTO_OPTIMIZE_KEY}'] is not null",
+    f"SELECT * FROM use_catalog.system_lake_tables.metastore_summary WHERE table_properties['{TYPE_KEY}'] is not null",
     "SELECT * FROM use_catalog.system_lake_tables.service_status",
 )
 
@@ -98,7 +106,8 @@ def print_demo(options: ServerOptions, out: Callable[[str], None]) -> None:
     lines = [
         "",
         f"demo: Qbeast table default.{DEMO_TABLE} ({DEMO_APPENDS} small appends), continuous optimization on",
-        f"      (table property {AUTO_OPTIMIZE_KEY}=true); the service optimizes it every {interval}.",
+        f"      (table properties {AUTO_OPTIMIZE_KEY}=true, {TYPE_KEY}={DEMO_STRATEGY});",
+        f"      the service optimizes it every {interval}.",
         f"JDBC URL: {options.jdbc_url}",
         "",
         "connect with beeline:",

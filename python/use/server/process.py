@@ -9,7 +9,9 @@ runs in the same driver.
 Lifecycle, in order: the data directory is checked and locked (one server per directory); the
 JVM is started with its stdout/stderr sent to the server's log, so the console shows only the
 server's own lines; the Thrift server is started and the port polled until it accepts
-connections; then the services start, and only then is the server ready. A stop (SIGINT or
+connections; the views of the lake-wide insight tables in `use_insights` are (re)created, where
+BI tools find them (`use.server.insight_views`); then the services start, and only then is the
+server ready. A stop (SIGINT or
 SIGTERM, or `request_stop`) runs the same steps backwards: services first (they may still need
 Spark to finish their current step), the Thrift server, Spark, the Derby metastore (shut down so
 the next start finds a clean database), the JVM, the scratch directory, the lock. A stop requested
@@ -42,6 +44,7 @@ from use.errors import ServerError, UseError
 from use.runtime.jvm import driver_jvm
 from use.runtime.shim import shim_loaded
 from use.server.config import READY_PREFIX, ServerOptions, check_data_dir, check_exposure, check_port_free, spark_conf
+from use.server.insight_views import create_insight_views
 from use.service import LocationSource, OptimizationService
 from use.service.metastore import CombinedSource, MetastoreEvents, MetastoreSource
 from use.session import spark_session
@@ -144,6 +147,7 @@ class UseServer:
             self._check_stop()
             self._thrift = self._start_thrift_server(self.spark)
             self._await_listening()
+            create_insight_views(self.spark)
             for service in self.services:
                 self._check_stop()
                 service.start(self.spark)

@@ -15,10 +15,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
+from pyroaring import BitMap
 
+from use.delta.deletion_vectors import deleted_rows
 from use.delta.log_cache import shared_log
 from use.delta.vacuum import check_version_files
+from use.errors import UnsupportedFeatureError
 from use.qbeast.reader import expression_to_predicate, plan_read
 from use.qbeast.snapshot import QbeastSnapshot
 from use.sql.protocol import SCAN_FILES_SCHEMA, PlanScansReply, PlanScansRequest, SampleFilter, ScanPlan, arrow_stream
@@ -45,7 +49,8 @@ def scan_plan(
 ) -> ScanPlan:
     """The files one scan reads (rows of a snapshot's `files`) as the shim reads them: an Arrow
     stream of URIs, sizes, times and partition values by `keys` (physical names under Delta column
-    mapping; "" is null, as in Delta), the snapshot's totals and a Qbeast sample's row filter."""
+    mapping; "" is null, as in Delta), the rows each file's deletion vector deletes
+    (`deleted_rows_column`), the snapshot's totals and a Qbeast sample's row filter."""
     partition_values: list[list[str | None]] = [[] for _ in range(files.num_rows)]
     if keys and files.num_rows:
         partition_values = [
@@ -58,10 +63,31 @@ def scan_plan(
             files.column("size").cast(pa.int64()),
             files.column("modification_time").cast(pa.int64()),
             pa.array(partition_values, pa.list_(pa.string())),
+            deleted_rows_column(root, files),
         ],
         schema=SCAN_FILES_SCHEMA,
     )
     return ScanPlan(version, arrow_stream(rows), total_files, total_bytes, sample)
+
+
+def deleted_rows_column(root: str, files: pa.Table) -> pa.Array:
+    """Per file, the rows its deletion vector deletes as a portable 32-bit roaring bitmap, which the
+    shim's parquet reader drops (`DeletedRows` in the shim); null for a file without one. The vectors
+    are read and checked here, once per query: a damaged one fails the query with
+    CorruptDeletionVectorError before any row is read."""
+    out: list[bytes | None] = [None] * files.num_rows
+    deleted = deleted_rows(root, files, root)
+    if len(deleted):
+        position = {p: i for i, p in enumerate(files.column("path").to_pylist())}
+        for path, rows in zip(deleted.paths, deleted.rows, strict=True):
+            if len(rows) and int(rows[-1]) >= 1 << 32:
+                raise UnsupportedFeatureError(
+                    f"the deletion vector of {path} in table {root} deletes row {int(rows[-1])}: SQL scans read files of up "
+                    "to 2^32 rows; read the table with the Python API (DeltaTable.read)",
+                    feature="deletionVectors",
+                )
+            out[position[path]] = BitMap(rows.astype(np.uint32)).serialize()
+    return pa.array(out, pa.binary())
 
 
 def _scan(qsnap: QbeastSnapshot, sample: float | None, predicate: Any, *, pinned: bool = False) -> ScanPlan:

@@ -299,14 +299,22 @@ class SampleFilter:
 
 #: The rows of `ScanPlan.files`: one per file.
 SCAN_FILES_SCHEMA = pa.schema(
-    [("uri", pa.string()), ("size", pa.int64()), ("modification_time", pa.int64()), ("partition_values", pa.list_(pa.string()))]
+    [
+        ("uri", pa.string()),
+        ("size", pa.int64()),
+        ("modification_time", pa.int64()),
+        ("partition_values", pa.list_(pa.string())),
+        # the rows the file's deletion vector deletes: a portable 32-bit roaring bitmap (null: none)
+        ("deleted_rows", pa.binary()),
+    ]
 )
 
 
 @dataclass(frozen=True)
 class ScanPlan:
     """The files one scan reads, an Arrow IPC stream of `SCAN_FILES_SCHEMA` (URI, size,
-    modification time, partition values in the table's partition columns' order, null for null),
+    modification time, partition values in the table's partition columns' order, null for null,
+    the rows its deletion vector deletes as a portable roaring bitmap, null without one),
     and the snapshot's totals for EXPLAIN."""
 
     version: int

@@ -188,7 +188,9 @@ object UseAnalysis {
   def fileScan(spark: SparkSession, index: UseFileIndex, catalogTable: Option[CatalogTable], output: Seq[AttributeReference],
                isStreaming: Boolean): LogicalPlan = {
     val meta = index.meta
-    val fs = HadoopFsRelation(index, meta.partitionSchema, meta.storedDataSchema, None, new UseParquetFormat(""), Map.empty[String, String])(spark)
+    // a planned index (a stream's batch) drops its files' deleted rows; an unplanned one is planned later
+    val format = new UseParquetFormat("", index.planned.map(p => DeletedRows.of(p.files)).getOrElse(DeletedRows.empty))
+    val fs = HadoopFsRelation(index, meta.partitionSchema, meta.storedDataSchema, None, format, Map.empty[String, String])(spark)
     val relation = catalogTable match {
       case Some(ct) => LogicalRelation(fs, ct).copy(isStreaming = isStreaming)
       case None => LogicalRelation(fs, isStreaming)

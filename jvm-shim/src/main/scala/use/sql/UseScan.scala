@@ -24,8 +24,9 @@ import org.apache.spark.sql.sources.{Filter => SourceFilter}
 import org.apache.spark.sql.types.{ArrayType, DataType, DoubleType, FloatType, MapType, StructType}
 import org.apache.spark.sql.use.ArrowRows
 
-/** One data file of a scan. */
-case class ScanFile(uri: String, size: Long, modificationTime: Long, partitionValues: Seq[String])
+/** One data file of a scan; `deletedRows`, the portable roaring bitmap of the rows its deletion
+  * vector deletes (`DeletedRows`). */
+case class ScanFile(uri: String, size: Long, modificationTime: Long, partitionValues: Seq[String], deletedRows: Option[Array[Byte]] = None)
 
 /** The files one scan reads, as the Python side selected them from one snapshot (after partition
   * pruning, Delta stats skipping, and for Qbeast tables cube-space and sample weight pruning), and
@@ -43,7 +44,10 @@ case class PlannedScan(
   /** What EXPLAIN shows (in the scan's Format): the files kept out of the snapshot's files. */
   def label(meta: TableMeta, sample: Option[Double]): String =
     s"USE ${meta.provider} version $version: ${files.size} of $totalFiles files ($keptBytes of $totalBytes bytes)" +
-      sample.map(f => s", sample $f").getOrElse("")
+      sample.map(f => s", sample $f").getOrElse("") + {
+        val withDv = files.count(_.deletedRows.isDefined)
+        if (withDv > 0) s", $withDv with deletion vectors" else ""
+      }
 }
 
 /** A scan to plan: the table, the version (None: the latest when planned), a Qbeast sample
@@ -52,13 +56,14 @@ case class ScanQuery(meta: TableMeta, version: Option[Long], sample: Option[Doub
 
 object PlannedScan {
   /** A plan as the Python side sent it: its files from their Arrow rows (uri, size, modification
-    * time, partition values). */
+    * time, partition values, the bitmap of the rows a deletion vector deletes or null). */
   private[sql] def of(p: ScanPlan): PlannedScan = {
     val (_, rows) = ArrowRows.read(p.files)
     val files = rows.toSeq.map { r =>
       val parts = r.getArray(3)
       ScanFile(r.getUTF8String(0).toString, r.getLong(1), r.getLong(2),
-        (0 until parts.numElements()).map(i => if (parts.isNullAt(i)) null else parts.getUTF8String(i).toString))
+        (0 until parts.numElements()).map(i => if (parts.isNullAt(i)) null else parts.getUTF8String(i).toString),
+        if (r.isNullAt(4)) None else Some(r.getBinary(4)))
     }
     PlannedScan(p.version, files, p.totalFiles, p.totalBytes, p.sample.map(_.columns).getOrElse(Nil), p.sample.map(_.upper))
   }
@@ -83,10 +88,15 @@ object PlannedScan {
   * filters still run on the rows (Spark keeps them above the scan); files are still skipped by
   * the log's stats, which USE reads with Spark's semantics. The no-argument form is the data
   * source the Python reader names (`use.qbeast.reader.scan`). */
-class UseParquetFormat(val label: String) extends ParquetFileFormat {
+class UseParquetFormat(val label: String, val deleted: DeletedRows) extends ParquetFileFormat {
+  def this(label: String) = this(label, DeletedRows.empty)
   def this() = this("")
 
   override def toString: String = if (label.isEmpty) "Parquet" else s"Parquet, $label"
+
+  /** Rows, not columnar batches, when rows are to be dropped by deletion vectors (`DeletedRows`). */
+  override def supportBatch(sparkSession: SparkSession, schema: StructType): Boolean =
+    deleted.isEmpty && super.supportBatch(sparkSession, schema)
 
   override def buildReaderWithPartitionValues(
       sparkSession: SparkSession,
@@ -95,10 +105,12 @@ class UseParquetFormat(val label: String) extends ParquetFileFormat {
       requiredSchema: StructType,
       filters: Seq[SourceFilter],
       options: Map[String, String],
-      hadoopConf: Configuration): PartitionedFile => Iterator[InternalRow] =
-    super.buildReaderWithPartitionValues(
-      sparkSession, dataSchema, partitionSchema, requiredSchema,
-      filters.filterNot(UseParquetFormat.readsFloatingPoint(dataSchema)), options, hadoopConf)
+      hadoopConf: Configuration): PartitionedFile => Iterator[InternalRow] = {
+    val pushed = filters.filterNot(UseParquetFormat.readsFloatingPoint(dataSchema))
+    def read(required: StructType): PartitionedFile => Iterator[InternalRow] =
+      super.buildReaderWithPartitionValues(sparkSession, dataSchema, partitionSchema, required, pushed, options, hadoopConf)
+    if (deleted.isEmpty) read(requiredSchema) else DeletedRows.filtered(read, requiredSchema, partitionSchema, deleted)
+  }
 }
 
 object UseParquetFormat {
@@ -151,8 +163,14 @@ class UseFileIndex(
 
   def withPlan(plan: PlannedScan): UseFileIndex = new UseFileIndex(meta, pinnedVersion, sample, Some(plan))
 
-  private def currentPlan(filters: Seq[Expression]): PlannedScan =
-    planned.getOrElse(PlannedScan.plan(Seq(ScanQuery(meta, pinnedVersion, None, filters.reduceOption(And).map(meta.withLogicalNames)))).head)
+  private def currentPlan(filters: Seq[Expression]): PlannedScan = planned.getOrElse {
+    val plan = PlannedScan.plan(Seq(ScanQuery(meta, pinnedVersion, None, filters.reduceOption(And).map(meta.withLogicalNames)))).head
+    // only a planned scan's format drops deleted rows (`UsePrepareScans`): never list such files unplanned
+    if (plan.files.exists(_.deletedRows.isDefined))
+      throw new UseException(s"table ${meta.uri} has files with deletion vectors (Delta feature deletionVectors), which this " +
+        "scan cannot drop; query the table with SQL or the Python API", "USE_UNSUPPORTED_FEATURE_ERROR", null, "0A000")
+    plan
+  }
 
   private def status(f: ScanFile): FileStatusWithMetadata =
     FileStatusWithMetadata(new FileStatus(f.size, false, 0, UseFileIndex.BlockSize, f.modificationTime, new Path(new URI(f.uri))))
@@ -262,7 +280,8 @@ class UsePrepareScans(spark: SparkSession) extends Rule[LogicalPlan] {
       case l: LogicalRelation if byRelation.containsKey(l) =>
         val (_, fs, index) = unplanned(l).get
         val scanPlan = byRelation.get(l)
-        val planned = replaceRelation(l, fs, index.withPlan(scanPlan), Some(new UseParquetFormat(scanPlan.label(index.meta, index.sample))))
+        val format = new UseParquetFormat(scanPlan.label(index.meta, index.sample), DeletedRows.of(scanPlan.files))
+        val planned = replaceRelation(l, fs, index.withPlan(scanPlan), Some(format))
         scanPlan.sampleUpper match {
           case Some(upper) =>
             val columns = scanPlan.sampleColumns.map { c =>
