@@ -259,8 +259,13 @@ def test_vacuum_force_is_for_administrators(secure) -> None:
     before = files()
     _assert_denied(_run(secure, "bob", vacuum), "administrators", "bob")
     assert files() == before
+    # a dry run deletes nothing, so anyone may ask what a forced vacuum would delete
+    dry = _run(secure, "bob", vacuum.replace("force => true", "dry_run => true, force => true"))
+    assert isinstance(dry, list) and dry and not any(deleted for _, _, deleted in dry), dry
+    assert files() == before
     rows = _run(secure, "alice", vacuum)
     assert isinstance(rows, list) and rows and len(files()) == len(before) - len(rows)  # the overwritten files
+    assert sorted(path for path, _, _ in rows) == sorted(path for path, _, _ in dry)  # what the dry run listed
     assert _run(secure, "bob", "CALL use_catalog.system.vacuum(table => 'swept', dry_run => true)") == []  # without force: anyone
 
 

@@ -132,14 +132,19 @@ object UseProcedures {
 
     /** Confined file access (`UseAccess`): the table's location lies under an allowed root, and
       * `force => true` on vacuum (which deletes files younger than the retention) is for
-      * administrators. Spark runs a procedure while analysing the CALL, before any check rule. */
+      * administrators, unless with `dry_run => true`, which deletes nothing and only lists the files.
+      * Spark runs a procedure while analysing the CALL, before any check rule. */
     private def checkAccess(input: InternalRow, tables: Map[String, TableRef]): Unit = {
       tables.values.flatMap(_.location)
         .foreach(location => UseAccess.check(session, location, s"the table of CALL use_catalog.$Namespace.${spec.name}"))
-      val force = spec.params.zipWithIndex.exists { case (p, i) =>
-        p.name == "force" && !input.isNullAt(i) && String.valueOf(input.get(i, p.dataType)).trim.equalsIgnoreCase("true")
+      if (spec.name == "vacuum" && isTrue(input, "force") && !isTrue(input, "dry_run")) {
+        UseAccess.requireAdmin(session, "VACUUM with force => true (without dry_run => true)")
       }
-      if (spec.name == "vacuum" && force) UseAccess.requireAdmin(session, "VACUUM with force => true")
+    }
+
+    /** Whether the argument `name` is given as true (a default is false for the flags read here). */
+    private def isTrue(input: InternalRow, name: String): Boolean = spec.params.zipWithIndex.exists { case (p, i) =>
+      p.name == name && !input.isNullAt(i) && String.valueOf(input.get(i, p.dataType)).trim.equalsIgnoreCase("true")
     }
 
     override def call(input: InternalRow): util.Iterator[Scan] = {
