@@ -25,7 +25,18 @@ $(ORACLES): tests/oracles/pom.xml tests/oracles/jars.sha256 tests/oracles/fetch.
 
 oracles: $(ORACLES)
 
-setup: $(VENV)/.installed $(ORACLES)
+# A real LDAP server for the LDAP authentication test (tests/server/test_serve_security.py starts its
+# own slapd on a free port; the package's own service is not used). Without apt-get or root the test
+# is skipped and says why.
+LDAP := /usr/sbin/slapd
+$(LDAP):
+	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		{ DEBIAN_FRONTEND=noninteractive apt-get install -y -q slapd ldap-utils >/dev/null 2>&1 || \
+		  { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q slapd ldap-utils >/dev/null 2>&1; } || \
+		  echo "slapd could not be installed: the LDAP test will be skipped"; }; \
+	else echo "slapd not installed (needs root and apt-get): the LDAP test will be skipped"; fi
+
+setup: $(VENV)/.installed $(ORACLES) $(LDAP)
 
 run: $(VENV)/.installed
 	$(VENV)/bin/use serve --demo
@@ -36,7 +47,7 @@ run: $(VENV)/.installed
 # each tier's output goes to build/test-logs/<tier>.log and is printed whole when the tier ends
 # (tests/run_tiers.py), and make fails if any tier fails.
 # The JVM shim is compiled once before, not by the first session of each tier.
-test: lint $(ORACLES)
+test: lint $(ORACLES) $(LDAP)
 	$(PY) -m use.shim >/dev/null
 	$(PY) tests/run_tiers.py unit spark server
 

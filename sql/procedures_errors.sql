@@ -7,7 +7,7 @@ CALL use_catalog.system.optimize(table => 'no_such_table');
 
 CALL use_catalog.system.optimize(table => 'no_db.t');
 
-CALL use_catalog.system.optimize(table => '/no/such/dir');
+CALL use_catalog.system.optimize(table => '${SCRATCH}/no/such/dir');
 
 CALL use_catalog.system.optimize(table => 'p');
 

@@ -8,6 +8,8 @@ serve` subprocesses over JDBC). A unit test that asks for Spark fails, so the fa
 
 from __future__ import annotations
 
+import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -134,6 +136,12 @@ def update_golden(request) -> bool:
     return bool(request.config.getoption("--update-golden"))
 
 
+# The JDBC tests' tables and scratch directories (golden scripts' ${SCRATCH}, tmp_path) lie in the
+# temp dir, outside a server's data dir: the shared servers allow it (`use serve --allowed-root`).
+# Their JDBC clients (server_support, golden.py) connect as $USER or use-tests and may VACUUM with force.
+_TEMP_ROOT = ("--allowed-root", tempfile.gettempdir(), "--admin", ",".join({"use-tests", os.environ.get("USER", "use-tests")}))
+
+
 @pytest.fixture(scope="session")
 def use_server(tmp_path_factory):
     """One `use serve` subprocess shared by every JDBC test (one more JVM per run, not one per
@@ -146,7 +154,7 @@ def use_server(tmp_path_factory):
     from server_support import ServerProcess
 
     root = tmp_path_factory.mktemp("use-serve")
-    server = ServerProcess(root / "data", root / "cwd")
+    server = ServerProcess(root / "data", root / "cwd", args=_TEMP_ROOT)
     server.start()
     yield server
     code = server.stop(signal.SIGINT)
@@ -166,7 +174,7 @@ def service_server(tmp_path_factory):
     from server_support import ServerProcess
 
     root = tmp_path_factory.mktemp("use-serve-service")
-    server = ServerProcess(root / "data", root / "cwd", args=("--conf", "spark.qbeast.use.optimization-interval=2s"))
+    server = ServerProcess(root / "data", root / "cwd", args=("--conf", "spark.qbeast.use.optimization-interval=2s", *_TEMP_ROOT))
     server.start()
     yield server
     server.stop(signal.SIGINT)

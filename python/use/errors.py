@@ -115,6 +115,11 @@ class ServerError(UseError):
     Thrift server never listened)."""
 
 
+class AccessDeniedError(UseError):
+    """A statement or connection was refused by the server's access rules: a path outside the
+    allowed roots, a setting a session may not change, an administrator's operation (SQLSTATE 42501)."""
+
+
 class ShimBuildError(UseError):
     """The JVM shim's Scala sources could not be compiled (or are not installed)."""
 

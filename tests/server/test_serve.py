@@ -69,6 +69,7 @@ def test_a_port_in_use_is_a_one_line_error(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         done = _serve(["--data-dir", str(tmp_path / "data"), "--port", str(port)], tmp_path)
     _assert_one_line_error(done, f"port {port}", "already in use", "--port")
+    assert not (tmp_path / "data").exists()  # a failed start leaves a fresh data dir uncreated
 
 
 def test_an_unwritable_data_dir_is_a_one_line_error(tmp_path: Path) -> None:

@@ -160,7 +160,12 @@ def test_every_error_class_follows_one_naming_rule() -> None:
         outside = text.replace(kinds_object, "") if path.name == "Bridge.scala" else text
         assert not re.findall(r'"USE_[A-Z0-9_]*"', outside), path
     known = python_kinds | shim_kinds
-    environment = {"USE_DELTA_MIRRORS", "USE_SPARK_MASTER", "USE_QBEAST_SPARK_JARS", "USE_SHARED_DATA"}  # variables, not error classes
+    environment = {
+        "USE_DELTA_MIRRORS",
+        "USE_SPARK_MASTER",
+        "USE_QBEAST_SPARK_JARS",
+        "USE_SHARED_DATA",
+    }  # variables, not error classes
     named = [root / "README.md", *(root / "docs").rglob("*.md"), *(root / "sql").glob("*.out")]
     named += [*(root / "tests").rglob("test_sql_*.py"), *(root / "tests").rglob("test_serve*.py")]
     for path in named:

@@ -147,3 +147,92 @@ def test_the_demo_prints_client_commands_that_work_from_any_directory(tmp_path: 
     assert "TTransportException" in done.stderr or "Could not connect" in done.stderr, done.stderr
     text = "\n".join(printed)
     assert shlex.quote(sys.executable) in text and "$(.venv/" not in text and "  .venv/" not in text
+
+
+# --- authentication and confined file access ----------------------------------------------------
+
+
+def test_auth_flags_become_hive_settings_and_system_properties(tmp_path: Path) -> None:
+    from use.server.config import AuthOptions
+    from use.server.passwords import add_user
+
+    users = tmp_path / "users"
+    add_user(users, "alice", "pw", iterations=1000)
+    auth = AuthOptions.from_flags("password", str(users))
+    conf = spark_conf(ServerOptions.from_flags(tmp_path / "data", auth=auth))
+    assert conf["spark.hadoop.hive.server2.authentication"] == "CUSTOM"
+    assert conf["spark.hadoop.hive.server2.custom.authentication.class"] == "use.shim.PasswordFileAuthenticator"
+    java = shlex.split(conf["spark.driver.extraJavaOptions"])
+    assert f"-Duse.auth.passwordFile={users}" in java and "-Dhive.server2.authentication=CUSTOM" in java
+    ldap = AuthOptions.from_flags("ldap", ldap_url="ldap://127.0.0.1:389", ldap_base_dn="ou=people,dc=x")
+    conf = spark_conf(ServerOptions.from_flags(tmp_path / "data", auth=ldap))
+    assert conf["spark.hadoop.hive.server2.authentication.ldap.url"] == "ldap://127.0.0.1:389"
+    assert "-Dhive.server2.authentication.ldap.baseDN=ou=people,dc=x" in shlex.split(conf["spark.driver.extraJavaOptions"])
+    assert "pw" not in " ".join(conf.values()).split()  # the file's path goes along, never a password
+
+
+@pytest.mark.parametrize(
+    "mode,kwargs,fragment",
+    [
+        ("password", {}, "needs --password-file"),
+        ("password", {"password_file": "/no/such/file"}, "does not exist"),
+        ("ldap", {"ldap_base_dn": "ou=x"}, "needs --ldap-url"),
+        ("ldap", {"ldap_url": "http://x", "ldap_base_dn": "ou=x"}, "needs --ldap-url"),
+        ("ldap", {"ldap_url": "ldap://x"}, "needs --ldap-base-dn"),
+        (None, {"password_file": "/x"}, "--password-file is for --auth password"),
+        ("none", {"ldap_url": "ldap://x"}, "are for --auth ldap"),
+        ("kerberos", {}, "not one of"),
+    ],
+)
+def test_bad_auth_flags_are_refused(mode, kwargs, fragment) -> None:
+    from use.server.config import AuthOptions
+
+    with pytest.raises(ConfigError, match=fragment):
+        AuthOptions.from_flags(mode, **kwargs)
+
+
+def test_an_empty_password_file_is_refused(tmp_path: Path) -> None:
+    from use.server.config import AuthOptions
+
+    (tmp_path / "users").write_text("# nobody yet\n")
+    with pytest.raises(ConfigError, match="has no users"):
+        AuthOptions.from_flags("password", str(tmp_path / "users"))
+
+
+def test_a_network_host_needs_an_explicit_auth(tmp_path: Path) -> None:
+    from use.server.config import AuthOptions, check_exposure
+
+    for host in ("0.0.0.0", "192.0.2.1", "::"):
+        with pytest.raises(ConfigError, match="--auth none"):
+            check_exposure(ServerOptions.from_flags(tmp_path, host=host))
+        check_exposure(ServerOptions.from_flags(tmp_path, host=host, auth=AuthOptions.from_flags("none")))
+    for host in ("127.0.0.1", "::1", "localhost", "127.0.0.2"):
+        check_exposure(ServerOptions.from_flags(tmp_path, host=host))
+
+
+def test_the_roots_and_administrators_of_a_server(tmp_path: Path, monkeypatch) -> None:
+    import getpass
+
+    from use.optimize.keys import ADMINS_KEY, ALLOWED_ROOTS_KEY
+    from use.server.config import AuthOptions
+    from use.server.passwords import add_user
+
+    monkeypatch.chdir(tmp_path)
+    options = ServerOptions.from_flags("data", allowed_roots=["lake", "/srv/x"])
+    conf = spark_conf(options)
+    assert conf[ALLOWED_ROOTS_KEY].split(",") == [
+        str(tmp_path / "data"),
+        str(tmp_path / "data" / "warehouse"),
+        str(tmp_path / "lake"),
+        "/srv/x",
+    ]
+    assert conf[ADMINS_KEY] == getpass.getuser()  # no authentication: the server is its owner's
+    add_user(tmp_path / "users", "alice", "pw", iterations=1000)
+    auth = AuthOptions.from_flags("password", str(tmp_path / "users"))
+    assert spark_conf(ServerOptions.from_flags("data", auth=auth))[ADMINS_KEY] == ""  # nobody unless named
+    assert spark_conf(ServerOptions.from_flags("data", auth=auth, admins=["alice,bob", "carol"]))[ADMINS_KEY] == "alice,bob,carol"
+    with pytest.raises(ConfigError, match="user name"):
+        ServerOptions.from_flags("data", admins=["no body"])
+    for key in (ALLOWED_ROOTS_KEY, ADMINS_KEY, "spark.qbeast.use.session.user", "spark.hadoop.hive.server2.authentication"):
+        with pytest.raises(ConfigError, match="cannot be set"):
+            parse_conf_pairs([f"{key}=x"])

@@ -11,12 +11,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from use.cli import demo, history, optimize, properties, restore, serve, vacuum
+from use.cli import demo, history, optimize, passwd, properties, restore, serve, vacuum
 from use.errors import CLI, UseError
 
 # Subcommand modules, in the order `use --help` lists them. `--help` imports them all, so each
 # defers what imports Spark into the function that runs its command.
-SUBCOMMANDS = (demo, optimize, vacuum, restore, history, properties, serve)
+SUBCOMMANDS = (demo, optimize, vacuum, restore, history, properties, serve, passwd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from use.errors import ConfigError
-from use.server.config import DEFAULT_DATA_DIR, DEFAULT_HOST, DEFAULT_MASTER, DEFAULT_PORT, ServerOptions
+from use.server.config import (
+    AUTH_MODES,
+    DEFAULT_DATA_DIR,
+    DEFAULT_HOST,
+    DEFAULT_MASTER,
+    DEFAULT_PORT,
+    AuthOptions,
+    ServerOptions,
+    is_loopback,
+)
 from use.server.demo import DEMO_INTERVAL, demo_conf, demo_services, print_demo
 
 
@@ -37,6 +47,33 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="a Spark conf for the server's session (repeatable), e.g. --conf spark.driver.memory=8g",
     )
     parser.add_argument(
+        "--auth",
+        choices=AUTH_MODES,
+        default=None,
+        help="who may connect: password (users of --password-file, see `use passwd`), ldap (a simple bind as "
+        "uid=USER,<--ldap-base-dn> on --ldap-url), none (anyone who reaches the port). Default: none, and only on a "
+        "loopback --host; another --host needs --auth",
+    )
+    parser.add_argument("--password-file", metavar="FILE", help="--auth password: the users' file `use passwd` writes")
+    parser.add_argument("--ldap-url", metavar="URL", help="--auth ldap: the LDAP server, e.g. ldap://ldap.example.org:389")
+    parser.add_argument("--ldap-base-dn", metavar="DN", help="--auth ldap: where users are, e.g. ou=people,dc=example,dc=org")
+    parser.add_argument(
+        "--admin",
+        action="append",
+        default=[],
+        metavar="USER[,USER...]",
+        help="users who may run administrators' operations (VACUUM with force => true); default: the process owner "
+        "without --auth, nobody with it",
+    )
+    parser.add_argument(
+        "--allowed-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a directory SQL statements may read and write besides the data dir (repeatable); paths outside every "
+        "allowed root are refused",
+    )
+    parser.add_argument(
         "--no-service",
         action="store_true",
         help="do not run the continuous optimization service (tables are optimized only when asked)",
@@ -53,11 +90,20 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def run(args: argparse.Namespace) -> int:
     from use.server.process import serve  # deferred: imports pyspark; `use --help` imports every subcommand module
 
-    if not args.demo:
-        options = ServerOptions.from_flags(args.data_dir, args.host, args.port, args.master, args.conf, not args.no_service)
-        return serve(options)
-
-    if args.no_service:
+    if args.demo and args.no_service:
         raise ConfigError("--demo shows the optimization service at work; leave out --no-service")
-    options = ServerOptions.from_flags(args.data_dir, args.host, args.port, args.master, demo_conf(args.conf))
+    auth = AuthOptions.from_flags(args.auth, args.password_file, args.ldap_url, args.ldap_base_dn)
+    conf = demo_conf(args.conf) if args.demo else args.conf
+    options = ServerOptions.from_flags(
+        args.data_dir, args.host, args.port, args.master, conf, not args.no_service, auth, args.admin, args.allowed_root
+    )
+    if auth.mode == "none" and not is_loopback(options.host):
+        print(
+            f"use serve: warning: --auth none on --host {options.host}: anyone who reaches port {options.port} runs SQL "
+            "as this server, with no password",
+            file=sys.stderr,
+            flush=True,
+        )
+    if not args.demo:
+        return serve(options)
     return serve(options, demo_services(options), after_ready=print_demo)

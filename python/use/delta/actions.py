@@ -342,6 +342,7 @@ class CommitInfo:
     isolation_level: str
     tags: Mapping[str, str]
     user_metadata: str | None = None
+    user_name: str | None = None
 
     def to_action(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -359,6 +360,8 @@ class CommitInfo:
             body["readVersion"] = self.read_version
         if self.user_metadata is not None:
             body["userMetadata"] = self.user_metadata
+        if self.user_name is not None:
+            body["userName"] = self.user_name
         return {"commitInfo": body}
 
 

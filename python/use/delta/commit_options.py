@@ -44,11 +44,13 @@ class CommitRecorder:
 class CommitOptions:
     """What every commit of one statement carries: `user_metadata` (unless a commit gives its own),
     `table_defaults` (the properties a table it creates takes where its own do not set them), and
-    `recorder` (None: the commits are not recorded)."""
+    `recorder` (None: the commits are not recorded), and `user_name`, the user the statement runs for
+    (`commitInfo.userName`: a JDBC session's user in `use serve`)."""
 
     user_metadata: str | None = None
     table_defaults: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     recorder: CommitRecorder | None = None
+    user_name: str | None = None
 
 
 #: Commits that carry nothing of a statement (an optimization's, a conversion's, the Python API's own).

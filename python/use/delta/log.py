@@ -191,6 +191,7 @@ class DeltaLog:
             isolation_level="Serializable",
             tags={},
             user_metadata=commit_options.user_metadata,
+            user_name=commit_options.user_name,
         )
         data = ("\n".join(action_json_line(a) for a in (info, protocol, metadata, *first)) + "\n").encode()
         path = os.path.join(self.log_dir, commit_name(0))

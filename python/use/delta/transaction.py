@@ -347,6 +347,7 @@ class Transaction:
             isolation_level=self.isolation_level,
             tags=tags,
             user_metadata=user_metadata if user_metadata is not None else self.commit_options.user_metadata,
+            user_name=self.commit_options.user_name,
         )
         lines = [action_json_line(info)]
         if self._protocol is not None:

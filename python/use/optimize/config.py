@@ -81,11 +81,14 @@ from use.optimize.config_values import (
     parse_timestamp_ms,
 )
 from use.optimize.keys import (
+    ADMINS_KEY,
+    ALLOWED_ROOTS_KEY,
     GC_ENABLED_KEY,
     GC_INTERVAL_KEY,
     INTERVAL_KEY,
     MAX_CONCURRENT_KEY,
     PREFIX,
+    SESSION_USER_KEY,
     SPARK_OPT_PREFIX,
     SPARK_PREFIX,
 )
@@ -247,6 +250,19 @@ def _markdown() -> str:
         f"| `{MAX_CONCURRENT_KEY}` | integer >= 1 | {DEFAULT_MAX_CONCURRENT} | optimization runs the service runs at once |"
     )
     rows.append(f"| `{GC_INTERVAL_KEY}` | duration | 1 hour | period of the service's GC of tables with `{GC_ENABLED_KEY}` |")
+    rows.append(
+        f"| `{ALLOWED_ROOTS_KEY}` | comma-separated directories or URIs | unset (anywhere); `use serve`: its data dir and "
+        "warehouse, plus `--allowed-root` | every path a SQL statement reads or writes must lie under one; a SQL session "
+        "cannot change it |"
+    )
+    rows.append(
+        f"| `{ADMINS_KEY}` | comma-separated user names | unset (no check); `use serve`: `--admin`, else the process "
+        "owner without `--auth`, else nobody | the users who may run VACUUM with `force => true` |"
+    )
+    rows.append(
+        f"| `{SESSION_USER_KEY}` | set by `use serve` | | the JDBC user of a SQL session; USE's commits record it as "
+        "`commitInfo.userName` |"
+    )
     rows.append(f"| `{SPARK_OPT_PREFIX}<key>` | as `{PREFIX}<key>` | | session default of a table key |")
     return "\n".join(rows)
 
@@ -380,7 +396,14 @@ def parse_argument(name: str, raw: Any, surface: str = PYTHON) -> Any:
 
 
 #: The service's own Spark conf keys (besides `spark.qbeast.use.optimization.<key>`).
-SERVICE_KEYS: tuple[str, ...] = (INTERVAL_KEY, MAX_CONCURRENT_KEY, GC_INTERVAL_KEY)
+SERVICE_KEYS: tuple[str, ...] = (
+    INTERVAL_KEY,
+    MAX_CONCURRENT_KEY,
+    GC_INTERVAL_KEY,
+    ALLOWED_ROOTS_KEY,
+    ADMINS_KEY,
+    SESSION_USER_KEY,
+)
 
 
 def _check_service_keys(conf: Mapping[str, str]) -> None:

@@ -251,8 +251,12 @@ class _StopWatcher:
                 break
         # Cancelling reaches only the group's running jobs, so keep cancelling until the task ends; a
         # quick job that still runs between two cancels is caught before the commit (`requested`).
+        # Only a group with an active job is cancelled: Spark logs a warning for every cancel that
+        # finds none, which filled the server's log while tasks ended between jobs.
+        tracker = self._sc.statusTracker()
         while not self._done.is_set():
-            self._sc.cancelJobGroup(self._group)
+            if set(tracker.getJobIdsForGroup(self._group)) & set(tracker.getActiveJobsIds()):
+                self._sc.cancelJobGroup(self._group)
             self._done.wait(timeout=0.05)
 
     def requested(self) -> bool:

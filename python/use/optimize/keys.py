@@ -8,6 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 __all__ = [
+    "ADMINS_KEY",
+    "ALLOWED_ROOTS_KEY",
+    "SESSION_USER_KEY",
     "GC_ENABLED_KEY",
     "GC_INTERVAL_KEY",
     "INTERVAL_KEY",
@@ -26,6 +29,13 @@ SPARK_OPT_PREFIX = SPARK_PREFIX + "optimization."
 INTERVAL_KEY = SPARK_PREFIX + "optimization-interval"
 MAX_CONCURRENT_KEY = SPARK_PREFIX + "max-concurrent-optimizations"
 GC_INTERVAL_KEY = SPARK_PREFIX + "gc-interval"
+#: The directories statements may read and write (comma-separated; unset: anywhere). `use serve` sets
+#: it (its data dir and warehouse, plus `--allowed-root`); the shim's `UseAccess` enforces it.
+ALLOWED_ROOTS_KEY = SPARK_PREFIX + "allowedRoots"
+#: The users who may run administrators' operations (VACUUM with force); `use serve --admin`.
+ADMINS_KEY = SPARK_PREFIX + "admins"
+#: The JDBC user of a SQL session, set by `use serve` as the session opens (commits carry it as `userName`).
+SESSION_USER_KEY = SPARK_PREFIX + "session.user"
 #: Table property: the service garbage-collects the table (vacuum + expired log cleanup).
 GC_ENABLED_KEY = "use.gc.enabled"
 

@@ -12,6 +12,8 @@ tests and its documentation (docs/server.md) cannot drift apart.
 from __future__ import annotations
 
 import errno
+import getpass
+import ipaddress
 import os
 import shlex
 import socket
@@ -21,16 +23,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from use.errors import ConfigError, ServerError
-from use.optimize.keys import SPARK_CONF, SPARK_PREFIX
+from use.optimize.keys import ADMINS_KEY, ALLOWED_ROOTS_KEY, SESSION_USER_KEY, SPARK_CONF, SPARK_PREFIX
+from use.server.passwords import check_user_name, read_entries
 
 __all__ = [
+    "AUTH_MODES",
     "DEFAULT_DATA_DIR",
     "DEFAULT_HOST",
     "DEFAULT_PORT",
     "READY_PREFIX",
+    "AuthOptions",
     "DataDir",
     "ServerOptions",
     "check_data_dir",
+    "check_exposure",
     "check_port_free",
     "parse_conf_pairs",
     "spark_conf",
@@ -48,6 +54,16 @@ THRIFT_PORT_KEY = "spark.hadoop.hive.server2.thrift.port"
 THRIFT_HOST_KEY = "spark.hadoop.hive.server2.thrift.bind.host"
 METASTORE_URL_KEY = "spark.hadoop.javax.jdo.option.ConnectionURL"
 DRIVER_JAVA_OPTIONS_KEY = "spark.driver.extraJavaOptions"
+HIVE_AUTH_KEY = "hive.server2.authentication"
+HIVE_CUSTOM_AUTH_CLASS_KEY = "hive.server2.custom.authentication.class"
+HIVE_LDAP_URL_KEY = "hive.server2.authentication.ldap.url"
+HIVE_LDAP_BASE_DN_KEY = "hive.server2.authentication.ldap.baseDN"
+#: The shim's Hive CUSTOM authentication provider for `--auth password`, and the JVM system property
+#: naming its password file (`use.shim.PasswordFileAuthenticator`).
+PASSWORD_AUTHENTICATOR = "use.shim.PasswordFileAuthenticator"
+PASSWORD_FILE_PROPERTY = "use.auth.passwordFile"
+#: `--auth`: none (anyone who reaches the port), password (`use passwd`'s file), ldap (a simple bind).
+AUTH_MODES = ("none", "password", "ldap")
 
 # Keys a flag (or the server itself) decides; a `--conf` for them would be silently overridden or
 # would break the server, so it is refused with the flag to use instead.
@@ -58,6 +74,11 @@ _OWNED_KEYS: Mapping[str, str] = {
     METASTORE_URL_KEY: "use --data-dir (the metastore lives in DATA_DIR/metastore_db)",
     "spark.sql.warehouse.dir": "use --data-dir (managed tables live in DATA_DIR/warehouse)",
     "spark.sql.catalogImplementation": "the server always runs with the Hive metastore",
+    ALLOWED_ROOTS_KEY: "use --allowed-root DIR (the data dir and its warehouse are always allowed)",
+    ADMINS_KEY: "use --admin USER",
+    SESSION_USER_KEY: "the server sets it for each JDBC session",
+    **{f"spark.hadoop.{k}": "use --auth and its flags" for k in (HIVE_AUTH_KEY, HIVE_CUSTOM_AUTH_CLASS_KEY, HIVE_LDAP_URL_KEY)},
+    f"spark.hadoop.{HIVE_LDAP_BASE_DN_KEY}": "use --auth ldap --ldap-base-dn",
 }
 _WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 
@@ -111,6 +132,88 @@ class DataDir:
 
 
 @dataclass(frozen=True)
+class AuthOptions:
+    """Who may connect: `mode` one of `AUTH_MODES`, None when `--auth` was not given (no
+    authentication, allowed on loopback only)."""
+
+    mode: str | None = None
+    password_file: Path | None = None
+    ldap_url: str | None = None
+    ldap_base_dn: str | None = None
+
+    @classmethod
+    def from_flags(
+        cls, mode: str | None, password_file: str | None = None, ldap_url: str | None = None, ldap_base_dn: str | None = None
+    ) -> AuthOptions:
+        """Checked flags; `ConfigError` for a combination that cannot work (the host is checked
+        against them by `check_exposure`)."""
+        if mode is not None and mode not in AUTH_MODES:
+            raise ConfigError(f"--auth {mode!r} is not one of {', '.join(AUTH_MODES)}")
+        if password_file is not None and mode != "password":
+            raise ConfigError("--password-file is for --auth password; add --auth password or leave it out")
+        if (ldap_url is not None or ldap_base_dn is not None) and mode != "ldap":
+            raise ConfigError("--ldap-url and --ldap-base-dn are for --auth ldap; add --auth ldap or leave them out")
+        if mode == "password":
+            if password_file is None:
+                raise ConfigError("--auth password needs --password-file FILE; create it with `use passwd --file FILE add USER`")
+            path = Path(password_file).expanduser().absolute()
+            if not read_entries(path):
+                raise ConfigError(f"password file {path} has no users; add one with `use passwd --file {path} add USER`")
+            return cls(mode, password_file=path)
+        if mode == "ldap":
+            if not ldap_url or not ldap_url.startswith(("ldap://", "ldaps://")):
+                raise ConfigError("--auth ldap needs --ldap-url ldap://HOST:PORT (or ldaps://...)")
+            if not ldap_base_dn:
+                raise ConfigError(
+                    "--auth ldap needs --ldap-base-dn, e.g. ou=people,dc=example,dc=org (users bind as uid=USER,BASE)"
+                )
+            return cls(mode, ldap_url=ldap_url, ldap_base_dn=ldap_base_dn)
+        return cls(mode)
+
+    @property
+    def authenticates(self) -> bool:
+        return self.mode in ("password", "ldap")
+
+    def hive_conf(self) -> dict[str, str]:
+        """The Hive settings of the Thrift server's authentication (none: Hive's default NONE, any user name)."""
+        if self.mode == "password":
+            return {HIVE_AUTH_KEY: "CUSTOM", HIVE_CUSTOM_AUTH_CLASS_KEY: PASSWORD_AUTHENTICATOR}
+        if self.mode == "ldap":
+            return {HIVE_AUTH_KEY: "LDAP", HIVE_LDAP_URL_KEY: str(self.ldap_url), HIVE_LDAP_BASE_DN_KEY: str(self.ldap_base_dn)}
+        return {}
+
+    def describe(self) -> str:
+        """For the log: the mode and where users are checked (never a password or a hash)."""
+        if self.mode == "password":
+            return f"password (file {self.password_file})"
+        if self.mode == "ldap":
+            return f"ldap ({self.ldap_url}, uid=USER,{self.ldap_base_dn})"
+        return "none"
+
+
+def check_exposure(options: ServerOptions) -> None:
+    """`ConfigError` if the server would listen beyond this machine with no `--auth` given: anyone
+    who reaches the port would run SQL as the server. An explicit `--auth none` is allowed (the
+    command line warns)."""
+    if options.auth.mode is None and not is_loopback(options.host):
+        raise ConfigError(
+            f"--host {options.host or '(every interface)'} lets other machines connect, and without authentication "
+            "anyone who reaches the port runs SQL as this server: pass --auth password (with --password-file) or "
+            "--auth ldap, or --auth none to run without authentication anyway"
+        )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only this machine can reach `host` (a loopback address or `localhost`)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
 class ServerOptions:
     """The options of one `use serve` process, validated (see `from_flags`)."""
 
@@ -121,6 +224,11 @@ class ServerOptions:
     conf: Mapping[str, str] = field(default_factory=dict)
     #: Run the continuous optimization service (`use serve --no-service` turns it off).
     service: bool = True
+    auth: AuthOptions = field(default_factory=AuthOptions)
+    #: `--admin`: the users who may run administrators' operations (VACUUM with force).
+    admins: tuple[str, ...] = ()
+    #: `--allowed-root`: directories statements may use besides the data dir (absolute).
+    allowed_roots: tuple[str, ...] = ()
 
     @classmethod
     def from_flags(
@@ -131,6 +239,9 @@ class ServerOptions:
         master: str = DEFAULT_MASTER,
         conf_pairs: Sequence[str] = (),
         service: bool = True,
+        auth: AuthOptions | None = None,
+        admins: Sequence[str] = (),
+        allowed_roots: Sequence[str] = (),
     ) -> ServerOptions:
         """Options from the command line's values; `ConfigError` for a value that can never work
         (checks that depend on the machine's state are `check_data_dir` / `check_port_free`)."""
@@ -139,7 +250,25 @@ class ServerOptions:
         if not master.strip():
             raise ConfigError("--master is empty; pass a Spark master URL such as local[*]")
         conf = parse_conf_pairs(conf_pairs)
-        return cls(DataDir(Path(data_dir).expanduser().absolute()), host.strip(), port, master.strip(), conf, service)
+        auth = auth if auth is not None else AuthOptions()
+        names = tuple(check_user_name(a.strip()) for admin in admins for a in admin.split(",") if a.strip())
+        roots = tuple(str(Path(r).expanduser().absolute()) if "://" not in r else r for r in allowed_roots)
+        if any("," in r for r in roots):
+            raise ConfigError(f"--allowed-root {next(r for r in roots if ',' in r)!r} has a comma; pass a directory without one")
+        data = DataDir(Path(data_dir).expanduser().absolute())
+        return cls(data, host.strip(), port, master.strip(), conf, service, auth, names, roots)
+
+    @property
+    def admin_users(self) -> tuple[str, ...]:
+        """`--admin`, else the process owner when nobody authenticates (the server is theirs)."""
+        if self.admins or self.auth.authenticates:
+            return self.admins
+        return (getpass.getuser(),)
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """`spark.qbeast.use.allowedRoots`: the data dir, its warehouse, and `--allowed-root`."""
+        return (str(self.data_dir.root), str(self.data_dir.warehouse), *self.allowed_roots)
 
     @property
     def connect_host(self) -> str:
@@ -187,10 +316,16 @@ def spark_conf(options: ServerOptions) -> dict[str, str]:
 
     No `derby.system.home`: it made every JDBC session close retry for about 20 s."""
     d = options.data_dir
+    hive_auth = options.auth.hive_conf()
     java_options = [
         f"-Dderby.stream.error.file={d.derby_log}",
         f"-Djava.io.tmpdir={d.tmp}",
+        # Hive's authentication providers read their settings from a HiveConf of their own, which
+        # takes JVM system properties (not the session's spark.hadoop.* conf).
+        *(f"-D{k}={v}" for k, v in hive_auth.items()),
     ]
+    if options.auth.password_file is not None:
+        java_options.append(f"-D{PASSWORD_FILE_PROPERTY}={options.auth.password_file}")
     user_java_options = options.conf.get(DRIVER_JAVA_OPTIONS_KEY, "").strip()
     return {
         **SPARK_CONF,
@@ -203,6 +338,10 @@ def spark_conf(options: ServerOptions) -> dict[str, str]:
         "spark.hadoop.hive.exec.scratchdir": str(d.tmp / "hive"),
         THRIFT_PORT_KEY: str(options.port),
         THRIFT_HOST_KEY: options.host,
+        **{f"spark.hadoop.{k}": v for k, v in hive_auth.items()},
+        # confined file access (use.server.access; the shim's UseAccess enforces it)
+        ALLOWED_ROOTS_KEY: ",".join(options.roots),
+        ADMINS_KEY: ",".join(options.admin_users),
         # Spark splits this string like a shell would: quote what has spaces.
         DRIVER_JAVA_OPTIONS_KEY: " ".join([*(shlex.quote(o) for o in java_options), user_java_options]).strip(),
     }

@@ -43,7 +43,7 @@ from pyspark import SparkContext
 from use.errors import ServerError, UseError
 from use.runtime.jvm import driver_jvm
 from use.runtime.shim import shim_loaded
-from use.server.config import READY_PREFIX, ServerOptions, check_data_dir, check_port_free, spark_conf
+from use.server.config import READY_PREFIX, ServerOptions, check_data_dir, check_exposure, check_port_free, spark_conf
 from use.server.insight_views import create_insight_views
 from use.service import LocationSource, OptimizationService
 from use.service.metastore import CombinedSource, MetastoreEvents, MetastoreSource
@@ -116,11 +116,14 @@ class UseServer:
         SparkContext, built on the main thread, replaces the SIGINT handler with one that raises
         KeyboardInterrupt into whatever py4j call is running."""
         d = self.options.data_dir
+        # What can be checked without touching the data dir first: a failed start leaves a fresh
+        # data dir as it found it (nothing created).
+        check_port_free(self.options.host, self.options.port)
+        check_exposure(self.options)
         check_data_dir(d)
         self._lock()
         try:
             self._check_stop()
-            check_port_free(self.options.host, self.options.port)
             shutil.rmtree(d.tmp, ignore_errors=True)  # scratch of a previous run that was killed
             d.tmp.mkdir(parents=True)
             self._open_log()
@@ -131,6 +134,12 @@ class UseServer:
                 self.options.port,
                 self.options.master,
                 dict(self.options.conf),
+            )
+            log.info(
+                "authentication: %s; allowed roots: %s; administrators: %s",
+                self.options.auth.describe(),
+                ", ".join(self.options.roots),
+                ", ".join(self.options.admin_users) or "none",
             )
             started = time.monotonic()
             with _output_to(d.log_file):
@@ -296,6 +305,9 @@ class UseServer:
             logging.getLogger().removeHandler(self._log_handler)
             self._log_handler.close()
         if self._lock_fd is not None:
+            # A clean stop leaves no lock file behind (removed while still held, so no other server
+            # can take the old one meanwhile); a killed server's stale file is taken over by the next.
+            self.options.data_dir.lock_file.unlink(missing_ok=True)
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
 

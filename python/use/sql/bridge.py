@@ -30,6 +30,7 @@ import use.errors as E
 from use.delta.commit_options import CommitOptions
 from use.errors import SQL, UseError
 from use.optimize.auto_compact import compacting_after
+from use.optimize.keys import SESSION_USER_KEY
 from use.runtime.conf import session_table_defaults
 from use.runtime.jvm import driver_jvm
 from use.sql import dml, lake, procedures, save, scan, stream, tables, write
@@ -93,6 +94,7 @@ class Commits:
     `session` (the session of the DataFrame written, or the one the shim passes first): Delta's
     user metadata (the writer option `userMetadata`, else the session's `USER_METADATA_CONF`), the
     session's defaults for new tables' properties (`spark.databricks.delta.properties.defaults.*`),
+    the session's user (`spark.qbeast.use.session.user`, a JDBC session's in `use serve`: `userName`),
     and Delta's auto compaction of what the call wrote (`use.optimize.auto_compact`, `compaction`:
     AFTER_CALL or AFTER_STATEMENT), its settings checked before anything is written."""
 
@@ -120,7 +122,9 @@ class Method:
         with compacting if compacting is not None else contextlib.nullcontext() as recorder:
             defaults = session_table_defaults(session) if c.table_defaults else {}
             metadata = _user_metadata(request, session) if c.user_metadata else None
-            return self.run(spark, request, args, CommitOptions(metadata, defaults, recorder))
+            # the JDBC user `use serve` records in each session: commitInfo.userName
+            user = session.conf.get(SESSION_USER_KEY, None) or None
+            return self.run(spark, request, args, CommitOptions(metadata, defaults, recorder, user))
 
 
 def _user_metadata(request: Any, session: SparkSession) -> str | None:
@@ -189,6 +193,7 @@ def sql_state(exc: BaseException) -> str:
         ((E.NotAQbeastTableError,), "42809"),
         ((E.UnsupportedFeatureError,), "0A000"),
         ((E.ConcurrentModificationError,), "40001"),
+        ((E.AccessDeniedError,), "42501"),
         ((ValueError, LookupError, E.VersionNotFoundError), "22023"),
     ):
         if isinstance(exc, kinds):

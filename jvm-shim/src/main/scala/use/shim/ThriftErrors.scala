@@ -38,8 +38,15 @@ object ClientErrors {
 
   def clean(e: HiveSQLException): HiveSQLException = e match {
     case c: ClientError => c
-    case _ => new ClientError(message(e), e.getSQLState, e.getErrorCode)
+    case _ => new ClientError(message(e), sqlState(e), e.getErrorCode)
   }
+
+  /** The SQLSTATE of `e`, but a refusal of confined file access keeps its own (42501) when Spark
+    * wrapped it, e.g. raised while a file query's schema inference analysed its own plan. */
+  private def sqlState(e: Throwable): String =
+    Iterator.iterate(e)(_.getCause).takeWhile(_ != null).take(MaxCauses)
+      .collectFirst { case a: use.sql.UseAccessDenied => a.getSqlState }
+      .getOrElse(e match { case h: HiveSQLException => h.getSQLState; case _ => null })
 
   /** What is wrong, from the error that says it most precisely: the deepest Spark error of the
     * cause chain (the layers above it only repeat it with their class names), an analysis error
@@ -91,29 +98,33 @@ final class CleanErrorsCLIService(delegate: CLIService) extends CLIService(null)
     }
   }
 
+  // A session's settings are checked before it opens, and its user recorded once it is (`ThriftSessions`).
+  private def open(u: String, c: JMap[String, String])(body: => SessionHandle): SessionHandle =
+    clean { ThriftSessions.checkConf(c); ThriftSessions.opened(delegate, body, u) }
+
   override def openSession(u: String, p: String, c: JMap[String, String]): SessionHandle =
-    clean(delegate.openSession(u, p, c))
+    open(u, c)(delegate.openSession(u, p, c))
   override def openSession(v: TProtocolVersion, u: String, p: String, c: JMap[String, String]): SessionHandle =
-    clean(delegate.openSession(v, u, p, c))
+    open(u, c)(delegate.openSession(v, u, p, c))
   override def openSession(v: TProtocolVersion, u: String, p: String, ip: String, c: JMap[String, String]): SessionHandle =
-    clean(delegate.openSession(v, u, p, ip, c))
+    open(u, c)(delegate.openSession(v, u, p, ip, c))
   override def openSessionWithImpersonation(u: String, p: String, c: JMap[String, String], t: String): SessionHandle =
-    clean(delegate.openSessionWithImpersonation(u, p, c, t))
+    open(u, c)(delegate.openSessionWithImpersonation(u, p, c, t))
   override def openSessionWithImpersonation(v: TProtocolVersion, u: String, p: String, c: JMap[String, String], t: String): SessionHandle =
-    clean(delegate.openSessionWithImpersonation(v, u, p, c, t))
+    open(u, c)(delegate.openSessionWithImpersonation(v, u, p, c, t))
   override def openSessionWithImpersonation(
       v: TProtocolVersion, u: String, p: String, ip: String, c: JMap[String, String], t: String): SessionHandle =
-    clean(delegate.openSessionWithImpersonation(v, u, p, ip, c, t))
+    open(u, c)(delegate.openSessionWithImpersonation(v, u, p, ip, c, t))
   override def closeSession(s: SessionHandle): Unit = clean(delegate.closeSession(s))
   override def getInfo(s: SessionHandle, t: GetInfoType): GetInfoValue = clean(delegate.getInfo(s, t))
   override def executeStatement(s: SessionHandle, q: String, c: JMap[String, String]): OperationHandle =
-    clean(delegate.executeStatement(s, q, c))
+    clean { ThriftSessions.checkConf(c); delegate.executeStatement(s, q, c) }
   override def executeStatement(s: SessionHandle, q: String, c: JMap[String, String], timeout: Long): OperationHandle =
-    clean(delegate.executeStatement(s, q, c, timeout))
+    clean { ThriftSessions.checkConf(c); delegate.executeStatement(s, q, c, timeout) }
   override def executeStatementAsync(s: SessionHandle, q: String, c: JMap[String, String]): OperationHandle =
-    clean(delegate.executeStatementAsync(s, q, c))
+    clean { ThriftSessions.checkConf(c); delegate.executeStatementAsync(s, q, c) }
   override def executeStatementAsync(s: SessionHandle, q: String, c: JMap[String, String], timeout: Long): OperationHandle =
-    clean(delegate.executeStatementAsync(s, q, c, timeout))
+    clean { ThriftSessions.checkConf(c); delegate.executeStatementAsync(s, q, c, timeout) }
   override def getTypeInfo(s: SessionHandle): OperationHandle = clean(delegate.getTypeInfo(s))
   override def getCatalogs(s: SessionHandle): OperationHandle = clean(delegate.getCatalogs(s))
   override def getSchemas(s: SessionHandle, c: String, sc: String): OperationHandle = clean(delegate.getSchemas(s, c, sc))
@@ -166,6 +177,7 @@ object ThriftErrors {
     * `cliService` field on every call, so sessions opened afterwards all go through it. */
   def install(server: CompositeService): Int = {
     skipHiveFunctionRegistry()
+    ThriftSessions.install()
     val field = classOf[ThriftCLIService].getDeclaredField("cliService")
     field.setAccessible(true)
     server.getServices.asScala.toSeq.collect { case front: ThriftCLIService =>

@@ -43,6 +43,7 @@ object UseException {
     val ProcedureNotFound = "USE_PROCEDURE_NOT_FOUND_ERROR"
     val NotInstalled = "USE_NOT_INSTALLED_ERROR"
     val UnsupportedFeature = "USE_UNSUPPORTED_FEATURE_ERROR" // use.errors.UnsupportedFeatureError
+    val AccessDenied = "USE_ACCESS_DENIED_ERROR" // use.errors.AccessDeniedError
   }
 
   /** The SQLSTATE of an error raised on the JVM side (the Python side sends its own). */
@@ -52,6 +53,7 @@ object UseException {
     case Kinds.ProcedureNotFound => "42883"
     case Kinds.TableNotFound => "42P01"
     case Kinds.NotInstalled => "55000"
+    case Kinds.AccessDenied => "42501" // insufficient privilege
     case _ => "XX000"
   }
 }

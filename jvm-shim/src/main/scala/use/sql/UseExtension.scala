@@ -24,6 +24,7 @@ class UseSparkSessionExtension extends (SparkSessionExtensions => Unit) {
     extensions.injectHintResolutionRule(spark => new UsePathTimeTravel(spark))
     extensions.injectResolutionRule(spark => new UseAnalysis(spark))
     extensions.injectPreCBORule(spark => new UsePrepareScans(spark))
+    extensions.injectCheckRule(spark => new UseAccessCheck(spark))
   }
 }
 

@@ -74,7 +74,9 @@ object UseProcedures {
         s"possible here); change the table itself in its own catalog, e.g. ALTER TABLE ${(ns :+ ident.name()).mkString(".")}",
         UseException.Kinds.NotSupported)
     }.toMap
-    Bridge.call(ManualTriggerRequest(TableRefs.identifier(session, ns.head, ns.tail, ident.name(), shown), settings), session)
+    val table = TableRefs.identifier(session, ns.head, ns.tail, ident.name(), shown)
+    table.location.foreach(location => UseAccess.check(session, location, s"the table of ALTER TABLE $shown"))
+    Bridge.call(ManualTriggerRequest(table, settings), session)
   }
 
   private def session: ClassicSession = SparkSession.active.asInstanceOf[ClassicSession]
@@ -128,6 +130,23 @@ object UseProcedures {
       b.build()
     }.toArray
 
+    /** Confined file access (`UseAccess`): the table's location lies under an allowed root, and
+      * `force => true` on vacuum (which deletes files younger than the retention) is for
+      * administrators, unless with `dry_run => true`, which deletes nothing and only lists the files.
+      * Spark runs a procedure while analysing the CALL, before any check rule. */
+    private def checkAccess(input: InternalRow, tables: Map[String, TableRef]): Unit = {
+      tables.values.flatMap(_.location)
+        .foreach(location => UseAccess.check(session, location, s"the table of CALL use_catalog.$Namespace.${spec.name}"))
+      if (spec.name == "vacuum" && isTrue(input, "force") && !isTrue(input, "dry_run")) {
+        UseAccess.requireAdmin(session, "VACUUM with force => true (without dry_run => true)")
+      }
+    }
+
+    /** Whether the argument `name` is given as true (a default is false for the flags read here). */
+    private def isTrue(input: InternalRow, name: String): Boolean = spec.params.zipWithIndex.exists { case (p, i) =>
+      p.name == name && !input.isNullAt(i) && String.valueOf(input.get(i, p.dataType)).trim.equalsIgnoreCase("true")
+    }
+
     override def call(input: InternalRow): util.Iterator[Scan] = {
       val s = session
       val tables = spec.params.zipWithIndex.collect {
@@ -135,6 +154,7 @@ object UseProcedures {
       }.toMap
       val schema = StructType(spec.params.map(p => StructField(p.name, p.dataType)))
       val arguments = ArrowRows.write(schema, Seq(input), s.sessionState.conf.sessionLocalTimeZone)
+      checkAccess(input, tables)
       // The calling session goes along: the procedure runs with its settings (e.g. the
       // spark.qbeast.use.optimization.* defaults a JDBC client SET), as the Python API does.
       val reply = Bridge.call(CallProcedureRequest(spec.name, arguments, tables), s)
